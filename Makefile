@@ -1,0 +1,47 @@
+# kubeling: `make test` installs what is missing and runs the whole suite.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+APT_PACKAGES := etcd-server
+
+.PHONY: test deps apt venv protos check-protos bench clean
+
+test: deps
+	$(PY) -m pytest -q tests
+
+deps: apt $(STAMP)
+
+# Debian packages, installed only when a binary is missing (apt-get update first on fresh machines).
+apt:
+	@missing=""; \
+	command -v etcd >/dev/null 2>&1 || missing="$$missing etcd-server"; \
+	$(PYTHON) -c 'import venv, ensurepip' >/dev/null 2>&1 || missing="$$missing python3-venv"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# Regenerate protos/**/*_pb2*.py from the .proto files (commit the result).
+protos: deps
+	$(PY) -m protos.generate
+
+check-protos: deps
+	$(PY) -m protos.generate --check
+
+bench: deps
+	$(PY) -m bench.apiserver --json bench/results/apiserver.json
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,63 @@
+"""python -m apiserver --etcd HOST:PORT [--listen HOST:PORT] ..."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from apiserver.server import APIServer, Config
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = Config()
+    p = argparse.ArgumentParser(prog="python -m apiserver", description="kubeling apiserver: the Kubernetes API over etcd, in gRPC")
+    p.add_argument("--etcd", default=d.etcd, help="etcd client endpoint host:port (default %(default)s)")
+    p.add_argument("--listen", default=d.listen, help="gRPC listen address (default %(default)s; port 0 picks one)")
+    p.add_argument("--metrics-listen", default=d.metrics_listen, help="HTTP address for /metrics, /healthz, /readyz (default: off)")
+    p.add_argument("--etcd-prefix", default=d.etcd_prefix, help="key prefix in etcd (default %(default)s)")
+    p.add_argument("--compaction-interval", type=float, default=d.compaction_interval, help="seconds between etcd compactions, 0 disables (default %(default)s)")
+    p.add_argument("--bookmark-interval", type=float, default=d.bookmark_interval, help="seconds between watch bookmarks (default %(default)s)")
+    p.add_argument("--watch-cache-size", type=int, default=d.watch_cache_size, help="events kept per resource (default %(default)s)")
+    p.add_argument("--watcher-buffer", type=int, default=d.watcher_buffer, help="events a watcher may lag before it is ended (default %(default)s)")
+    p.add_argument("--port-file", default="", help="write the bound gRPC port here once serving")
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    cfg = Config(etcd=args.etcd, listen=args.listen, metrics_listen=args.metrics_listen,
+                 etcd_prefix=args.etcd_prefix, compaction_interval=args.compaction_interval,
+                 bookmark_interval=args.bookmark_interval, watch_cache_size=args.watch_cache_size,
+                 watcher_buffer=args.watcher_buffer)
+    server = APIServer(cfg)
+    await server.start()
+    if args.port_file:
+        with open(args.port_file, "w") as f:
+            f.write(f"{server.port}\n")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(_serve(args))
+    except (OSError, RuntimeError, ConnectionError) as err:
+        print(f"apiserver: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Empties namespaces being deleted, then removes them (kube-controller-manager's
+namespace controller, folded into the apiserver since kubeling has no controller manager)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from apiserver.registry.namespaces import FINALIZER
+from apiserver.registry.store import Registry
+from apiserver.storage.etcd import StaleRevision
+from kubeling import errors
+
+__all__ = ["NamespaceFinalizer"]
+
+log = logging.getLogger(__name__)
+
+
+class NamespaceFinalizer:
+    def __init__(self, namespaces: Registry, namespaced: list[Registry], interval: float = 1.0) -> None:
+        self.namespaces = namespaces
+        self.namespaced = namespaced
+        self.interval = interval
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="namespace-finalizer")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            if not self.namespaces.cache.ready.is_set():
+                continue
+            for ns in [o for o in self.namespaces.cache.store.values() if o.obj.metadata.HasField("deletionTimestamp")]:
+                try:
+                    await self.finalize(ns.obj.metadata.name)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as err:
+                    log.warning("namespace %s: finalizing failed: %s", ns.obj.metadata.name, err)
+
+    async def finalize(self, name: str) -> bool:
+        """One pass: delete what is left in the namespace; remove it once empty."""
+        remaining = 0
+        for registry in self.namespaced:
+            for obj in [e.obj for e in registry.cache.store.values() if e.obj.metadata.namespace == name]:
+                remaining += 1
+                if obj.metadata.HasField("deletionTimestamp"):
+                    continue  # already going (pods wait for their kubelet)
+                try:
+                    await registry.delete(name, obj.metadata.name)
+                except errors.NotFound:
+                    pass
+        if remaining:
+            return False
+        key = self.namespaces.key("", name)
+        kv, _ = await self.namespaces.storage.get(key)
+        if kv is None:
+            return True
+        ns = self.namespaces.decode(kv)
+        if FINALIZER in ns.spec.finalizers:
+            ns.spec.finalizers.remove(FINALIZER)
+        try:
+            if ns.spec.finalizers or ns.metadata.finalizers:
+                await self.namespaces.storage.update(key, self.namespaces.encode(ns), kv.mod_revision)
+                return False
+            await self.namespaces.storage.delete(key, kv.mod_revision)
+        except StaleRevision:
+            return False
+        log.info("namespace %s: empty, removed", name)
+        return True

@@ -1,0 +1,16 @@
+"""Resource registries: the generic store plus one Strategy per resource."""
+
+from __future__ import annotations
+
+from apiserver.registry.events import EventStrategy
+from apiserver.registry.leases import LeaseStrategy
+from apiserver.registry.namespaces import NamespaceStrategy
+from apiserver.registry.nodes import NodeStrategy
+from apiserver.registry.pods import PodStrategy
+from apiserver.registry.strategy import DeletePlan, Strategy
+
+__all__ = ["Strategy", "DeletePlan", "PodStrategy", "NodeStrategy", "NamespaceStrategy",
+           "EventStrategy", "LeaseStrategy", "ALL_STRATEGIES"]
+
+ALL_STRATEGIES: tuple[type[Strategy], ...] = (
+    NamespaceStrategy, NodeStrategy, PodStrategy, EventStrategy, LeaseStrategy)

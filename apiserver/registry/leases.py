@@ -1,0 +1,26 @@
+"""Leases (coordination.k8s.io/v1): node heartbeats and leader election."""
+
+from __future__ import annotations
+
+from apiserver.registry.strategy import Obj, Strategy
+from apiserver.validation import Checker
+from protos.kubeling.v1 import api_pb2, coordination_pb2
+
+__all__ = ["LeaseStrategy"]
+
+
+class LeaseStrategy(Strategy):
+    kind = "Lease"
+    plural = "leases"
+    namespaced = True
+    has_status = False
+    message = coordination_pb2.Lease
+    list_message = api_pb2.LeaseList
+    event_message = api_pb2.LeaseWatchEvent
+
+    def validate(self, obj: Obj, check: Checker) -> None:
+        spec = obj.spec
+        if spec.HasField("leaseDurationSeconds") and spec.leaseDurationSeconds <= 0:
+            check.invalid("spec.leaseDurationSeconds", spec.leaseDurationSeconds, "must be greater than 0")
+        if spec.HasField("leaseTransitions") and spec.leaseTransitions < 0:
+            check.invalid("spec.leaseTransitions", spec.leaseTransitions, "must be greater than or equal to 0")

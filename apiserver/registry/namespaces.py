@@ -1,0 +1,63 @@
+"""Namespaces (cluster-scoped): deletion is two-phase, as upstream.
+
+Deleting a namespace marks it Terminating (deletionTimestamp); the namespace
+finalizer (`apiserver.namespace_finalizer`) empties it and then removes it.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from apiserver.registry.strategy import DeletePlan, Obj, Strategy
+from apiserver.validation import Checker
+from kubeling import errors, names
+from protos.kubeling.v1 import api_pb2, core_pb2
+
+__all__ = ["NamespaceStrategy", "FINALIZER", "SYSTEM_NAMESPACES"]
+
+FINALIZER = "kubernetes"
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class NamespaceStrategy(Strategy):
+    kind = "Namespace"
+    plural = "namespaces"
+    namespaced = False
+    message = core_pb2.Namespace
+    list_message = api_pb2.NamespaceList
+    event_message = api_pb2.NamespaceWatchEvent
+    name_rule: ClassVar = staticmethod(names.dns1123_label)
+
+    def fields(self, obj: Obj) -> dict[str, str]:
+        out = super().fields(obj)
+        out["status.phase"] = obj.status.phase
+        return out
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        obj.status.Clear()
+        obj.status.phase = "Active"
+        if FINALIZER not in obj.spec.finalizers:
+            obj.spec.finalizers.append(FINALIZER)
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        super().prepare_for_update(new, old)
+        # spec.finalizers change only through the finalize step, as upstream's /finalize.
+        new.spec.CopyFrom(old.spec)
+
+    def validate(self, obj: Obj, check: Checker) -> None:
+        for i, f in enumerate(obj.spec.finalizers):
+            check.name(f"spec.finalizers[{i}]", f, names.qualified_name)
+
+    def validate_status(self, new: Obj, check: Checker) -> None:
+        check.unsupported("status.phase", new.status.phase, ("Active", "Terminating"))
+
+    def delete_plan(self, obj: Obj, grace_seconds: int | None) -> DeletePlan:
+        if obj.metadata.name in SYSTEM_NAMESPACES:
+            raise errors.Forbidden(f'namespaces "{obj.metadata.name}" is forbidden: this namespace may not be deleted')
+        return DeletePlan(False)
+
+    def mark_deleting(self, obj: Obj) -> None:
+        obj.status.phase = "Terminating"
+
+    def finalized(self, obj: Obj) -> bool:
+        return not obj.spec.finalizers

@@ -1,0 +1,414 @@
+"""The generic registry: one resource's verbs over etcd and its watch cache.
+
+Kubernetes semantics: create-if-absent, updates as compare-and-swap on the
+resourceVersion (mod_revision) with retry when the client gave none, status and
+spec updated separately, generation bumped on spec changes, finalizers and
+graceful deletion, paged lists pinned to one revision, watches from the cache.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import secrets
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from apiserver.registry.strategy import Obj, Strategy, now, timestamp
+from apiserver.storage.etcd import KV, Compacted, KeyExists, StaleRevision, Storage, prefix_end
+from apiserver.validation import Checker
+from apiserver.watchcache import CacheWatcher, Filter, WatchCache
+from kubeling import errors, names
+from kubeling.selectors import FieldSelector, LabelSelector, SelectorError
+from protos.kubeling.v1 import meta_pb2
+
+__all__ = ["Registry", "MAX_OBJECT_BYTES"]
+
+log = logging.getLogger(__name__)
+
+# etcd's default --max-request-bytes is 1.5 MiB: refuse before etcd does, with a clear message.
+MAX_OBJECT_BYTES = 1536 * 1024
+_GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # upstream's: no vowels, no confusables
+_MAX_GENERATED_PREFIX = 58
+_CONFLICT_RETRIES = 20
+
+NamespaceCheck = Callable[[str], Awaitable[None]]
+
+
+class Registry:
+    def __init__(self, strategy: Strategy, storage: Storage, *, prefix: str = "/registry",
+                 cache_capacity: int = 10_000, bookmark_interval: float = 60.0,
+                 watcher_buffer: int = 1_000, namespace_check: NamespaceCheck | None = None) -> None:
+        self.strategy = strategy
+        self.storage = storage
+        self.prefix = f"{prefix.rstrip('/')}/{strategy.plural}/".encode()
+        self.namespace_check = namespace_check
+        self.cache = WatchCache(strategy, storage, self.prefix, decode=self.decode,
+                                capacity=cache_capacity, bookmark_interval=bookmark_interval,
+                                watcher_buffer=watcher_buffer)
+        self._field_labels = strategy.field_labels()
+
+    # ------------------------------------------------------------ encoding
+
+    def key(self, namespace: str, name: str) -> bytes:
+        if self.strategy.namespaced:
+            return self.prefix + f"{namespace}/{name}".encode()
+        return self.prefix + name.encode()
+
+    def decode(self, kv: KV) -> Obj:
+        obj = self.strategy.message.FromString(kv.value)
+        obj.metadata.resourceVersion = str(kv.mod_revision)
+        return obj
+
+    def encode(self, obj: Obj) -> bytes:
+        rv = obj.metadata.resourceVersion
+        obj.metadata.resourceVersion = ""  # never stored: etcd's mod_revision is the truth
+        data = obj.SerializeToString(deterministic=True)
+        obj.metadata.resourceVersion = rv
+        if len(data) > MAX_OBJECT_BYTES:
+            raise errors.RequestEntityTooLarge(
+                f"{self.strategy.kind} {obj.metadata.name!r} is {len(data)} bytes encoded; "
+                f"the limit is {MAX_OBJECT_BYTES} bytes")
+        return data
+
+    def _describe(self, name: str) -> str:
+        return f'{self.strategy.plural} "{name}"'
+
+    def _invalid(self, obj: Obj, check: Checker) -> None:
+        if check.violations:
+            detail = ", ".join(str(v) for v in check.violations)
+            raise errors.Invalid(f'{self.strategy.kind} "{obj.metadata.name}" is invalid: {detail}',
+                                 metadata={"kind": self.strategy.kind, "name": obj.metadata.name},
+                                 violations=check.violations)
+
+    def _conflict(self, name: str, detail: str = "the object has been modified; please apply your "
+                  "changes to the latest version and try again") -> errors.Conflict:
+        return errors.Conflict(f"Operation cannot be fulfilled on {self._describe(name)}: {detail}",
+                               metadata={"kind": self.strategy.kind, "name": name})
+
+    def _not_found(self, name: str) -> errors.NotFound:
+        return errors.NotFound(f"{self._describe(name)} not found",
+                               metadata={"kind": self.strategy.kind, "name": name})
+
+    def _namespace_of(self, obj: Obj) -> str:
+        if not self.strategy.namespaced:
+            if obj.metadata.namespace:
+                raise errors.BadRequest(f"{self.strategy.plural} are cluster-scoped: metadata.namespace must be empty")
+            return ""
+        obj.metadata.namespace = obj.metadata.namespace or "default"
+        return obj.metadata.namespace
+
+    # ------------------------------------------------------------ verbs
+
+    async def create(self, obj: Obj) -> Obj:
+        meta = obj.metadata
+        if meta.resourceVersion:
+            raise errors.BadRequest("resourceVersion should not be set on objects to be created")
+        namespace = self._namespace_of(obj)
+        if namespace and self.namespace_check is not None:
+            await self.namespace_check(namespace)
+        generated = not meta.name and bool(meta.generateName)
+        meta.uid = str(uuid.uuid4())
+        meta.creationTimestamp.CopyFrom(now())
+        meta.generation = 1
+        meta.ClearField("deletionTimestamp")
+        meta.ClearField("deletionGracePeriodSeconds")
+        self.strategy.prepare_for_create(obj)
+        self.strategy.default(obj)
+        for attempt in range(8 if generated else 1):
+            if generated:
+                meta.name = meta.generateName[:_MAX_GENERATED_PREFIX] + "".join(
+                    secrets.choice(_GENERATE_ALPHABET) for _ in range(5))
+            check = Checker()
+            self._validate_meta(obj, check)
+            self.strategy.validate(obj, check)
+            self._invalid(obj, check)
+            try:
+                rev = await self.storage.create(self.key(namespace, meta.name), self.encode(obj))
+            except KeyExists:
+                if generated and attempt < 7:
+                    continue
+                raise errors.AlreadyExists(f"{self._describe(meta.name)} already exists",
+                                           metadata={"kind": self.strategy.kind, "name": meta.name}) from None
+            meta.resourceVersion = str(rev)
+            return obj
+        raise AssertionError("unreachable")
+
+    def _validate_meta(self, obj: Obj, check: Checker) -> None:
+        meta = obj.metadata
+        if not meta.name:
+            check.add("metadata.name", "Required value: name or generateName is required")
+        else:
+            check.name("metadata.name", meta.name, self.strategy.name_rule)
+        if meta.generateName:
+            # a generated name must still be valid once 5 characters are appended
+            check.name("metadata.generateName", meta.generateName[:_MAX_GENERATED_PREFIX] + "x",
+                       self.strategy.name_rule)
+        if self.strategy.namespaced:
+            check.name("metadata.namespace", meta.namespace, names.dns1123_label)
+        check.labels("metadata.labels", meta.labels)
+        check.annotations("metadata.annotations", meta.annotations)
+        for i, f in enumerate(meta.finalizers):
+            check.name(f"metadata.finalizers[{i}]", f, names.qualified_name)
+        for i, ref in enumerate(meta.ownerReferences):
+            for fld in ("apiVersion", "kind", "name", "uid"):
+                check.required(f"metadata.ownerReferences[{i}].{fld}", getattr(ref, fld))
+
+    async def get(self, namespace: str, name: str) -> Obj:
+        namespace = self._request_namespace(namespace)
+        kv, _ = await self.storage.get(self.key(namespace, name))
+        if kv is None:
+            raise self._not_found(name)
+        return self.decode(kv)
+
+    def _request_namespace(self, namespace: str) -> str:
+        if self.strategy.namespaced:
+            return namespace or "default"
+        return ""
+
+    async def update(self, obj: Obj, *, status: bool = False) -> Obj:
+        """Update (spec and metadata) or UpdateStatus (status only)."""
+        namespace = self._namespace_of(obj)
+        name = obj.metadata.name
+        if not name:
+            raise errors.Invalid(f"{self.strategy.kind} is invalid: metadata.name: Required value",
+                                 violations=[errors.FieldViolation("metadata.name", "Required value")])
+        key = self.key(namespace, name)
+        wanted_rv = obj.metadata.resourceVersion
+        if wanted_rv and not wanted_rv.isdigit():
+            raise errors.BadRequest(f"metadata.resourceVersion: invalid value {wanted_rv!r}: must be an integer")
+        for _ in range(_CONFLICT_RETRIES):
+            kv, _ = await self.storage.get(key)
+            if kv is None:
+                raise self._not_found(name)
+            if wanted_rv and int(wanted_rv) != kv.mod_revision:
+                raise self._conflict(name)
+            old = self.decode(kv)
+            new = type(obj)()
+            new.CopyFrom(obj)
+            check = Checker()
+            if status:
+                self.strategy.prepare_for_status_update(new, old)
+                self.strategy.validate_status(new, check)
+            else:
+                self._prepare_meta_update(new, old, check)
+                self.strategy.prepare_for_update(new, old)
+                self.strategy.default(new)
+                self._validate_meta(new, check)
+                self.strategy.validate(new, check)
+                self.strategy.validate_update(new, old, check)
+                if self.strategy.spec_changed(new, old):
+                    new.metadata.generation = old.metadata.generation + 1
+            self._invalid(new, check)
+            new.metadata.resourceVersion = old.metadata.resourceVersion
+            if new.SerializeToString(deterministic=True) == old.SerializeToString(deterministic=True):
+                return old  # a no-op writes nothing (upstream does the same)
+            try:
+                if self._ready_to_delete(new):
+                    rev = await self.storage.delete(key, kv.mod_revision)
+                else:
+                    rev = await self.storage.update(key, self.encode(new), kv.mod_revision)
+            except StaleRevision:
+                if wanted_rv:
+                    raise self._conflict(name) from None
+                continue
+            new.metadata.resourceVersion = str(rev)
+            return new
+        raise self._conflict(name, "too many concurrent writers; try again")
+
+    def _prepare_meta_update(self, new: Obj, old: Obj, check: Checker) -> None:
+        """Server-owned metadata comes from the stored object (upstream BeforeUpdate)."""
+        nm, om = new.metadata, old.metadata
+        if nm.uid and nm.uid != om.uid:
+            check.invalid("metadata.uid", nm.uid, "field is immutable")
+        if nm.HasField("creationTimestamp") and nm.creationTimestamp != om.creationTimestamp:
+            check.invalid("metadata.creationTimestamp", nm.creationTimestamp.ToJsonString(), "field is immutable")
+        nm.uid = om.uid
+        nm.creationTimestamp.CopyFrom(om.creationTimestamp)
+        nm.generation = om.generation
+        nm.generateName = nm.generateName or om.generateName
+        if om.HasField("deletionTimestamp"):
+            nm.deletionTimestamp.CopyFrom(om.deletionTimestamp)
+        else:
+            nm.ClearField("deletionTimestamp")
+        if om.HasField("deletionGracePeriodSeconds"):
+            nm.deletionGracePeriodSeconds = om.deletionGracePeriodSeconds
+        else:
+            nm.ClearField("deletionGracePeriodSeconds")
+        if om.HasField("deletionTimestamp"):
+            added = set(nm.finalizers) - set(om.finalizers)
+            if added:
+                check.add("metadata.finalizers", f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {sorted(added)}")
+
+    def _ready_to_delete(self, obj: Obj) -> bool:
+        meta = obj.metadata
+        return (meta.HasField("deletionTimestamp") and not meta.finalizers
+                and meta.deletionGracePeriodSeconds == 0 and self.strategy.finalized(obj))
+
+    async def delete(self, namespace: str, name: str, *, grace_seconds: int | None = None,
+                     preconditions: meta_pb2.Preconditions | None = None) -> Obj:
+        namespace = self._request_namespace(namespace)
+        key = self.key(namespace, name)
+        if grace_seconds is not None and grace_seconds < 0:
+            grace_seconds = 0
+        for _ in range(_CONFLICT_RETRIES):
+            kv, _ = await self.storage.get(key)
+            if kv is None:
+                raise self._not_found(name)
+            obj = self.decode(kv)
+            if preconditions is not None:
+                self._check_preconditions(obj, preconditions)
+            plan = self.strategy.delete_plan(obj, grace_seconds)
+            meta = obj.metadata
+            pending = bool(meta.finalizers) or not self.strategy.finalized(obj)
+            write: bool
+            if meta.HasField("deletionTimestamp"):
+                current = meta.deletionGracePeriodSeconds
+                if plan.graceful and plan.grace_seconds < current:
+                    self._mark_deleting(obj, plan.grace_seconds)  # shortening is allowed, never lengthening
+                    write = True
+                elif not plan.graceful and not pending:
+                    write = False
+                elif not plan.graceful and current != 0:
+                    self._mark_deleting(obj, 0)
+                    write = True
+                else:
+                    return obj
+            elif plan.graceful or pending:
+                self._mark_deleting(obj, plan.grace_seconds if plan.graceful else 0)
+                write = True
+            else:
+                write = False
+            try:
+                if write:
+                    rev = await self.storage.update(key, self.encode(obj), kv.mod_revision)
+                else:
+                    rev = await self.storage.delete(key, kv.mod_revision)
+            except StaleRevision:
+                continue
+            obj.metadata.resourceVersion = str(rev)
+            return obj
+        raise self._conflict(name, "too many concurrent writers; try again")
+
+    def _mark_deleting(self, obj: Obj, grace: int) -> None:
+        obj.metadata.deletionTimestamp.CopyFrom(timestamp(now().seconds + grace))
+        obj.metadata.deletionGracePeriodSeconds = grace
+        self.strategy.mark_deleting(obj)
+
+    def _check_preconditions(self, obj: Obj, pre: meta_pb2.Preconditions) -> None:
+        name = obj.metadata.name
+        if pre.HasField("uid") and pre.uid != obj.metadata.uid:
+            raise self._conflict(name, f"Precondition failed: UID in precondition: {pre.uid}, "
+                                       f"UID in object meta: {obj.metadata.uid}")
+        if pre.HasField("resourceVersion") and pre.resourceVersion != obj.metadata.resourceVersion:
+            raise self._conflict(name, f"Precondition failed: ResourceVersion in precondition: "
+                                       f"{pre.resourceVersion}, ResourceVersion in object meta: "
+                                       f"{obj.metadata.resourceVersion}")
+
+    # ------------------------------------------------------------ read many
+
+    def parse_filter(self, namespace: str, label_selector: str, field_selector: str) -> Filter:
+        try:
+            labels = LabelSelector.parse(label_selector)
+            fields = FieldSelector.parse(field_selector)
+        except SelectorError as err:
+            raise errors.BadRequest(f"unable to parse requirement: {err}") from None
+        for f in fields.fields():
+            if f not in self._field_labels:
+                raise errors.BadRequest(
+                    f'field label not supported: "{f}" (for {self.strategy.plural}: '
+                    + ", ".join(sorted(self._field_labels)) + ")")
+        return Filter(namespace if self.strategy.namespaced else "", labels, fields)
+
+    async def list(self, req: meta_pb2.ListRequest) -> tuple[list[Obj], meta_pb2.ListMeta]:
+        flt = self.parse_filter(req.namespace, req.labelSelector, req.fieldSelector)
+        if req.limit < 0:
+            raise errors.BadRequest(f"limit: invalid value {req.limit}: must be >= 0")
+        token = getattr(req, "continue")  # a Python keyword: no attribute access
+        if req.resourceVersion and not token:
+            rv = _parse_rv(req.resourceVersion)
+            # "0" (any) and N (not older than N) are served from the cache, as upstream.
+            await self.cache.wait_for(rv)
+            items, at = self.cache.list(flt)
+            return items, meta_pb2.ListMeta(resourceVersion=str(at))
+        if token and req.resourceVersion:
+            raise errors.BadRequest("specifying resource version is not allowed when using continue")
+        return await self._list_from_etcd(flt, req.limit, token)
+
+    async def _list_from_etcd(self, flt: Filter, limit: int, token: str) -> tuple[list[Obj], meta_pb2.ListMeta]:
+        base = self.prefix + (f"{flt.namespace}/".encode() if flt.namespace else b"")
+        end = prefix_end(base)
+        revision, start = 0, base
+        if token:
+            revision, start = _decode_continue(token)
+            if not start.startswith(base):
+                raise errors.BadRequest("continue token does not belong to this list")
+        selective = not (flt.labels.empty() and flt.fields.empty())
+        items: list[Obj] = []
+        page = limit if limit > 0 else 0
+        remaining: int | None = None
+        next_key: bytes | None = None
+        while True:
+            try:
+                kvs, header, more, count = await self.storage.range(start, end, revision=revision, limit=page)
+            except Compacted:
+                raise errors.Expired(
+                    "The provided continue parameter is too old to display a consistent list result. "
+                    "You can start a new list without the continue parameter.") from None
+            revision = revision or header
+            for i, kv in enumerate(kvs):
+                obj = self.decode(kv)
+                if flt.matches(self.cache.attrs(obj)):
+                    items.append(obj)
+                if limit and len(items) == limit:
+                    if i + 1 < len(kvs) or more:
+                        next_key = kv.key + b"\0"
+                        if not selective:
+                            remaining = count - (i + 1)
+                    break
+            if next_key is not None or (limit and len(items) == limit) or not more or not kvs:
+                break
+            start = kvs[-1].key + b"\0"
+            page = min(page * 2, 10_000) if page else 0  # selective lists read on in bigger pages
+        meta = meta_pb2.ListMeta(resourceVersion=str(revision))
+        if next_key is not None:
+            setattr(meta, "continue", _encode_continue(revision, next_key))
+            if remaining is not None:
+                meta.remainingItemCount = remaining
+        return items, meta
+
+    async def watch(self, req: meta_pb2.WatchRequest) -> CacheWatcher:
+        flt = self.parse_filter(req.namespace, req.labelSelector, req.fieldSelector)
+        rv: int | None = None
+        if req.resourceVersion not in ("", "0"):
+            rv = _parse_rv(req.resourceVersion)
+        await self.cache.wait_for(rv or 0)
+        return self.cache.watch(flt, rv, bookmarks=req.allowWatchBookmarks)
+
+
+def _parse_rv(text: str) -> int:
+    if not text.isdigit():
+        raise errors.BadRequest(f"resourceVersion: invalid value {text!r}: must be a non-negative integer")
+    return int(text)
+
+
+def _encode_continue(revision: int, start: bytes) -> str:
+    raw = json.dumps({"v": "kubeling/v1", "rv": revision, "start": start.decode("utf-8", "surrogateescape")})
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def _decode_continue(token: str) -> tuple[int, bytes]:
+    try:
+        data: dict[str, Any] = json.loads(base64.urlsafe_b64decode(token.encode()))
+        if data.get("v") != "kubeling/v1":
+            raise ValueError("unknown version")
+        rv = int(data["rv"])
+        start = str(data["start"]).encode("utf-8", "surrogateescape")
+    except (ValueError, KeyError, TypeError, binascii.Error, json.JSONDecodeError):
+        raise errors.BadRequest("continue: invalid value: the continue token is not valid") from None
+    if rv <= 0:
+        raise errors.BadRequest("continue: invalid value: the continue token has no resource version")
+    return rv, start

@@ -1,0 +1,118 @@
+"""What differs between resources: names, defaults, validation, field labels, deletion.
+
+The generic registry (`registry.store`) does storage, preconditions and watches; a
+Strategy subclass per resource (pods.py, nodes.py, ...) says what is special about it,
+as upstream's `rest.RESTCreateStrategy` / `RESTUpdateStrategy` do.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from apiserver.validation import Checker
+from kubeling import names
+from kubeling.errors import FieldViolation
+
+__all__ = ["Strategy", "DeletePlan", "now", "timestamp"]
+
+Obj = Any  # a generated protobuf message with `metadata` (and spec/status)
+
+
+def now() -> Timestamp:
+    """The current time at second precision, as metav1.Time serializes it."""
+    return Timestamp(seconds=int(time.time()))
+
+
+def timestamp(seconds: float) -> Timestamp:
+    ts = Timestamp()
+    ts.FromNanoseconds(int(seconds * 1e9))
+    return ts
+
+
+@dataclass(frozen=True, slots=True)
+class DeletePlan:
+    """How a delete proceeds: at once, or by setting deletionTimestamp (grace seconds)."""
+
+    graceful: bool
+    grace_seconds: int = 0
+
+
+class Strategy:
+    kind: ClassVar[str]
+    plural: ClassVar[str]
+    namespaced: ClassVar[bool]
+    message: ClassVar[type[Message]]
+    list_message: ClassVar[type[Message]]
+    event_message: ClassVar[type[Message]]
+    has_status: ClassVar[bool] = True
+    # The field whose exact-match selectors index watchers (upstream's "trigger" funcs).
+    index_field: ClassVar[str | None] = None
+    name_rule: ClassVar[Callable[[str], list[str]]] = staticmethod(names.dns1123_subdomain)
+
+    # ---- field labels (field selectors) ----
+    def fields(self, obj: Obj) -> dict[str, str]:
+        meta = obj.metadata
+        out = {"metadata.name": meta.name}
+        if self.namespaced:
+            out["metadata.namespace"] = meta.namespace
+        return out
+
+    def field_labels(self) -> frozenset[str]:
+        return frozenset(self.fields(self.message()).keys())
+
+    # ---- create / update ----
+    def prepare_for_create(self, obj: Obj) -> None:
+        """Clear what a client may not set on create (status defaults, ...)."""
+
+    def default(self, obj: Obj) -> None:
+        """Fill defaults, as upstream's SetDefaults_*."""
+
+    def validate(self, obj: Obj, check: Checker) -> None:
+        """Add a violation per invalid field of a new or updated object."""
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        """A normal update may not change status: keep the stored one."""
+        if self.has_status:
+            new.status.CopyFrom(old.status)
+
+    def prepare_for_status_update(self, new: Obj, old: Obj) -> None:
+        """A status update changes status only: everything else is the stored object's."""
+        status = type(new.status)()
+        status.CopyFrom(new.status)
+        new.CopyFrom(old)
+        new.status.CopyFrom(status)
+
+    def validate_update(self, new: Obj, old: Obj, check: Checker) -> None:
+        """Extra rules for updates (immutable fields)."""
+
+    def validate_status(self, new: Obj, check: Checker) -> None:
+        """Rules for a status update."""
+
+    def spec_changed(self, new: Obj, old: Obj) -> bool:
+        """Whether metadata.generation must be bumped."""
+        if hasattr(new, "spec"):
+            return new.spec.SerializeToString(deterministic=True) != old.spec.SerializeToString(deterministic=True)
+        return False
+
+    # ---- delete ----
+    def delete_plan(self, obj: Obj, grace_seconds: int | None) -> DeletePlan:
+        """Immediate unless the resource says otherwise (pods bound to a node are graceful)."""
+        return DeletePlan(False)
+
+    def mark_deleting(self, obj: Obj) -> None:
+        """Called when deletionTimestamp is set (namespaces turn Terminating)."""
+
+    def finalized(self, obj: Obj) -> bool:
+        """Whether resource-specific finalization is done (namespaces: spec.finalizers empty)."""
+        return True
+
+    def violations(self, obj: Obj) -> list[FieldViolation]:
+        check = Checker()
+        self.validate(obj, check)
+        return check.violations

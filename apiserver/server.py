@@ -1,0 +1,172 @@
+"""The apiserver process: etcd storage, a registry and watch cache per resource,
+the gRPC services (plus health and reflection), compaction, and an HTTP endpoint
+for /metrics, /healthz and /readyz."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+import grpc
+from aiohttp import web
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from apiserver.compaction import Compactor
+from apiserver.metrics import Metrics
+from apiserver.namespace_finalizer import NamespaceFinalizer
+from apiserver.registry import ALL_STRATEGIES
+from apiserver.registry.namespaces import SYSTEM_NAMESPACES
+from apiserver.registry.store import Registry
+from apiserver.service import SERVICE_NAMES, service_handler
+from apiserver.storage.etcd import Storage
+from kubeling import errors
+from protos.kubeling.v1 import api_pb2, core_pb2
+
+__all__ = ["APIServer", "Config"]
+
+log = logging.getLogger(__name__)
+
+MAX_REQUEST_BYTES = 3 * 1024 * 1024  # kube-apiserver's default request body limit
+
+
+@dataclass
+class Config:
+    etcd: str = "127.0.0.1:2379"
+    listen: str = "127.0.0.1:6443"
+    metrics_listen: str = ""  # host:port for /metrics, /healthz, /readyz; empty: off
+    etcd_prefix: str = "/registry"
+    compaction_interval: float = 300.0  # seconds; 0 disables
+    bookmark_interval: float = 60.0
+    watch_cache_size: int = 10_000  # events kept per resource
+    watcher_buffer: int = 1_000  # events a watcher may lag before it is ended
+    namespace_finalize_interval: float = 1.0
+
+
+@dataclass
+class APIServer:
+    config: Config
+    metrics: Metrics = field(default_factory=Metrics)
+    port: int = 0
+    metrics_port: int = 0
+    registries: dict[str, Registry] = field(default_factory=dict)
+    _storage: Storage | None = None
+    _server: grpc.aio.Server | None = None
+    _http: web.AppRunner | None = None
+    _compactor: Compactor | None = None
+    _finalizer: NamespaceFinalizer | None = None
+    _health: health.aio.HealthServicer | None = None
+
+    @property
+    def address(self) -> str:
+        host = self.config.listen.rpartition(":")[0] or "127.0.0.1"
+        return f"{host}:{self.port}"
+
+    async def start(self) -> None:
+        cfg = self.config
+        self._storage = storage = await Storage.connect(cfg.etcd)
+        for strategy_type in ALL_STRATEGIES:
+            strategy = strategy_type()
+            self.registries[strategy.plural] = Registry(
+                strategy, storage, prefix=cfg.etcd_prefix, cache_capacity=cfg.watch_cache_size,
+                bookmark_interval=cfg.bookmark_interval, watcher_buffer=cfg.watcher_buffer,
+                namespace_check=self._check_namespace if strategy.namespaced else None)
+        for reg in self.registries.values():
+            await reg.cache.start()
+        await asyncio.gather(*(reg.cache.wait_for(0, timeout=30) for reg in self.registries.values()))
+        await self._bootstrap_namespaces()
+
+        self._server = grpc.aio.server(options=[
+            ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
+            ("grpc.max_send_message_length", 256 * 1024 * 1024),
+            ("grpc.so_reuseport", 0),
+        ])
+        self._server.add_generic_rpc_handlers(
+            [service_handler(reg, self.metrics) for reg in self.registries.values()])
+        self._health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        names = [api_pb2.DESCRIPTOR.services_by_name[n].full_name for n in SERVICE_NAMES.values()]
+        reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], self._server)
+        self.port = self._server.add_insecure_port(cfg.listen)
+        if self.port == 0:
+            raise RuntimeError(f"cannot listen on {cfg.listen}")
+        await self._server.start()
+        for name in ["", *names]:
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+        self._compactor = Compactor(storage, cfg.compaction_interval, self._compacted)
+        self._compactor.start()
+        self._finalizer = NamespaceFinalizer(
+            self.registries["namespaces"],
+            [r for r in self.registries.values() if r.strategy.namespaced],
+            cfg.namespace_finalize_interval)
+        self._finalizer.start()
+        if cfg.metrics_listen:
+            await self._start_http(cfg.metrics_listen)
+        log.info("apiserver serving gRPC on %s (etcd %s)", self.address, cfg.etcd)
+
+    async def stop(self, grace: float = 1.0) -> None:
+        if self._health is not None:
+            await self._health.enter_graceful_shutdown()
+        for part in (self._compactor, self._finalizer):
+            if part is not None:
+                await part.stop()
+        for reg in self.registries.values():
+            await reg.cache.stop()
+        if self._server is not None:
+            await self._server.stop(grace)
+        if self._http is not None:
+            await self._http.cleanup()
+        if self._storage is not None:
+            await self._storage.close()
+
+    def _compacted(self, revision: int) -> None:
+        self.metrics.compactions.inc()
+        for reg in self.registries.values():
+            reg.cache.compacted(revision)
+
+    async def _check_namespace(self, namespace: str) -> None:
+        namespaces = self.registries["namespaces"]
+        ns = namespaces.cache.get(namespaces.key("", namespace))
+        if ns is None:  # the cache may lag a namespace created a moment ago: ask etcd
+            try:
+                ns = await namespaces.get("", namespace)
+            except errors.NotFound:
+                raise errors.NotFound(f'namespaces "{namespace}" not found',
+                                      metadata={"kind": "Namespace", "name": namespace}) from None
+        if ns.metadata.HasField("deletionTimestamp"):
+            raise errors.Forbidden(f"unable to create new content in namespace {namespace} because it is being terminated")
+
+    async def _bootstrap_namespaces(self) -> None:
+        namespaces = self.registries["namespaces"]
+        for name in SYSTEM_NAMESPACES:
+            try:
+                await namespaces.create(core_pb2.Namespace(metadata={"name": name}))
+            except errors.AlreadyExists:
+                pass
+
+    async def _start_http(self, listen: str) -> None:
+        app = web.Application()
+
+        async def metrics(_: web.Request) -> web.Response:
+            return web.Response(body=generate_latest(self.metrics.registry),
+                                headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+        async def healthz(_: web.Request) -> web.Response:
+            return web.Response(text="ok")
+
+        async def readyz(_: web.Request) -> web.Response:
+            ready = all(r.cache.ready.is_set() for r in self.registries.values())
+            return web.Response(text="ok" if ready else "watch caches not ready", status=200 if ready else 503)
+
+        app.router.add_get("/metrics", metrics)
+        app.router.add_get("/healthz", healthz)
+        app.router.add_get("/readyz", readyz)
+        self._http = web.AppRunner(app, access_log=None)
+        await self._http.setup()
+        host, _, port = listen.rpartition(":")
+        site = web.TCPSite(self._http, host or "127.0.0.1", int(port))
+        await site.start()
+        self.metrics_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]

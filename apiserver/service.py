@@ -1,0 +1,145 @@
+"""gRPC handlers: each service's methods mapped onto a Registry.
+
+Handlers are built by hand (not the generated add_*_to_server) so that watch events,
+already encoded once by the watch cache, are written as bytes without re-encoding.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from apiserver.metrics import Metrics
+from apiserver.registry.binding import bind
+from apiserver.registry.store import Registry
+from kubeling import errors
+from protos.kubeling.v1 import core_pb2, meta_pb2
+
+__all__ = ["service_handler", "SERVICE_NAMES"]
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAMES = {"pods": "Pods", "nodes": "Nodes", "namespaces": "Namespaces", "events": "Events",
+                 "leases": "Leases"}
+
+
+def _serialize(msg: Any) -> bytes:
+    return msg.SerializeToString()
+
+
+def _unary(metrics: Metrics, verb: str, resource: str, fn: Callable[[Any], Awaitable[Any]],
+           request_type: Any) -> grpc.RpcMethodHandler:
+    async def handler(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        start, code = time.perf_counter(), "OK"
+        try:
+            return await fn(request)
+        except errors.ApiError as err:
+            code = err.code.name
+            await context.abort(err.code, err.message, err.trailing_metadata())
+        except Exception as err:
+            code = "INTERNAL"
+            log.exception("%s %s failed", verb, resource)
+            internal = errors.InternalError(f"{verb} {resource}: internal error: {type(err).__name__}: {err}")
+            await context.abort(internal.code, internal.message, internal.trailing_metadata())
+        finally:
+            metrics.observe(verb, resource, code, time.perf_counter() - start)
+
+    return grpc.unary_unary_rpc_method_handler(handler, request_deserializer=request_type.FromString,
+                                               response_serializer=_serialize)
+
+
+def _watch(metrics: Metrics, registry: Registry) -> grpc.RpcMethodHandler:
+    resource = registry.strategy.plural
+    gauge = metrics.watchers.labels(resource)
+
+    async def handler(request: meta_pb2.WatchRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        start, code = time.perf_counter(), "OK"
+        gauge.inc()
+        try:
+            watcher = await registry.watch(request)
+            deadline = time.monotonic() + request.timeoutSeconds if request.timeoutSeconds > 0 else None
+            stream = watcher.stream()
+            if deadline is None:
+                async for data in stream:
+                    yield data
+            else:
+                async for data in _until(stream, deadline):
+                    yield data
+                watcher.terminate()
+            if watcher.error is not None:
+                raise watcher.error
+        except errors.ApiError as err:
+            code = err.code.name
+            await context.abort(err.code, err.message, err.trailing_metadata())
+        except Exception as err:
+            code = "INTERNAL"
+            log.exception("watch %s failed", resource)
+            await context.abort(grpc.StatusCode.INTERNAL, f"watch {resource}: internal error: {err}")
+        finally:
+            gauge.dec()
+            metrics.observe("WATCH", resource, code, time.perf_counter() - start)
+
+    return grpc.unary_stream_rpc_method_handler(handler, request_deserializer=meta_pb2.WatchRequest.FromString,
+                                                response_serializer=None)
+
+
+async def _until(stream: AsyncIterator[bytes], deadline: float) -> AsyncIterator[bytes]:
+    import asyncio
+    it = stream.__aiter__()
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        try:
+            yield await asyncio.wait_for(it.__anext__(), remaining)
+        except (StopAsyncIteration, TimeoutError):
+            return
+
+
+def service_handler(registry: Registry, metrics: Metrics) -> grpc.GenericRpcHandler:
+    strategy = registry.strategy
+    resource = strategy.plural
+    msg = strategy.message
+
+    async def create(obj: Any) -> Any:
+        return await registry.create(obj)
+
+    async def get(req: meta_pb2.GetRequest) -> Any:
+        return await registry.get(req.namespace, req.name)
+
+    async def list_(req: meta_pb2.ListRequest) -> Any:
+        items, meta = await registry.list(req)
+        out = strategy.list_message(metadata=meta)
+        out.items.extend(items)
+        return out
+
+    async def update(obj: Any) -> Any:
+        return await registry.update(obj)
+
+    async def update_status(obj: Any) -> Any:
+        return await registry.update(obj, status=True)
+
+    async def delete(req: meta_pb2.DeleteRequest) -> Any:
+        grace = req.gracePeriodSeconds if req.HasField("gracePeriodSeconds") else None
+        pre = req.preconditions if req.HasField("preconditions") else None
+        return await registry.delete(req.namespace, req.name, grace_seconds=grace, preconditions=pre)
+
+    methods: dict[str, grpc.RpcMethodHandler] = {
+        "Create": _unary(metrics, "CREATE", resource, create, msg),
+        "Get": _unary(metrics, "GET", resource, get, meta_pb2.GetRequest),
+        "List": _unary(metrics, "LIST", resource, list_, meta_pb2.ListRequest),
+        "Update": _unary(metrics, "UPDATE", resource, update, msg),
+        "Delete": _unary(metrics, "DELETE", resource, delete, meta_pb2.DeleteRequest),
+        "Watch": _watch(metrics, registry),
+    }
+    if strategy.has_status:
+        methods["UpdateStatus"] = _unary(metrics, "UPDATE_STATUS", resource, update_status, msg)
+    if resource == "pods":
+        async def bind_(b: core_pb2.Binding) -> Any:
+            return await bind(registry, b)
+        methods["Bind"] = _unary(metrics, "BIND", resource, bind_, core_pb2.Binding)
+    return grpc.method_handlers_generic_handler(f"kubeling.v1.{SERVICE_NAMES[resource]}", methods)

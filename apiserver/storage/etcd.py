@@ -1,0 +1,204 @@
+"""Objects in etcd: create-if-absent, compare-and-swap on mod_revision, ranges at a revision.
+
+The aetcd client owns the connection; requests are built from etcd's own rpc messages
+so that every answer carries the header revision (aetcd's `get` drops it).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import aetcd
+import grpc
+from aetcd.rpc import rpc_pb2
+
+from kubeling import errors
+
+__all__ = ["KV", "Storage", "StaleRevision", "KeyExists", "Compacted", "prefix_end"]
+
+log = logging.getLogger(__name__)
+
+# Messages up to etcd's default request limit plus headroom for lists of many objects.
+MAX_MESSAGE = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class KV:
+    key: bytes
+    value: bytes
+    mod_revision: int
+    create_revision: int
+    version: int = 0  # writes since creation
+
+
+class StaleRevision(Exception):
+    """A compare-and-swap found another revision; `current` is what etcd holds (None: gone)."""
+
+    def __init__(self, current: KV | None, revision: int) -> None:
+        super().__init__("stale revision")
+        self.current = current
+        self.revision = revision
+
+
+class KeyExists(Exception):
+    def __init__(self, current: KV) -> None:
+        super().__init__("key exists")
+        self.current = current
+
+
+class Compacted(Exception):
+    """The revision asked for was compacted away; `compact_revision` is the oldest kept."""
+
+    def __init__(self, compact_revision: int) -> None:
+        super().__init__(f"required revision has been compacted (oldest kept: {compact_revision})")
+        self.compact_revision = compact_revision
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The range end that selects every key starting with prefix (etcd's convention)."""
+    end = bytearray(prefix)
+    for i in range(len(end) - 1, -1, -1):
+        if end[i] < 0xFF:
+            end[i] += 1
+            return bytes(end[: i + 1])
+    return b"\0"
+
+
+def _kv(kv: object) -> KV:
+    return KV(kv.key, kv.value, kv.mod_revision, kv.create_revision, kv.version)  # type: ignore[attr-defined]
+
+
+def translate(err: grpc.aio.AioRpcError, what: str) -> Exception:
+    """etcd's gRPC failure → an ApiError a person understands (or Compacted)."""
+    details = err.details() or ""
+    code = err.code()
+    if "compacted" in details:
+        return Compacted(0)
+    if "request is too large" in details:
+        return errors.RequestEntityTooLarge(f"{what}: the object is too large for etcd ({details})")
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return errors.ServiceUnavailable(f"{what}: etcd is unavailable ({details})")
+    return errors.InternalError(f"{what}: etcd failed: {code.name}: {details}")
+
+
+class Storage:
+    """Byte-level access to etcd for the registries; one per apiserver."""
+
+    def __init__(self, client: aetcd.Client, timeout: float = 10.0) -> None:
+        self.client = client
+        self.timeout = timeout
+
+    @classmethod
+    async def connect(cls, endpoint: str) -> Storage:
+        host, _, port = endpoint.rpartition(":")
+        client = aetcd.Client(host=host or "127.0.0.1", port=int(port), options={
+            "grpc.max_receive_message_length": MAX_MESSAGE,
+            "grpc.max_send_message_length": MAX_MESSAGE,
+        })
+        await client.connect()
+        return cls(client)
+
+    @property
+    def channel(self) -> grpc.aio.Channel:
+        return self.client.channel
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def _call(self, what: str, method: str, request: object) -> object:
+        stub = self.client.kvstub
+        try:
+            return await getattr(stub, method)(request, timeout=self.timeout)
+        except grpc.aio.AioRpcError as err:
+            raise translate(err, what) from None
+
+    async def get(self, key: bytes) -> tuple[KV | None, int]:
+        """(the key's KV or None, the revision read at)."""
+        resp = await self._call(f"get {key.decode()}", "Range", rpc_pb2.RangeRequest(key=key))
+        kvs = resp.kvs  # type: ignore[attr-defined]
+        return (_kv(kvs[0]) if kvs else None), resp.header.revision  # type: ignore[attr-defined]
+
+    async def range(self, start: bytes, end: bytes, *, revision: int = 0, limit: int = 0,
+                    count_only: bool = False) -> tuple[list[KV], int, bool, int]:
+        """(kvs sorted by key, header revision, more, total count in range)."""
+        req = rpc_pb2.RangeRequest(key=start, range_end=end, revision=revision, limit=limit,
+                                   count_only=count_only)
+        try:
+            resp = await self.client.kvstub.Range(req, timeout=self.timeout)
+        except grpc.aio.AioRpcError as err:
+            exc = translate(err, f"list {start.decode(errors='replace')}")
+            raise exc from None
+        return [_kv(kv) for kv in resp.kvs], resp.header.revision, resp.more, resp.count
+
+    async def revision(self) -> int:
+        """etcd's current revision (a count-only range on an empty key range)."""
+        _, rev, _, _ = await self.range(b"\0", b"\0", count_only=True)
+        return rev
+
+    async def create(self, key: bytes, value: bytes) -> int:
+        """Put key only when absent; return the new mod_revision or raise KeyExists."""
+        txn = rpc_pb2.TxnRequest(
+            compare=[rpc_pb2.Compare(key=key, target=rpc_pb2.Compare.MOD,
+                                     result=rpc_pb2.Compare.EQUAL, mod_revision=0)],
+            success=[rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value))],
+            failure=[rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=key))],
+        )
+        resp = await self._call(f"create {key.decode()}", "Txn", txn)
+        if not resp.succeeded:  # type: ignore[attr-defined]
+            kvs = resp.responses[0].response_range.kvs  # type: ignore[attr-defined]
+            raise KeyExists(_kv(kvs[0]))
+        return resp.header.revision  # type: ignore[attr-defined]
+
+    async def update(self, key: bytes, value: bytes, expected_revision: int) -> int:
+        """Put key only while its mod_revision is expected_revision, else StaleRevision."""
+        txn = rpc_pb2.TxnRequest(
+            compare=[rpc_pb2.Compare(key=key, target=rpc_pb2.Compare.MOD,
+                                     result=rpc_pb2.Compare.EQUAL, mod_revision=expected_revision)],
+            success=[rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value))],
+            failure=[rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=key))],
+        )
+        resp = await self._call(f"update {key.decode()}", "Txn", txn)
+        if not resp.succeeded:  # type: ignore[attr-defined]
+            kvs = resp.responses[0].response_range.kvs  # type: ignore[attr-defined]
+            raise StaleRevision(_kv(kvs[0]) if kvs else None, resp.header.revision)  # type: ignore[attr-defined]
+        return resp.header.revision  # type: ignore[attr-defined]
+
+    async def delete(self, key: bytes, expected_revision: int) -> int:
+        """Delete key only while its mod_revision is expected_revision; return the delete's revision."""
+        txn = rpc_pb2.TxnRequest(
+            compare=[rpc_pb2.Compare(key=key, target=rpc_pb2.Compare.MOD,
+                                     result=rpc_pb2.Compare.EQUAL, mod_revision=expected_revision)],
+            success=[rpc_pb2.RequestOp(request_delete_range=rpc_pb2.DeleteRangeRequest(key=key))],
+            failure=[rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=key))],
+        )
+        resp = await self._call(f"delete {key.decode()}", "Txn", txn)
+        if not resp.succeeded:  # type: ignore[attr-defined]
+            kvs = resp.responses[0].response_range.kvs  # type: ignore[attr-defined]
+            raise StaleRevision(_kv(kvs[0]) if kvs else None, resp.header.revision)  # type: ignore[attr-defined]
+        return resp.header.revision  # type: ignore[attr-defined]
+
+    async def compact(self, revision: int) -> None:
+        try:
+            await self.client.kvstub.Compact(rpc_pb2.CompactionRequest(revision=revision),
+                                             timeout=self.timeout)
+        except grpc.aio.AioRpcError as err:
+            if "compacted" in (err.details() or ""):
+                return  # someone compacted further already
+            raise translate(err, f"compact to {revision}") from None
+
+    async def put_if_version(self, key: bytes, value: bytes, version: int) -> tuple[bool, KV | None]:
+        """Put key while its version (number of writes since creation) is `version`.
+
+        Used for the shared compaction marker, as upstream's compactor does."""
+        txn = rpc_pb2.TxnRequest(
+            compare=[rpc_pb2.Compare(key=key, target=rpc_pb2.Compare.VERSION,
+                                     result=rpc_pb2.Compare.EQUAL, version=version)],
+            success=[rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value))],
+            failure=[rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=key))],
+        )
+        resp = await self._call(f"compare-and-put {key.decode()}", "Txn", txn)
+        if resp.succeeded:  # type: ignore[attr-defined]
+            return True, None
+        kvs = resp.responses[0].response_range.kvs  # type: ignore[attr-defined]
+        return False, (_kv(kvs[0]) if kvs else None)

@@ -1,0 +1,465 @@
+"""The watch cache: one etcd watch per resource, fanned out to every watcher.
+
+State: `store` (current objects, exact at `rv`) and `events`, a window of recent
+changes; every change with revision > `oldest_rv` is in the window. A watch from
+RV N replays the window after N and then receives live events, in order, exactly
+once: registration happens without an `await` between replay and subscription, so
+no event can fall between them (asyncio runs one task at a time).
+
+On start the cache lists at revision R and opens its etcd watch *before* R (up to
+`capacity` revisions back) so the window covers recent history: a client resuming
+across an apiserver restart finds its RV still served.
+
+Each event is encoded once per variant (ADDED / MODIFIED / DELETED) and the same
+bytes go to every matching watcher. A watcher whose buffer fills is ended with
+WatcherTooSlow; it never blocks the others and never silently skips an event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from apiserver.registry.strategy import Strategy
+from apiserver.storage.etcd import KV, Compacted, Storage, prefix_end
+from apiserver.storage.watch import PrefixWatch, WatchBatch
+from kubeling import errors
+from kubeling.selectors import FieldSelector, LabelSelector
+
+__all__ = ["WatchCache", "Filter", "CacheWatcher", "Attrs"]
+
+log = logging.getLogger(__name__)
+
+ADDED, MODIFIED, DELETED, BOOKMARK = "ADDED", "MODIFIED", "DELETED", "BOOKMARK"
+
+
+@dataclass(frozen=True, slots=True)
+class Attrs:
+    """What selectors look at, computed once per object version."""
+
+    namespace: str
+    labels: dict[str, str]
+    fields: dict[str, str]
+    index: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    namespace: str = ""
+    labels: LabelSelector = field(default_factory=LabelSelector)
+    fields: FieldSelector = field(default_factory=FieldSelector)
+
+    def matches(self, a: Attrs) -> bool:
+        if self.namespace and a.namespace != self.namespace:
+            return False
+        return self.labels.matches(a.labels) and self.fields.matches(a.fields)
+
+
+@dataclass(slots=True)
+class Entry:
+    obj: Any
+    attrs: Attrs
+    rv: int
+    _added: bytes | None = None
+
+
+@dataclass(slots=True)
+class CacheEvent:
+    type: str
+    rv: int
+    key: bytes
+    obj: Any                 # new state; for DELETED the last state, with RV = the delete's
+    attrs: Attrs
+    prev: Any | None         # state before the change
+    prev_attrs: Attrs | None
+    _bytes: dict[str, bytes] = field(default_factory=dict)
+
+
+class CacheWatcher:
+    """One client's watch: a bounded buffer of encoded events, drained by `stream()`."""
+
+    def __init__(self, cache: WatchCache, flt: Filter, *, capacity: int, bookmarks: bool,
+                 index: str | None, initial: list[bytes]) -> None:
+        self.cache = cache
+        self.filter = flt
+        self.capacity = capacity
+        self.bookmarks = bookmarks
+        self.index = index
+        self._initial = initial
+        self._queue: deque[bytes] = deque()
+        self._wake = asyncio.Event()
+        self.error: errors.ApiError | None = None
+        self.done = False
+
+    def offer(self, ev: CacheEvent) -> None:
+        cur = self.filter.matches(ev.attrs) if ev.type != DELETED else False
+        was = ev.prev_attrs is not None and self.filter.matches(ev.prev_attrs)
+        if ev.type == DELETED:
+            typ = DELETED if was else None
+        elif cur and was:
+            typ = MODIFIED
+        elif cur:
+            typ = ADDED
+        elif was:
+            typ = DELETED  # no longer selected: the watcher sees it leave (upstream does the same)
+        else:
+            typ = None
+        if typ is not None:
+            self._push(self.cache.encode(ev, typ))
+
+    def offer_bookmark(self, data: bytes) -> None:
+        if self.bookmarks and not self._queue:
+            self._push(data)
+
+    def _push(self, data: bytes) -> None:
+        if self.done:
+            return
+        if len(self._queue) >= self.capacity:
+            self.terminate(errors.WatcherTooSlow(
+                f"watch of {self.cache.strategy.plural} ended: the client fell more than {self.capacity} "
+                "events behind; resume from the last resourceVersion received"))
+            return
+        self._queue.append(data)
+        self._wake.set()
+
+    def terminate(self, error: errors.ApiError | None = None) -> None:
+        if not self.done:
+            self.error = error
+            self.done = True
+            self._wake.set()
+            self.cache.remove(self)
+
+    async def stream(self) -> AsyncIterator[bytes]:
+        try:
+            for data in self._initial:
+                yield data
+            self._initial = []
+            while True:
+                while self._queue:
+                    yield self._queue.popleft()
+                if self.done:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+        finally:
+            self.terminate()
+
+
+class WatchCache:
+    def __init__(self, strategy: Strategy, storage: Storage, prefix: bytes, *,
+                 decode: Callable[[KV], Any], capacity: int = 10_000,
+                 bookmark_interval: float = 60.0, watcher_buffer: int = 1_000) -> None:
+        self.strategy = strategy
+        self.storage = storage
+        self.prefix = prefix
+        self.decode = decode
+        self.capacity = capacity
+        self.bookmark_interval = bookmark_interval
+        self.watcher_buffer = watcher_buffer
+        self.store: dict[bytes, Entry] = {}
+        self.events: deque[CacheEvent] = deque()
+        self.oldest_rv = 0
+        self.rv = 0
+        self.ready = asyncio.Event()
+        self._unindexed: set[CacheWatcher] = set()
+        self._indexed: dict[str, set[CacheWatcher]] = {}
+        self._rv_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._watch: PrefixWatch | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._event_type = strategy.event_message
+        self._list_rv = 0
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._run(), name=f"watchcache-{self.strategy.plural}"),
+                       asyncio.create_task(self._bookmarks(), name=f"bookmarks-{self.strategy.plural}")]
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        for w in list(self.watchers()):
+            w.terminate(errors.ServiceUnavailable("the apiserver is shutting down; resume from the last resourceVersion"))
+
+    def watchers(self) -> list[CacheWatcher]:
+        out = list(self._unindexed)
+        for ws in self._indexed.values():
+            out.extend(ws)
+        return out
+
+    @property
+    def watcher_count(self) -> int:
+        return len(self._unindexed) + sum(len(ws) for ws in self._indexed.values())
+
+    async def _run(self) -> None:
+        backoff = 0.1
+        resume_from: int | None = None  # after a transient failure: continue, no relist
+        while True:
+            try:
+                if resume_from is None:
+                    start = await self._initialize()
+                else:
+                    start = resume_from
+                await self._follow(start)
+            except asyncio.CancelledError:
+                raise
+            except Compacted:
+                log.warning("watch cache %s: history compacted under us; relisting", self.strategy.plural)
+                self._reset(errors.Expired("the watch cache was re-initialized; relist"))
+                resume_from = None
+            except Exception as err:  # etcd restarts, stream errors: resume where we were
+                log.warning("watch cache %s: etcd watch failed (%s); resuming from %d",
+                            self.strategy.plural, err, self.rv)
+                resume_from = self.rv + 1 if self.ready.is_set() else None
+                if resume_from is None:
+                    self._reset(errors.ServiceUnavailable("the watch cache is re-initializing"))
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            backoff = 0.1
+
+    def _reset(self, error: errors.ApiError) -> None:
+        self.ready.clear()
+        for w in self.watchers():
+            w.terminate(error)
+        self.store.clear()
+        self.events.clear()
+
+    async def _initialize(self) -> int:
+        """List at R, then return the revision to watch from (before R, to fill the window)."""
+        kvs, rev, _, _ = await self.storage.range(self.prefix, prefix_end(self.prefix))
+        self.store = {}
+        for kv in kvs:
+            obj = self.decode(kv)
+            self.store[kv.key] = Entry(obj, self.attrs(obj), kv.mod_revision)
+        self.events.clear()
+        self.rv = rev
+        self._list_rv = rev
+        start = max(1, rev - self.capacity + 1)
+        self.oldest_rv = start - 1
+        log.info("watch cache %s: %d objects at revision %d", self.strategy.plural, len(self.store), rev)
+        return start
+
+    async def _follow(self, start: int) -> None:
+        try:
+            await self._follow_from(start)
+        except Compacted as c:
+            if self.ready.is_set() or c.compact_revision > self._list_rv:
+                raise
+            # The prefill start was compacted: the window begins at the compaction.
+            self.oldest_rv = c.compact_revision
+            await self._follow_from(c.compact_revision + 1)
+
+    async def _follow_from(self, start: int) -> None:
+        watch = PrefixWatch(self.storage.channel, self.prefix, start)
+        self._watch = watch
+        poke = asyncio.create_task(self._poke_until_ready(watch))
+        try:
+            async for batch in watch:
+                self._apply(batch)
+        finally:
+            poke.cancel()
+            watch.cancel()
+            self._watch = None
+        raise ConnectionError("etcd ended the watch stream")
+
+    async def _poke_until_ready(self, watch: PrefixWatch) -> None:
+        # etcd answers a progress request only once the watcher has caught up.
+        while not self.ready.is_set():
+            watch.request_progress()
+            await asyncio.sleep(0.05)
+
+    def request_progress(self) -> None:
+        if self._watch is not None:
+            self._watch.request_progress()
+
+    # ------------------------------------------------------------ events
+
+    def attrs(self, obj: Any) -> Attrs:
+        fields = self.strategy.fields(obj)
+        idx = self.strategy.index_field
+        return Attrs(obj.metadata.namespace, dict(obj.metadata.labels), fields,
+                     fields.get(idx) if idx else None)
+
+    def _apply(self, batch: WatchBatch) -> None:
+        live = self.ready.is_set()
+        for wev in batch.events:
+            kv, rv = wev.kv, wev.kv.mod_revision
+            history = rv <= self._list_rv  # prefill: the store already reflects it
+            prev = self.decode(wev.prev) if wev.prev is not None else None
+            if prev is None and not history:
+                entry = self.store.get(kv.key)
+                prev = entry.obj if entry else None
+            if wev.deleted:
+                if prev is None:
+                    continue  # nothing known of it: nothing a watcher could be told
+                obj = type(prev)()
+                obj.CopyFrom(prev)
+                obj.metadata.resourceVersion = str(rv)
+                ev = CacheEvent(DELETED, rv, kv.key, obj, self.attrs(obj), prev, None)
+                ev.prev_attrs = ev.attrs
+                if not history:
+                    self.store.pop(kv.key, None)
+            else:
+                obj = self.decode(kv)
+                typ = ADDED if kv.create_revision == kv.mod_revision or prev is None else MODIFIED
+                ev = CacheEvent(typ, rv, kv.key, obj, self.attrs(obj), prev,
+                                self.attrs(prev) if prev is not None else None)
+                if not history:
+                    self.store[kv.key] = Entry(obj, ev.attrs, rv)
+            self._append(ev)
+            if live:
+                self._dispatch(ev)
+        if batch.revision > self.rv or not self.ready.is_set():
+            self.rv = max(self.rv, batch.revision)
+            if not self.ready.is_set() and self.rv >= self._list_rv:
+                self.ready.set()
+            self._wake_waiters()
+
+    def _append(self, ev: CacheEvent) -> None:
+        self.events.append(ev)
+        while len(self.events) > self.capacity:
+            self.oldest_rv = self.events.popleft().rv
+
+    def _dispatch(self, ev: CacheEvent) -> None:
+        targets = list(self._unindexed)
+        if self._indexed:
+            for value in {ev.attrs.index, ev.prev_attrs.index if ev.prev_attrs else None}:
+                if value is not None and value in self._indexed:
+                    targets.extend(self._indexed[value])
+        for w in targets:
+            w.offer(ev)
+
+    def encode(self, ev: CacheEvent, typ: str) -> bytes:
+        data = ev._bytes.get(typ)
+        if data is None:
+            obj = ev.obj
+            if typ == DELETED and ev.type != DELETED:
+                obj = type(ev.prev)()
+                obj.CopyFrom(ev.prev)
+                obj.metadata.resourceVersion = str(ev.rv)
+            data = self._event_type(type=typ, object=obj).SerializeToString()
+            ev._bytes[typ] = data
+        return data
+
+    def _encode_added(self, entry: Entry) -> bytes:
+        if entry._added is None:
+            entry._added = self._event_type(type=ADDED, object=entry.obj).SerializeToString()
+        return entry._added
+
+    # ------------------------------------------------------------ compaction
+
+    def compacted(self, revision: int) -> None:
+        """etcd history up to `revision` is gone: so are watches from before it."""
+        if revision > self.oldest_rv:
+            self.oldest_rv = revision
+            while self.events and self.events[0].rv <= revision:
+                self.events.popleft()
+
+    # ------------------------------------------------------------ readers
+
+    async def wait_for(self, rv: int, timeout: float = 3.0) -> None:
+        """Return once the cache has seen revision rv (upstream waitUntilFreshAndBlock)."""
+        if not self.ready.is_set():
+            try:
+                await asyncio.wait_for(self.ready.wait(), timeout)
+            except TimeoutError:
+                raise errors.Timeout(f"the {self.strategy.plural} watch cache is not ready yet; retry") from None
+        if rv <= self.rv:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._rv_waiters.append((rv, fut))
+        self.request_progress()
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            raise errors.Timeout(f"Too large resource version: {rv}, current: {self.rv}") from None
+
+    def _wake_waiters(self) -> None:
+        if not self._rv_waiters:
+            return
+        keep = []
+        for rv, fut in self._rv_waiters:
+            if fut.done():
+                continue
+            if rv <= self.rv:
+                fut.set_result(None)
+            else:
+                keep.append((rv, fut))
+        self._rv_waiters = keep
+
+    def list(self, flt: Filter) -> tuple[list[Any], int]:
+        items = [e.obj for k, e in sorted(self.store.items()) if flt.matches(e.attrs)]
+        return items, self.rv
+
+    def get(self, key: bytes) -> Any | None:
+        entry = self.store.get(key)
+        return entry.obj if entry else None
+
+    def watch(self, flt: Filter, rv: int | None, *, bookmarks: bool) -> CacheWatcher:
+        """Register a watcher (call after `wait_for(rv)`); rv None means current state first."""
+        index = flt.fields.exact(self.strategy.index_field) if self.strategy.index_field else None
+        initial: list[bytes] = []
+        if rv is None:
+            initial = [self._encode_added(e) for _, e in sorted(self.store.items()) if flt.matches(e.attrs)]
+        elif rv < self.oldest_rv:
+            raise errors.Expired(f"too old resource version: {rv} ({self.oldest_rv})")
+        w = CacheWatcher(self, flt, capacity=self.watcher_buffer, bookmarks=bookmarks, index=index,
+                         initial=initial)
+        if rv is not None and rv < self.rv:
+            # Replay: events after rv, oldest first. The deque is ordered by revision.
+            for ev in self._events_after(rv):
+                w.offer(ev)
+                if w.done:
+                    break
+        if index is None:
+            self._unindexed.add(w)
+        else:
+            self._indexed.setdefault(index, set()).add(w)
+        return w
+
+    def _events_after(self, rv: int) -> list[CacheEvent]:
+        events = self.events
+        lo, hi = 0, len(events)
+        while lo < hi:  # bisect on a deque (indexing is O(1) near the ends, fine here)
+            mid = (lo + hi) // 2
+            if events[mid].rv <= rv:
+                lo = mid + 1
+            else:
+                hi = mid
+        return [events[i] for i in range(lo, len(events))]
+
+    def remove(self, w: CacheWatcher) -> None:
+        if w.index is None:
+            self._unindexed.discard(w)
+        else:
+            ws = self._indexed.get(w.index)
+            if ws is not None:
+                ws.discard(w)
+                if not ws:
+                    del self._indexed[w.index]
+
+    # ------------------------------------------------------------ bookmarks
+
+    async def _bookmarks(self) -> None:
+        while True:
+            await asyncio.sleep(self.bookmark_interval)
+            if not self.ready.is_set():
+                continue
+            self.request_progress()
+            await asyncio.sleep(min(0.05, self.bookmark_interval / 4))
+            obj = self.strategy.message()
+            obj.metadata.resourceVersion = str(self.rv)
+            data = self._event_type(type=BOOKMARK, object=obj).SerializeToString()
+            for w in self.watchers():
+                w.offer_bookmark(data)
+

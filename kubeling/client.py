@@ -1,0 +1,148 @@
+"""A typed asyncio client for the kubeling API.
+
+    async with Client("127.0.0.1:6443") as c:
+        pod = await c.pods.create(Pod(...))
+        async for ev in c.pods.watch(resource_version=pod.metadata.resourceVersion):
+            print(ev.type, ev.object.metadata.name)
+
+Failures raise the typed errors of `kubeling.errors` (NotFound, Conflict, Expired, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import grpc
+
+from kubeling.errors import from_rpc_error
+from protos.kubeling.v1 import api_pb2_grpc, coordination_pb2, core_pb2, meta_pb2
+
+__all__ = ["Client", "ResourceClient", "PodClient", "WatchEvent"]
+
+T = TypeVar("T")
+
+_CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+    ("grpc.max_send_message_length", 16 * 1024 * 1024),
+    ("grpc.keepalive_time_ms", 30_000),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent(Generic[T]):
+    type: str  # ADDED, MODIFIED, DELETED, BOOKMARK
+    object: T
+
+
+class ResourceClient(Generic[T]):
+    """The verbs of one resource. Namespaced calls default to namespace "default"."""
+
+    def __init__(self, stub: Any, kind: str, namespaced: bool, timeout: float | None) -> None:
+        self._stub = stub
+        self.kind = kind
+        self.namespaced = namespaced
+        self.timeout = timeout
+
+    async def _call(self, method: str, request: Any) -> Any:
+        try:
+            return await getattr(self._stub, method)(request, timeout=self.timeout)
+        except grpc.aio.AioRpcError as err:
+            raise from_rpc_error(err) from None
+
+    async def create(self, obj: T) -> T:
+        return await self._call("Create", obj)  # type: ignore[no-any-return]
+
+    async def get(self, name: str, namespace: str = "") -> T:
+        return await self._call("Get", meta_pb2.GetRequest(namespace=namespace, name=name))  # type: ignore[no-any-return]
+
+    async def list(self, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
+                   limit: int = 0, continue_token: str = "", resource_version: str = "") -> Any:
+        """One page: `.items` and `.metadata` (resourceVersion, continue)."""
+        req = meta_pb2.ListRequest(namespace=namespace, labelSelector=label_selector,
+                                   fieldSelector=field_selector, limit=limit, resourceVersion=resource_version)
+        setattr(req, "continue", continue_token)
+        return await self._call("List", req)
+
+    async def list_all(self, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
+                       page_size: int = 500) -> tuple[list[T], str]:
+        """Every item, page by page at one revision; returns (items, resourceVersion)."""
+        items: list[T] = []
+        token = ""
+        while True:
+            page = await self.list(namespace, label_selector=label_selector, field_selector=field_selector,
+                                   limit=page_size, continue_token=token)
+            items.extend(page.items)
+            token = getattr(page.metadata, "continue")
+            if not token:
+                return items, page.metadata.resourceVersion
+
+    async def update(self, obj: T) -> T:
+        return await self._call("Update", obj)  # type: ignore[no-any-return]
+
+    async def update_status(self, obj: T) -> T:
+        return await self._call("UpdateStatus", obj)  # type: ignore[no-any-return]
+
+    async def delete(self, name: str, namespace: str = "", *, grace_period_seconds: int | None = None,
+                     uid: str | None = None, resource_version: str | None = None) -> T:
+        req = meta_pb2.DeleteRequest(namespace=namespace, name=name)
+        if grace_period_seconds is not None:
+            req.gracePeriodSeconds = grace_period_seconds
+        if uid is not None:
+            req.preconditions.uid = uid
+        if resource_version is not None:
+            req.preconditions.resourceVersion = resource_version
+        return await self._call("Delete", req)  # type: ignore[no-any-return]
+
+    async def watch(self, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
+                    resource_version: str = "", allow_bookmarks: bool = False,
+                    timeout_seconds: int = 0) -> AsyncIterator[WatchEvent[T]]:
+        """Events after resource_version ("" or "0": current state as ADDED first).
+
+        Raises Expired when resource_version is too old: relist and watch again."""
+        req = meta_pb2.WatchRequest(namespace=namespace, labelSelector=label_selector,
+                                    fieldSelector=field_selector, resourceVersion=resource_version,
+                                    allowWatchBookmarks=allow_bookmarks, timeoutSeconds=timeout_seconds)
+        call = self._stub.Watch(req)
+        try:
+            async for ev in call:
+                yield WatchEvent(ev.type, ev.object)
+        except grpc.aio.AioRpcError as err:
+            raise from_rpc_error(err) from None
+        finally:
+            call.cancel()
+
+
+class PodClient(ResourceClient[core_pb2.Pod]):
+    async def bind(self, name: str, node: str, namespace: str = "", *, uid: str = "",
+                   annotations: dict[str, str] | None = None) -> core_pb2.Pod:
+        """Assign the pod to a node (refused with Conflict when it has one already)."""
+        b = core_pb2.Binding(metadata=meta_pb2.ObjectMeta(name=name, namespace=namespace, uid=uid,
+                                                          annotations=annotations or {}),
+                             target=meta_pb2.ObjectReference(kind="Node", name=node))
+        return await self._call("Bind", b)  # type: ignore[no-any-return]
+
+
+class Client:
+    def __init__(self, address: str, *, timeout: float | None = 30.0,
+                 channel: grpc.aio.Channel | None = None) -> None:
+        self.address = address
+        self.channel = channel or grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        self.pods = PodClient(api_pb2_grpc.PodsStub(self.channel), "Pod", True, timeout)
+        self.nodes: ResourceClient[core_pb2.Node] = ResourceClient(api_pb2_grpc.NodesStub(self.channel), "Node", False, timeout)
+        self.namespaces: ResourceClient[core_pb2.Namespace] = ResourceClient(
+            api_pb2_grpc.NamespacesStub(self.channel), "Namespace", False, timeout)
+        self.events: ResourceClient[core_pb2.Event] = ResourceClient(api_pb2_grpc.EventsStub(self.channel), "Event", True, timeout)
+        self.leases: ResourceClient[coordination_pb2.Lease] = ResourceClient(
+            api_pb2_grpc.LeasesStub(self.channel), "Lease", True, timeout)
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+

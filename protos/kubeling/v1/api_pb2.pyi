@@ -1,0 +1,90 @@
+from protos.kubeling.v1 import meta_pb2 as _meta_pb2
+from protos.kubeling.v1 import core_pb2 as _core_pb2
+from protos.kubeling.v1 import coordination_pb2 as _coordination_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class PodList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_core_pb2.Pod]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_core_pb2.Pod, _Mapping]]] = ...) -> None: ...
+
+class PodWatchEvent(_message.Message):
+    __slots__ = ("type", "object")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _core_pb2.Pod
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.Pod, _Mapping]] = ...) -> None: ...
+
+class NodeList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_core_pb2.Node]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_core_pb2.Node, _Mapping]]] = ...) -> None: ...
+
+class NodeWatchEvent(_message.Message):
+    __slots__ = ("type", "object")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _core_pb2.Node
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.Node, _Mapping]] = ...) -> None: ...
+
+class NamespaceList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_core_pb2.Namespace]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_core_pb2.Namespace, _Mapping]]] = ...) -> None: ...
+
+class NamespaceWatchEvent(_message.Message):
+    __slots__ = ("type", "object")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _core_pb2.Namespace
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.Namespace, _Mapping]] = ...) -> None: ...
+
+class EventList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_core_pb2.Event]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_core_pb2.Event, _Mapping]]] = ...) -> None: ...
+
+class EventWatchEvent(_message.Message):
+    __slots__ = ("type", "object")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _core_pb2.Event
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.Event, _Mapping]] = ...) -> None: ...
+
+class LeaseList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_coordination_pb2.Lease]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_coordination_pb2.Lease, _Mapping]]] = ...) -> None: ...
+
+class LeaseWatchEvent(_message.Message):
+    __slots__ = ("type", "object")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _coordination_pb2.Lease
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_coordination_pb2.Lease, _Mapping]] = ...) -> None: ...

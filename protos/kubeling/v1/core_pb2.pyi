@@ -1,0 +1,751 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from protos.kubeling.v1 import meta_pb2 as _meta_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class IntOrString(_message.Message):
+    __slots__ = ("type", "intVal", "strVal")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    INTVAL_FIELD_NUMBER: _ClassVar[int]
+    STRVAL_FIELD_NUMBER: _ClassVar[int]
+    type: int
+    intVal: int
+    strVal: str
+    def __init__(self, type: _Optional[int] = ..., intVal: _Optional[int] = ..., strVal: _Optional[str] = ...) -> None: ...
+
+class ContainerPort(_message.Message):
+    __slots__ = ("name", "hostPort", "containerPort", "protocol", "hostIP")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HOSTPORT_FIELD_NUMBER: _ClassVar[int]
+    CONTAINERPORT_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    HOSTIP_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    hostPort: int
+    containerPort: int
+    protocol: str
+    hostIP: str
+    def __init__(self, name: _Optional[str] = ..., hostPort: _Optional[int] = ..., containerPort: _Optional[int] = ..., protocol: _Optional[str] = ..., hostIP: _Optional[str] = ...) -> None: ...
+
+class ObjectFieldSelector(_message.Message):
+    __slots__ = ("apiVersion", "fieldPath")
+    APIVERSION_FIELD_NUMBER: _ClassVar[int]
+    FIELDPATH_FIELD_NUMBER: _ClassVar[int]
+    apiVersion: str
+    fieldPath: str
+    def __init__(self, apiVersion: _Optional[str] = ..., fieldPath: _Optional[str] = ...) -> None: ...
+
+class EnvVarSource(_message.Message):
+    __slots__ = ("fieldRef",)
+    FIELDREF_FIELD_NUMBER: _ClassVar[int]
+    fieldRef: ObjectFieldSelector
+    def __init__(self, fieldRef: _Optional[_Union[ObjectFieldSelector, _Mapping]] = ...) -> None: ...
+
+class EnvVar(_message.Message):
+    __slots__ = ("name", "value", "valueFrom")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    VALUEFROM_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    valueFrom: EnvVarSource
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., valueFrom: _Optional[_Union[EnvVarSource, _Mapping]] = ...) -> None: ...
+
+class ResourceRequirements(_message.Message):
+    __slots__ = ("limits", "requests")
+    class LimitsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class RequestsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    limits: _containers.ScalarMap[str, str]
+    requests: _containers.ScalarMap[str, str]
+    def __init__(self, limits: _Optional[_Mapping[str, str]] = ..., requests: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ExecAction(_message.Message):
+    __slots__ = ("command",)
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    command: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, command: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class HTTPHeader(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class HTTPGetAction(_message.Message):
+    __slots__ = ("path", "port", "host", "scheme", "httpHeaders")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    SCHEME_FIELD_NUMBER: _ClassVar[int]
+    HTTPHEADERS_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    port: IntOrString
+    host: str
+    scheme: str
+    httpHeaders: _containers.RepeatedCompositeFieldContainer[HTTPHeader]
+    def __init__(self, path: _Optional[str] = ..., port: _Optional[_Union[IntOrString, _Mapping]] = ..., host: _Optional[str] = ..., scheme: _Optional[str] = ..., httpHeaders: _Optional[_Iterable[_Union[HTTPHeader, _Mapping]]] = ...) -> None: ...
+
+class TCPSocketAction(_message.Message):
+    __slots__ = ("port", "host")
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    port: IntOrString
+    host: str
+    def __init__(self, port: _Optional[_Union[IntOrString, _Mapping]] = ..., host: _Optional[str] = ...) -> None: ...
+
+class GRPCAction(_message.Message):
+    __slots__ = ("port", "service")
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    port: int
+    service: str
+    def __init__(self, port: _Optional[int] = ..., service: _Optional[str] = ...) -> None: ...
+
+class Probe(_message.Message):
+    __slots__ = ("exec", "httpGet", "tcpSocket", "grpc", "initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold", "failureThreshold", "terminationGracePeriodSeconds")
+    EXEC_FIELD_NUMBER: _ClassVar[int]
+    HTTPGET_FIELD_NUMBER: _ClassVar[int]
+    TCPSOCKET_FIELD_NUMBER: _ClassVar[int]
+    GRPC_FIELD_NUMBER: _ClassVar[int]
+    INITIALDELAYSECONDS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUTSECONDS_FIELD_NUMBER: _ClassVar[int]
+    PERIODSECONDS_FIELD_NUMBER: _ClassVar[int]
+    SUCCESSTHRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    FAILURETHRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    TERMINATIONGRACEPERIODSECONDS_FIELD_NUMBER: _ClassVar[int]
+    exec: ExecAction
+    httpGet: HTTPGetAction
+    tcpSocket: TCPSocketAction
+    grpc: GRPCAction
+    initialDelaySeconds: int
+    timeoutSeconds: int
+    periodSeconds: int
+    successThreshold: int
+    failureThreshold: int
+    terminationGracePeriodSeconds: int
+    def __init__(self, exec: _Optional[_Union[ExecAction, _Mapping]] = ..., httpGet: _Optional[_Union[HTTPGetAction, _Mapping]] = ..., tcpSocket: _Optional[_Union[TCPSocketAction, _Mapping]] = ..., grpc: _Optional[_Union[GRPCAction, _Mapping]] = ..., initialDelaySeconds: _Optional[int] = ..., timeoutSeconds: _Optional[int] = ..., periodSeconds: _Optional[int] = ..., successThreshold: _Optional[int] = ..., failureThreshold: _Optional[int] = ..., terminationGracePeriodSeconds: _Optional[int] = ...) -> None: ...
+
+class VolumeMount(_message.Message):
+    __slots__ = ("name", "readOnly", "mountPath", "subPath")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    READONLY_FIELD_NUMBER: _ClassVar[int]
+    MOUNTPATH_FIELD_NUMBER: _ClassVar[int]
+    SUBPATH_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    readOnly: bool
+    mountPath: str
+    subPath: str
+    def __init__(self, name: _Optional[str] = ..., readOnly: _Optional[bool] = ..., mountPath: _Optional[str] = ..., subPath: _Optional[str] = ...) -> None: ...
+
+class Container(_message.Message):
+    __slots__ = ("name", "image", "command", "args", "workingDir", "ports", "env", "resources", "volumeMounts", "livenessProbe", "readinessProbe", "startupProbe", "imagePullPolicy", "terminationMessagePath")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    WORKINGDIR_FIELD_NUMBER: _ClassVar[int]
+    PORTS_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    VOLUMEMOUNTS_FIELD_NUMBER: _ClassVar[int]
+    LIVENESSPROBE_FIELD_NUMBER: _ClassVar[int]
+    READINESSPROBE_FIELD_NUMBER: _ClassVar[int]
+    STARTUPPROBE_FIELD_NUMBER: _ClassVar[int]
+    IMAGEPULLPOLICY_FIELD_NUMBER: _ClassVar[int]
+    TERMINATIONMESSAGEPATH_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    image: str
+    command: _containers.RepeatedScalarFieldContainer[str]
+    args: _containers.RepeatedScalarFieldContainer[str]
+    workingDir: str
+    ports: _containers.RepeatedCompositeFieldContainer[ContainerPort]
+    env: _containers.RepeatedCompositeFieldContainer[EnvVar]
+    resources: ResourceRequirements
+    volumeMounts: _containers.RepeatedCompositeFieldContainer[VolumeMount]
+    livenessProbe: Probe
+    readinessProbe: Probe
+    startupProbe: Probe
+    imagePullPolicy: str
+    terminationMessagePath: str
+    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., workingDir: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., volumeMounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., livenessProbe: _Optional[_Union[Probe, _Mapping]] = ..., readinessProbe: _Optional[_Union[Probe, _Mapping]] = ..., startupProbe: _Optional[_Union[Probe, _Mapping]] = ..., imagePullPolicy: _Optional[str] = ..., terminationMessagePath: _Optional[str] = ...) -> None: ...
+
+class HostPathVolumeSource(_message.Message):
+    __slots__ = ("path", "type")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    type: str
+    def __init__(self, path: _Optional[str] = ..., type: _Optional[str] = ...) -> None: ...
+
+class EmptyDirVolumeSource(_message.Message):
+    __slots__ = ("medium", "sizeLimit")
+    MEDIUM_FIELD_NUMBER: _ClassVar[int]
+    SIZELIMIT_FIELD_NUMBER: _ClassVar[int]
+    medium: str
+    sizeLimit: str
+    def __init__(self, medium: _Optional[str] = ..., sizeLimit: _Optional[str] = ...) -> None: ...
+
+class Volume(_message.Message):
+    __slots__ = ("name", "hostPath", "emptyDir")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HOSTPATH_FIELD_NUMBER: _ClassVar[int]
+    EMPTYDIR_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    hostPath: HostPathVolumeSource
+    emptyDir: EmptyDirVolumeSource
+    def __init__(self, name: _Optional[str] = ..., hostPath: _Optional[_Union[HostPathVolumeSource, _Mapping]] = ..., emptyDir: _Optional[_Union[EmptyDirVolumeSource, _Mapping]] = ...) -> None: ...
+
+class NodeSelectorRequirement(_message.Message):
+    __slots__ = ("key", "operator", "values")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    operator: str
+    values: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, key: _Optional[str] = ..., operator: _Optional[str] = ..., values: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class NodeSelectorTerm(_message.Message):
+    __slots__ = ("matchExpressions", "matchFields")
+    MATCHEXPRESSIONS_FIELD_NUMBER: _ClassVar[int]
+    MATCHFIELDS_FIELD_NUMBER: _ClassVar[int]
+    matchExpressions: _containers.RepeatedCompositeFieldContainer[NodeSelectorRequirement]
+    matchFields: _containers.RepeatedCompositeFieldContainer[NodeSelectorRequirement]
+    def __init__(self, matchExpressions: _Optional[_Iterable[_Union[NodeSelectorRequirement, _Mapping]]] = ..., matchFields: _Optional[_Iterable[_Union[NodeSelectorRequirement, _Mapping]]] = ...) -> None: ...
+
+class NodeSelector(_message.Message):
+    __slots__ = ("nodeSelectorTerms",)
+    NODESELECTORTERMS_FIELD_NUMBER: _ClassVar[int]
+    nodeSelectorTerms: _containers.RepeatedCompositeFieldContainer[NodeSelectorTerm]
+    def __init__(self, nodeSelectorTerms: _Optional[_Iterable[_Union[NodeSelectorTerm, _Mapping]]] = ...) -> None: ...
+
+class PreferredSchedulingTerm(_message.Message):
+    __slots__ = ("weight", "preference")
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    PREFERENCE_FIELD_NUMBER: _ClassVar[int]
+    weight: int
+    preference: NodeSelectorTerm
+    def __init__(self, weight: _Optional[int] = ..., preference: _Optional[_Union[NodeSelectorTerm, _Mapping]] = ...) -> None: ...
+
+class NodeAffinity(_message.Message):
+    __slots__ = ("requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution")
+    REQUIREDDURINGSCHEDULINGIGNOREDDURINGEXECUTION_FIELD_NUMBER: _ClassVar[int]
+    PREFERREDDURINGSCHEDULINGIGNOREDDURINGEXECUTION_FIELD_NUMBER: _ClassVar[int]
+    requiredDuringSchedulingIgnoredDuringExecution: NodeSelector
+    preferredDuringSchedulingIgnoredDuringExecution: _containers.RepeatedCompositeFieldContainer[PreferredSchedulingTerm]
+    def __init__(self, requiredDuringSchedulingIgnoredDuringExecution: _Optional[_Union[NodeSelector, _Mapping]] = ..., preferredDuringSchedulingIgnoredDuringExecution: _Optional[_Iterable[_Union[PreferredSchedulingTerm, _Mapping]]] = ...) -> None: ...
+
+class PodAffinityTerm(_message.Message):
+    __slots__ = ("labelSelector", "namespaces", "topologyKey", "namespaceSelector", "matchLabelKeys", "mismatchLabelKeys")
+    LABELSELECTOR_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGYKEY_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACESELECTOR_FIELD_NUMBER: _ClassVar[int]
+    MATCHLABELKEYS_FIELD_NUMBER: _ClassVar[int]
+    MISMATCHLABELKEYS_FIELD_NUMBER: _ClassVar[int]
+    labelSelector: _meta_pb2.LabelSelector
+    namespaces: _containers.RepeatedScalarFieldContainer[str]
+    topologyKey: str
+    namespaceSelector: _meta_pb2.LabelSelector
+    matchLabelKeys: _containers.RepeatedScalarFieldContainer[str]
+    mismatchLabelKeys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, labelSelector: _Optional[_Union[_meta_pb2.LabelSelector, _Mapping]] = ..., namespaces: _Optional[_Iterable[str]] = ..., topologyKey: _Optional[str] = ..., namespaceSelector: _Optional[_Union[_meta_pb2.LabelSelector, _Mapping]] = ..., matchLabelKeys: _Optional[_Iterable[str]] = ..., mismatchLabelKeys: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class WeightedPodAffinityTerm(_message.Message):
+    __slots__ = ("weight", "podAffinityTerm")
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    PODAFFINITYTERM_FIELD_NUMBER: _ClassVar[int]
+    weight: int
+    podAffinityTerm: PodAffinityTerm
+    def __init__(self, weight: _Optional[int] = ..., podAffinityTerm: _Optional[_Union[PodAffinityTerm, _Mapping]] = ...) -> None: ...
+
+class PodAffinity(_message.Message):
+    __slots__ = ("requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution")
+    REQUIREDDURINGSCHEDULINGIGNOREDDURINGEXECUTION_FIELD_NUMBER: _ClassVar[int]
+    PREFERREDDURINGSCHEDULINGIGNOREDDURINGEXECUTION_FIELD_NUMBER: _ClassVar[int]
+    requiredDuringSchedulingIgnoredDuringExecution: _containers.RepeatedCompositeFieldContainer[PodAffinityTerm]
+    preferredDuringSchedulingIgnoredDuringExecution: _containers.RepeatedCompositeFieldContainer[WeightedPodAffinityTerm]
+    def __init__(self, requiredDuringSchedulingIgnoredDuringExecution: _Optional[_Iterable[_Union[PodAffinityTerm, _Mapping]]] = ..., preferredDuringSchedulingIgnoredDuringExecution: _Optional[_Iterable[_Union[WeightedPodAffinityTerm, _Mapping]]] = ...) -> None: ...
+
+class PodAntiAffinity(_message.Message):
+    __slots__ = ("requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution")
+    REQUIREDDURINGSCHEDULINGIGNOREDDURINGEXECUTION_FIELD_NUMBER: _ClassVar[int]
+    PREFERREDDURINGSCHEDULINGIGNOREDDURINGEXECUTION_FIELD_NUMBER: _ClassVar[int]
+    requiredDuringSchedulingIgnoredDuringExecution: _containers.RepeatedCompositeFieldContainer[PodAffinityTerm]
+    preferredDuringSchedulingIgnoredDuringExecution: _containers.RepeatedCompositeFieldContainer[WeightedPodAffinityTerm]
+    def __init__(self, requiredDuringSchedulingIgnoredDuringExecution: _Optional[_Iterable[_Union[PodAffinityTerm, _Mapping]]] = ..., preferredDuringSchedulingIgnoredDuringExecution: _Optional[_Iterable[_Union[WeightedPodAffinityTerm, _Mapping]]] = ...) -> None: ...
+
+class Affinity(_message.Message):
+    __slots__ = ("nodeAffinity", "podAffinity", "podAntiAffinity")
+    NODEAFFINITY_FIELD_NUMBER: _ClassVar[int]
+    PODAFFINITY_FIELD_NUMBER: _ClassVar[int]
+    PODANTIAFFINITY_FIELD_NUMBER: _ClassVar[int]
+    nodeAffinity: NodeAffinity
+    podAffinity: PodAffinity
+    podAntiAffinity: PodAntiAffinity
+    def __init__(self, nodeAffinity: _Optional[_Union[NodeAffinity, _Mapping]] = ..., podAffinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., podAntiAffinity: _Optional[_Union[PodAntiAffinity, _Mapping]] = ...) -> None: ...
+
+class Toleration(_message.Message):
+    __slots__ = ("key", "operator", "value", "effect", "tolerationSeconds")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    TOLERATIONSECONDS_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    operator: str
+    value: str
+    effect: str
+    tolerationSeconds: int
+    def __init__(self, key: _Optional[str] = ..., operator: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ..., tolerationSeconds: _Optional[int] = ...) -> None: ...
+
+class TopologySpreadConstraint(_message.Message):
+    __slots__ = ("maxSkew", "topologyKey", "whenUnsatisfiable", "labelSelector", "minDomains", "nodeAffinityPolicy", "nodeTaintsPolicy", "matchLabelKeys")
+    MAXSKEW_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGYKEY_FIELD_NUMBER: _ClassVar[int]
+    WHENUNSATISFIABLE_FIELD_NUMBER: _ClassVar[int]
+    LABELSELECTOR_FIELD_NUMBER: _ClassVar[int]
+    MINDOMAINS_FIELD_NUMBER: _ClassVar[int]
+    NODEAFFINITYPOLICY_FIELD_NUMBER: _ClassVar[int]
+    NODETAINTSPOLICY_FIELD_NUMBER: _ClassVar[int]
+    MATCHLABELKEYS_FIELD_NUMBER: _ClassVar[int]
+    maxSkew: int
+    topologyKey: str
+    whenUnsatisfiable: str
+    labelSelector: _meta_pb2.LabelSelector
+    minDomains: int
+    nodeAffinityPolicy: str
+    nodeTaintsPolicy: str
+    matchLabelKeys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, maxSkew: _Optional[int] = ..., topologyKey: _Optional[str] = ..., whenUnsatisfiable: _Optional[str] = ..., labelSelector: _Optional[_Union[_meta_pb2.LabelSelector, _Mapping]] = ..., minDomains: _Optional[int] = ..., nodeAffinityPolicy: _Optional[str] = ..., nodeTaintsPolicy: _Optional[str] = ..., matchLabelKeys: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PodSchedulingGate(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class PodSpec(_message.Message):
+    __slots__ = ("volumes", "initContainers", "containers", "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector", "serviceAccountName", "nodeName", "hostNetwork", "hostname", "subdomain", "affinity", "schedulerName", "tolerations", "priorityClassName", "priority", "preemptionPolicy", "overhead", "topologySpreadConstraints", "schedulingGates")
+    class NodeSelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class OverheadEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    VOLUMES_FIELD_NUMBER: _ClassVar[int]
+    INITCONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    CONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    RESTARTPOLICY_FIELD_NUMBER: _ClassVar[int]
+    TERMINATIONGRACEPERIODSECONDS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVEDEADLINESECONDS_FIELD_NUMBER: _ClassVar[int]
+    DNSPOLICY_FIELD_NUMBER: _ClassVar[int]
+    NODESELECTOR_FIELD_NUMBER: _ClassVar[int]
+    SERVICEACCOUNTNAME_FIELD_NUMBER: _ClassVar[int]
+    NODENAME_FIELD_NUMBER: _ClassVar[int]
+    HOSTNETWORK_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    SUBDOMAIN_FIELD_NUMBER: _ClassVar[int]
+    AFFINITY_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULERNAME_FIELD_NUMBER: _ClassVar[int]
+    TOLERATIONS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITYCLASSNAME_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTIONPOLICY_FIELD_NUMBER: _ClassVar[int]
+    OVERHEAD_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGYSPREADCONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULINGGATES_FIELD_NUMBER: _ClassVar[int]
+    volumes: _containers.RepeatedCompositeFieldContainer[Volume]
+    initContainers: _containers.RepeatedCompositeFieldContainer[Container]
+    containers: _containers.RepeatedCompositeFieldContainer[Container]
+    restartPolicy: str
+    terminationGracePeriodSeconds: int
+    activeDeadlineSeconds: int
+    dnsPolicy: str
+    nodeSelector: _containers.ScalarMap[str, str]
+    serviceAccountName: str
+    nodeName: str
+    hostNetwork: bool
+    hostname: str
+    subdomain: str
+    affinity: Affinity
+    schedulerName: str
+    tolerations: _containers.RepeatedCompositeFieldContainer[Toleration]
+    priorityClassName: str
+    priority: int
+    preemptionPolicy: str
+    overhead: _containers.ScalarMap[str, str]
+    topologySpreadConstraints: _containers.RepeatedCompositeFieldContainer[TopologySpreadConstraint]
+    schedulingGates: _containers.RepeatedCompositeFieldContainer[PodSchedulingGate]
+    def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., initContainers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., restartPolicy: _Optional[str] = ..., terminationGracePeriodSeconds: _Optional[int] = ..., activeDeadlineSeconds: _Optional[int] = ..., dnsPolicy: _Optional[str] = ..., nodeSelector: _Optional[_Mapping[str, str]] = ..., serviceAccountName: _Optional[str] = ..., nodeName: _Optional[str] = ..., hostNetwork: _Optional[bool] = ..., hostname: _Optional[str] = ..., subdomain: _Optional[str] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., schedulerName: _Optional[str] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., priorityClassName: _Optional[str] = ..., priority: _Optional[int] = ..., preemptionPolicy: _Optional[str] = ..., overhead: _Optional[_Mapping[str, str]] = ..., topologySpreadConstraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., schedulingGates: _Optional[_Iterable[_Union[PodSchedulingGate, _Mapping]]] = ...) -> None: ...
+
+class PodCondition(_message.Message):
+    __slots__ = ("type", "status", "lastProbeTime", "lastTransitionTime", "reason", "message")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LASTPROBETIME_FIELD_NUMBER: _ClassVar[int]
+    LASTTRANSITIONTIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    status: str
+    lastProbeTime: _timestamp_pb2.Timestamp
+    lastTransitionTime: _timestamp_pb2.Timestamp
+    reason: str
+    message: str
+    def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ..., lastProbeTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lastTransitionTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ContainerStateWaiting(_message.Message):
+    __slots__ = ("reason", "message")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    message: str
+    def __init__(self, reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ContainerStateRunning(_message.Message):
+    __slots__ = ("startedAt",)
+    STARTEDAT_FIELD_NUMBER: _ClassVar[int]
+    startedAt: _timestamp_pb2.Timestamp
+    def __init__(self, startedAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ContainerStateTerminated(_message.Message):
+    __slots__ = ("exitCode", "signal", "reason", "message", "startedAt", "finishedAt", "containerID")
+    EXITCODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STARTEDAT_FIELD_NUMBER: _ClassVar[int]
+    FINISHEDAT_FIELD_NUMBER: _ClassVar[int]
+    CONTAINERID_FIELD_NUMBER: _ClassVar[int]
+    exitCode: int
+    signal: int
+    reason: str
+    message: str
+    startedAt: _timestamp_pb2.Timestamp
+    finishedAt: _timestamp_pb2.Timestamp
+    containerID: str
+    def __init__(self, exitCode: _Optional[int] = ..., signal: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., startedAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finishedAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., containerID: _Optional[str] = ...) -> None: ...
+
+class ContainerState(_message.Message):
+    __slots__ = ("waiting", "running", "terminated")
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    TERMINATED_FIELD_NUMBER: _ClassVar[int]
+    waiting: ContainerStateWaiting
+    running: ContainerStateRunning
+    terminated: ContainerStateTerminated
+    def __init__(self, waiting: _Optional[_Union[ContainerStateWaiting, _Mapping]] = ..., running: _Optional[_Union[ContainerStateRunning, _Mapping]] = ..., terminated: _Optional[_Union[ContainerStateTerminated, _Mapping]] = ...) -> None: ...
+
+class ContainerStatus(_message.Message):
+    __slots__ = ("name", "state", "lastState", "ready", "restartCount", "image", "imageID", "containerID", "started")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LASTSTATE_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    RESTARTCOUNT_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    IMAGEID_FIELD_NUMBER: _ClassVar[int]
+    CONTAINERID_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    state: ContainerState
+    lastState: ContainerState
+    ready: bool
+    restartCount: int
+    image: str
+    imageID: str
+    containerID: str
+    started: bool
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ContainerState, _Mapping]] = ..., lastState: _Optional[_Union[ContainerState, _Mapping]] = ..., ready: _Optional[bool] = ..., restartCount: _Optional[int] = ..., image: _Optional[str] = ..., imageID: _Optional[str] = ..., containerID: _Optional[str] = ..., started: _Optional[bool] = ...) -> None: ...
+
+class PodIP(_message.Message):
+    __slots__ = ("ip",)
+    IP_FIELD_NUMBER: _ClassVar[int]
+    ip: str
+    def __init__(self, ip: _Optional[str] = ...) -> None: ...
+
+class HostIP(_message.Message):
+    __slots__ = ("ip",)
+    IP_FIELD_NUMBER: _ClassVar[int]
+    ip: str
+    def __init__(self, ip: _Optional[str] = ...) -> None: ...
+
+class PodStatus(_message.Message):
+    __slots__ = ("phase", "conditions", "message", "reason", "hostIP", "podIP", "startTime", "containerStatuses", "qosClass", "initContainerStatuses", "nominatedNodeName", "podIPs", "hostIPs", "observedGeneration")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    HOSTIP_FIELD_NUMBER: _ClassVar[int]
+    PODIP_FIELD_NUMBER: _ClassVar[int]
+    STARTTIME_FIELD_NUMBER: _ClassVar[int]
+    CONTAINERSTATUSES_FIELD_NUMBER: _ClassVar[int]
+    QOSCLASS_FIELD_NUMBER: _ClassVar[int]
+    INITCONTAINERSTATUSES_FIELD_NUMBER: _ClassVar[int]
+    NOMINATEDNODENAME_FIELD_NUMBER: _ClassVar[int]
+    PODIPS_FIELD_NUMBER: _ClassVar[int]
+    HOSTIPS_FIELD_NUMBER: _ClassVar[int]
+    OBSERVEDGENERATION_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    conditions: _containers.RepeatedCompositeFieldContainer[PodCondition]
+    message: str
+    reason: str
+    hostIP: str
+    podIP: str
+    startTime: _timestamp_pb2.Timestamp
+    containerStatuses: _containers.RepeatedCompositeFieldContainer[ContainerStatus]
+    qosClass: str
+    initContainerStatuses: _containers.RepeatedCompositeFieldContainer[ContainerStatus]
+    nominatedNodeName: str
+    podIPs: _containers.RepeatedCompositeFieldContainer[PodIP]
+    hostIPs: _containers.RepeatedCompositeFieldContainer[HostIP]
+    observedGeneration: int
+    def __init__(self, phase: _Optional[str] = ..., conditions: _Optional[_Iterable[_Union[PodCondition, _Mapping]]] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ..., hostIP: _Optional[str] = ..., podIP: _Optional[str] = ..., startTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., containerStatuses: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., qosClass: _Optional[str] = ..., initContainerStatuses: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., nominatedNodeName: _Optional[str] = ..., podIPs: _Optional[_Iterable[_Union[PodIP, _Mapping]]] = ..., hostIPs: _Optional[_Iterable[_Union[HostIP, _Mapping]]] = ..., observedGeneration: _Optional[int] = ...) -> None: ...
+
+class Pod(_message.Message):
+    __slots__ = ("metadata", "spec", "status")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ObjectMeta
+    spec: PodSpec
+    status: PodStatus
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[PodSpec, _Mapping]] = ..., status: _Optional[_Union[PodStatus, _Mapping]] = ...) -> None: ...
+
+class Binding(_message.Message):
+    __slots__ = ("metadata", "target")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ObjectMeta
+    target: _meta_pb2.ObjectReference
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., target: _Optional[_Union[_meta_pb2.ObjectReference, _Mapping]] = ...) -> None: ...
+
+class Taint(_message.Message):
+    __slots__ = ("key", "value", "effect", "timeAdded")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    TIMEADDED_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    effect: str
+    timeAdded: _timestamp_pb2.Timestamp
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ..., timeAdded: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class NodeSpec(_message.Message):
+    __slots__ = ("podCIDR", "providerID", "unschedulable", "taints", "podCIDRs")
+    PODCIDR_FIELD_NUMBER: _ClassVar[int]
+    PROVIDERID_FIELD_NUMBER: _ClassVar[int]
+    UNSCHEDULABLE_FIELD_NUMBER: _ClassVar[int]
+    TAINTS_FIELD_NUMBER: _ClassVar[int]
+    PODCIDRS_FIELD_NUMBER: _ClassVar[int]
+    podCIDR: str
+    providerID: str
+    unschedulable: bool
+    taints: _containers.RepeatedCompositeFieldContainer[Taint]
+    podCIDRs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, podCIDR: _Optional[str] = ..., providerID: _Optional[str] = ..., unschedulable: _Optional[bool] = ..., taints: _Optional[_Iterable[_Union[Taint, _Mapping]]] = ..., podCIDRs: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class NodeCondition(_message.Message):
+    __slots__ = ("type", "status", "lastHeartbeatTime", "lastTransitionTime", "reason", "message")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LASTHEARTBEATTIME_FIELD_NUMBER: _ClassVar[int]
+    LASTTRANSITIONTIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    status: str
+    lastHeartbeatTime: _timestamp_pb2.Timestamp
+    lastTransitionTime: _timestamp_pb2.Timestamp
+    reason: str
+    message: str
+    def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ..., lastHeartbeatTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lastTransitionTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class NodeAddress(_message.Message):
+    __slots__ = ("type", "address")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    address: str
+    def __init__(self, type: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+
+class DaemonEndpoint(_message.Message):
+    __slots__ = ("Port",)
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    Port: int
+    def __init__(self, Port: _Optional[int] = ...) -> None: ...
+
+class NodeDaemonEndpoints(_message.Message):
+    __slots__ = ("kubeletEndpoint",)
+    KUBELETENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    kubeletEndpoint: DaemonEndpoint
+    def __init__(self, kubeletEndpoint: _Optional[_Union[DaemonEndpoint, _Mapping]] = ...) -> None: ...
+
+class NodeSystemInfo(_message.Message):
+    __slots__ = ("machineID", "systemUUID", "bootID", "kernelVersion", "osImage", "containerRuntimeVersion", "kubeletVersion", "kubeProxyVersion", "operatingSystem", "architecture")
+    MACHINEID_FIELD_NUMBER: _ClassVar[int]
+    SYSTEMUUID_FIELD_NUMBER: _ClassVar[int]
+    BOOTID_FIELD_NUMBER: _ClassVar[int]
+    KERNELVERSION_FIELD_NUMBER: _ClassVar[int]
+    OSIMAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTAINERRUNTIMEVERSION_FIELD_NUMBER: _ClassVar[int]
+    KUBELETVERSION_FIELD_NUMBER: _ClassVar[int]
+    KUBEPROXYVERSION_FIELD_NUMBER: _ClassVar[int]
+    OPERATINGSYSTEM_FIELD_NUMBER: _ClassVar[int]
+    ARCHITECTURE_FIELD_NUMBER: _ClassVar[int]
+    machineID: str
+    systemUUID: str
+    bootID: str
+    kernelVersion: str
+    osImage: str
+    containerRuntimeVersion: str
+    kubeletVersion: str
+    kubeProxyVersion: str
+    operatingSystem: str
+    architecture: str
+    def __init__(self, machineID: _Optional[str] = ..., systemUUID: _Optional[str] = ..., bootID: _Optional[str] = ..., kernelVersion: _Optional[str] = ..., osImage: _Optional[str] = ..., containerRuntimeVersion: _Optional[str] = ..., kubeletVersion: _Optional[str] = ..., kubeProxyVersion: _Optional[str] = ..., operatingSystem: _Optional[str] = ..., architecture: _Optional[str] = ...) -> None: ...
+
+class ContainerImage(_message.Message):
+    __slots__ = ("names", "sizeBytes")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    SIZEBYTES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    sizeBytes: int
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., sizeBytes: _Optional[int] = ...) -> None: ...
+
+class NodeStatus(_message.Message):
+    __slots__ = ("capacity", "allocatable", "phase", "conditions", "addresses", "daemonEndpoints", "nodeInfo", "images")
+    class CapacityEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AllocatableEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATABLE_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    ADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    DAEMONENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    NODEINFO_FIELD_NUMBER: _ClassVar[int]
+    IMAGES_FIELD_NUMBER: _ClassVar[int]
+    capacity: _containers.ScalarMap[str, str]
+    allocatable: _containers.ScalarMap[str, str]
+    phase: str
+    conditions: _containers.RepeatedCompositeFieldContainer[NodeCondition]
+    addresses: _containers.RepeatedCompositeFieldContainer[NodeAddress]
+    daemonEndpoints: NodeDaemonEndpoints
+    nodeInfo: NodeSystemInfo
+    images: _containers.RepeatedCompositeFieldContainer[ContainerImage]
+    def __init__(self, capacity: _Optional[_Mapping[str, str]] = ..., allocatable: _Optional[_Mapping[str, str]] = ..., phase: _Optional[str] = ..., conditions: _Optional[_Iterable[_Union[NodeCondition, _Mapping]]] = ..., addresses: _Optional[_Iterable[_Union[NodeAddress, _Mapping]]] = ..., daemonEndpoints: _Optional[_Union[NodeDaemonEndpoints, _Mapping]] = ..., nodeInfo: _Optional[_Union[NodeSystemInfo, _Mapping]] = ..., images: _Optional[_Iterable[_Union[ContainerImage, _Mapping]]] = ...) -> None: ...
+
+class Node(_message.Message):
+    __slots__ = ("metadata", "spec", "status")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ObjectMeta
+    spec: NodeSpec
+    status: NodeStatus
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[NodeSpec, _Mapping]] = ..., status: _Optional[_Union[NodeStatus, _Mapping]] = ...) -> None: ...
+
+class NamespaceSpec(_message.Message):
+    __slots__ = ("finalizers",)
+    FINALIZERS_FIELD_NUMBER: _ClassVar[int]
+    finalizers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, finalizers: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class NamespaceStatus(_message.Message):
+    __slots__ = ("phase",)
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    def __init__(self, phase: _Optional[str] = ...) -> None: ...
+
+class Namespace(_message.Message):
+    __slots__ = ("metadata", "spec", "status")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ObjectMeta
+    spec: NamespaceSpec
+    status: NamespaceStatus
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[NamespaceSpec, _Mapping]] = ..., status: _Optional[_Union[NamespaceStatus, _Mapping]] = ...) -> None: ...
+
+class EventSource(_message.Message):
+    __slots__ = ("component", "host")
+    COMPONENT_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    component: str
+    host: str
+    def __init__(self, component: _Optional[str] = ..., host: _Optional[str] = ...) -> None: ...
+
+class Event(_message.Message):
+    __slots__ = ("metadata", "involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp", "count", "type", "eventTime", "action", "reportingComponent", "reportingInstance")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    INVOLVEDOBJECT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    FIRSTTIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    LASTTIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    EVENTTIME_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    REPORTINGCOMPONENT_FIELD_NUMBER: _ClassVar[int]
+    REPORTINGINSTANCE_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ObjectMeta
+    involvedObject: _meta_pb2.ObjectReference
+    reason: str
+    message: str
+    source: EventSource
+    firstTimestamp: _timestamp_pb2.Timestamp
+    lastTimestamp: _timestamp_pb2.Timestamp
+    count: int
+    type: str
+    eventTime: _timestamp_pb2.Timestamp
+    action: str
+    reportingComponent: str
+    reportingInstance: str
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., involvedObject: _Optional[_Union[_meta_pb2.ObjectReference, _Mapping]] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., source: _Optional[_Union[EventSource, _Mapping]] = ..., firstTimestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lastTimestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., count: _Optional[int] = ..., type: _Optional[str] = ..., eventTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., action: _Optional[str] = ..., reportingComponent: _Optional[str] = ..., reportingInstance: _Optional[str] = ...) -> None: ...

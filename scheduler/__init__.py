@@ -1,0 +1,1 @@
+"""The kubeling scheduler (kube-scheduler's framework): not built yet, see the issues."""

@@ -1,0 +1,25 @@
+"""Small builders for test objects."""
+
+from __future__ import annotations
+
+from protos.kubeling.v1 import core_pb2, meta_pb2
+
+
+def pod(name: str, namespace: str = "default", *, node: str = "", labels: dict[str, str] | None = None,
+        image: str = "busybox", cpu: str = "", annotations: dict[str, str] | None = None) -> core_pb2.Pod:
+    container = core_pb2.Container(name="main", image=image, command=["sleep", "3600"])
+    if cpu:
+        container.resources.requests["cpu"] = cpu
+    return core_pb2.Pod(
+        metadata=meta_pb2.ObjectMeta(name=name, namespace=namespace, labels=labels or {},
+                                     annotations=annotations or {}),
+        spec=core_pb2.PodSpec(containers=[container], nodeName=node))
+
+
+def node(name: str, labels: dict[str, str] | None = None) -> core_pb2.Node:
+    return core_pb2.Node(metadata=meta_pb2.ObjectMeta(name=name, labels=labels or {}),
+                         status=core_pb2.NodeStatus(capacity={"cpu": "4", "memory": "8Gi", "pods": "110"}))
+
+
+def namespace(name: str) -> core_pb2.Namespace:
+    return core_pb2.Namespace(metadata=meta_pb2.ObjectMeta(name=name))
