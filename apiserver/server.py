@@ -82,6 +82,10 @@ class APIServer:
             ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
             ("grpc.max_send_message_length", 256 * 1024 * 1024),
             ("grpc.so_reuseport", 0),
+            # Long-lived watches: let clients keep idle connections alive with pings.
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+            ("grpc.http2.max_ping_strikes", 0),
         ])
         self._server.add_generic_rpc_handlers(
             [service_handler(reg, self.metrics) for reg in self.registries.values()])

@@ -130,6 +130,10 @@ class CacheWatcher:
         if not self.done:
             self.error = error
             self.done = True
+            if error is not None:
+                # Ended for cause: free the backlog now; the client resumes from the last
+                # resourceVersion it received, so nothing is lost.
+                self._queue.clear()
             self._wake.set()
             self.cache.remove(self)
 
@@ -172,6 +176,7 @@ class WatchCache:
         self._tasks: list[asyncio.Task[None]] = []
         self._event_type = strategy.event_message
         self._list_rv = 0
+        self._watch_rv = 0
 
     # ------------------------------------------------------------ lifecycle
 
@@ -244,6 +249,7 @@ class WatchCache:
         self.events.clear()
         self.rv = rev
         self._list_rv = rev
+        self._watch_rv = 0
         start = max(1, rev - self.capacity + 1)
         self.oldest_rv = start - 1
         log.info("watch cache %s: %d objects at revision %d", self.strategy.plural, len(self.store), rev)
@@ -319,11 +325,14 @@ class WatchCache:
             self._append(ev)
             if live:
                 self._dispatch(ev)
-        if batch.revision > self.rv or not self.ready.is_set():
-            self.rv = max(self.rv, batch.revision)
-            if not self.ready.is_set() and self.rv >= self._list_rv:
-                self.ready.set()
-            self._wake_waiters()
+        # The store is exact at the list revision from the start, but the window holds
+        # every event up to it only once the etcd watch itself has reached it.
+        self._watch_rv = max(self._watch_rv, batch.revision)
+        if not live and self._watch_rv >= self._list_rv:
+            self.ready.set()
+        if batch.revision > self.rv:
+            self.rv = batch.revision
+        self._wake_waiters()
 
     def _append(self, ev: CacheEvent) -> None:
         self.events.append(ev)

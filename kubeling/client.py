@@ -27,6 +27,10 @@ _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
     ("grpc.max_send_message_length", 16 * 1024 * 1024),
     ("grpc.keepalive_time_ms", 30_000),
+    # Reconnect quickly after an apiserver restart (gRPC's default backs off up to 120 s).
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2_000),
 ]
 
 
@@ -39,15 +43,18 @@ class WatchEvent(Generic[T]):
 class ResourceClient(Generic[T]):
     """The verbs of one resource. Namespaced calls default to namespace "default"."""
 
-    def __init__(self, stub: Any, kind: str, namespaced: bool, timeout: float | None) -> None:
+    def __init__(self, stub: Any, kind: str, namespaced: bool, timeout: float | None,
+                 wait_for_ready: bool = True) -> None:
         self._stub = stub
         self.kind = kind
         self.namespaced = namespaced
         self.timeout = timeout
+        self.wait_for_ready = wait_for_ready
 
     async def _call(self, method: str, request: Any) -> Any:
         try:
-            return await getattr(self._stub, method)(request, timeout=self.timeout)
+            return await getattr(self._stub, method)(request, timeout=self.timeout,
+                                                     wait_for_ready=self.wait_for_ready)
         except grpc.aio.AioRpcError as err:
             raise from_rpc_error(err) from None
 
@@ -104,7 +111,7 @@ class ResourceClient(Generic[T]):
         req = meta_pb2.WatchRequest(namespace=namespace, labelSelector=label_selector,
                                     fieldSelector=field_selector, resourceVersion=resource_version,
                                     allowWatchBookmarks=allow_bookmarks, timeoutSeconds=timeout_seconds)
-        call = self._stub.Watch(req)
+        call = self._stub.Watch(req, wait_for_ready=self.wait_for_ready)
         try:
             async for ev in call:
                 yield WatchEvent(ev.type, ev.object)
@@ -125,17 +132,20 @@ class PodClient(ResourceClient[core_pb2.Pod]):
 
 
 class Client:
-    def __init__(self, address: str, *, timeout: float | None = 30.0,
+    def __init__(self, address: str, *, timeout: float | None = 30.0, wait_for_ready: bool = True,
                  channel: grpc.aio.Channel | None = None) -> None:
+        """`timeout` bounds every unary call; with `wait_for_ready` a call made while the
+        apiserver is unreachable waits for it (within the timeout) instead of failing."""
         self.address = address
         self.channel = channel or grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
-        self.pods = PodClient(api_pb2_grpc.PodsStub(self.channel), "Pod", True, timeout)
-        self.nodes: ResourceClient[core_pb2.Node] = ResourceClient(api_pb2_grpc.NodesStub(self.channel), "Node", False, timeout)
+        ch, t, w = self.channel, timeout, wait_for_ready
+        self.pods = PodClient(api_pb2_grpc.PodsStub(ch), "Pod", True, t, w)
+        self.nodes: ResourceClient[core_pb2.Node] = ResourceClient(api_pb2_grpc.NodesStub(ch), "Node", False, t, w)
         self.namespaces: ResourceClient[core_pb2.Namespace] = ResourceClient(
-            api_pb2_grpc.NamespacesStub(self.channel), "Namespace", False, timeout)
-        self.events: ResourceClient[core_pb2.Event] = ResourceClient(api_pb2_grpc.EventsStub(self.channel), "Event", True, timeout)
+            api_pb2_grpc.NamespacesStub(ch), "Namespace", False, t, w)
+        self.events: ResourceClient[core_pb2.Event] = ResourceClient(api_pb2_grpc.EventsStub(ch), "Event", True, t, w)
         self.leases: ResourceClient[coordination_pb2.Lease] = ResourceClient(
-            api_pb2_grpc.LeasesStub(self.channel), "Lease", True, timeout)
+            api_pb2_grpc.LeasesStub(ch), "Lease", True, t, w)
 
     async def close(self) -> None:
         await self.channel.close()

@@ -131,20 +131,26 @@ class LabelSelector:
                     raise SelectorError(f"found {peek()!r}, expected: '(' after {op!r}")
                 i += 1
                 values: list[str] = []
+                expect_value = True  # values alternate with commas; an empty value is allowed
                 while True:
                     tok = peek()
                     if tok is None:
                         raise SelectorError(f"found end of selector, expected: ')' in {text!r}")
                     i += 1
                     if tok == ")":
+                        if expect_value and values:
+                            values.append("")  # "(a,)": a trailing empty value
                         break
                     if tok == ",":
-                        if not values or values[-1] == "\0":
+                        if expect_value:
                             values.append("")
-                        values.append("\0")
+                        expect_value = True
                         continue
+                    if not expect_value or tok in ("(", "!", "=", "==", "!=", ">", "<"):
+                        raise SelectorError(f"found {tok!r}, expected: ',' or ')' in {text!r}")
                     values.append(tok)
-                vals = tuple(v for v in values if v != "\0")
+                    expect_value = False
+                vals = tuple(values)
                 reqs.append(_validated(Requirement(key, op, vals)))
             else:
                 raise SelectorError(f"found {op!r}, expected: in, notin, =, ==, !=, gt, lt (in {text!r})")

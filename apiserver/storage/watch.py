@@ -44,6 +44,7 @@ class PrefixWatch:
         self._start = start_revision
         self._requests: asyncio.Queue[rpc_pb2.WatchRequest | None] = asyncio.Queue()
         self._call: grpc.aio.StreamStreamCall | None = None
+        self._pending_progress = 0
 
     def request_progress(self) -> None:
         self._requests.put_nowait(rpc_pb2.WatchRequest(progress_request=rpc_pb2.WatchProgressRequest()))
@@ -73,16 +74,23 @@ class PrefixWatch:
                     raise ConnectionError(f"etcd canceled the watch: {resp.cancel_reason or 'no reason'}")
                 if resp.created and not resp.events:
                     continue
+                if not resp.events:
+                    # A progress notification. etcd 3.4.23 may send it *before* the event at
+                    # that very revision (its progress/notify race, fixed in later releases),
+                    # so a revision is only trusted once a later progress response has come:
+                    # a full round trip after it, the events it covers are on the stream.
+                    trusted, self._pending_progress = self._pending_progress, resp.header.revision
+                    if trusted:
+                        yield WatchBatch(trusted, [])
+                    continue
                 events = [
                     WatchedEvent(ev.type == kv_pb2.Event.DELETE, _kv(ev.kv),
                                  _kv(ev.prev_kv) if ev.prev_kv.key else None)
                     for ev in resp.events
                 ]
-                # With events, only the last event's revision is certain to be complete (etcd
-                # may split a catch-up into several responses that all carry the current
-                # header revision); an empty response is a progress notification and its
-                # header revision is exact.
-                yield WatchBatch(events[-1].kv.mod_revision if events else resp.header.revision, events)
+                # Only the last event's revision is certain to be complete: etcd may split a
+                # catch-up into several responses that all carry the current header revision.
+                yield WatchBatch(events[-1].kv.mod_revision, events)
         except grpc.aio.AioRpcError as err:
             if err.code() == grpc.StatusCode.CANCELLED:
                 return

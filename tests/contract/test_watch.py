@@ -1,0 +1,283 @@
+"""Watch semantics: order, exactly-once, resume, Expired, bookmarks, slow watchers."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import grpc
+import pytest
+
+from apiserver.server import APIServer
+from kubeling import errors
+from kubeling.client import Client, WatchEvent
+from kubeling.etcd import EtcdServer
+from tests.conftest import apiserver_config
+from tests.contract.etcd_history import history
+from tests.objects import pod
+from protos.kubeling.v1 import core_pb2
+
+Seen = list[tuple[str, str, int]]
+
+
+def _key(ev: WatchEvent[core_pb2.Pod]) -> tuple[str, str, int]:
+    return ev.type, ev.object.metadata.name, int(ev.object.metadata.resourceVersion)
+
+
+async def _collect(client: Client, rv: str, until: int, out: Seen, **kw: object) -> None:
+    async for ev in client.pods.watch(resource_version=rv, **kw):  # type: ignore[arg-type]
+        if ev.type == "BOOKMARK":
+            continue
+        out.append(_key(ev))
+        if int(ev.object.metadata.resourceVersion) >= until:
+            return
+
+
+async def _churn(client: Client, n: int, seed: int = 0) -> int:
+    """Random creates, updates and deletes from 16 concurrent writers; returns the last revision."""
+    rng = random.Random(seed)
+    last = 0
+
+    async def writer(w: int) -> None:
+        nonlocal last
+        for i in range(n):
+            name = f"w{w}-{rng.randrange(6)}"
+            op = rng.random()
+            try:
+                if op < 0.5:
+                    obj = await client.pods.create(pod(name, labels={"w": str(w)}))
+                elif op < 0.8:
+                    cur = await client.pods.get(name)
+                    cur.metadata.annotations["i"] = str(i)
+                    obj = await client.pods.update(cur)
+                else:
+                    obj = await client.pods.delete(name)
+                last = max(last, int(obj.metadata.resourceVersion))
+            except (errors.AlreadyExists, errors.NotFound, errors.Conflict):
+                pass
+
+    await asyncio.gather(*(writer(w) for w in range(16)))
+    return last
+
+
+async def test_200_watchers_see_etcd_history_in_order_exactly_once(
+        client: Client, etcd: EtcdServer, prefix: str) -> None:
+    start = int((await client.pods.list()).metadata.resourceVersion)
+    streams: list[Seen] = [[] for _ in range(200)]
+    # Mix resume-from-RV watchers with initial-state (RV "") watchers started before the churn.
+    ready = [asyncio.create_task(_collect(client, str(start), 1 << 62, s)) for s in streams]
+    await asyncio.sleep(0.5)
+    last = await _churn(client, 20)
+    # A final marker write tells every watcher where the end is.
+    marker = await client.pods.create(pod("zz-marker"))
+    end = int(marker.metadata.resourceVersion)
+    for t in ready:
+        t.cancel()
+    truth = await history(etcd, prefix, start, end)
+    assert len(truth) > 100 and truth[-1][2] == end >= last
+    deadline = asyncio.get_running_loop().time() + 60
+    while any(not s or s[-1][2] < end for s in streams):
+        assert asyncio.get_running_loop().time() < deadline, "watchers did not catch up"
+        await asyncio.sleep(0.05)
+    for s in streams:
+        assert s == truth  # same events, same order, none missed, none repeated
+
+
+async def test_watch_from_zero_gives_state_then_changes(client: Client) -> None:
+    a = await client.pods.create(pod("a"))
+    await client.pods.create(pod("b"))
+    seen: list[tuple[str, str]] = []
+
+    async def run() -> None:
+        async for ev in client.pods.watch(resource_version="0"):
+            seen.append((ev.type, ev.object.metadata.name))
+            if len(seen) == 4:
+                return
+
+    task = asyncio.create_task(run())
+    await asyncio.sleep(0.2)
+    a.metadata.labels["x"] = "1"
+    await client.pods.update(a)
+    await client.pods.delete("b")
+    await asyncio.wait_for(task, 5)
+    assert seen == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a"), ("DELETED", "b")]
+
+
+async def test_deleted_event_carries_last_state(client: Client) -> None:
+    created = await client.pods.create(pod("gone", labels={"k": "v"}))
+    task = asyncio.create_task(anext(aiter(client.pods.watch(resource_version=created.metadata.resourceVersion))))
+    deleted = await client.pods.delete("gone")
+    ev = await asyncio.wait_for(task, 5)
+    assert ev.type == "DELETED"
+    assert ev.object.metadata.labels["k"] == "v"
+    assert ev.object.metadata.resourceVersion == deleted.metadata.resourceVersion
+
+
+async def test_selector_watch_sees_objects_enter_and_leave(client: Client) -> None:
+    start = (await client.pods.list()).metadata.resourceVersion
+    seen: list[tuple[str, str]] = []
+
+    async def run() -> None:
+        async for ev in client.pods.watch(resource_version=start, field_selector="spec.nodeName=n1"):
+            seen.append((ev.type, ev.object.metadata.name))
+            if len(seen) == 3:
+                return
+
+    task = asyncio.create_task(run())
+    await client.pods.create(pod("other", node="n2"))
+    p = await client.pods.create(pod("p"))
+    await client.pods.bind("p", "n1")  # enters the selection: ADDED
+    await client.pods.create(pod("direct", node="n1"))
+    labelled = await client.pods.get("p")
+    labelled.metadata.labels["a"] = "b"
+    await client.pods.update(labelled)  # MODIFIED
+    await asyncio.wait_for(task, 5)
+    assert seen == [("ADDED", "p"), ("ADDED", "direct"), ("MODIFIED", "p")]
+    _ = p
+
+    # Leaving a label selection is a DELETED for that watcher.
+    rv = (await client.pods.get("p")).metadata.resourceVersion
+    nxt = asyncio.create_task(anext(aiter(client.pods.watch(resource_version=rv, label_selector="a=b"))))
+    cur = await client.pods.get("p")
+    del cur.metadata.labels["a"]
+    await client.pods.update(cur)
+    ev = await asyncio.wait_for(nxt, 5)
+    assert (ev.type, ev.object.metadata.name) == ("DELETED", "p")
+
+
+async def test_bookmarks_keep_idle_watchers_fresh(client: Client) -> None:
+    created = await client.pods.create(pod("a"))
+    await client.nodes.create(core_pb2.Node(metadata={"name": "n"}))  # moves etcd's revision, not pods'
+    bookmarks: list[int] = []
+
+    async def run() -> None:
+        async for ev in client.pods.watch(resource_version=created.metadata.resourceVersion, allow_bookmarks=True):
+            assert ev.type == "BOOKMARK"
+            assert ev.object.metadata.name == ""
+            bookmarks.append(int(ev.object.metadata.resourceVersion))
+            if len(bookmarks) == 3:
+                return
+
+    await asyncio.wait_for(run(), 10)
+    assert bookmarks == sorted(bookmarks)
+    # The bookmark reaches past the pod's own revision: it reflects etcd progress.
+    assert bookmarks[-1] > int(created.metadata.resourceVersion)
+    # Without allowWatchBookmarks, none come.
+    quiet = asyncio.create_task(anext(aiter(client.pods.watch(resource_version=created.metadata.resourceVersion))))
+    await asyncio.sleep(0.6)
+    assert not quiet.done()
+    quiet.cancel()
+
+
+async def test_resume_across_apiserver_restart(etcd: EtcdServer, prefix: str) -> None:
+    first = APIServer(apiserver_config(etcd, prefix))
+    await first.start()
+    client = Client(first.address)
+    start = int((await client.pods.list()).metadata.resourceVersion)
+    seen: Seen = []
+    for i in range(5):
+        await client.pods.create(pod(f"before-{i}"))
+    mid = int((await client.pods.get("before-4")).metadata.resourceVersion)
+    await _collect(client, str(start), mid, seen)
+    await client.close()
+    await first.stop(grace=0)
+
+    # Changes while no apiserver instance serves this client: through another instance.
+    other = APIServer(apiserver_config(etcd, prefix))
+    await other.start()
+    async with Client(other.address) as c2:
+        for i in range(5):
+            await c2.pods.create(pod(f"during-{i}"))
+        await c2.pods.delete("before-0")
+    await other.stop(grace=0)
+
+    second = APIServer(apiserver_config(etcd, prefix))
+    await second.start()
+    try:
+        async with Client(second.address) as c3:
+            end = int((await c3.pods.create(pod("after"))).metadata.resourceVersion)
+            await asyncio.wait_for(_collect(c3, str(seen[-1][2]), end, seen), 10)
+    finally:
+        await second.stop(grace=0)
+    assert seen == await history(etcd, prefix, start, end)
+
+
+async def test_expired_after_compaction(prefix: str) -> None:
+    with EtcdServer() as own_etcd:  # compaction is global to an etcd: not on the shared one
+        server = APIServer(apiserver_config(own_etcd, prefix, compaction_interval=0.2))
+        await server.start()
+        try:
+            async with Client(server.address) as client:
+                old = (await client.pods.create(pod("old"))).metadata.resourceVersion
+                for i in range(5):
+                    await client.pods.create(pod(f"p{i}"))
+                for _ in range(100):
+                    if server.metrics.compactions._value.get() >= 2:
+                        break
+                    await asyncio.sleep(0.05)
+                assert server.metrics.compactions._value.get() >= 2
+                with pytest.raises(errors.Expired, match="too old resource version"):
+                    async for _ in client.pods.watch(resource_version=old):
+                        pass
+                # A fresh list gives a resourceVersion that works.
+                rv = (await client.pods.list()).metadata.resourceVersion
+                task = asyncio.create_task(anext(aiter(client.pods.watch(resource_version=rv))))
+                await client.pods.create(pod("new"))
+                assert (await asyncio.wait_for(task, 5)).object.metadata.name == "new"
+        finally:
+            await server.stop(grace=0)
+
+
+async def test_slow_watcher_does_not_delay_fast_one_and_is_ended(etcd: EtcdServer, prefix: str) -> None:
+    server = APIServer(apiserver_config(etcd, prefix, watcher_buffer=20))
+    await server.start()
+    # The slow client has fixed 64 KiB HTTP/2 windows (no BDP growth), so the server's writes
+    # to it block after a message or two and the watch cache's buffer must absorb the rest.
+    slow_channel = grpc.aio.insecure_channel(server.address, options=[("grpc.http2.bdp_probe", 0)])
+    try:
+        async with Client(server.address) as client:
+            slow_client = Client(server.address, channel=slow_channel)
+            start = (await client.pods.list()).metadata.resourceVersion
+            slow_iter = aiter(slow_client.pods.watch(resource_version=start))
+            slow_first = asyncio.create_task(anext(slow_iter))  # opens the stream, reads one event
+            fast: Seen = []
+            fast_task = asyncio.create_task(_collect(client, start, 1 << 62, fast))
+            await asyncio.sleep(0.2)
+            n = 60
+            payload = {"blob": "x" * 60_000}
+            last = 0
+            for i in range(n):
+                last = int((await client.pods.create(pod(f"p{i}", annotations=payload))).metadata.resourceVersion)
+            for _ in range(200):
+                if fast and fast[-1][2] >= last:
+                    break
+                await asyncio.sleep(0.05)
+            assert [name for _, name, _ in fast] == [f"p{i}" for i in range(n)]
+            fast_task.cancel()
+            # The slow one: what reached it comes in order, then a clear end (it would resume).
+            got = [(await slow_first).object.metadata.name]
+            with pytest.raises(errors.WatcherTooSlow, match="resume from the last resourceVersion"):
+                async for ev in slow_iter:
+                    got.append(ev.object.metadata.name)
+            assert got == [f"p{i}" for i in range(len(got))] and len(got) < n
+            assert server.registries["pods"].cache.watcher_count == 0 or fast_task.done()
+    finally:
+        await slow_channel.close()
+        await server.stop(grace=0)
+
+
+async def test_watch_errors(client: Client) -> None:
+    with pytest.raises(errors.BadRequest):
+        async for _ in client.pods.watch(resource_version="x"):
+            pass
+    with pytest.raises(errors.BadRequest, match="field label not supported"):
+        async for _ in client.pods.watch(field_selector="spec.nope=1"):
+            pass
+    with pytest.raises(errors.Timeout, match="Too large resource version"):
+        async for _ in client.pods.watch(resource_version=str(1 << 40)):
+            pass
+
+
+async def test_watch_timeout_seconds_ends_stream_cleanly(client: Client) -> None:
+    events = [ev async for ev in client.pods.watch(resource_version="0", timeout_seconds=1)]
+    assert events == []
