@@ -8,12 +8,13 @@ Values are exact (Fractions), rounded *up* to nano units as upstream does, and
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
 
-__all__ = ["Quantity", "QuantityError", "Format", "parse_quantity"]
+__all__ = ["Quantity", "QuantityError", "Format", "parse_quantity", "canonical"]
 
 
 class QuantityError(ValueError):
@@ -138,8 +139,11 @@ class Quantity:
         return _canonical(self.value, self.format)
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_quantity(text: str) -> Quantity:
-    """Parse as upstream ParseQuantity; raise QuantityError with upstream's message."""
+    """Parse as upstream ParseQuantity; raise QuantityError with upstream's message.
+
+    Memoized: quantities are immutable and the same few strings recur in every pod."""
     if not text:
         raise QuantityError("quantities must not be empty")
     positive, num, denom, suffix = _scan(text)
@@ -152,6 +156,12 @@ def parse_quantity(text: str) -> Quantity:
     if fmt is Format.BINARY_SI and amount > _MAX_INT64:
         amount = Fraction(_MAX_INT64)
     return Quantity(amount if positive else -amount, fmt)
+
+
+@functools.lru_cache(maxsize=4096)
+def canonical(text: str) -> str:
+    """The canonical form of a quantity string (what the apiserver stores)."""
+    return str(parse_quantity(text))
 
 
 def _strip_factors(n: int, factor: int) -> tuple[int, int]:

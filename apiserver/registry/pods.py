@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from apiserver.registry.strategy import DeletePlan, Obj, Strategy
 from apiserver.validation import Checker
 from kubeling import names
-from kubeling.quantity import Quantity
+from kubeling.quantity import canonical
 from protos.kubeling.v1 import api_pb2, core_pb2
 
 __all__ = ["PodStrategy", "SYSTEM_PRIORITY_CLASSES"]
@@ -408,16 +408,16 @@ def _canonicalize_resources(spec: core_pb2.PodSpec) -> None:
     """Store quantities in canonical form (`1.5` -> `1500m`), as upstream's serialization does."""
     for c in list(spec.containers) + list(spec.initContainers):
         for rl in (c.resources.requests, c.resources.limits):
-            for name, text in list(rl.items()):
-                try:
-                    rl[name] = str(Quantity.parse(text))
-                except ValueError:
-                    pass  # reported by validation
-    for name, text in list(spec.overhead.items()):
+            _canonicalize(rl)
+    _canonicalize(spec.overhead)
+
+
+def _canonicalize(resources: Any) -> None:
+    for name, text in list(resources.items()):
         try:
-            spec.overhead[name] = str(Quantity.parse(text))
+            resources[name] = canonical(text)
         except ValueError:
-            pass
+            pass  # reported by validation
 
 
 def _qos_class(spec: core_pb2.PodSpec) -> str:

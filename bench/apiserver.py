@@ -1,0 +1,232 @@
+"""Apiserver benchmark (not a test): `python -m bench.apiserver --json OUT.json`.
+
+Starts etcd and the apiserver as separate processes (as deployed) and measures, from
+this load-generating process:
+
+- etcd_txn_per_s: raw create-if-absent transactions through aetcd, 64 concurrent tasks;
+- apiserver_create_per_s: pod creates through the apiserver, 64 concurrent clients
+  (tasks over 8 gRPC channels); create_ratio = apiserver_create_per_s / etcd_txn_per_s;
+- grpc_floor_create_per_s: the same load against bench/grpc_floor.py, a bare grpc.aio
+  server doing only the etcd transaction: the ceiling for any Python gRPC apiserver here
+  (floor_ratio = it / etcd_txn_per_s; apiserver_vs_floor = apiserver / it);
+- apiserver_cpu_us_per_create: the apiserver process's CPU time per create;
+- watch fan-out, kubelet-shaped: 500 watchers, each filtered to its own node
+  (fieldSelector spec.nodeName=node-i), plus 3 unfiltered watchers (a scheduler and
+  controllers), while pods bound round-robin to those nodes are created at 200/s.
+  watch_p50_ms / watch_p99_ms: from the moment the create is sent (an upper bound on its
+  commit) to delivery to each watcher it concerns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aetcd
+
+from kubeling.client import Client
+from kubeling.etcd import EtcdServer
+from protos.kubeling.v1 import core_pb2, meta_pb2
+
+CONCURRENCY = 64
+
+
+def _pod(name: str, node: str = "") -> core_pb2.Pod:
+    return core_pb2.Pod(
+        metadata=meta_pb2.ObjectMeta(name=name, namespace="default", labels={"app": "bench"}),
+        spec=core_pb2.PodSpec(nodeName=node, containers=[core_pb2.Container(
+            name="main", image="busybox:1.35", command=["sleep", "3600"],
+            resources=core_pb2.ResourceRequirements(requests={"cpu": "100m", "memory": "64Mi"}))]))
+
+
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+async def bench_etcd(endpoint: str, total: int) -> float:
+    host, _, port = endpoint.rpartition(":")
+    value = _pod("x").SerializeToString()
+    async with aetcd.Client(host=host, port=int(port)) as client:
+        counter = iter(range(total))
+
+        async def worker() -> None:
+            for i in counter:
+                key = f"/bench/raw/{i}".encode()
+                await client.transaction(
+                    compare=[client.transactions.mod(key) == 0],
+                    success=[client.transactions.put(key, value)], failure=[])
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+        return total / (time.perf_counter() - start)
+
+
+async def bench_creates(address: str, total: int) -> tuple[float, float]:
+    clients = [Client(address) for _ in range(8)]
+    counter = iter(range(total))
+    latencies: list[float] = []
+
+    async def worker(c: Client) -> None:
+        for i in counter:
+            t = time.perf_counter()
+            await c.pods.create(_pod(f"create-{i}"))
+            latencies.append(time.perf_counter() - t)
+
+    for c in clients:  # connect first: measure requests, not handshakes
+        await c.pods.list(limit=1)
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(clients[i % len(clients)]) for i in range(CONCURRENCY)))
+    rate = total / (time.perf_counter() - start)
+    for c in clients:
+        await c.close()
+    return rate, statistics.median(latencies) * 1000
+
+
+async def bench_watch(address: str, watchers: int, unfiltered: int, rate: float, seconds: float) -> dict[str, float]:
+    clients = [Client(address) for _ in range(8)]
+    sent: dict[str, float] = {}
+    latencies: list[float] = []
+    expected = 0
+    start_rv = (await clients[0].pods.list(limit=1)).metadata.resourceVersion
+    opened = 0
+
+    async def watch(c: Client, selector: str) -> None:
+        nonlocal opened
+        stream = c.pods.watch(resource_version=start_rv, field_selector=selector)
+        opened += 1
+        async for ev in stream:
+            t = sent.get(ev.object.metadata.name)
+            if t is not None and ev.type == "ADDED":
+                latencies.append(time.perf_counter() - t)
+
+    tasks = [asyncio.create_task(watch(clients[i % 8], f"spec.nodeName=node-{i}")) for i in range(watchers)]
+    tasks += [asyncio.create_task(watch(clients[i % 8], "")) for i in range(unfiltered)]
+    while opened < len(tasks):
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(1.0)  # every stream registered server-side
+
+    creator = clients[0]
+    count = int(rate * seconds)
+    begin = time.perf_counter()
+    pending: list[asyncio.Task[object]] = []
+    for i in range(count):
+        target = begin + i / rate
+        delay = target - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        name = f"w-{i}"
+        sent[name] = time.perf_counter()
+        pending.append(asyncio.create_task(creator.pods.create(_pod(name, f"node-{i % watchers}"))))
+    await asyncio.gather(*pending)
+    achieved = count / (time.perf_counter() - begin)
+    expected = count * (1 + unfiltered)
+    deadline = time.perf_counter() + 30
+    while len(latencies) < expected and time.perf_counter() < deadline:
+        await asyncio.sleep(0.05)
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for c in clients:
+        await c.close()
+    ms = [x * 1000 for x in latencies]
+    return {
+        "watchers": watchers + unfiltered,
+        "watchers_filtered_by_node": watchers,
+        "watchers_unfiltered": unfiltered,
+        "watch_create_rate_per_s": round(achieved, 1),
+        "watch_events_expected": expected,
+        "watch_events_delivered": len(latencies),
+        "watch_p50_ms": round(_pct(ms, 50), 2),
+        "watch_p99_ms": round(_pct(ms, 99), 2),
+        "watch_max_ms": round(max(ms), 2),
+    }
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_server(args: list[str], workdir: Path, name: str) -> tuple[subprocess.Popen[bytes], str]:
+    port_file = workdir / f"{name}.port"
+    log = open(workdir / f"{name}.log", "ab")
+    proc = subprocess.Popen([sys.executable, *args, str(port_file)] if name == "floor" else
+                            [sys.executable, *args, "--port-file", str(port_file)],
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not port_file.exists() or not port_file.read_text().strip():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{name} did not start; see {workdir / (name + '.log')}")
+        time.sleep(0.05)
+    return proc, f"127.0.0.1:{port_file.read_text().strip()}"
+
+
+async def run(args: argparse.Namespace) -> dict[str, object]:
+    workdir = Path(tempfile.mkdtemp(prefix="kubeling-bench-"))
+    etcd = EtcdServer(data_dir=workdir / "etcd").start()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        etcd_rate = await bench_etcd(etcd.endpoint, args.creates)
+        floor, floor_address = start_server(["-m", "bench.grpc_floor", etcd.endpoint], workdir, "floor")
+        procs.append(floor)
+        floor_rate, _ = await bench_creates(floor_address, args.creates)
+        floor.terminate()
+        proc, address = start_server(["-m", "apiserver", "--etcd", etcd.endpoint, "--listen", "127.0.0.1:0",
+                                      "--log-level", "WARNING"], workdir, "apiserver")
+        procs.append(proc)
+        cpu_before = _cpu_seconds(proc.pid)
+        create_rate, create_p50 = await bench_creates(address, args.creates)
+        cpu_per_create = (_cpu_seconds(proc.pid) - cpu_before) / args.creates
+        watch = await bench_watch(address, args.watchers, args.unfiltered, args.rate, args.seconds)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+            p.wait(10)
+        etcd.stop()
+    return {
+        "benchmark": "apiserver",
+        "cpus": os.cpu_count(),
+        "concurrency": CONCURRENCY,
+        "creates": args.creates,
+        "etcd_txn_per_s": round(etcd_rate, 1),
+        "apiserver_create_per_s": round(create_rate, 1),
+        "create_ratio": round(create_rate / etcd_rate, 3),
+        "apiserver_create_p50_ms": round(create_p50, 2),
+        "apiserver_cpu_us_per_create": round(cpu_per_create * 1e6),
+        "grpc_floor_create_per_s": round(floor_rate, 1),
+        "floor_ratio": round(floor_rate / etcd_rate, 3),
+        "apiserver_vs_floor": round(create_rate / floor_rate, 3),
+        **watch,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", default="", help="write the result here too")
+    p.add_argument("--creates", type=int, default=10_000)
+    p.add_argument("--watchers", type=int, default=500, help="watchers filtered to one node each")
+    p.add_argument("--unfiltered", type=int, default=3, help="watchers of every pod")
+    p.add_argument("--rate", type=float, default=200.0, help="pod creates per second during the watch phase")
+    p.add_argument("--seconds", type=float, default=10.0)
+    args = p.parse_args(argv)
+    result = asyncio.run(run(args))
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
