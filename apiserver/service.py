@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from apiserver.metrics import Metrics
 from apiserver.registry.binding import bind
@@ -31,12 +32,21 @@ def _serialize(msg: Any) -> bytes:
     return msg.SerializeToString()
 
 
+def _decode(message_type: Any, body: bytes) -> Any:
+    """Requests are decoded here, not by gRPC, so that a malformed body is a clear
+    INVALID_ARGUMENT instead of gRPC's INTERNAL "Exception deserializing request!"."""
+    try:
+        return message_type.FromString(body)
+    except DecodeError as err:
+        raise errors.BadRequest(f"the request is not a valid {message_type.DESCRIPTOR.full_name}: {err}") from None
+
+
 def _unary(metrics: Metrics, verb: str, resource: str, fn: Callable[[Any], Awaitable[Any]],
            request_type: Any) -> grpc.RpcMethodHandler:
-    async def handler(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def handler(body: bytes, context: grpc.aio.ServicerContext) -> Any:
         start, code = time.perf_counter(), "OK"
         try:
-            return await fn(request)
+            return await fn(_decode(request_type, body))
         except errors.ApiError as err:
             code = err.code.name
             await context.abort(err.code, err.message, err.trailing_metadata())
@@ -48,18 +58,18 @@ def _unary(metrics: Metrics, verb: str, resource: str, fn: Callable[[Any], Await
         finally:
             metrics.observe(verb, resource, code, time.perf_counter() - start)
 
-    return grpc.unary_unary_rpc_method_handler(handler, request_deserializer=request_type.FromString,
-                                               response_serializer=_serialize)
+    return grpc.unary_unary_rpc_method_handler(handler, response_serializer=_serialize)
 
 
 def _watch(metrics: Metrics, registry: Registry) -> grpc.RpcMethodHandler:
     resource = registry.strategy.plural
     gauge = metrics.watchers.labels(resource)
 
-    async def handler(request: meta_pb2.WatchRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+    async def handler(body: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
         start, code = time.perf_counter(), "OK"
         gauge.inc()
         try:
+            request = _decode(meta_pb2.WatchRequest, body)
             watcher = await registry.watch(request)
             deadline = time.monotonic() + request.timeoutSeconds if request.timeoutSeconds > 0 else None
             stream = watcher.stream()
@@ -83,8 +93,7 @@ def _watch(metrics: Metrics, registry: Registry) -> grpc.RpcMethodHandler:
             gauge.dec()
             metrics.observe("WATCH", resource, code, time.perf_counter() - start)
 
-    return grpc.unary_stream_rpc_method_handler(handler, request_deserializer=meta_pb2.WatchRequest.FromString,
-                                                response_serializer=None)
+    return grpc.unary_stream_rpc_method_handler(handler, response_serializer=None)
 
 
 async def _until(stream: AsyncIterator[bytes], deadline: float) -> AsyncIterator[bytes]:

@@ -10,6 +10,13 @@ On start the cache lists at revision R and opens its etcd watch *before* R (up t
 `capacity` revisions back) so the window covers recent history: a client resuming
 across an apiserver restart finds its RV still served.
 
+Progress: to know that every change up to a revision has arrived (to become ready,
+to serve "not older than N", to send bookmarks) the cache writes a sentinel key, the
+bare prefix itself (never an object's key), and waits for its own watch to deliver
+that write: etcd delivers a watch's events in revision order, so when the sentinel at
+revision W arrives, everything before W has. (etcd 3.4's progress notifications do
+not give that guarantee; see storage/watch.py.)
+
 Each event is encoded once per variant (ADDED / MODIFIED / DELETED) and the same
 bytes go to every matching watcher. A watcher whose buffer fills is ended with
 WatcherTooSlow; it never blocks the others and never silently skips an event.
@@ -172,7 +179,7 @@ class WatchCache:
         self._unindexed: set[CacheWatcher] = set()
         self._indexed: dict[str, set[CacheWatcher]] = {}
         self._rv_waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self._watch: PrefixWatch | None = None
+        self._progress_task: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._event_type = strategy.event_message
         self._list_rv = 0
@@ -185,6 +192,8 @@ class WatchCache:
                        asyncio.create_task(self._bookmarks(), name=f"bookmarks-{self.strategy.plural}")]
 
     async def stop(self) -> None:
+        if self._progress_task is not None:
+            self._tasks.append(self._progress_task)
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
@@ -244,6 +253,8 @@ class WatchCache:
         kvs, rev, _, _ = await self.storage.range(self.prefix, prefix_end(self.prefix))
         self.store = {}
         for kv in kvs:
+            if kv.key == self.prefix:
+                continue  # the progress sentinel
             obj = self.decode(kv)
             self.store[kv.key] = Entry(obj, self.attrs(obj), kv.mod_revision)
         self.events.clear()
@@ -267,26 +278,26 @@ class WatchCache:
 
     async def _follow_from(self, start: int) -> None:
         watch = PrefixWatch(self.storage.channel, self.prefix, start)
-        self._watch = watch
-        poke = asyncio.create_task(self._poke_until_ready(watch))
+        # The sentinel's revision is above the list revision: its arrival proves the
+        # window holds every event up to the list (a watch from the past includes it).
+        self.request_progress()
         try:
             async for batch in watch:
                 self._apply(batch)
         finally:
-            poke.cancel()
             watch.cancel()
-            self._watch = None
         raise ConnectionError("etcd ended the watch stream")
 
-    async def _poke_until_ready(self, watch: PrefixWatch) -> None:
-        # etcd answers a progress request only once the watcher has caught up.
-        while not self.ready.is_set():
-            watch.request_progress()
-            await asyncio.sleep(0.05)
-
     def request_progress(self) -> None:
-        if self._watch is not None:
-            self._watch.request_progress()
+        """Write the sentinel (one write in flight at a time); `rv` advances when it arrives."""
+        if self._progress_task is None or self._progress_task.done():
+            self._progress_task = asyncio.create_task(self._write_sentinel())
+
+    async def _write_sentinel(self) -> None:
+        try:
+            await self.storage.put(self.prefix, b"kubeling-progress")
+        except Exception as err:  # the watch loop notices etcd trouble; waiters time out
+            log.debug("watch cache %s: progress write failed: %s", self.strategy.plural, err)
 
     # ------------------------------------------------------------ events
 
@@ -300,6 +311,8 @@ class WatchCache:
         live = self.ready.is_set()
         for wev in batch.events:
             kv, rv = wev.kv, wev.kv.mod_revision
+            if kv.key == self.prefix:
+                continue  # the progress sentinel: its revision counts below, nothing else
             history = rv <= self._list_rv  # prefill: the store already reflects it
             prev = self.decode(wev.prev) if wev.prev is not None else None
             if prev is None and not history:
@@ -326,7 +339,8 @@ class WatchCache:
             if live:
                 self._dispatch(ev)
         # The store is exact at the list revision from the start, but the window holds
-        # every event up to it only once the etcd watch itself has reached it.
+        # every event up to it only once the etcd watch itself has reached it (an event,
+        # or the sentinel, at or past it).
         self._watch_rv = max(self._watch_rv, batch.revision)
         if not live and self._watch_rv >= self._list_rv:
             self.ready.set()

@@ -360,6 +360,8 @@ class Registry:
                     "You can start a new list without the continue parameter.") from None
             revision = revision or header
             for i, kv in enumerate(kvs):
+                if kv.key == self.prefix:
+                    continue  # the watch cache's progress sentinel, not an object
                 obj = self.decode(kv)
                 if flt.matches(self.cache.attrs(obj)):
                     items.append(obj)

@@ -178,6 +178,10 @@ class Storage:
             raise StaleRevision(_kv(kvs[0]) if kvs else None, resp.header.revision)  # type: ignore[attr-defined]
         return resp.header.revision  # type: ignore[attr-defined]
 
+    async def put(self, key: bytes, value: bytes) -> int:
+        resp = await self._call(f"put {key.decode()}", "Put", rpc_pb2.PutRequest(key=key, value=value))
+        return resp.header.revision  # type: ignore[attr-defined]
+
     async def compact(self, revision: int) -> None:
         try:
             await self.client.kvstub.Compact(rpc_pb2.CompactionRequest(revision=revision),

@@ -1,7 +1,11 @@
-"""One etcd watch on a key prefix, on etcd's Watch RPC directly.
+"""One etcd watch on a key prefix, on etcd's Watch RPC directly (prev_kv, compaction
+revision and cancel reasons are all visible; aetcd's watch shares one stream per client
+and a failure there ends every watch).
 
-aetcd hides progress notifications; the watch cache needs them (a progress response
-says "every change up to revision R has been sent"), so this speaks the RPC itself.
+No progress notifications: etcd 3.4 answers a progress request with the current revision
+even while the watcher is still catching up, and lets it overtake queued events, so it
+cannot prove that everything up to a revision was delivered. The watch cache writes a
+sentinel key in the watched range instead (see watchcache.py).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ def _kv(kv: kv_pb2.KeyValue) -> KV:
 
 
 class PrefixWatch:
-    """`async for batch in PrefixWatch(channel, prefix, start)`; `request_progress()` any time."""
+    """`async for batch in PrefixWatch(channel, prefix, start)`."""
 
     def __init__(self, channel: grpc.aio.Channel, prefix: bytes, start_revision: int) -> None:
         self._stub = rpc_pb2_grpc.WatchStub(channel)
@@ -44,10 +48,6 @@ class PrefixWatch:
         self._start = start_revision
         self._requests: asyncio.Queue[rpc_pb2.WatchRequest | None] = asyncio.Queue()
         self._call: grpc.aio.StreamStreamCall | None = None
-        self._pending_progress = 0
-
-    def request_progress(self) -> None:
-        self._requests.put_nowait(rpc_pb2.WatchRequest(progress_request=rpc_pb2.WatchProgressRequest()))
 
     def cancel(self) -> None:
         self._requests.put_nowait(None)
@@ -57,7 +57,7 @@ class PrefixWatch:
     async def _request_stream(self) -> AsyncIterator[rpc_pb2.WatchRequest]:
         yield rpc_pb2.WatchRequest(create_request=rpc_pb2.WatchCreateRequest(
             key=self._prefix, range_end=prefix_end(self._prefix), start_revision=self._start,
-            prev_kv=True, progress_notify=True))
+            prev_kv=True))
         while True:
             req = await self._requests.get()
             if req is None:
@@ -72,17 +72,8 @@ class PrefixWatch:
                     raise Compacted(resp.compact_revision)
                 if resp.canceled:
                     raise ConnectionError(f"etcd canceled the watch: {resp.cancel_reason or 'no reason'}")
-                if resp.created and not resp.events:
-                    continue
                 if not resp.events:
-                    # A progress notification. etcd 3.4.23 may send it *before* the event at
-                    # that very revision (its progress/notify race, fixed in later releases),
-                    # so a revision is only trusted once a later progress response has come:
-                    # a full round trip after it, the events it covers are on the stream.
-                    trusted, self._pending_progress = self._pending_progress, resp.header.revision
-                    if trusted:
-                        yield WatchBatch(trusted, [])
-                    continue
+                    continue  # the created confirmation (or a progress notification: see above)
                 events = [
                     WatchedEvent(ev.type == kv_pb2.Event.DELETE, _kv(ev.kv),
                                  _kv(ev.prev_kv) if ev.prev_kv.key else None)

@@ -21,6 +21,10 @@ async def history(etcd: EtcdServer, prefix: str, after: int, upto: int) -> list[
             async def collect() -> None:
                 async for ev in watch:
                     kv = ev.kv
+                    if kv.key == key:  # the watch cache's progress sentinel
+                        if kv.mod_revision >= upto:
+                            return
+                        continue
                     name = kv.key.decode().rsplit("/", 1)[1]
                     if ev.kind == aetcd.EventKind.DELETE.value:
                         typ = "DELETED"

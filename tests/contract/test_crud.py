@@ -280,3 +280,16 @@ async def test_health_reflection_and_metrics(etcd: object, prefix: str) -> None:
         assert "apiserver_registered_watchers" in text
     finally:
         await server.stop(grace=0)
+
+
+async def test_malformed_request_is_invalid_argument(apiserver: APIServer) -> None:
+    async with grpc.aio.insecure_channel(apiserver.address) as ch:
+        create = ch.unary_unary("/kubeling.v1.Pods/Create")
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await create(b"\x0a\xff\xff")  # field 1, a length that runs past the end
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "not a valid kubeling.v1.Pod" in (info.value.details() or "")
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            async for _ in ch.unary_stream("/kubeling.v1.Pods/Watch")(b"\x12\x80"):
+                pass
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT

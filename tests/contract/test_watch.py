@@ -71,14 +71,17 @@ async def test_200_watchers_see_etcd_history_in_order_exactly_once(
     # A final marker write tells every watcher where the end is.
     marker = await client.pods.create(pod("zz-marker"))
     end = int(marker.metadata.resourceVersion)
-    for t in ready:
-        t.cancel()
     truth = await history(etcd, prefix, start, end)
     assert len(truth) > 100 and truth[-1][2] == end >= last
     deadline = asyncio.get_running_loop().time() + 60
     while any(not s or s[-1][2] < end for s in streams):
+        for t in ready:
+            if t.done():
+                t.result()  # a watcher that failed: show why
         assert asyncio.get_running_loop().time() < deadline, "watchers did not catch up"
         await asyncio.sleep(0.05)
+    for t in ready:
+        t.cancel()
     for s in streams:
         assert s == truth  # same events, same order, none missed, none repeated
 
@@ -199,7 +202,8 @@ async def test_resume_across_apiserver_restart(etcd: EtcdServer, prefix: str) ->
             await asyncio.wait_for(_collect(c3, str(seen[-1][2]), end, seen), 10)
     finally:
         await second.stop(grace=0)
-    assert seen == await history(etcd, prefix, start, end)
+    expected = await history(etcd, prefix, start, end)
+    assert seen == expected, f"\nseen:     {seen}\nexpected: {expected}"
 
 
 async def test_expired_after_compaction(prefix: str) -> None:
