@@ -6,6 +6,7 @@ already encoded once by the watch cache, are written as bytes without re-encodin
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -97,7 +98,6 @@ def _watch(metrics: Metrics, registry: Registry) -> grpc.RpcMethodHandler:
 
 
 async def _until(stream: AsyncIterator[bytes], deadline: float) -> AsyncIterator[bytes]:
-    import asyncio
     it = stream.__aiter__()
     while True:
         remaining = deadline - time.monotonic()

@@ -476,13 +476,14 @@ class WatchCache:
     async def _bookmarks(self) -> None:
         while True:
             await asyncio.sleep(self.bookmark_interval)
-            if not self.ready.is_set():
+            wanted = [w for w in self.watchers() if w.bookmarks]
+            if not self.ready.is_set() or not wanted:
                 continue
             self.request_progress()
             await asyncio.sleep(min(0.05, self.bookmark_interval / 4))
             obj = self.strategy.message()
             obj.metadata.resourceVersion = str(self.rv)
             data = self._event_type(type=BOOKMARK, object=obj).SerializeToString()
-            for w in self.watchers():
+            for w in wanted:
                 w.offer_bookmark(data)
 
