@@ -10,20 +10,29 @@ import sys
 
 from apiserver.server import APIServer, Config
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "host_port"]
+
+
+def host_port(text: str) -> str:
+    """HOST:PORT with a numeric port (port 0: any free port, for --listen)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
     d = Config()
     p = argparse.ArgumentParser(prog="python -m apiserver", description="kubeling apiserver: the Kubernetes API over etcd, in gRPC")
-    p.add_argument("--etcd", default=d.etcd, help="etcd client endpoint host:port (default %(default)s)")
-    p.add_argument("--listen", default=d.listen, help="gRPC listen address (default %(default)s; port 0 picks one)")
-    p.add_argument("--metrics-listen", default=d.metrics_listen, help="HTTP address for /metrics, /healthz, /readyz (default: off)")
+    p.add_argument("--etcd", type=host_port, default=d.etcd, help="etcd client endpoint host:port (default %(default)s)")
+    p.add_argument("--listen", type=host_port, default=d.listen, help="gRPC listen address (default %(default)s; port 0 picks one)")
+    p.add_argument("--metrics-listen", type=lambda t: host_port(t) if t else t, default=d.metrics_listen, help="HTTP address for /metrics, /healthz, /readyz (default: off)")
     p.add_argument("--etcd-prefix", default=d.etcd_prefix, help="key prefix in etcd (default %(default)s)")
     p.add_argument("--compaction-interval", type=float, default=d.compaction_interval, help="seconds between etcd compactions, 0 disables (default %(default)s)")
     p.add_argument("--bookmark-interval", type=float, default=d.bookmark_interval, help="seconds between watch bookmarks (default %(default)s)")
     p.add_argument("--watch-cache-size", type=int, default=d.watch_cache_size, help="events kept per resource (default %(default)s)")
     p.add_argument("--watcher-buffer", type=int, default=d.watcher_buffer, help="events a watcher may lag before it is ended (default %(default)s)")
+    p.add_argument("--etcd-wait", type=float, default=d.etcd_wait, help="seconds to wait for etcd at start (default %(default)s)")
     p.add_argument("--port-file", default="", help="write the bound gRPC port here once serving")
     p.add_argument("--log-level", default="INFO")
     return p
@@ -33,7 +42,7 @@ async def _serve(args: argparse.Namespace) -> None:
     cfg = Config(etcd=args.etcd, listen=args.listen, metrics_listen=args.metrics_listen,
                  etcd_prefix=args.etcd_prefix, compaction_interval=args.compaction_interval,
                  bookmark_interval=args.bookmark_interval, watch_cache_size=args.watch_cache_size,
-                 watcher_buffer=args.watcher_buffer)
+                 watcher_buffer=args.watcher_buffer, etcd_wait=args.etcd_wait)
     server = APIServer(cfg)
     await server.start()
     if args.port_file:

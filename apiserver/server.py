@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 
 import grpc
@@ -43,6 +44,7 @@ class Config:
     watch_cache_size: int = 10_000  # events kept per resource
     watcher_buffer: int = 1_000  # events a watcher may lag before it is ended
     namespace_finalize_interval: float = 1.0
+    etcd_wait: float = 30.0  # seconds to wait for etcd at start before giving up
 
 
 @dataclass
@@ -67,6 +69,7 @@ class APIServer:
     async def start(self) -> None:
         cfg = self.config
         self._storage = storage = await Storage.connect(cfg.etcd)
+        await self._wait_for_etcd(storage)
         for strategy_type in ALL_STRATEGIES:
             strategy = strategy_type()
             self.registries[strategy.plural] = Registry(
@@ -125,6 +128,19 @@ class APIServer:
             await self._http.cleanup()
         if self._storage is not None:
             await self._storage.close()
+
+    async def _wait_for_etcd(self, storage: Storage) -> None:
+        deadline = time.monotonic() + self.config.etcd_wait
+        while True:
+            try:
+                await storage.revision()
+                return
+            except errors.ApiError as err:
+                if time.monotonic() >= deadline:
+                    raise RuntimeError(f"etcd at {self.config.etcd} is not reachable after "
+                                       f"{self.config.etcd_wait:.0f}s: {err.message}") from None
+                log.info("waiting for etcd at %s: %s", self.config.etcd, err.message)
+                await asyncio.sleep(0.5)
 
     def _compacted(self, revision: int) -> None:
         self.metrics.compactions.inc()

@@ -231,8 +231,9 @@ class WatchCache:
                 self._reset(errors.Expired("the watch cache was re-initialized; relist"))
                 resume_from = None
             except Exception as err:  # etcd restarts, stream errors: resume where we were
-                log.warning("watch cache %s: etcd watch failed (%s); resuming from %d",
-                            self.strategy.plural, err, self.rv)
+                (log.warning if backoff == 0.1 else log.debug)(
+                    "watch cache %s: etcd watch failed (%s); resuming after revision %d",
+                    self.strategy.plural, err, self.rv)
                 resume_from = self.rv + 1 if self.ready.is_set() else None
                 if resume_from is None:
                     self._reset(errors.ServiceUnavailable("the watch cache is re-initializing"))

@@ -95,6 +95,10 @@ class Storage:
         client = aetcd.Client(host=host or "127.0.0.1", port=int(port), options={
             "grpc.max_receive_message_length": MAX_MESSAGE,
             "grpc.max_send_message_length": MAX_MESSAGE,
+            # Reconnect quickly when etcd comes back (gRPC's default backs off up to 120 s).
+            "grpc.initial_reconnect_backoff_ms": 100,
+            "grpc.min_reconnect_backoff_ms": 100,
+            "grpc.max_reconnect_backoff_ms": 2_000,
         })
         await client.connect()
         return cls(client)
@@ -120,20 +124,19 @@ class Storage:
         return (_kv(kvs[0]) if kvs else None), resp.header.revision  # type: ignore[attr-defined]
 
     async def range(self, start: bytes, end: bytes, *, revision: int = 0, limit: int = 0,
-                    count_only: bool = False) -> tuple[list[KV], int, bool, int]:
+                    count_only: bool = False, what: str = "") -> tuple[list[KV], int, bool, int]:
         """(kvs sorted by key, header revision, more, total count in range)."""
         req = rpc_pb2.RangeRequest(key=start, range_end=end, revision=revision, limit=limit,
                                    count_only=count_only)
         try:
             resp = await self.client.kvstub.Range(req, timeout=self.timeout)
         except grpc.aio.AioRpcError as err:
-            exc = translate(err, f"list {start.decode(errors='replace')}")
-            raise exc from None
+            raise translate(err, what or f"list {start.decode(errors='replace')}") from None
         return [_kv(kv) for kv in resp.kvs], resp.header.revision, resp.more, resp.count
 
     async def revision(self) -> int:
         """etcd's current revision (a count-only range on an empty key range)."""
-        _, rev, _, _ = await self.range(b"\0", b"\0", count_only=True)
+        _, rev, _, _ = await self.range(b"\0", b"\0", count_only=True, what="read the current revision")
         return rev
 
     async def create(self, key: bytes, value: bytes) -> int:
