@@ -7,11 +7,11 @@ one interval of history is always kept.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
 from apiserver.storage.etcd import Storage
+from kubeling.periodic import Periodic
 
 __all__ = ["Compactor"]
 
@@ -23,33 +23,16 @@ MARKER_KEY = b"compact_rev_key"  # upstream's key, shared by every apiserver of 
 class Compactor:
     def __init__(self, storage: Storage, interval: float, on_compacted: Callable[[int], None]) -> None:
         self.storage = storage
-        self.interval = interval
         self.on_compacted = on_compacted
         self._version = 0
         self._revision = 0
-        self._task: asyncio.Task[None] | None = None
+        self._loop = Periodic("compactor", interval, self.tick)
 
     def start(self) -> None:
-        if self.interval > 0:
-            self._task = asyncio.create_task(self._loop(), name="compactor")
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                await self.tick()
-            except asyncio.CancelledError:
-                raise
-            except Exception as err:
-                log.warning("compaction failed: %s", err)
+        await self._loop.stop()
 
     async def tick(self) -> None:
         previous = self._revision

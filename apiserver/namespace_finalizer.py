@@ -3,13 +3,13 @@ namespace controller, folded into the apiserver since kubeling has no controller
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from apiserver.registry.namespaces import FINALIZER
 from apiserver.registry.store import Registry
 from apiserver.storage.etcd import StaleRevision
 from kubeling import errors
+from kubeling.periodic import Periodic
 
 __all__ = ["NamespaceFinalizer"]
 
@@ -20,32 +20,23 @@ class NamespaceFinalizer:
     def __init__(self, namespaces: Registry, namespaced: list[Registry], interval: float = 1.0) -> None:
         self.namespaces = namespaces
         self.namespaced = namespaced
-        self.interval = interval
-        self._task: asyncio.Task[None] | None = None
+        self._loop = Periodic("namespace-finalizer", interval, self._pass)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="namespace-finalizer")
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await self._loop.stop()
 
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            if not self.namespaces.cache.ready.is_set():
-                continue
-            for ns in [o for o in self.namespaces.cache.store.values() if o.obj.metadata.HasField("deletionTimestamp")]:
-                try:
-                    await self.finalize(ns.obj.metadata.name)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as err:
-                    log.warning("namespace %s: finalizing failed: %s", ns.obj.metadata.name, err)
+    async def _pass(self) -> None:
+        if not self.namespaces.cache.ready.is_set():
+            return
+        for entry in [e for e in self.namespaces.cache.store.values() if e.obj.metadata.HasField("deletionTimestamp")]:
+            name = entry.obj.metadata.name
+            try:
+                await self.finalize(name)
+            except errors.ApiError as err:
+                log.warning("namespace %s: finalizing failed: %s", name, err.message)
 
     async def finalize(self, name: str) -> bool:
         """One pass: delete what is left in the namespace; remove it once empty."""

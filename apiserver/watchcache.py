@@ -35,6 +35,7 @@ from apiserver.registry.strategy import Strategy
 from apiserver.storage.etcd import KV, Compacted, Storage, prefix_end
 from apiserver.storage.watch import PrefixWatch, WatchBatch
 from kubeling import errors
+from kubeling.periodic import cancel_and_wait
 from kubeling.selectors import FieldSelector, LabelSelector
 
 __all__ = ["WatchCache", "Filter", "CacheWatcher", "Attrs"]
@@ -192,15 +193,8 @@ class WatchCache:
                        asyncio.create_task(self._bookmarks(), name=f"bookmarks-{self.strategy.plural}")]
 
     async def stop(self) -> None:
-        if self._progress_task is not None:
-            self._tasks.append(self._progress_task)
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        for t in [*self._tasks, self._progress_task]:
+            await cancel_and_wait(t)
         for w in list(self.watchers()):
             w.terminate(errors.ServiceUnavailable("the apiserver is shutting down; resume from the last resourceVersion"))
 

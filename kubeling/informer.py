@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 
 from kubeling import errors
 from kubeling.client import ResourceClient
+from kubeling.periodic import cancel_and_wait
 
 __all__ = ["Informer", "Store", "object_key", "INDEX_NAMESPACE", "INDEX_NODE_NAME"]
 
@@ -144,13 +145,8 @@ class Informer(Generic[T]):
         return self._synced.is_set()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     # ------------------------------------------------------------ loop
 

@@ -139,47 +139,50 @@ class Storage:
         _, rev, _, _ = await self.range(b"\0", b"\0", count_only=True, what="read the current revision")
         return rev
 
+    async def _txn(self, what: str, key: bytes, compare: rpc_pb2.Compare,
+                   success: rpc_pb2.RequestOp) -> tuple[bool, KV | None, int]:
+        """If compare holds, run success; else read key. (succeeded, key's KV on failure, revision)."""
+        txn = rpc_pb2.TxnRequest(compare=[compare], success=[success],
+                                 failure=[rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=key))])
+        resp = await self._call(what, "Txn", txn)
+        revision = resp.header.revision  # type: ignore[attr-defined]
+        if resp.succeeded:  # type: ignore[attr-defined]
+            return True, None, revision
+        kvs = resp.responses[0].response_range.kvs  # type: ignore[attr-defined]
+        return False, (_kv(kvs[0]) if kvs else None), revision
+
+    @staticmethod
+    def _mod_is(key: bytes, revision: int) -> rpc_pb2.Compare:
+        return rpc_pb2.Compare(key=key, target=rpc_pb2.Compare.MOD, result=rpc_pb2.Compare.EQUAL,
+                               mod_revision=revision)
+
     async def create(self, key: bytes, value: bytes) -> int:
         """Put key only when absent; return the new mod_revision or raise KeyExists."""
-        txn = rpc_pb2.TxnRequest(
-            compare=[rpc_pb2.Compare(key=key, target=rpc_pb2.Compare.MOD,
-                                     result=rpc_pb2.Compare.EQUAL, mod_revision=0)],
-            success=[rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value))],
-            failure=[rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=key))],
-        )
-        resp = await self._call(f"create {key.decode()}", "Txn", txn)
-        if not resp.succeeded:  # type: ignore[attr-defined]
-            kvs = resp.responses[0].response_range.kvs  # type: ignore[attr-defined]
-            raise KeyExists(_kv(kvs[0]))
-        return resp.header.revision  # type: ignore[attr-defined]
+        ok, current, revision = await self._txn(
+            f"create {key.decode()}", key, self._mod_is(key, 0),
+            rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value)))
+        if not ok:
+            assert current is not None
+            raise KeyExists(current)
+        return revision
 
     async def update(self, key: bytes, value: bytes, expected_revision: int) -> int:
         """Put key only while its mod_revision is expected_revision, else StaleRevision."""
-        txn = rpc_pb2.TxnRequest(
-            compare=[rpc_pb2.Compare(key=key, target=rpc_pb2.Compare.MOD,
-                                     result=rpc_pb2.Compare.EQUAL, mod_revision=expected_revision)],
-            success=[rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value))],
-            failure=[rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=key))],
-        )
-        resp = await self._call(f"update {key.decode()}", "Txn", txn)
-        if not resp.succeeded:  # type: ignore[attr-defined]
-            kvs = resp.responses[0].response_range.kvs  # type: ignore[attr-defined]
-            raise StaleRevision(_kv(kvs[0]) if kvs else None, resp.header.revision)  # type: ignore[attr-defined]
-        return resp.header.revision  # type: ignore[attr-defined]
+        ok, current, revision = await self._txn(
+            f"update {key.decode()}", key, self._mod_is(key, expected_revision),
+            rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value)))
+        if not ok:
+            raise StaleRevision(current, revision)
+        return revision
 
     async def delete(self, key: bytes, expected_revision: int) -> int:
         """Delete key only while its mod_revision is expected_revision; return the delete's revision."""
-        txn = rpc_pb2.TxnRequest(
-            compare=[rpc_pb2.Compare(key=key, target=rpc_pb2.Compare.MOD,
-                                     result=rpc_pb2.Compare.EQUAL, mod_revision=expected_revision)],
-            success=[rpc_pb2.RequestOp(request_delete_range=rpc_pb2.DeleteRangeRequest(key=key))],
-            failure=[rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=key))],
-        )
-        resp = await self._call(f"delete {key.decode()}", "Txn", txn)
-        if not resp.succeeded:  # type: ignore[attr-defined]
-            kvs = resp.responses[0].response_range.kvs  # type: ignore[attr-defined]
-            raise StaleRevision(_kv(kvs[0]) if kvs else None, resp.header.revision)  # type: ignore[attr-defined]
-        return resp.header.revision  # type: ignore[attr-defined]
+        ok, current, revision = await self._txn(
+            f"delete {key.decode()}", key, self._mod_is(key, expected_revision),
+            rpc_pb2.RequestOp(request_delete_range=rpc_pb2.DeleteRangeRequest(key=key)))
+        if not ok:
+            raise StaleRevision(current, revision)
+        return revision
 
     async def put(self, key: bytes, value: bytes) -> int:
         resp = await self._call(f"put {key.decode()}", "Put", rpc_pb2.PutRequest(key=key, value=value))
@@ -198,14 +201,9 @@ class Storage:
         """Put key while its version (number of writes since creation) is `version`.
 
         Used for the shared compaction marker, as upstream's compactor does."""
-        txn = rpc_pb2.TxnRequest(
-            compare=[rpc_pb2.Compare(key=key, target=rpc_pb2.Compare.VERSION,
-                                     result=rpc_pb2.Compare.EQUAL, version=version)],
-            success=[rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value))],
-            failure=[rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=key))],
-        )
-        resp = await self._call(f"compare-and-put {key.decode()}", "Txn", txn)
-        if resp.succeeded:  # type: ignore[attr-defined]
-            return True, None
-        kvs = resp.responses[0].response_range.kvs  # type: ignore[attr-defined]
-        return False, (_kv(kvs[0]) if kvs else None)
+        ok, current, _ = await self._txn(
+            f"compare-and-put {key.decode()}", key,
+            rpc_pb2.Compare(key=key, target=rpc_pb2.Compare.VERSION, result=rpc_pb2.Compare.EQUAL,
+                            version=version),
+            rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value)))
+        return ok, current

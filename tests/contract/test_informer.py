@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from apiserver.server import APIServer
 from kubeling.client import Client
@@ -82,32 +82,48 @@ async def test_informer_with_field_selector(client: Client) -> None:
         await inf.stop()
 
 
-async def test_informer_converges_after_apiserver_restart(etcd: EtcdServer, prefix: str) -> None:
+async def _while_down(etcd: EtcdServer, prefix: str, server: APIServer,
+                     changes: Callable[[Client], Awaitable[None]], **restart: object) -> APIServer:
+    """Stop `server`, make `changes` through another apiserver instance, then start a new
+    server on the same port (with `restart` config overrides) and return it."""
+    port = server.port
+    await server.stop(grace=0)
+    other = APIServer(apiserver_config(etcd, prefix))
+    await other.start()
+    async with Client(other.address) as c:
+        await changes(c)
+    await other.stop(grace=0)
+    again = APIServer(apiserver_config(etcd, prefix, listen=f"127.0.0.1:{port}", **restart))
+    await again.start()
+    return again
+
+
+async def _started_informer(etcd: EtcdServer, prefix: str, pods: int) -> tuple[APIServer, Client, Informer[core_pb2.Pod], Recorder]:
     server = APIServer(apiserver_config(etcd, prefix))
     await server.start()
-    port = server.port
     client = Client(server.address)
+    for i in range(pods):
+        await client.pods.create(pod(f"p{i}"))
     inf: Informer[core_pb2.Pod] = Informer(client.pods, max_backoff=0.2)
     rec = Recorder()
     rec.attach(inf)
-    for i in range(3):
-        await client.pods.create(pod(f"p{i}"))
     await inf.start()
+    await inf.wait_synced(10)
+    return server, client, inf, rec
+
+
+async def test_informer_converges_after_apiserver_restart(etcd: EtcdServer, prefix: str) -> None:
+    server, client, inf, rec = await _started_informer(etcd, prefix, 3)
+
+    async def changes(c: Client) -> None:
+        await c.pods.create(pod("new"))
+        await c.pods.delete("p0")
+        cur = await c.pods.get("p1")
+        cur.metadata.labels["changed"] = "yes"
+        await c.pods.update(cur)
+
     try:
-        await inf.wait_synced(10)
-        await server.stop(grace=0)
-        # Changes while the informer's apiserver is down, through another instance.
-        other = APIServer(apiserver_config(etcd, prefix))
-        await other.start()
-        async with Client(other.address) as c2:
-            await c2.pods.create(pod("new"))
-            await c2.pods.delete("p0")
-            cur = await c2.pods.get("p1")
-            cur.metadata.labels["changed"] = "yes"
-            await c2.pods.update(cur)
-        await other.stop(grace=0)
-        server = APIServer(apiserver_config(etcd, prefix, listen=f"127.0.0.1:{port}"))
-        await server.start()
+        server = await _while_down(etcd, prefix, server, changes)
         expected = await truth(client)
         await eventually(lambda: view(inf) == expected)
         assert inf.relists == 1  # resumed from its resourceVersion: no relist needed
@@ -119,33 +135,20 @@ async def test_informer_converges_after_apiserver_restart(etcd: EtcdServer, pref
 
 
 async def test_informer_relists_after_expired_and_delivers_the_difference(etcd: EtcdServer, prefix: str) -> None:
-    server = APIServer(apiserver_config(etcd, prefix))
-    await server.start()
-    port = server.port
-    client = Client(server.address)
-    inf: Informer[core_pb2.Pod] = Informer(client.pods, max_backoff=0.2)
-    rec = Recorder()
-    rec.attach(inf)
-    for i in range(4):
-        await client.pods.create(pod(f"p{i}"))
-    await inf.start()
+    server, client, inf, rec = await _started_informer(etcd, prefix, 4)
+
+    async def changes(c: Client) -> None:
+        await c.pods.delete("p0")
+        cur = await c.pods.get("p1")
+        cur.metadata.labels["changed"] = "yes"
+        await c.pods.update(cur)
+        await c.pods.create(pod("new"))
+        for i in range(30):  # churn that pushes the informer's RV out of a small window
+            await c.pods.create(pod(f"tmp{i}"))
+            await c.pods.delete(f"tmp{i}")
+
     try:
-        await inf.wait_synced(10)
-        await server.stop(grace=0)
-        other = APIServer(apiserver_config(etcd, prefix))
-        await other.start()
-        async with Client(other.address) as c2:
-            await c2.pods.delete("p0")
-            cur = await c2.pods.get("p1")
-            cur.metadata.labels["changed"] = "yes"
-            await c2.pods.update(cur)
-            await c2.pods.create(pod("new"))
-            for i in range(30):  # churn that pushes the informer's RV out of a small window
-                await c2.pods.create(pod(f"tmp{i}"))
-                await c2.pods.delete(f"tmp{i}")
-        await other.stop(grace=0)
-        server = APIServer(apiserver_config(etcd, prefix, listen=f"127.0.0.1:{port}", watch_cache_size=10))
-        await server.start()
+        server = await _while_down(etcd, prefix, server, changes, watch_cache_size=10)
         expected = await truth(client)
         await eventually(lambda: view(inf) == expected)
         assert inf.relists == 2

@@ -1,0 +1,51 @@
+"""Background loops: run a step every interval; stop by cancelling and waiting."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+__all__ = ["Periodic", "cancel_and_wait"]
+
+log = logging.getLogger(__name__)
+
+
+async def cancel_and_wait(task: asyncio.Task[object] | None) -> None:
+    """Cancel a task and wait until it has finished (its errors are not re-raised)."""
+    if task is None:
+        return
+    task.cancel()
+    try:
+        await task
+    except (asyncio.CancelledError, Exception):
+        pass
+
+
+class Periodic:
+    """Runs `step` every `interval` seconds in its own task; a failing step is logged and
+    the loop goes on (the next round is the retry)."""
+
+    def __init__(self, name: str, interval: float, step: Callable[[], Awaitable[None]]) -> None:
+        self.name = name
+        self.interval = interval
+        self.step = step
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self.interval > 0 and self._task is None:
+            self._task = asyncio.create_task(self._loop(), name=self.name)
+
+    async def stop(self) -> None:
+        await cancel_and_wait(self._task)
+        self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.step()
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                log.warning("%s failed: %s", self.name, err)
