@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bookmark-interval", type=float, default=d.bookmark_interval, help="seconds between watch bookmarks (default %(default)s)")
     p.add_argument("--watch-cache-size", type=int, default=d.watch_cache_size, help="events kept per resource (default %(default)s)")
     p.add_argument("--watcher-buffer", type=int, default=d.watcher_buffer, help="events a watcher may lag before it is ended (default %(default)s)")
+    p.add_argument("--event-ttl", type=float, default=d.event_ttl, help="seconds Events are kept after their last write, 0: forever (default %(default)s)")
     p.add_argument("--etcd-wait", type=float, default=d.etcd_wait, help="seconds to wait for etcd at start (default %(default)s)")
     p.add_argument("--port-file", default="", help="write the bound gRPC port here once serving")
     p.add_argument("--log-level", default="INFO")
@@ -42,7 +43,7 @@ async def _serve(args: argparse.Namespace) -> None:
     cfg = Config(etcd=args.etcd, listen=args.listen, metrics_listen=args.metrics_listen,
                  etcd_prefix=args.etcd_prefix, compaction_interval=args.compaction_interval,
                  bookmark_interval=args.bookmark_interval, watch_cache_size=args.watch_cache_size,
-                 watcher_buffer=args.watcher_buffer, etcd_wait=args.etcd_wait)
+                 watcher_buffer=args.watcher_buffer, etcd_wait=args.etcd_wait, event_ttl=args.event_ttl)
     server = APIServer(cfg)
     await server.start()
     if args.port_file:

@@ -23,6 +23,7 @@ from apiserver.registry.namespaces import SYSTEM_NAMESPACES
 from apiserver.registry.store import Registry
 from apiserver.service import SERVICE_NAMES, service_handler
 from apiserver.storage.etcd import Storage
+from apiserver.storage.ttl import LeasePool
 from kubeling import errors
 from protos.kubeling.v1 import api_pb2, core_pb2
 
@@ -45,6 +46,7 @@ class Config:
     watcher_buffer: int = 1_000  # events a watcher may lag before it is ended
     namespace_finalize_interval: float = 1.0
     etcd_wait: float = 30.0  # seconds to wait for etcd at start before giving up
+    event_ttl: float = 3600.0  # Events are removed this long after their last write
 
 
 @dataclass
@@ -75,7 +77,9 @@ class APIServer:
             self.registries[strategy.plural] = Registry(
                 strategy, storage, prefix=cfg.etcd_prefix, cache_capacity=cfg.watch_cache_size,
                 bookmark_interval=cfg.bookmark_interval, watcher_buffer=cfg.watcher_buffer,
-                namespace_check=self._check_namespace if strategy.namespaced else None)
+                namespace_check=self._check_namespace if strategy.namespaced else None,
+                expiry=LeasePool(storage, cfg.event_ttl, reuse=min(60.0, cfg.event_ttl))
+                if strategy.plural == "events" and cfg.event_ttl > 0 else None)
         for reg in self.registries.values():
             await reg.cache.start()
         await asyncio.gather(*(reg.cache.wait_for(0, timeout=30) for reg in self.registries.values()))

@@ -45,9 +45,10 @@ def _decode(message_type: Any, body: bytes) -> Any:
 def _unary(metrics: Metrics, verb: str, resource: str, fn: Callable[[Any], Awaitable[Any]],
            request_type: Any) -> grpc.RpcMethodHandler:
     async def handler(body: bytes, context: grpc.aio.ServicerContext) -> Any:
-        start, code = time.perf_counter(), "OK"
+        start, code, request = time.perf_counter(), "OK", None
         try:
-            return await fn(_decode(request_type, body))
+            request = _decode(request_type, body)
+            return await fn(request)
         except errors.ApiError as err:
             code = err.code.name
             await context.abort(err.code, err.message, err.trailing_metadata())
@@ -57,9 +58,27 @@ def _unary(metrics: Metrics, verb: str, resource: str, fn: Callable[[Any], Await
             internal = errors.InternalError(f"{verb} {resource}: internal error: {type(err).__name__}: {err}")
             await context.abort(internal.code, internal.message, internal.trailing_metadata())
         finally:
-            metrics.observe(verb, resource, code, time.perf_counter() - start)
+            elapsed = time.perf_counter() - start
+            metrics.observe(verb, resource, code, elapsed)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s %s %s code=%s %.1fms peer=%s", verb, resource, _target(request), code,
+                          elapsed * 1000, context.peer())
 
     return grpc.unary_unary_rpc_method_handler(handler, response_serializer=_serialize)
+
+
+def _target(request: Any) -> str:
+    """namespace/name (or the list's scope) of a request, for logs."""
+    if request is None:
+        return "-"
+    meta = getattr(request, "metadata", None)
+    if meta is not None:
+        namespace, name = meta.namespace, meta.name
+    else:
+        namespace, name = getattr(request, "namespace", ""), getattr(request, "name", "")
+    target = f"{namespace}/{name}" if namespace else (name or "*")
+    selectors = [s for s in (getattr(request, "labelSelector", ""), getattr(request, "fieldSelector", "")) if s]
+    return target + (f" [{' '.join(selectors)}]" if selectors else "")
 
 
 def _watch(metrics: Metrics, registry: Registry) -> grpc.RpcMethodHandler:
@@ -69,6 +88,7 @@ def _watch(metrics: Metrics, registry: Registry) -> grpc.RpcMethodHandler:
     async def handler(body: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
         start, code = time.perf_counter(), "OK"
         gauge.inc()
+        request = None
         try:
             request = _decode(meta_pb2.WatchRequest, body)
             watcher = await registry.watch(request)
@@ -92,7 +112,11 @@ def _watch(metrics: Metrics, registry: Registry) -> grpc.RpcMethodHandler:
             await context.abort(grpc.StatusCode.INTERNAL, f"watch {resource}: internal error: {err}")
         finally:
             gauge.dec()
-            metrics.observe("WATCH", resource, code, time.perf_counter() - start)
+            elapsed = time.perf_counter() - start
+            metrics.observe("WATCH", resource, code, elapsed)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("WATCH %s %s ended code=%s after %.1fs peer=%s", resource, _target(request), code,
+                          elapsed, context.peer())
 
     return grpc.unary_stream_rpc_method_handler(handler, response_serializer=None)
 

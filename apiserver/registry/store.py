@@ -19,6 +19,7 @@ from typing import Any
 
 from apiserver.registry.strategy import Obj, Strategy, now, timestamp
 from apiserver.storage.etcd import KV, Compacted, KeyExists, StaleRevision, Storage, prefix_end
+from apiserver.storage.ttl import LeasePool
 from apiserver.validation import Checker
 from apiserver.watchcache import CacheWatcher, Filter, WatchCache
 from kubeling import errors, names
@@ -41,9 +42,11 @@ NamespaceCheck = Callable[[str], Awaitable[None]]
 class Registry:
     def __init__(self, strategy: Strategy, storage: Storage, *, prefix: str = "/registry",
                  cache_capacity: int = 10_000, bookmark_interval: float = 60.0,
-                 watcher_buffer: int = 1_000, namespace_check: NamespaceCheck | None = None) -> None:
+                 watcher_buffer: int = 1_000, namespace_check: NamespaceCheck | None = None,
+                 expiry: LeasePool | None = None) -> None:
         self.strategy = strategy
         self.storage = storage
+        self.expiry = expiry  # objects written with an expiring lease (Events)
         self.prefix = f"{prefix.rstrip('/')}/{strategy.plural}/".encode()
         self.namespace_check = namespace_check
         self.cache = WatchCache(strategy, storage, self.prefix, decode=self.decode,
@@ -127,7 +130,8 @@ class Registry:
             self.strategy.validate(obj, check)
             self._invalid(obj, check)
             try:
-                rev = await self.storage.create(self.key(namespace, meta.name), self.encode(obj))
+                rev = await self.storage.create(self.key(namespace, meta.name), self.encode(obj),
+                                                lease=await self._lease())
             except KeyExists:
                 if generated and attempt < 7:
                     continue
@@ -136,6 +140,10 @@ class Registry:
             meta.resourceVersion = str(rev)
             return obj
         raise AssertionError("unreachable")
+
+    async def _lease(self) -> int:
+        """The etcd lease a write attaches (0: none, the object does not expire)."""
+        return await self.expiry.lease() if self.expiry is not None else 0
 
     def _validate_meta(self, obj: Obj, check: Checker) -> None:
         meta = obj.metadata
@@ -210,7 +218,8 @@ class Registry:
                 if self._ready_to_delete(new):
                     rev = await self.storage.delete(key, kv.mod_revision)
                 else:
-                    rev = await self.storage.update(key, self.encode(new), kv.mod_revision)
+                    rev = await self.storage.update(key, self.encode(new), kv.mod_revision,
+                                                    lease=await self._lease())
             except StaleRevision:
                 if wanted_rv:
                     raise self._conflict(name) from None
@@ -284,7 +293,8 @@ class Registry:
                 write = False
             try:
                 if write:
-                    rev = await self.storage.update(key, self.encode(obj), kv.mod_revision)
+                    rev = await self.storage.update(key, self.encode(obj), kv.mod_revision,
+                                                    lease=await self._lease())
                 else:
                     rev = await self.storage.delete(key, kv.mod_revision)
             except StaleRevision:

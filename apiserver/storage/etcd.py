@@ -156,21 +156,22 @@ class Storage:
         return rpc_pb2.Compare(key=key, target=rpc_pb2.Compare.MOD, result=rpc_pb2.Compare.EQUAL,
                                mod_revision=revision)
 
-    async def create(self, key: bytes, value: bytes) -> int:
-        """Put key only when absent; return the new mod_revision or raise KeyExists."""
+    async def create(self, key: bytes, value: bytes, *, lease: int = 0) -> int:
+        """Put key only when absent; return the new mod_revision or raise KeyExists.
+        With a lease, etcd deletes the key when the lease expires."""
         ok, current, revision = await self._txn(
             f"create {key.decode()}", key, self._mod_is(key, 0),
-            rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value)))
+            rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value, lease=lease)))
         if not ok:
             assert current is not None
             raise KeyExists(current)
         return revision
 
-    async def update(self, key: bytes, value: bytes, expected_revision: int) -> int:
+    async def update(self, key: bytes, value: bytes, expected_revision: int, *, lease: int = 0) -> int:
         """Put key only while its mod_revision is expected_revision, else StaleRevision."""
         ok, current, revision = await self._txn(
             f"update {key.decode()}", key, self._mod_is(key, expected_revision),
-            rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value)))
+            rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value, lease=lease)))
         if not ok:
             raise StaleRevision(current, revision)
         return revision
@@ -187,6 +188,17 @@ class Storage:
     async def put(self, key: bytes, value: bytes) -> int:
         resp = await self._call(f"put {key.decode()}", "Put", rpc_pb2.PutRequest(key=key, value=value))
         return resp.header.revision  # type: ignore[attr-defined]
+
+    async def grant_lease(self, ttl_seconds: int) -> int:
+        """A new etcd lease of ttl_seconds; keys attached to it vanish when it expires."""
+        try:
+            resp = await self.client.leasestub.LeaseGrant(rpc_pb2.LeaseGrantRequest(TTL=ttl_seconds),
+                                                          timeout=self.timeout)
+        except grpc.aio.AioRpcError as err:
+            raise translate(err, f"grant a {ttl_seconds}s lease") from None
+        if resp.error:
+            raise errors.InternalError(f"grant a {ttl_seconds}s lease: etcd: {resp.error}")
+        return int(resp.ID)
 
     async def compact(self, revision: int) -> None:
         try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import aiohttp
 import grpc
 import pytest
@@ -293,3 +295,29 @@ async def test_malformed_request_is_invalid_argument(apiserver: APIServer) -> No
             async for _ in ch.unary_stream("/kubeling.v1.Pods/Watch")(b"\x12\x80"):
                 pass
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_events_expire_after_event_ttl(etcd: object, prefix: str) -> None:
+    from tests.conftest import apiserver_config
+    server = APIServer(apiserver_config(etcd, prefix, event_ttl=1.0))  # type: ignore[arg-type]
+    await server.start()
+    try:
+        async with Client(server.address) as c:
+            ev = core_pb2.Event(metadata={"name": "pod-a.1", "namespace": "default"},
+                                involvedObject={"kind": "Pod", "name": "a", "namespace": "default"},
+                                reason="Scheduled", message="assigned to node-1")
+            created = await c.events.create(ev)
+            assert created.type == "Normal" and created.count == 1
+            node_obj = await c.nodes.create(node("keeps"))  # not an Event: never expires
+            gone = False
+            for _ in range(100):  # etcd's shortest lease is about 2 s
+                try:
+                    await c.events.get("pod-a.1")
+                except errors.NotFound:
+                    gone = True
+                    break
+                await asyncio.sleep(0.1)
+            assert gone, "the event outlived its TTL"
+            assert (await c.nodes.get("keeps")).metadata.uid == node_obj.metadata.uid
+    finally:
+        await server.stop(grace=0)
