@@ -146,7 +146,7 @@ def service_handler(registry: Registry, metrics: Metrics) -> grpc.GenericRpcHand
 
     async def list_(req: meta_pb2.ListRequest) -> Any:
         items, meta = await registry.list(req)
-        out = strategy.list_message(metadata=meta)
+        out: Any = strategy.list_message(metadata=meta)
         out.items.extend(items)
         return out
 

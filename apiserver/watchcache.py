@@ -25,6 +25,7 @@ WatcherTooSlow; it never blocks the others and never silently skips an event.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -362,6 +363,7 @@ class WatchCache:
         if data is None:
             obj = ev.obj
             if typ == DELETED and ev.type != DELETED:
+                assert ev.prev is not None  # only a MODIFIED that left the selection gets here
                 obj = type(ev.prev)()
                 obj.CopyFrom(ev.prev)
                 obj.metadata.resourceVersion = str(ev.rv)
@@ -415,7 +417,7 @@ class WatchCache:
                 keep.append((rv, fut))
         self._rv_waiters = keep
 
-    def list(self, flt: Filter) -> tuple[list[Any], int]:
+    def list(self, flt: Filter) -> tuple[builtins.list[Any], int]:
         items = [e.obj for k, e in sorted(self.store.items()) if flt.matches(e.attrs)]
         return items, self.rv
 
@@ -445,7 +447,7 @@ class WatchCache:
             self._indexed.setdefault(index, set()).add(w)
         return w
 
-    def _events_after(self, rv: int) -> list[CacheEvent]:
+    def _events_after(self, rv: int) -> builtins.list[CacheEvent]:
         events = self.events
         lo, hi = 0, len(events)
         while lo < hi:  # bisect on a deque (indexing is O(1) near the ends, fine here)
@@ -476,7 +478,7 @@ class WatchCache:
                 continue
             self.request_progress()
             await asyncio.sleep(min(0.05, self.bookmark_interval / 4))
-            obj = self.strategy.message()
+            obj: Any = self.strategy.message()
             obj.metadata.resourceVersion = str(self.rv)
             data = self._event_type(type=BOOKMARK, object=obj).SerializeToString()
             for w in wanted:

@@ -10,6 +10,7 @@ Failures raise the typed errors of `kubeling.errors` (NotFound, Conflict, Expire
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -73,9 +74,9 @@ class ResourceClient(Generic[T]):
         return await self._call("List", req)
 
     async def list_all(self, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
-                       page_size: int = 500) -> tuple[list[T], str]:
+                       page_size: int = 500) -> tuple[builtins.list[T], str]:
         """Every item, page by page at one revision; returns (items, resourceVersion)."""
-        items: list[T] = []
+        items: builtins.list[T] = []
         token = ""
         while True:
             page = await self.list(namespace, label_selector=label_selector, field_selector=field_selector,

@@ -12,6 +12,7 @@ relist, and handlers then receive only the difference (adds, updates, deletes).
 from __future__ import annotations
 
 import asyncio
+import builtins
 import inspect
 import logging
 import random
@@ -62,13 +63,13 @@ class Store(Generic[T]):
     def get(self, key: str) -> T | None:
         return self.items.get(key)
 
-    def list(self) -> list[T]:
-        return list(self.items.values())
+    def list(self) -> builtins.list[T]:
+        return [*self.items.values()]
 
-    def keys(self) -> list[str]:
-        return list(self.items)
+    def keys(self) -> builtins.list[str]:
+        return [*self.items]
 
-    def by_index(self, index: str, value: str) -> list[T]:
+    def by_index(self, index: str, value: str) -> builtins.list[T]:
         return [self.items[k] for k in sorted(self._indexes.get(index, {}).get(value, ()))]
 
     def put(self, obj: T) -> T | None:

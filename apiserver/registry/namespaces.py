@@ -6,8 +6,6 @@ finalizer (`apiserver.namespace_finalizer`) empties it and then removes it.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from apiserver.registry.strategy import DeletePlan, Obj, Strategy
 from apiserver.validation import Checker
 from kubeling import errors, names
@@ -26,7 +24,9 @@ class NamespaceStrategy(Strategy):
     message = core_pb2.Namespace
     list_message = api_pb2.NamespaceList
     event_message = api_pb2.NamespaceWatchEvent
-    name_rule: ClassVar = staticmethod(names.dns1123_label)
+
+    def validate_name(self, name: str) -> list[str]:
+        return names.dns1123_label(name)
 
     def fields(self, obj: Obj) -> dict[str, str]:
         out = super().fields(obj)

@@ -395,8 +395,8 @@ def _validate_affinity(aff: core_pb2.Affinity, check: Checker) -> None:
         _validate_node_selector_term(pref.preference, f"{pp}.preference", check)
     for kind, pa in (("podAffinity", aff.podAffinity), ("podAntiAffinity", aff.podAntiAffinity)):
         base = f"spec.affinity.{kind}"
-        for i, term in enumerate(pa.requiredDuringSchedulingIgnoredDuringExecution):
-            _validate_pod_affinity_term(term, f"{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]", check)
+        for i, pod_term in enumerate(pa.requiredDuringSchedulingIgnoredDuringExecution):
+            _validate_pod_affinity_term(pod_term, f"{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]", check)
         for i, w in enumerate(pa.preferredDuringSchedulingIgnoredDuringExecution):
             wp = f"{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
             if not 1 <= w.weight <= 100:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import builtins
 import json
 import logging
 import secrets
@@ -62,7 +63,7 @@ class Registry:
         return self.prefix + name.encode()
 
     def decode(self, kv: KV) -> Obj:
-        obj = self.strategy.message.FromString(kv.value)
+        obj: Obj = self.strategy.message.FromString(kv.value)
         obj.metadata.resourceVersion = str(kv.mod_revision)
         return obj
 
@@ -150,11 +151,11 @@ class Registry:
         if not meta.name:
             check.add("metadata.name", "Required value: name or generateName is required")
         else:
-            check.name("metadata.name", meta.name, self.strategy.name_rule)
+            check.name("metadata.name", meta.name, self.strategy.validate_name)
         if meta.generateName:
             # a generated name must still be valid once 5 characters are appended
             check.name("metadata.generateName", meta.generateName[:_MAX_GENERATED_PREFIX] + "x",
-                       self.strategy.name_rule)
+                       self.strategy.validate_name)
         if self.strategy.namespaced:
             check.name("metadata.namespace", meta.namespace, names.dns1123_label)
         check.labels("metadata.labels", meta.labels)
@@ -333,7 +334,7 @@ class Registry:
                     + ", ".join(sorted(self._field_labels)) + ")")
         return Filter(namespace if self.strategy.namespaced else "", labels, fields)
 
-    async def list(self, req: meta_pb2.ListRequest) -> tuple[list[Obj], meta_pb2.ListMeta]:
+    async def list(self, req: meta_pb2.ListRequest) -> tuple[builtins.list[Obj], meta_pb2.ListMeta]:
         flt = self.parse_filter(req.namespace, req.labelSelector, req.fieldSelector)
         if req.limit < 0:
             raise errors.BadRequest(f"limit: invalid value {req.limit}: must be >= 0")
@@ -348,7 +349,7 @@ class Registry:
             raise errors.BadRequest("specifying resource version is not allowed when using continue")
         return await self._list_from_etcd(flt, req.limit, token)
 
-    async def _list_from_etcd(self, flt: Filter, limit: int, token: str) -> tuple[list[Obj], meta_pb2.ListMeta]:
+    async def _list_from_etcd(self, flt: Filter, limit: int, token: str) -> tuple[builtins.list[Obj], meta_pb2.ListMeta]:
         base = self.prefix + (f"{flt.namespace}/".encode() if flt.namespace else b"")
         end = prefix_end(base)
         revision, start = 0, base
@@ -357,7 +358,7 @@ class Registry:
             if not start.startswith(base):
                 raise errors.BadRequest("continue token does not belong to this list")
         selective = not (flt.labels.empty() and flt.fields.empty())
-        items: list[Obj] = []
+        items: builtins.list[Obj] = []
         page = limit if limit > 0 else 0
         remaining: int | None = None
         next_key: bytes | None = None

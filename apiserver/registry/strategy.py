@@ -8,7 +8,6 @@ as upstream's `rest.RESTCreateStrategy` / `RESTUpdateStrategy` do.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -53,7 +52,10 @@ class Strategy:
     has_status: ClassVar[bool] = True
     # The field whose exact-match selectors index watchers (upstream's "trigger" funcs).
     index_field: ClassVar[str | None] = None
-    name_rule: ClassVar[Callable[[str], list[str]]] = staticmethod(names.dns1123_subdomain)
+
+    def validate_name(self, name: str) -> list[str]:
+        """metadata.name's rule (most resources: a DNS-1123 subdomain)."""
+        return names.dns1123_subdomain(name)
 
     # ---- field labels (field selectors) ----
     def fields(self, obj: Obj) -> dict[str, str]:
