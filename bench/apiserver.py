@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -193,6 +194,10 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
                 p.terminate()
             p.wait(10)
         etcd.stop()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print(f"kept {workdir} (etcd data, component logs)", file=sys.stderr)
     return {
         "benchmark": "apiserver",
         "cpus": os.cpu_count(),
@@ -218,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--unfiltered", type=int, default=3, help="watchers of every pod")
     p.add_argument("--rate", type=float, default=200.0, help="pod creates per second during the watch phase")
     p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--keep", action="store_true", help="keep the work dir (etcd data, logs)")
     args = p.parse_args(argv)
     result = asyncio.run(run(args))
     text = json.dumps(result, indent=2)
