@@ -51,7 +51,7 @@ async def test_informer_lists_watches_and_indexes(client: Client) -> None:
     try:
         await inf.wait_synced(10)
         assert rec.events == [("add", "a")]
-        b = await client.pods.create(pod("b", namespace="ns2"))
+        await client.pods.create(pod("b", namespace="ns2"))
         await client.pods.bind("b", "n1", "ns2")
         await client.pods.delete("a", grace_period_seconds=0)
         await eventually(lambda: rec.events[-1] == ("delete", "a"))
@@ -60,7 +60,6 @@ async def test_informer_lists_watches_and_indexes(client: Client) -> None:
         assert [p.metadata.name for p in inf.store.by_index(INDEX_NAMESPACE, "ns2")] == ["b"]
         assert inf.store.by_index(INDEX_NAMESPACE, "default") == []
         assert view(inf) == await truth(client)
-        _ = b
     finally:
         await inf.stop()
 

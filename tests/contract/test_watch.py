@@ -128,7 +128,7 @@ async def test_selector_watch_sees_objects_enter_and_leave(client: Client) -> No
 
     task = asyncio.create_task(run())
     await client.pods.create(pod("other", node="n2"))
-    p = await client.pods.create(pod("p"))
+    await client.pods.create(pod("p"))
     await client.pods.bind("p", "n1")  # enters the selection: ADDED
     await client.pods.create(pod("direct", node="n1"))
     labelled = await client.pods.get("p")
@@ -136,7 +136,6 @@ async def test_selector_watch_sees_objects_enter_and_leave(client: Client) -> No
     await client.pods.update(labelled)  # MODIFIED
     await asyncio.wait_for(task, 5)
     assert seen == [("ADDED", "p"), ("ADDED", "direct"), ("MODIFIED", "p")]
-    _ = p
 
     # Leaving a label selection is a DELETED for that watcher.
     rv = (await client.pods.get("p")).metadata.resourceVersion
