@@ -1,0 +1,96 @@
+"""Matching rules shared by plugins: tolerations, node selector terms, score normalization."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from scheduler.framework.interface import NodeScore
+
+__all__ = ["tolerates", "find_untolerated", "term_matches", "node_selector_matches",
+           "default_normalize", "normalized_image_name"]
+
+
+def tolerates(toleration: Any, taint: Any) -> bool:
+    """Upstream Toleration.ToleratesTaint."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    # an empty key with Exists tolerates everything
+    if toleration.operator == "Exists":
+        return True
+    if toleration.operator in ("", "Equal"):
+        return toleration.value == taint.value
+    return False
+
+
+def find_untolerated(taints: Iterable[Any], tolerations: Iterable[Any], effects: tuple[str, ...]) -> Any | None:
+    tols = list(tolerations)
+    for taint in taints:
+        if taint.effect not in effects:
+            continue
+        if not any(tolerates(t, taint) for t in tols):
+            return taint
+    return None
+
+
+def _requirement_matches(req: Any, value: str | None) -> bool:
+    op = req.operator
+    if op == "In":
+        return value is not None and value in req.values
+    if op == "NotIn":
+        return value is None or value not in req.values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt"):
+        if value is None or len(req.values) != 1:
+            return False
+        try:
+            actual, bound = int(value), int(req.values[0])
+        except ValueError:
+            return False
+        return actual > bound if op == "Gt" else actual < bound
+    return False
+
+
+def term_matches(term: Any, node: Any) -> bool:
+    """A NodeSelectorTerm: every expression (labels) and field (metadata.name) must hold;
+    an empty term matches nothing (upstream)."""
+    if not term.matchExpressions and not term.matchFields:
+        return False
+    labels = node.metadata.labels
+    for req in term.matchExpressions:
+        if not _requirement_matches(req, labels.get(req.key)):
+            return False
+    for req in term.matchFields:
+        value = node.metadata.name if req.key == "metadata.name" else None
+        if not _requirement_matches(req, value):
+            return False
+    return True
+
+
+def node_selector_matches(selector: Any, node: Any) -> bool:
+    """A NodeSelector: any of its terms."""
+    return any(term_matches(t, node) for t in selector.nodeSelectorTerms)
+
+
+def default_normalize(scores: list[NodeScore], reverse: bool = False, max_score: int = 100) -> list[NodeScore]:
+    """Upstream helper.DefaultNormalizeScore: scale to 0..max by the highest; reverse flips."""
+    highest = max((s.score for s in scores), default=0)
+    if highest == 0:
+        return [NodeScore(s.name, max_score) for s in scores] if reverse else scores
+    out = []
+    for s in scores:
+        v = max_score * s.score // highest
+        out.append(NodeScore(s.name, max_score - v if reverse else v))
+    return out
+
+
+def normalized_image_name(name: str) -> str:
+    """busybox → busybox:latest (an image without a tag is :latest)."""
+    if name.rfind(":") <= name.rfind("/"):
+        name += ":latest"
+    return name

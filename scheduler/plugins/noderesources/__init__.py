@@ -1,0 +1,202 @@
+"""NodeResourcesFit (Filter + Score) and NodeResourcesBalancedAllocation (Score).
+
+Fit filters nodes without room for the pod's requests (and pod count); its Score
+strategies are LeastAllocated (default), MostAllocated and RequestedToCapacityRatio.
+Formulas and integer arithmetic are upstream's, so rankings agree with kube-scheduler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interface import (
+    Action, ClusterEvent, EnqueueExtensions, FilterPlugin, Handle, PreFilterPlugin, PreFilterResult,
+    PreScorePlugin, Resource, ScorePlugin,
+)
+from scheduler.framework.status import SUCCESS, Code, Status
+from scheduler.framework.types import MAX_NODE_SCORE, NodeInfo, pod_requests
+from scheduler.framework.types import Resource as Amounts
+
+__all__ = ["Fit", "BalancedAllocation", "ConfigError"]
+
+_FIT_KEY = "PreFilterNodeResourcesFit"
+_DEFAULT_RESOURCES = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
+_MAX_UTILIZATION = 100
+_MAX_CUSTOM_SCORE = 10
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _ResourceSpec:
+    name: str
+    weight: int
+
+
+def _resource_specs(args: dict[str, Any], where: str) -> list[_ResourceSpec]:
+    specs = []
+    for i, r in enumerate(args.get("resources") or _DEFAULT_RESOURCES):
+        name, weight = r.get("name"), r.get("weight", 1)
+        if not name:
+            raise ConfigError(f"{where}.resources[{i}].name: Required value")
+        if not isinstance(weight, int) or not 1 <= weight <= 100:
+            raise ConfigError(f"{where}.resources[{i}].weight: Invalid value: {weight!r}: must be in the range [1, 100]")
+        specs.append(_ResourceSpec(name, weight))
+    return specs
+
+
+def _requested(node: NodeInfo, pod_req: Amounts, name: str, non_zero: bool) -> tuple[int, int]:
+    """(allocatable, requested after adding the pod); (0, 0) skips the resource."""
+    if name in ("cpu", "memory"):
+        base = node.non_zero_requested if non_zero else node.requested
+        return node.allocatable.get(name), base.get(name) + pod_req.get(name)
+    if pod_req.get(name) == 0 and name != "ephemeral-storage":
+        return 0, 0  # an extended resource the pod does not ask for is not scored
+    return node.allocatable.get(name), node.requested.get(name) + pod_req.get(name)
+
+
+def _least(requested: int, capacity: int) -> int:
+    if capacity == 0 or requested > capacity:
+        return 0
+    return (capacity - requested) * MAX_NODE_SCORE // capacity
+
+
+def _most(requested: int, capacity: int) -> int:
+    if capacity == 0:
+        return 0
+    return min(requested, capacity) * MAX_NODE_SCORE // capacity
+
+
+def _broken_linear(shape: list[tuple[int, int]]) -> Any:
+    def f(x: int) -> int:
+        for i, (u, s) in enumerate(shape):
+            if x <= u:
+                if i == 0:
+                    return shape[0][1]
+                pu, ps = shape[i - 1]
+                return ps + (s - ps) * (x - pu) // (u - pu)
+        return shape[-1][1]
+    return f
+
+
+class Fit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
+    name = "NodeResourcesFit"
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
+        super().__init__(args, handle)
+        strategy = self.args.get("scoringStrategy") or {}
+        self.strategy = strategy.get("type", "LeastAllocated")
+        where = "pluginConfig[NodeResourcesFit].args.scoringStrategy"
+        self.resources = _resource_specs(strategy, where)
+        if self.strategy == "RequestedToCapacityRatio":
+            points = (strategy.get("requestedToCapacityRatio") or {}).get("shape") or []
+            if not points:
+                raise ConfigError(f"{where}.requestedToCapacityRatio.shape: Required value")
+            shape: list[tuple[int, int]] = []
+            for i, p in enumerate(points):
+                u, s = p.get("utilization"), p.get("score")
+                if not isinstance(u, int) or not 0 <= u <= _MAX_UTILIZATION:
+                    raise ConfigError(f"{where}.requestedToCapacityRatio.shape[{i}].utilization: Invalid value: {u!r}: must be in the range [0, 100]")
+                if not isinstance(s, int) or not 0 <= s <= _MAX_CUSTOM_SCORE:
+                    raise ConfigError(f"{where}.requestedToCapacityRatio.shape[{i}].score: Invalid value: {s!r}: must be in the range [0, 10]")
+                if shape and u <= shape[-1][0]:
+                    raise ConfigError(f"{where}.requestedToCapacityRatio.shape[{i}].utilization: Invalid value: {u!r}: utilization values must be sorted in increasing order")
+                shape.append((u, s * (MAX_NODE_SCORE // _MAX_CUSTOM_SCORE)))
+            self._rtcr = _broken_linear(shape)
+        elif self.strategy not in ("LeastAllocated", "MostAllocated"):
+            raise ConfigError(f"{where}.type: Unsupported value: {self.strategy!r}: supported values: "
+                              "\"LeastAllocated\", \"MostAllocated\", \"RequestedToCapacityRatio\"")
+
+    def pre_filter(self, state: CycleState, pod: Any,
+                   nodes: Sequence[NodeInfo]) -> tuple[PreFilterResult | None, Status]:
+        state.write(_FIT_KEY, pod_requests(pod))
+        return None, SUCCESS
+
+    def filter(self, state: CycleState, pod: Any, node: NodeInfo) -> Status:
+        req: Amounts = state.get(_FIT_KEY) or pod_requests(pod)
+        reasons = []
+        if len(node.pods) + 1 > node.allocatable.allowed_pod_number:
+            reasons.append("Too many pods")
+        alloc, used = node.allocatable, node.requested
+        if req.milli_cpu and alloc.milli_cpu < req.milli_cpu + used.milli_cpu:
+            reasons.append("Insufficient cpu")
+        if req.memory and alloc.memory < req.memory + used.memory:
+            reasons.append("Insufficient memory")
+        if req.ephemeral_storage and alloc.ephemeral_storage < req.ephemeral_storage + used.ephemeral_storage:
+            reasons.append("Insufficient ephemeral-storage")
+        for name, amount in req.scalar.items():
+            if amount and alloc.scalar.get(name, 0) < amount + used.scalar.get(name, 0):
+                reasons.append(f"Insufficient {name}")
+        return Status.unschedulable(*reasons) if reasons else SUCCESS
+
+    def pre_score(self, state: CycleState, pod: Any, nodes: Sequence[NodeInfo]) -> Status:
+        state.write(_FIT_KEY + "/score", pod_requests(pod, non_zero=True))
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: Any, node: NodeInfo) -> tuple[int, Status]:
+        req: Amounts = state.get(_FIT_KEY + "/score") or pod_requests(pod, non_zero=True)
+        total = weights = 0
+        for spec in self.resources:
+            capacity, requested = _requested(node, req, spec.name, non_zero=True)
+            if capacity == 0:
+                continue
+            if self.strategy == "LeastAllocated":
+                value = _least(requested, capacity)
+            elif self.strategy == "MostAllocated":
+                value = _most(requested, capacity)
+            else:
+                utilization = _MAX_UTILIZATION if requested > capacity else requested * _MAX_UTILIZATION // capacity
+                value = self._rtcr(utilization)
+                if value <= 0:
+                    continue
+            total += value * spec.weight
+            weights += spec.weight
+        if weights == 0:
+            return 0, SUCCESS
+        if self.strategy == "RequestedToCapacityRatio":
+            return int(total / weights + 0.5), SUCCESS  # math.Round for non-negative values
+        return total // weights, SUCCESS
+
+    def events_to_register(self) -> list[ClusterEvent]:
+        return [ClusterEvent(Resource.POD, Action.DELETE), ClusterEvent(Resource.NODE, Action.ADD),
+                ClusterEvent(Resource.NODE, Action.UPDATE_NODE_ALLOCATABLE)]
+
+
+class BalancedAllocation(PreScorePlugin, ScorePlugin):
+    """Favours nodes whose resource fractions stay close: (1 - std) × 100."""
+
+    name = "NodeResourcesBalancedAllocation"
+    _KEY = "PreScoreNodeResourcesBalancedAllocation"
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
+        super().__init__(args, handle)
+        self.resources = _resource_specs(self.args, "pluginConfig[NodeResourcesBalancedAllocation].args")
+
+    def pre_score(self, state: CycleState, pod: Any, nodes: Sequence[NodeInfo]) -> Status:
+        req = pod_requests(pod)
+        if all(req.get(spec.name) == 0 for spec in self.resources):
+            return Status(Code.SKIP)  # a best-effort pod changes no balance
+        state.write(self._KEY, req)
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: Any, node: NodeInfo) -> tuple[int, Status]:
+        req: Amounts = state.get(self._KEY) or pod_requests(pod)
+        fractions = []
+        for spec in self.resources:
+            capacity, requested = _requested(node, req, spec.name, non_zero=False)
+            if capacity == 0:
+                continue
+            fractions.append(min(requested / capacity, 1.0))
+        std = 0.0
+        if len(fractions) == 2:
+            std = abs((fractions[0] - fractions[1]) / 2)
+        elif len(fractions) > 2:
+            mean = sum(fractions) / len(fractions)
+            std = (sum((f - mean) ** 2 for f in fractions) / len(fractions)) ** 0.5
+        return int((1 - std) * MAX_NODE_SCORE), SUCCESS
+

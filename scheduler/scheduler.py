@@ -1,0 +1,388 @@
+"""The scheduling loop (upstream schedule_one.go): one pod per cycle, binding in the background.
+
+The Scheduler is independent of the apiserver: informer events come in through the
+`on_*` methods, and what must reach the API (binding is a plugin; events and pod
+status updates are `Recorder` calls) goes out through the handle and the recorder, so
+tests and benchmarks can run it in process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from scheduler.cache import Cache, Snapshot
+from scheduler.config import SchedulerConfig
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interface import Action, ClusterEvent, EnqueueExtensions, Resource
+from scheduler.framework.runtime import Framework, PluginFactory
+from scheduler.framework.status import Code, Status
+from scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
+from scheduler.queue import SchedulingQueue
+
+__all__ = ["Scheduler", "Recorder", "FitError", "ScheduleResult", "num_feasible_nodes_to_find"]
+
+log = logging.getLogger(__name__)
+
+Pod = Any
+Node = Any
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+NO_NODES = "NoNodesAvailable"  # pseudo plugin: waits for a node to be added
+
+
+def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
+    """How many feasible nodes are enough (upstream's adaptive default: 50 - nodes/125 %)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    if percentage == 0:
+        percentage = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+class Recorder(Protocol):
+    """Where the scheduler reports to the API (Events, pod status)."""
+
+    def scheduled(self, pod: Pod, node: str) -> None: ...
+    def failed(self, pod: Pod, reason: str, message: str, nominated_node: str | None) -> None: ...
+
+
+class _NullRecorder:
+    def scheduled(self, pod: Pod, node: str) -> None:
+        pass
+
+    def failed(self, pod: Pod, reason: str, message: str, nominated_node: str | None) -> None:
+        pass
+
+
+@dataclass
+class ScheduleResult:
+    node: str
+    evaluated: int
+    feasible: int
+
+
+@dataclass
+class FitError(Exception):
+    """No node fits: a per-node diagnosis, summarised as kube-scheduler does."""
+
+    pod: Pod
+    num_all_nodes: int
+    statuses: dict[str, Status] = field(default_factory=dict)
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""
+
+    def __str__(self) -> str:
+        msg = f"0/{self.num_all_nodes} nodes are available:"
+        if self.pre_filter_msg:
+            msg += f" {self.pre_filter_msg}."
+        else:
+            counts: dict[str, int] = {}
+            for s in self.statuses.values():
+                for r in s.reasons:
+                    counts[r] = counts.get(r, 0) + 1
+            parts = sorted(f"{n} {r}" for r, n in counts.items())
+            if parts:
+                msg += f" {', '.join(parts)}."
+        if self.post_filter_msg:
+            msg += f" {self.post_filter_msg}."
+        return msg
+
+
+class Scheduler:
+    def __init__(self, config: SchedulerConfig, registry: dict[str, PluginFactory], *,
+                 client: Any = None, recorder: Recorder | None = None, assumed_ttl: float = 30.0,
+                 rng: random.Random | None = None) -> None:
+        self.config = config
+        self.client = client
+        self.recorder: Recorder = recorder or _NullRecorder()
+        self.cache = Cache(ttl=assumed_ttl)
+        self.snapshot = Snapshot()
+        self.rng = rng or random.Random()
+        self.frameworks: dict[str, Framework] = {
+            p.scheduler_name: Framework(p.scheduler_name, p.points, registry, self) for p in config.profiles}
+        self.percentages = {p.scheduler_name: (p.percentage_of_nodes_to_score
+                                               if p.percentage_of_nodes_to_score is not None
+                                               else config.percentage_of_nodes_to_score)
+                            for p in config.profiles}
+        first = next(iter(self.frameworks.values()))
+        events: dict[str, list[ClusterEvent]] = {NO_NODES: [ClusterEvent(Resource.NODE, Action.ADD)]}
+        for fwk in self.frameworks.values():
+            for name, plugin in fwk.plugins.items():
+                if isinstance(plugin, EnqueueExtensions):
+                    events[name] = plugin.events_to_register()
+        self.queue = SchedulingQueue(
+            first.less, pre_enqueue=self._pre_enqueue, plugin_events=events,
+            initial_backoff=config.pod_initial_backoff_seconds, max_backoff=config.pod_max_backoff_seconds,
+            max_unschedulable=config.pod_max_in_unschedulable_pods_duration)
+        self.next_start_node_index = 0
+        self._binding_tasks: set[asyncio.Task[None]] = set()
+        self.bound = 0  # pods bound by this scheduler (for tests and benchmarks)
+
+    # ------------------------------------------------------------ Handle (for plugins)
+
+    def node_infos(self) -> Sequence[NodeInfo]:
+        return self.snapshot.node_infos()
+
+    def node_info(self, name: str) -> NodeInfo | None:
+        return self.snapshot.get(name)
+
+    def _pre_enqueue(self, pod: Pod) -> Status:
+        fwk = self.frameworks.get(pod.spec.schedulerName)
+        return fwk.run_pre_enqueue(pod) if fwk is not None else Status()
+
+    # ------------------------------------------------------------ informer events
+
+    def responsible_for(self, pod: Pod) -> bool:
+        return pod.spec.schedulerName in self.frameworks
+
+    def on_pod_add(self, pod: Pod) -> None:
+        if pod.spec.nodeName:
+            self.cache.add_pod(pod)
+            self.queue.delete_nominated(pod)
+        elif self.responsible_for(pod) and not pod.metadata.HasField("deletionTimestamp"):
+            self.queue.add(pod)
+
+    def on_pod_update(self, old: Pod, new: Pod) -> None:
+        if new.spec.nodeName:
+            if not old.spec.nodeName:
+                self.queue.delete(old)  # it was bound (by us or another scheduler)
+                self.cache.add_pod(new)
+            else:
+                self.cache.update_pod(old, new)
+            return
+        if not self.responsible_for(new):
+            return
+        if new.metadata.HasField("deletionTimestamp"):
+            self.queue.delete(new)
+            return
+        if old.spec.schedulingGates and not new.spec.schedulingGates:
+            self.queue.update(old, new)
+            self.queue.move_all_on_event(ClusterEvent(Resource.POD, Action.UPDATE_POD_SCHEDULING_GATES))
+            return
+        self.queue.update(old, new)
+
+    def on_pod_delete(self, pod: Pod) -> None:
+        if pod.spec.nodeName:
+            self.cache.remove_pod(pod)
+            self.queue.move_all_on_event(ClusterEvent(Resource.POD, Action.DELETE))
+        else:
+            self.queue.delete(pod)
+
+    def on_node_add(self, node: Node) -> None:
+        self.cache.add_node(node)
+        self.queue.move_all_on_event(ClusterEvent(Resource.NODE, Action.ADD))
+
+    def on_node_update(self, old: Node, new: Node) -> None:
+        self.cache.update_node(new)
+        for event in _node_changes(old, new):
+            self.queue.move_all_on_event(event)
+
+    def on_node_delete(self, node: Node) -> None:
+        self.cache.remove_node(node)
+
+    # ------------------------------------------------------------ the loop
+
+    async def run(self) -> None:
+        while True:
+            if not await self.schedule_one():
+                return
+
+    async def schedule_one(self) -> bool:
+        """One scheduling cycle; the binding cycle continues in the background."""
+        qpi = await self.queue.pop()
+        if qpi is None:
+            return False
+        pod = qpi.pod
+        fwk = self.frameworks.get(pod.spec.schedulerName)
+        if fwk is None or pod.metadata.HasField("deletionTimestamp") or self.cache.is_assumed(str(pod.metadata.uid)):
+            return True
+        cycle = self.queue.scheduling_cycle
+        state = CycleState()
+        try:
+            result = self.schedule_pod(fwk, state, pod)
+        except FitError as fit:
+            nominated = None
+            if fwk.post_filter:
+                r, s = await fwk.run_post_filter(state, pod, fit.statuses)
+                if s.ok and r is not None and r.nominated_node_name:
+                    nominated = r.nominated_node_name
+                    self.queue.add_nominated(qpi.pod_info, nominated)
+                elif not s.ok:
+                    fit.post_filter_msg = s.message
+            qpi.unschedulable_plugins = fit.unschedulable_plugins
+            self._failure(qpi, cycle, "Unschedulable", str(fit), nominated)
+            return True
+        except _SchedulingError as err:
+            self._failure(qpi, cycle, "SchedulerError", str(err), None, error=True)
+            return True
+
+        # Assume: the next cycle sees the pod on its node before the binding lands.
+        assumed = _with_node(pod, result.node)
+        assumed_info = PodInfo.of(assumed)
+        self.cache.assume_pod(assumed_info, result.node)
+        s = fwk.run_reserve(state, assumed, result.node)
+        if not s.ok:
+            fwk.run_unreserve(state, assumed, result.node)
+            self.cache.forget_pod(assumed_info.uid)
+            self._failure(qpi, cycle, "SchedulerError" if s.code is Code.ERROR else "Unschedulable",
+                          s.message, None, error=s.code is Code.ERROR)
+            return True
+        s = fwk.run_permit(state, assumed, result.node)
+        if not s.ok and s.code is not Code.WAIT:
+            fwk.run_unreserve(state, assumed, result.node)
+            self.cache.forget_pod(assumed_info.uid)
+            self._failure(qpi, cycle, "SchedulerError" if s.code is Code.ERROR else "Unschedulable",
+                          s.message, None, error=s.code is Code.ERROR)
+            return True
+        task = asyncio.create_task(self._binding_cycle(fwk, state, qpi, assumed, result.node, cycle))
+        self._binding_tasks.add(task)
+        task.add_done_callback(self._binding_tasks.discard)
+        return True
+
+    def schedule_pod(self, fwk: Framework, state: CycleState, pod: Pod) -> ScheduleResult:
+        self.cache.update_snapshot(self.snapshot)
+        nodes = self.snapshot.node_infos()
+        if not nodes:
+            raise FitError(pod, 0, unschedulable_plugins={NO_NODES}, pre_filter_msg="no nodes available to schedule pods")
+        feasible, fit = self._find_nodes_that_fit(fwk, state, pod, nodes)
+        if not feasible:
+            raise fit
+        if len(feasible) == 1:
+            return ScheduleResult(feasible[0].name, 1 + len(fit.statuses), 1)
+        s = fwk.run_pre_score(state, pod, feasible)
+        if not s.ok:
+            raise _SchedulingError(f"running PreScore plugin {s.plugin!r}: {s.message}")
+        scores, s = fwk.run_score(state, pod, feasible)
+        if not s.ok:
+            raise _SchedulingError(f"running Score plugin {s.plugin!r}: {s.message}")
+        best = max(ns.score for ns in scores)
+        top = [ns.name for ns in scores if ns.score == best]
+        return ScheduleResult(self.rng.choice(top), len(feasible) + len(fit.statuses), len(feasible))
+
+    def _find_nodes_that_fit(self, fwk: Framework, state: CycleState, pod: Pod,
+                             nodes: Sequence[NodeInfo]) -> tuple[list[NodeInfo], FitError]:
+        fit = FitError(pod, len(nodes))
+        pre, s = fwk.run_pre_filter(state, pod, nodes)
+        if not s.ok:
+            if not s.is_rejected:
+                raise _SchedulingError(f"running PreFilter plugin {s.plugin!r}: {s.message}")
+            fit.statuses = {n.name: s for n in nodes}
+            fit.pre_filter_msg = s.message
+            fit.unschedulable_plugins.add(s.plugin)
+            return [], fit
+        # A pod nominated by preemption tries its nominated node first.
+        nominated = pod.status.nominatedNodeName
+        if nominated:
+            info = self.snapshot.get(nominated)
+            if info is not None and info.node is not None:
+                status = fwk.run_filter_with_nominated_pods(state, pod, info, self.queue.nominated_for_node(nominated))
+                if status.ok:
+                    return [info], fit
+        candidates = list(nodes)
+        if pre is not None and pre.node_names is not None:
+            candidates = [n for n in nodes if n.name in pre.node_names]
+        total = len(candidates)
+        if total == 0:
+            return [], fit
+        to_find = num_feasible_nodes_to_find(self.percentages[fwk.scheduler_name], total)
+        feasible: list[NodeInfo] = []
+        start = self.next_start_node_index % total
+        processed = 0
+        for i in range(total):
+            info = candidates[(start + i) % total]
+            processed += 1
+            status = fwk.run_filter_with_nominated_pods(state, pod, info, self.queue.nominated_for_node(info.name))
+            if status.ok:
+                feasible.append(info)
+                if len(feasible) >= to_find:
+                    break
+            elif status.code is Code.ERROR:
+                raise _SchedulingError(f"running Filter plugin {status.plugin!r} on node {info.name!r}: {status.message}")
+            else:
+                fit.statuses[info.name] = status
+                fit.unschedulable_plugins.add(status.plugin)
+        self.next_start_node_index = (start + processed) % total
+        return feasible, fit
+
+    async def _binding_cycle(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo,
+                             assumed: Pod, node: str, cycle: int) -> None:
+        uid = str(assumed.metadata.uid)
+        try:
+            s = await fwk.wait_on_permit(assumed)
+            if s.ok:
+                s = await fwk.run_pre_bind(state, assumed, node)
+            if s.ok:
+                s = await fwk.run_bind(state, assumed, node)
+        except Exception as err:  # a plugin raised: treat as a binding error
+            log.exception("binding pod %s to %s failed", qpi.key, node)
+            s = Status.as_error(err)
+        if not s.ok:
+            fwk.run_unreserve(state, assumed, node)
+            self.cache.forget_pod(uid)
+            # The space it held is free again: pods waiting for room may fit now.
+            self.queue.move_all_on_event(ClusterEvent(Resource.POD, Action.DELETE))
+            if s.code is not Code.ERROR and s.plugin:
+                qpi.unschedulable_plugins = {s.plugin}
+            self._failure(qpi, cycle, "SchedulerError" if s.code is Code.ERROR else "Unschedulable",
+                          s.message or "binding rejected", None, error=s.code is Code.ERROR)
+            return
+        self.cache.finish_binding(uid)
+        self.bound += 1
+        log.info("bound pod %s to node %s (attempts %d)", qpi.key, node, qpi.attempts)
+        fwk.run_post_bind(state, assumed, node)
+        self.recorder.scheduled(assumed, node)
+
+    def _failure(self, qpi: QueuedPodInfo, cycle: int, reason: str, message: str,
+                 nominated: str | None, *, error: bool = False) -> None:
+        log.info("pod %s not scheduled (%s): %s", qpi.key, reason, message)
+        if error:
+            qpi.unschedulable_plugins = set()
+        self.queue.add_unschedulable(qpi, cycle, error=error)
+        self.recorder.failed(qpi.pod, reason, message, nominated)
+
+    async def wait_for_bindings(self) -> None:
+        while self._binding_tasks:
+            await asyncio.gather(*list(self._binding_tasks), return_exceptions=True)
+
+    async def housekeeping(self, interval: float = 1.0) -> None:
+        """Periodic work: expire assumed pods, flush backoffQ and long-unschedulable pods."""
+        last_leftover = time.monotonic()
+        while True:
+            await asyncio.sleep(interval)
+            self.cache.cleanup_expired()
+            self.queue.flush_backoff_completed()
+            if time.monotonic() - last_leftover >= 30:
+                self.queue.flush_unschedulable_leftover()
+                last_leftover = time.monotonic()
+
+
+class _SchedulingError(Exception):
+    pass
+
+
+def _with_node(pod: Pod, node: str) -> Pod:
+    assumed = type(pod)()
+    assumed.CopyFrom(pod)
+    assumed.spec.nodeName = node
+    return assumed
+
+
+def _node_changes(old: Node, new: Node) -> list[ClusterEvent]:
+    """Which scheduling-relevant properties of a node changed (upstream nodeSchedulingPropertiesChange)."""
+    events = []
+    if dict(old.status.allocatable) != dict(new.status.allocatable):
+        events.append(ClusterEvent(Resource.NODE, Action.UPDATE_NODE_ALLOCATABLE))
+    if dict(old.metadata.labels) != dict(new.metadata.labels):
+        events.append(ClusterEvent(Resource.NODE, Action.UPDATE_NODE_LABEL))
+    if (old.spec.unschedulable != new.spec.unschedulable
+            or [t.SerializeToString() for t in old.spec.taints] != [t.SerializeToString() for t in new.spec.taints]):
+        events.append(ClusterEvent(Resource.NODE, Action.UPDATE_NODE_TAINT))
+    return events
+

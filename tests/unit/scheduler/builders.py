@@ -1,0 +1,51 @@
+"""Test objects shaped like upstream's st.MakePod / st.MakeNode."""
+
+from __future__ import annotations
+
+import itertools
+
+from scheduler.framework.types import NodeInfo, PodInfo
+from protos.kubeling.v1 import core_pb2
+
+_uids = itertools.count()
+
+
+def make_pod(name: str = "", *containers: dict[str, str], node: str = "", priority: int = 0,
+             tolerations: list[core_pb2.Toleration] | None = None, labels: dict[str, str] | None = None,
+             scheduler: str = "default-scheduler") -> core_pb2.Pod:
+    """One container per requests dict (no containers at all when none, as st.MakePod().Obj())."""
+    pod = core_pb2.Pod()
+    pod.metadata.name = name or f"pod-{next(_uids)}"
+    pod.metadata.namespace = "default"
+    pod.metadata.uid = f"uid-{pod.metadata.name}-{next(_uids)}"
+    pod.metadata.labels.update(labels or {})
+    pod.spec.nodeName = node
+    pod.spec.priority = priority
+    pod.spec.schedulerName = scheduler
+    for i, req in enumerate(containers):
+        c = pod.spec.containers.add(name=f"c{i}", image="busybox")
+        c.resources.requests.update(req)
+    pod.spec.tolerations.extend(tolerations or [])
+    return pod
+
+
+def make_node(name: str, cpu: str = "", memory: str = "", pods: str = "", *,
+              labels: dict[str, str] | None = None, taints: list[core_pb2.Taint] | None = None,
+              extra: dict[str, str] | None = None) -> core_pb2.Node:
+    node = core_pb2.Node()
+    node.metadata.name = name
+    node.metadata.labels.update(labels or {})
+    for key, value in (("cpu", cpu), ("memory", memory), ("pods", pods), *(extra or {}).items()):
+        if value:
+            node.status.capacity[key] = value
+            node.status.allocatable[key] = value
+    node.spec.taints.extend(taints or [])
+    return node
+
+
+def node_info(node: core_pb2.Node, *pods: core_pb2.Pod) -> NodeInfo:
+    info = NodeInfo()
+    info.set_node(node)
+    for p in pods:
+        info.add_pod(PodInfo.of(p))
+    return info

@@ -1,0 +1,52 @@
+"""Run the scheduler in process: a binder plugin that records and feeds the bound pod back
+as the informer would (a stand-in for the apiserver, for unit tests only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.config import parse_config
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interface import BindPlugin
+from scheduler.framework.status import SUCCESS, Status
+from scheduler.plugins import in_tree_registry
+from scheduler.scheduler import Scheduler
+
+
+class RecordingBinder(BindPlugin):
+    name = "RecordingBinder"
+    fail: set[str] = set()
+
+    async def bind(self, state: CycleState, pod: Any, node_name: str) -> Status:
+        sched: Scheduler = self.handle  # type: ignore[assignment]
+        if pod.metadata.name in self.fail:
+            return Status.as_error(f"bind of {pod.metadata.name} refused (test)")
+        bound = type(pod)()
+        bound.CopyFrom(pod)
+        bound.spec.nodeName = node_name
+        sched.bindings[pod.metadata.name] = node_name  # type: ignore[attr-defined]
+        old = type(pod)()
+        old.CopyFrom(pod)
+        old.spec.nodeName = ""
+        sched.on_pod_update(old, bound)  # the informer's view of the bind
+        return SUCCESS
+
+
+def make_scheduler(config: dict[str, Any] | None = None, **kw: Any) -> Scheduler:
+    registry = in_tree_registry()
+    registry["RecordingBinder"] = RecordingBinder
+    data = config or {}
+    data.setdefault("profiles", [{"schedulerName": "default-scheduler"}])
+    for p in data["profiles"]:
+        plugins = p.setdefault("plugins", {})
+        plugins.setdefault("bind", {"disabled": [{"name": "*"}], "enabled": [{"name": "RecordingBinder"}]})
+    sched = Scheduler(parse_config(data, registry), registry, **kw)
+    sched.bindings = {}  # type: ignore[attr-defined]
+    return sched
+
+
+async def drain(sched: Scheduler) -> None:
+    """Schedule until activeQ is empty and every binding finished."""
+    while len(sched.queue.active):
+        await sched.schedule_one()
+    await sched.wait_for_bindings()
