@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.config import ConfigError
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import (
     Action, ClusterEvent, EnqueueExtensions, FilterPlugin, Handle, PreFilterPlugin, PreFilterResult,
@@ -26,10 +27,6 @@ _FIT_KEY = "PreFilterNodeResourcesFit"
 _DEFAULT_RESOURCES = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
 _MAX_UTILIZATION = 100
 _MAX_CUSTOM_SCORE = 10
-
-
-class ConfigError(ValueError):
-    pass
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,52 @@
+"""python -m scheduler --apiserver HOST:PORT [--config FILE]"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from apiserver.__main__ import host_port
+from scheduler.config import ConfigError
+from scheduler.service import SchedulerService
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m scheduler", description="kubeling scheduler: kube-scheduler's framework over the kubeling API")
+    p.add_argument("--apiserver", type=host_port, required=True, help="apiserver gRPC address HOST:PORT")
+    p.add_argument("--config", default=None, help="KubeSchedulerConfiguration YAML (default: the default profile)")
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    service = SchedulerService(args.apiserver, args.config)
+    await service.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await service.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(_serve(args))
+    except ConfigError as err:
+        print(f"scheduler: invalid config: {err}", file=sys.stderr)
+        return 2
+    except (OSError, TimeoutError) as err:
+        print(f"scheduler: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The scheduler against a real apiserver and etcd: it watches, binds, reports."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+
+from apiserver.server import APIServer
+from kubeling.client import Client
+from kubeling.quantity import parse_quantity
+from scheduler.service import SchedulerService
+from protos.kubeling.v1 import core_pb2, meta_pb2
+
+
+def _node(name: str, cpu: str, memory: str, pods: str = "110") -> core_pb2.Node:
+    return core_pb2.Node(metadata=meta_pb2.ObjectMeta(name=name),
+                         status=core_pb2.NodeStatus(capacity={"cpu": cpu, "memory": memory, "pods": pods},
+                                                    allocatable={"cpu": cpu, "memory": memory, "pods": pods}))
+
+
+def _pod(name: str, cpu: str, memory: str) -> core_pb2.Pod:
+    return core_pb2.Pod(metadata=meta_pb2.ObjectMeta(name=name),
+                        spec=core_pb2.PodSpec(containers=[core_pb2.Container(
+                            name="main", image="busybox", resources=core_pb2.ResourceRequirements(
+                                requests={"cpu": cpu, "memory": memory}))]))
+
+
+async def _until(predicate, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await predicate():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.1)
+
+
+async def test_300_pods_on_20_nodes_all_bound_within_capacity(apiserver: APIServer, client: Client) -> None:
+    rng = random.Random(7)
+    sizes = {}
+    for i in range(20):
+        cpu, mem = rng.choice([("2", "4Gi"), ("4", "8Gi"), ("8", "16Gi")])
+        sizes[f"node-{i}"] = (parse_quantity(cpu).milli_value(), parse_quantity(mem).int_value())
+        await client.nodes.create(_node(f"node-{i}", cpu, mem))
+    service = SchedulerService(apiserver.address)
+    await service.start()
+    try:
+        await asyncio.gather(*(client.pods.create(_pod(f"p{i}", rng.choice(["100m", "200m", "250m"]),
+                                                       rng.choice(["64Mi", "128Mi"])))
+                               for i in range(300)))
+
+        async def all_bound() -> bool:
+            items, _ = await client.pods.list_all()
+            return all(p.spec.nodeName for p in items)
+
+        await _until(all_bound, 120)
+        items, _ = await client.pods.list_all()
+        assert len(items) == 300
+        used_cpu: Counter[str] = Counter()
+        used_mem: Counter[str] = Counter()
+        for p in items:
+            c = p.spec.containers[0].resources.requests
+            used_cpu[p.spec.nodeName] += parse_quantity(c["cpu"]).milli_value()
+            used_mem[p.spec.nodeName] += parse_quantity(c["memory"]).int_value()
+            cond = {x.type: x for x in p.status.conditions}["PodScheduled"]
+            assert cond.status == "True"
+        for node, cpu in used_cpu.items():
+            assert cpu <= sizes[node][0] and used_mem[node] <= sizes[node][1], node
+        assert len(used_cpu) > 10  # spread, not piled on a few nodes
+        # Each pod was bound exactly once: one Scheduled event per pod.
+        await service.recorder.flush()
+        events, _ = await client.events.list_all(field_selector="reason=Scheduled")
+        per_pod = Counter(e.involvedObject.name for e in events)
+        assert len(per_pod) == 300 and set(per_pod.values()) == {1}
+    finally:
+        await service.stop()
+
+
+async def test_unschedulable_pod_reported_then_scheduled_when_a_node_arrives(apiserver: APIServer, client: Client) -> None:
+    await client.nodes.create(_node("small", "1", "1Gi"))
+    service = SchedulerService(apiserver.address)
+    await service.start()
+    try:
+        await client.pods.create(_pod("big", "4", "1Gi"))
+
+        async def reported() -> bool:
+            p = await client.pods.get("big")
+            return any(c.type == "PodScheduled" and c.status == "False" for c in p.status.conditions)
+
+        await _until(reported, 30)
+        p = await client.pods.get("big")
+        cond = {c.type: c for c in p.status.conditions}["PodScheduled"]
+        assert cond.reason == "Unschedulable"
+        assert cond.message == "0/1 nodes are available: 1 Insufficient cpu."
+        await service.recorder.flush()
+        events, _ = await client.events.list_all(field_selector="reason=FailedScheduling,involvedObject.name=big")
+        assert events and events[0].type == "Warning"
+
+        await client.nodes.create(_node("large", "8", "8Gi"))
+
+        async def bound() -> bool:
+            return (await client.pods.get("big")).spec.nodeName == "large"
+
+        await _until(bound, 30)
+    finally:
+        await service.stop()
