@@ -10,10 +10,8 @@ import time
 from dataclasses import dataclass, field
 
 import grpc
-from aiohttp import web
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from apiserver.compaction import Compactor
 from apiserver.metrics import Metrics
@@ -25,6 +23,7 @@ from apiserver.service import SERVICE_NAMES, service_handler
 from apiserver.storage.etcd import Storage
 from apiserver.storage.ttl import LeasePool
 from kubeling import errors
+from kubeling.http import StatusServer
 from protos.kubeling.v1 import api_pb2, core_pb2
 
 __all__ = ["APIServer", "Config"]
@@ -58,7 +57,7 @@ class APIServer:
     registries: dict[str, Registry] = field(default_factory=dict)
     _storage: Storage | None = None
     _server: grpc.aio.Server | None = None
-    _http: web.AppRunner | None = None
+    _http: StatusServer | None = None
     _compactor: Compactor | None = None
     _finalizer: NamespaceFinalizer | None = None
     _health: health.aio.HealthServicer | None = None
@@ -129,7 +128,7 @@ class APIServer:
         if self._server is not None:
             await self._server.stop(grace)
         if self._http is not None:
-            await self._http.cleanup()
+            await self._http.stop()
         if self._storage is not None:
             await self._storage.close()
 
@@ -172,25 +171,10 @@ class APIServer:
                 pass
 
     async def _start_http(self, listen: str) -> None:
-        app = web.Application()
+        def ready() -> tuple[bool, str]:
+            if all(r.cache.ready.is_set() for r in self.registries.values()):
+                return True, "ok"
+            return False, "watch caches not ready"
 
-        async def metrics(_: web.Request) -> web.Response:
-            return web.Response(body=generate_latest(self.metrics.registry),
-                                headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-        async def healthz(_: web.Request) -> web.Response:
-            return web.Response(text="ok")
-
-        async def readyz(_: web.Request) -> web.Response:
-            ready = all(r.cache.ready.is_set() for r in self.registries.values())
-            return web.Response(text="ok" if ready else "watch caches not ready", status=200 if ready else 503)
-
-        app.router.add_get("/metrics", metrics)
-        app.router.add_get("/healthz", healthz)
-        app.router.add_get("/readyz", readyz)
-        self._http = web.AppRunner(app, access_log=None)
-        await self._http.setup()
-        host, _, port = listen.rpartition(":")
-        site = web.TCPSite(self._http, host or "127.0.0.1", int(port))
-        await site.start()
-        self.metrics_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._http = StatusServer(self.metrics.registry, ready)
+        self.metrics_port = await self._http.start(listen)

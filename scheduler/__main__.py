@@ -9,6 +9,7 @@ import signal
 import sys
 
 from apiserver.__main__ import host_port
+from kubeling.leaderelection import ElectionConfig
 from scheduler.config import ConfigError
 from scheduler.service import SchedulerService
 
@@ -19,12 +20,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m scheduler", description="kubeling scheduler: kube-scheduler's framework over the kubeling API")
     p.add_argument("--apiserver", type=host_port, required=True, help="apiserver gRPC address HOST:PORT")
     p.add_argument("--config", default=None, help="KubeSchedulerConfiguration YAML (default: the default profile)")
+    p.add_argument("--metrics-listen", default="", help="HTTP address for /metrics, /healthz, /readyz (default: off)")
+    p.add_argument("--leader-elect", default="true", choices=["true", "false"],
+                   help="campaign for the kube-system/kube-scheduler Lease before scheduling (default %(default)s)")
+    p.add_argument("--lease-duration", type=float, default=15.0)
+    p.add_argument("--renew-deadline", type=float, default=10.0)
+    p.add_argument("--retry-period", type=float, default=2.0)
     p.add_argument("--log-level", default="INFO")
     return p
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    service = SchedulerService(args.apiserver, args.config)
+    election = ElectionConfig(lease_duration=args.lease_duration, renew_deadline=args.renew_deadline,
+                              retry_period=args.retry_period)
+    service = SchedulerService(args.apiserver, args.config, leader_elect=args.leader_elect == "true",
+                               election=election, metrics_listen=args.metrics_listen)
     await service.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -39,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         asyncio.run(_serve(args))
-    except ConfigError as err:
+    except (ConfigError, ValueError) as err:
         print(f"scheduler: invalid config: {err}", file=sys.stderr)
         return 2
     except (OSError, TimeoutError) as err:

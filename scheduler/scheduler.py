@@ -23,6 +23,7 @@ from scheduler.framework.interface import Action, ClusterEvent, EnqueueExtension
 from scheduler.framework.runtime import Framework, PluginFactory
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
+from scheduler.metrics import SchedulerMetrics
 from scheduler.queue import SchedulingQueue
 
 __all__ = ["Scheduler", "Recorder", "FitError", "ScheduleResult", "num_feasible_nodes_to_find"]
@@ -98,8 +99,9 @@ class FitError(Exception):
 class Scheduler:
     def __init__(self, config: SchedulerConfig, registry: dict[str, PluginFactory], *,
                  client: Any = None, recorder: Recorder | None = None, assumed_ttl: float = 30.0,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, metrics: SchedulerMetrics | None = None) -> None:
         self.config = config
+        self.metrics = metrics or SchedulerMetrics()
         self.client = client
         self.recorder: Recorder = recorder or _NullRecorder()
         self.cache = Cache(ttl=assumed_ttl)
@@ -124,6 +126,7 @@ class Scheduler:
         self.next_start_node_index = 0
         self._binding_tasks: set[asyncio.Task[None]] = set()
         self.bound = 0  # pods bound by this scheduler (for tests and benchmarks)
+        self.metrics.track_pending(self.queue.stats)
 
     # ------------------------------------------------------------ Handle (for plugins)
 
@@ -205,9 +208,11 @@ class Scheduler:
             return True
         cycle = self.queue.scheduling_cycle
         state = CycleState()
+        started = time.perf_counter()
         try:
             result = self.schedule_pod(fwk, state, pod)
         except FitError as fit:
+            self._observe(fwk, "unschedulable", started)
             nominated = None
             if fwk.post_filter:
                 r, s = await fwk.run_post_filter(state, pod, fit.statuses)
@@ -220,6 +225,7 @@ class Scheduler:
             self._failure(qpi, cycle, "Unschedulable", str(fit), nominated)
             return True
         except _SchedulingError as err:
+            self._observe(fwk, "error", started)
             self._failure(qpi, cycle, "SchedulerError", str(err), None, error=True)
             return True
 
@@ -241,25 +247,34 @@ class Scheduler:
             self._failure(qpi, cycle, "SchedulerError" if s.code is Code.ERROR else "Unschedulable",
                           s.message, None, error=s.code is Code.ERROR)
             return True
-        task = asyncio.create_task(self._binding_cycle(fwk, state, qpi, assumed, result.node, cycle))
+        task = asyncio.create_task(self._binding_cycle(fwk, state, qpi, assumed, result.node, cycle, started))
         self._binding_tasks.add(task)
         task.add_done_callback(self._binding_tasks.discard)
         return True
+
+    def _phase(self, fwk: Framework, point: str, status: str, started: float) -> None:
+        self.metrics.extension_point.labels(point, status, fwk.scheduler_name).observe(time.perf_counter() - started)
 
     def schedule_pod(self, fwk: Framework, state: CycleState, pod: Pod) -> ScheduleResult:
         self.cache.update_snapshot(self.snapshot)
         nodes = self.snapshot.node_infos()
         if not nodes:
             raise FitError(pod, 0, unschedulable_plugins={NO_NODES}, pre_filter_msg="no nodes available to schedule pods")
+        t = time.perf_counter()
         feasible, fit = self._find_nodes_that_fit(fwk, state, pod, nodes)
+        self._phase(fwk, "Filter", "Success" if feasible else "Unschedulable", t)
         if not feasible:
             raise fit
         if len(feasible) == 1:
             return ScheduleResult(feasible[0].name, 1 + len(fit.statuses), 1)
+        t = time.perf_counter()
         s = fwk.run_pre_score(state, pod, feasible)
+        self._phase(fwk, "PreScore", s.code.name.title(), t)
         if not s.ok:
             raise _SchedulingError(f"running PreScore plugin {s.plugin!r}: {s.message}")
+        t = time.perf_counter()
         scores, s = fwk.run_score(state, pod, feasible)
+        self._phase(fwk, "Score", s.code.name.title(), t)
         if not s.ok:
             raise _SchedulingError(f"running Score plugin {s.plugin!r}: {s.message}")
         best = max(ns.score for ns in scores)
@@ -311,8 +326,12 @@ class Scheduler:
         self.next_start_node_index = (start + processed) % total
         return feasible, fit
 
+    def _observe(self, fwk: Framework, result: str, started: float) -> None:
+        self.metrics.attempts.labels(result, fwk.scheduler_name).inc()
+        self.metrics.attempt_duration.labels(result, fwk.scheduler_name).observe(time.perf_counter() - started)
+
     async def _binding_cycle(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo,
-                             assumed: Pod, node: str, cycle: int) -> None:
+                             assumed: Pod, node: str, cycle: int, started: float) -> None:
         uid = str(assumed.metadata.uid)
         try:
             s = await fwk.wait_on_permit(assumed)
@@ -324,6 +343,7 @@ class Scheduler:
             log.exception("binding pod %s to %s failed", qpi.key, node)
             s = Status.as_error(err)
         if not s.ok:
+            self._observe(fwk, "error" if s.code is Code.ERROR else "unschedulable", started)
             fwk.run_unreserve(state, assumed, node)
             self.cache.forget_pod(uid)
             # The space it held is free again: pods waiting for room may fit now.
@@ -335,6 +355,8 @@ class Scheduler:
             return
         self.cache.finish_binding(uid)
         self.bound += 1
+        self._observe(fwk, "scheduled", started)
+        self.metrics.pod_attempts.observe(qpi.attempts)
         log.info("bound pod %s to node %s (attempts %d)", qpi.key, node, qpi.attempts)
         fwk.run_post_bind(state, assumed, node)
         self.recorder.scheduled(assumed, node)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import uuid
 from pathlib import Path
 
 from kubeling.client import Client
+from kubeling.http import StatusServer
 from kubeling.informer import Informer
+from kubeling.leaderelection import ElectionConfig, LeaderElector
 from kubeling.periodic import cancel_and_wait
 from scheduler.config import load_config
 from scheduler.plugins import in_tree_registry
@@ -25,36 +28,75 @@ ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
 
 class SchedulerService:
-    def __init__(self, apiserver: str, config_path: str | Path | None = None) -> None:
+    """Informers always run (a warm cache); the scheduling loop runs only while this
+    replica leads (with leader election on), as kube-scheduler does."""
+
+    def __init__(self, apiserver: str, config_path: str | Path | None = None, *,
+                 leader_elect: bool = True, election: ElectionConfig = ElectionConfig(),
+                 metrics_listen: str = "", identity: str = "") -> None:
         self.apiserver = apiserver
         self.registry = in_tree_registry()
         self.config = load_config(config_path, self.registry)
         self.client = Client(apiserver)
-        self.recorder = ApiRecorder(self.client, instance=socket.gethostname())
+        self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"
+        self.recorder = ApiRecorder(self.client, instance=self.identity)
         self.scheduler = Scheduler(self.config, self.registry, client=self.client, recorder=self.recorder)
         self.pods: Informer[core_pb2.Pod] = Informer(self.client.pods, field_selector=ACTIVE_PODS)
         self.nodes: Informer[core_pb2.Node] = Informer(self.client.nodes)
         s = self.scheduler
         self.nodes.add_handler(on_add=s.on_node_add, on_update=s.on_node_update, on_delete=s.on_node_delete)
         self.pods.add_handler(on_add=s.on_pod_add, on_update=s.on_pod_update, on_delete=s.on_pod_delete)
+        self.elector = LeaderElector(self.client, self.identity, election, on_started=self._lead,
+                                     on_stopped=self._follow) if leader_elect else None
+        self.metrics_listen = metrics_listen
+        self.status = StatusServer(self.scheduler.metrics.registry, self._ready)
+        self._loop: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
+    @property
+    def leading(self) -> bool:
+        return self._loop is not None and not self._loop.done()
+
+    def _ready(self) -> tuple[bool, str]:
+        if not (self.pods.synced and self.nodes.synced):
+            return False, "informers not synced"
+        return True, "leader" if self.leading else "standby"
+
     async def start(self, sync_timeout: float = 60.0) -> None:
+        if self.metrics_listen:
+            await self.status.start(self.metrics_listen)
         await self.nodes.start()
         await self.nodes.wait_synced(sync_timeout)
         await self.pods.start()
         await self.pods.wait_synced(sync_timeout)
-        log.info("scheduler synced: %d nodes, %d pods; profiles %s", len(self.nodes.store.items),
+        log.info("scheduler %s synced: %d nodes, %d pods; profiles %s", self.identity, len(self.nodes.store.items),
                  len(self.pods.store.items), ", ".join(self.scheduler.frameworks))
-        self._tasks = [asyncio.create_task(self.scheduler.run(), name="schedule-loop"),
-                       asyncio.create_task(self.scheduler.housekeeping(), name="scheduler-housekeeping")]
+        self._tasks = [asyncio.create_task(self.scheduler.housekeeping(), name="scheduler-housekeeping")]
+        if self.elector is not None:
+            self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
+        else:
+            await self._lead()
 
-    async def stop(self) -> None:
-        self.scheduler.queue.close()
+    async def _lead(self) -> None:
+        self.scheduler.metrics.leader.set(1)
+        self._loop = asyncio.create_task(self.scheduler.run(), name="schedule-loop")
+
+    async def _follow(self) -> None:
+        self.scheduler.metrics.leader.set(0)
+        await cancel_and_wait(self._loop)
+        self._loop = None
+
+    async def stop(self, *, release: bool = True) -> None:
+        """Stop everything; `release=False` leaves the lease to expire (as a crash would)."""
         for t in self._tasks:
             await cancel_and_wait(t)
+        await cancel_and_wait(self._loop)
+        self.scheduler.queue.close()
         await self.scheduler.wait_for_bindings()
+        if release and self.elector is not None:
+            await self.elector.release()
         await self.recorder.flush()
         await self.pods.stop()
         await self.nodes.stop()
+        await self.status.stop()
         await self.client.close()

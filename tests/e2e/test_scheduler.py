@@ -102,3 +102,47 @@ async def test_unschedulable_pod_reported_then_scheduled_when_a_node_arrives(api
         await _until(bound, 30)
     finally:
         await service.stop()
+
+
+async def test_leader_failover_under_load(apiserver: APIServer, client: Client) -> None:
+    from kubeling.leaderelection import ElectionConfig
+    election = ElectionConfig(lease_duration=2.0, renew_deadline=1.5, retry_period=0.2)
+    for i in range(10):
+        await client.nodes.create(_node(f"node-{i}", "8", "16Gi"))
+    a = SchedulerService(apiserver.address, election=election, identity="replica-a")
+    b = SchedulerService(apiserver.address, election=election, identity="replica-b")
+    await a.start()
+
+    async def a_leads() -> bool:
+        return a.leading
+
+    await _until(a_leads, 10)
+    await b.start()
+    await asyncio.sleep(0.5)
+    assert a.leading and not b.leading  # one schedules, the other stands by
+    crashed = False
+    try:
+        for i in range(120):
+            await client.pods.create(_pod(f"p{i}", "100m", "64Mi"))
+            if i == 50:
+                await a.stop(release=False)  # the leader dies without releasing its lease
+                crashed = True
+            await asyncio.sleep(0.01)
+
+        async def all_bound() -> bool:
+            items, _ = await client.pods.list_all()
+            return len(items) == 120 and all(p.spec.nodeName for p in items)
+
+        await _until(all_bound, 60)
+        assert b.leading
+        lease = await client.leases.get("kube-scheduler", "kube-system")
+        assert lease.spec.holderIdentity == "replica-b" and lease.spec.leaseTransitions >= 1
+        await b.recorder.flush()
+        events, _ = await client.events.list_all(field_selector="reason=Scheduled")
+        per_pod = Counter(e.involvedObject.name for e in events)
+        assert len(per_pod) == 120 and set(per_pod.values()) == {1}  # none bound twice
+        assert {e.reportingInstance for e in events} == {"replica-a", "replica-b"}
+    finally:
+        if not crashed:
+            await a.stop()
+        await b.stop()
