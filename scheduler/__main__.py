@@ -11,6 +11,7 @@ import sys
 from apiserver.__main__ import host_port
 from kubeling.leaderelection import ElectionConfig
 from scheduler.config import ConfigError
+from scheduler.plugins import PluginLoadError
 from scheduler.service import SchedulerService
 
 __all__ = ["build_parser", "main"]
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         asyncio.run(_serve(args))
-    except (ConfigError, ValueError) as err:
+    except (ConfigError, PluginLoadError, ValueError) as err:
         print(f"scheduler: invalid config: {err}", file=sys.stderr)
         return 2
     except (OSError, TimeoutError) as err:

@@ -14,7 +14,7 @@ from kubeling.informer import Informer
 from kubeling.leaderelection import ElectionConfig, LeaderElector
 from kubeling.periodic import cancel_and_wait
 from scheduler.config import load_config
-from scheduler.plugins import in_tree_registry
+from scheduler.plugins import registry
 from scheduler.recorder import ApiRecorder
 from scheduler.scheduler import Scheduler
 from protos.kubeling.v1 import core_pb2
@@ -35,7 +35,7 @@ class SchedulerService:
                  leader_elect: bool = True, election: ElectionConfig = ElectionConfig(),
                  metrics_listen: str = "", identity: str = "") -> None:
         self.apiserver = apiserver
-        self.registry = in_tree_registry()
+        self.registry = registry()
         self.config = load_config(config_path, self.registry)
         self.client = Client(apiserver)
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"

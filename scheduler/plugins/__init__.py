@@ -1,6 +1,10 @@
-"""In-tree plugins: the registry that maps plugin names to factories."""
+"""The plugin registry: in-tree plugins, plus out-of-tree ones from Python entry points
+(group `kubeling.scheduler.plugins`: `Name = package.module:Factory`)."""
 
 from __future__ import annotations
+
+import logging
+from importlib.metadata import entry_points
 
 from scheduler.framework.runtime import PluginFactory
 from scheduler.plugins.defaultbinder import DefaultBinder
@@ -14,7 +18,15 @@ from scheduler.plugins.queuesort import PrioritySort
 from scheduler.plugins.schedulinggates import SchedulingGates
 from scheduler.plugins.tainttoleration import TaintToleration
 
-__all__ = ["in_tree_registry"]
+__all__ = ["in_tree_registry", "registry", "ENTRY_POINT_GROUP", "PluginLoadError"]
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "kubeling.scheduler.plugins"
+
+
+class PluginLoadError(ValueError):
+    pass
 
 _PLUGINS = (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, NodePorts, Fit, BalancedAllocation,
             NodeAffinity, TaintToleration, ImageLocality, DefaultBinder)
@@ -22,3 +34,21 @@ _PLUGINS = (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, NodePort
 
 def in_tree_registry() -> dict[str, PluginFactory]:
     return {cls.name: cls for cls in _PLUGINS}
+
+
+def registry() -> dict[str, PluginFactory]:
+    """In-tree plugins and every installed out-of-tree plugin; a name may not be taken twice."""
+    out = in_tree_registry()
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in out:
+            raise PluginLoadError(f"out-of-tree plugin {ep.name!r} ({ep.value}) clashes with a plugin of that name")
+        try:
+            factory = ep.load()
+        except Exception as err:
+            raise PluginLoadError(f"cannot load out-of-tree plugin {ep.name!r} from {ep.value}: {err}") from err
+        if getattr(factory, "name", ep.name) != ep.name:
+            raise PluginLoadError(f"out-of-tree plugin {ep.value} is registered as {ep.name!r} "
+                                  f"but calls itself {factory.name!r}")
+        out[ep.name] = factory
+        log.info("loaded out-of-tree scheduler plugin %s from %s", ep.name, ep.value)
+    return out
