@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from scheduler.extender import ExtenderConfig, parse_extenders
 from scheduler.framework.runtime import EXTENSION_POINTS, ExtensionPoints, PluginFactory
 
 __all__ = ["SchedulerConfig", "Profile", "ConfigError", "load_config", "parse_config", "DEFAULT_PLUGINS"]
@@ -53,6 +54,7 @@ class SchedulerConfig:
     pod_max_backoff_seconds: float = 10.0
     pod_max_in_unschedulable_pods_duration: float = 300.0
     parallelism: int = 16
+    extenders: list[ExtenderConfig] = field(default_factory=list)
 
 
 def load_config(path: str | Path | None, registry: dict[str, PluginFactory]) -> SchedulerConfig:
@@ -87,6 +89,10 @@ def parse_config(data: Any, registry: dict[str, PluginFactory]) -> SchedulerConf
         pod_max_backoff_seconds=_number(data, "podMaxBackoffSeconds", 10, 0),
         parallelism=int(_number(data, "parallelism", 16, 1)),
     )
+    try:
+        cfg.extenders = parse_extenders(data.get("extenders"))
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     if cfg.pod_max_backoff_seconds < cfg.pod_initial_backoff_seconds:
         raise ConfigError("podMaxBackoffSeconds: Invalid value: must be >= podInitialBackoffSeconds")
     profiles = data.get("profiles") or [{"schedulerName": "default-scheduler"}]

@@ -18,11 +18,12 @@ from typing import Any, Protocol
 
 from scheduler.cache import Cache, Snapshot
 from scheduler.config import SchedulerConfig
+from scheduler.extender import MAX_EXTENDER_PRIORITY, ExtenderError, HTTPExtender
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interface import Action, ClusterEvent, EnqueueExtensions, Resource
+from scheduler.framework.interface import Action, ClusterEvent, EnqueueExtensions, NodeScore, Resource
 from scheduler.framework.runtime import Framework, PluginFactory
 from scheduler.framework.status import Code, Status
-from scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
+from scheduler.framework.types import MAX_NODE_SCORE, NodeInfo, PodInfo, QueuedPodInfo
 from scheduler.metrics import SchedulerMetrics
 from scheduler.queue import SchedulingQueue
 
@@ -123,6 +124,7 @@ class Scheduler:
             first.less, pre_enqueue=self._pre_enqueue, plugin_events=events,
             initial_backoff=config.pod_initial_backoff_seconds, max_backoff=config.pod_max_backoff_seconds,
             max_unschedulable=config.pod_max_in_unschedulable_pods_duration)
+        self.extenders = [HTTPExtender(c) for c in config.extenders]
         self.next_start_node_index = 0
         self._binding_tasks: set[asyncio.Task[None]] = set()
         self.bound = 0  # pods bound by this scheduler (for tests and benchmarks)
@@ -210,7 +212,7 @@ class Scheduler:
         state = CycleState()
         started = time.perf_counter()
         try:
-            result = self.schedule_pod(fwk, state, pod)
+            result = await self.schedule_pod(fwk, state, pod)
         except FitError as fit:
             self._observe(fwk, "unschedulable", started)
             nominated = None
@@ -255,13 +257,14 @@ class Scheduler:
     def _phase(self, fwk: Framework, point: str, status: str, started: float) -> None:
         self.metrics.extension_point.labels(point, status, fwk.scheduler_name).observe(time.perf_counter() - started)
 
-    def schedule_pod(self, fwk: Framework, state: CycleState, pod: Pod) -> ScheduleResult:
+    async def schedule_pod(self, fwk: Framework, state: CycleState, pod: Pod) -> ScheduleResult:
         self.cache.update_snapshot(self.snapshot)
         nodes = self.snapshot.node_infos()
         if not nodes:
             raise FitError(pod, 0, unschedulable_plugins={NO_NODES}, pre_filter_msg="no nodes available to schedule pods")
         t = time.perf_counter()
         feasible, fit = self._find_nodes_that_fit(fwk, state, pod, nodes)
+        feasible = await self._extenders_filter(pod, feasible, fit)
         self._phase(fwk, "Filter", "Success" if feasible else "Unschedulable", t)
         if not feasible:
             raise fit
@@ -277,9 +280,56 @@ class Scheduler:
         self._phase(fwk, "Score", s.code.name.title(), t)
         if not s.ok:
             raise _SchedulingError(f"running Score plugin {s.plugin!r}: {s.message}")
+        scores = await self._extenders_prioritize(pod, feasible, scores)
         best = max(ns.score for ns in scores)
         top = [ns.name for ns in scores if ns.score == best]
         return ScheduleResult(self.rng.choice(top), len(feasible) + len(fit.statuses), len(feasible))
+
+    async def _extenders_filter(self, pod: Pod, feasible: list[NodeInfo], fit: FitError) -> list[NodeInfo]:
+        """Each interested extender narrows the feasible nodes (upstream findNodesThatPassExtenders)."""
+        for ext in self.extenders:
+            if not feasible:
+                break
+            if not ext.is_interested(pod):
+                continue
+            try:
+                passed, failed, unresolvable = await ext.filter(pod, feasible)
+            except ExtenderError as err:
+                if ext.ignorable:
+                    log.info("ignorable extender %s failed: %s", ext.name, err)
+                    continue
+                raise _SchedulingError(str(err)) from None
+            for node, reason in unresolvable.items():
+                previous = fit.statuses.get(node)
+                fit.statuses[node] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                            (*(previous.reasons if previous else ()), reason), ext.name)
+            for node, reason in failed.items():
+                if node in unresolvable:
+                    continue
+                previous = fit.statuses.get(node)
+                fit.statuses[node] = Status(Code.UNSCHEDULABLE, (*(previous.reasons if previous else ()), reason), ext.name)
+            fit.unschedulable_plugins.add(ext.name)
+            feasible = passed
+        return feasible
+
+    async def _extenders_prioritize(self, pod: Pod, nodes: list[NodeInfo], scores: list[NodeScore]) -> list[NodeScore]:
+        totals = {ns.name: ns.score for ns in scores}
+        for ext in self.extenders:
+            if not ext.config.prioritize_verb or not ext.is_interested(pod):
+                continue
+            try:
+                extra = await ext.prioritize(pod, nodes)
+            except ExtenderError as err:  # upstream ignores prioritize errors: others still rank
+                log.info("extender %s prioritize failed: %s", ext.name, err)
+                continue
+            for node, score in extra.items():
+                if node in totals:
+                    totals[node] += score * ext.config.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+        return [NodeScore(ns.name, totals[ns.name]) for ns in scores]
+
+    async def close(self) -> None:
+        for ext in self.extenders:
+            await ext.close()
 
     def _find_nodes_that_fit(self, fwk: Framework, state: CycleState, pod: Pod,
                              nodes: Sequence[NodeInfo]) -> tuple[list[NodeInfo], FitError]:
@@ -338,7 +388,14 @@ class Scheduler:
             if s.ok:
                 s = await fwk.run_pre_bind(state, assumed, node)
             if s.ok:
-                s = await fwk.run_bind(state, assumed, node)
+                binder = next((e for e in self.extenders if e.is_binder() and e.is_interested(assumed)), None)
+                if binder is not None:
+                    try:
+                        await binder.bind(assumed, node)
+                    except ExtenderError as err:
+                        s = Status.as_error(err)
+                else:
+                    s = await fwk.run_bind(state, assumed, node)
         except Exception as err:  # a plugin raised: treat as a binding error
             log.exception("binding pod %s to %s failed", qpi.key, node)
             s = Status.as_error(err)

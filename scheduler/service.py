@@ -93,6 +93,7 @@ class SchedulerService:
         await cancel_and_wait(self._loop)
         self.scheduler.queue.close()
         await self.scheduler.wait_for_bindings()
+        await self.scheduler.close()
         if release and self.elector is not None:
             await self.elector.release()
         await self.recorder.flush()

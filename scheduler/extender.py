@@ -1,0 +1,163 @@
+"""HTTP extenders, as kube-scheduler's (extender/v1 JSON over HTTP POST).
+
+    extenders:
+    - urlPrefix: http://127.0.0.1:8888/scheduler
+      filterVerb: filter          # POST ExtenderArgs -> ExtenderFilterResult
+      prioritizeVerb: prioritize  # POST ExtenderArgs -> HostPriorityList (scores 0..10)
+      bindVerb: bind              # POST ExtenderBindingArgs -> ExtenderBindingResult
+      weight: 1
+      nodeCacheCapable: false     # true: send node names only
+      ignorable: false            # true: errors from it are skipped
+      httpTimeout: 30s
+      managedResources: [{name: example.com/foo}]  # only pods asking for these go to it
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from kubeling.kjson import to_json
+from scheduler.framework.types import NodeInfo
+
+__all__ = ["ExtenderConfig", "HTTPExtender", "ExtenderError", "parse_extenders", "MAX_EXTENDER_PRIORITY"]
+
+MAX_EXTENDER_PRIORITY = 10
+
+
+class ExtenderError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class ExtenderConfig:
+    url_prefix: str
+    filter_verb: str = ""
+    prioritize_verb: str = ""
+    bind_verb: str = ""
+    weight: int = 1
+    node_cache_capable: bool = False
+    ignorable: bool = False
+    http_timeout: float = 30.0
+    managed_resources: frozenset[str] = field(default_factory=frozenset)
+
+
+def _duration(value: Any, where: str) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m)", str(value))
+    if not m:
+        raise ValueError(f"{where}: Invalid value: {value!r}: a duration such as 30s or 500ms")
+    return float(m.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0}[m.group(2)]
+
+
+def parse_extenders(items: Any) -> list[ExtenderConfig]:
+    """Validate the `extenders` list (raises ValueError naming the field)."""
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise ValueError("extenders: Invalid value: must be a list")
+    out = []
+    binders = 0
+    for i, e in enumerate(items):
+        where = f"extenders[{i}]"
+        if not isinstance(e, dict) or not e.get("urlPrefix"):
+            raise ValueError(f"{where}.urlPrefix: Required value")
+        weight = e.get("weight", 1)
+        if e.get("prioritizeVerb") and (not isinstance(weight, int) or weight <= 0):
+            raise ValueError(f"{where}.weight: Invalid value: {weight!r}: must have a positive weight applied to it")
+        if e.get("bindVerb"):
+            binders += 1
+        managed = frozenset(str(r.get("name")) for r in e.get("managedResources") or [] if isinstance(r, dict))
+        out.append(ExtenderConfig(
+            url_prefix=str(e["urlPrefix"]).rstrip("/"), filter_verb=str(e.get("filterVerb", "")),
+            prioritize_verb=str(e.get("prioritizeVerb", "")), bind_verb=str(e.get("bindVerb", "")),
+            weight=int(weight), node_cache_capable=bool(e.get("nodeCacheCapable", False)),
+            ignorable=bool(e.get("ignorable", False)),
+            http_timeout=_duration(e.get("httpTimeout", 30), f"{where}.httpTimeout"),
+            managed_resources=managed))
+    if binders > 1:
+        raise ValueError("extenders: Invalid value: only one extender can implement bind")
+    return out
+
+
+class HTTPExtender:
+    def __init__(self, config: ExtenderConfig) -> None:
+        self.config = config
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def name(self) -> str:
+        return self.config.url_prefix
+
+    @property
+    def ignorable(self) -> bool:
+        return self.config.ignorable
+
+    def is_binder(self) -> bool:
+        return bool(self.config.bind_verb)
+
+    def is_interested(self, pod: Any) -> bool:
+        managed = self.config.managed_resources
+        if not managed:
+            return True
+        for c in list(pod.spec.containers) + list(pod.spec.initContainers):
+            if managed & (set(c.resources.requests) | set(c.resources.limits)):
+                return True
+        return False
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _post(self, verb: str, body: Any) -> Any:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.config.http_timeout))
+        url = f"{self.config.url_prefix}/{verb}"
+        try:
+            async with self._session.post(url, json=body) as resp:
+                if resp.status != 200:
+                    raise ExtenderError(f"extender {url}: HTTP {resp.status}: {(await resp.text())[:200]}")
+                return await resp.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError) as err:
+            raise ExtenderError(f"extender {url}: {type(err).__name__}: {err}") from None
+
+    def _args(self, pod: Any, nodes: list[NodeInfo]) -> dict[str, Any]:
+        if self.config.node_cache_capable:
+            return {"pod": to_json(pod), "nodenames": [n.name for n in nodes]}
+        return {"pod": to_json(pod), "nodes": {"items": [to_json(n.node) for n in nodes if n.node is not None]}}
+
+    async def filter(self, pod: Any, nodes: list[NodeInfo]) -> tuple[list[NodeInfo], dict[str, str], dict[str, str]]:
+        """(nodes that pass, failed: node -> reason, failed and unresolvable: node -> reason)."""
+        if not self.config.filter_verb:
+            return nodes, {}, {}
+        result = await self._post(self.config.filter_verb, self._args(pod, nodes))
+        if result.get("error"):
+            raise ExtenderError(f"extender {self.name}: {result['error']}")
+        if self.config.node_cache_capable and result.get("nodenames") is not None:
+            keep = set(result["nodenames"])
+        else:
+            keep = {i.get("metadata", {}).get("name") for i in (result.get("nodes") or {}).get("items") or []}
+        return ([n for n in nodes if n.name in keep], dict(result.get("failedNodes") or {}),
+                dict(result.get("failedAndUnresolvableNodes") or {}))
+
+    async def prioritize(self, pod: Any, nodes: list[NodeInfo]) -> dict[str, int]:
+        if not self.config.prioritize_verb:
+            return {}
+        result = await self._post(self.config.prioritize_verb, self._args(pod, nodes))
+        scores = {}
+        for item in result or []:
+            score = int(item.get("score", 0))
+            scores[str(item.get("host"))] = min(max(score, 0), MAX_EXTENDER_PRIORITY)
+        return scores
+
+    async def bind(self, pod: Any, node: str) -> None:
+        result = await self._post(self.config.bind_verb, {
+            "podName": pod.metadata.name, "podNamespace": pod.metadata.namespace,
+            "podUID": pod.metadata.uid, "node": node})
+        if result and result.get("error"):
+            raise ExtenderError(f"extender {self.name} could not bind: {result['error']}")
