@@ -196,7 +196,8 @@ class Cache:
                 snap.infos[name] = info.clone()
         self._dirty.clear()
         if self._membership_changed:
-            snap.node_list = [i for i in snap.infos.values() if i.node is not None]
+            # in the cache's order (nodes as they were added): the search rotates over it
+            snap.node_list = [snap.infos[n] for n in self.nodes if snap.infos[n].node is not None]
             self._membership_changed = False
         else:
             snap.node_list = [snap.infos[i.name] for i in snap.node_list]
