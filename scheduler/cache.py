@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.framework.helpers import normalized_image_name
+from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.types import ImageStateSummary, NodeInfo, PodInfo
 
 __all__ = ["Cache", "Snapshot"]
@@ -39,6 +40,8 @@ class Snapshot:
     def __init__(self) -> None:
         self.infos: dict[str, NodeInfo] = {}
         self.node_list: list[NodeInfo] = []
+        self.index: dict[str, int] = {}  # node name -> position in node_list
+        self.table = NodeTable()  # the same nodes as columns (row i = node_list[i])
         self.generation = 0
 
     def node_infos(self) -> list[NodeInfo]:
@@ -115,6 +118,7 @@ class Cache:
         if info.pods:
             # pods still reference it: keep a node-less entry until they go (upstream too)
             info.node = None
+            info.name = name
             self._touch(name)
         else:
             del self.nodes[name]
@@ -187,20 +191,25 @@ class Cache:
     # ------------------------------------------------------------ snapshot
 
     def update_snapshot(self, snap: Snapshot) -> None:
-        """Copy only the nodes changed since the last update (generation/dirty set)."""
+        """Copy only the nodes changed since the last update (the dirty set)."""
         for name in self._dirty:
             info = self.nodes.get(name)
             if info is None:
                 snap.infos.pop(name, None)
-            else:
-                snap.infos[name] = info.clone()
+                continue
+            clone = info.clone()
+            snap.infos[name] = clone
+            row = snap.index.get(name)
+            if row is not None and not self._membership_changed:
+                snap.node_list[row] = clone
+                snap.table.set_row(row, clone)
         self._dirty.clear()
         if self._membership_changed:
             # in the cache's order (nodes as they were added): the search rotates over it
             snap.node_list = [snap.infos[n] for n in self.nodes if snap.infos[n].node is not None]
+            snap.index = {info.name: i for i, info in enumerate(snap.node_list)}
+            snap.table.rebuild(snap.node_list)
             self._membership_changed = False
-        else:
-            snap.node_list = [snap.infos[i.name] for i in snap.node_list]
         snap.generation = self._generation
 
     def node_count(self) -> int:

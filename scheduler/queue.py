@@ -282,6 +282,9 @@ class SchedulingQueue:
             if not pods:
                 self._nominated.pop(node, None)
 
+    def has_nominations(self) -> bool:
+        return bool(self._nominated)
+
     def nominated_for_node(self, node: str) -> list[PodInfo]:
         return list(self._nominated.get(node, {}).values())
 

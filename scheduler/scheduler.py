@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
+
 from scheduler.cache import Cache, Snapshot
 from scheduler.config import SchedulerConfig
 from scheduler.extender import MAX_EXTENDER_PRIORITY, ExtenderError, HTTPExtender
@@ -198,6 +200,9 @@ class Scheduler:
         while True:
             if not await self.schedule_one():
                 return
+            # pop() does not suspend while activeQ has pods: yield, so that binding cycles,
+            # informer events and timers run between scheduling cycles.
+            await asyncio.sleep(0)
 
     async def schedule_one(self) -> bool:
         """One scheduling cycle; the binding cycle continues in the background."""
@@ -276,14 +281,19 @@ class Scheduler:
         if not s.ok:
             raise _SchedulingError(f"running PreScore plugin {s.plugin!r}: {s.message}")
         t = time.perf_counter()
-        scores, s = fwk.run_score(state, pod, feasible)
+        index = self.snapshot.index
+        rows = np.fromiter((index[n.name] for n in feasible), dtype=np.int64, count=len(feasible))
+        totals, s = fwk.run_score_batch(state, pod, self.snapshot.table, rows, nodes)
         self._phase(fwk, "Score", s.code.name.title(), t)
         if not s.ok:
             raise _SchedulingError(f"running Score plugin {s.plugin!r}: {s.message}")
-        scores = await self._extenders_prioritize(pod, feasible, scores)
-        best = max(ns.score for ns in scores)
-        top = [ns.name for ns in scores if ns.score == best]
-        return ScheduleResult(self.rng.choice(top), len(feasible) + len(fit.statuses), len(feasible))
+        if self.extenders:
+            scores = await self._extenders_prioritize(
+                pod, feasible, [NodeScore(n.name, int(v)) for n, v in zip(feasible, totals)])
+            totals = np.array([ns.score for ns in scores], dtype=np.int64)
+        top = np.flatnonzero(totals == totals.max())
+        chosen = feasible[int(top[self.rng.randrange(len(top))])]
+        return ScheduleResult(chosen.name, len(feasible) + len(fit.statuses), len(feasible))
 
     async def _extenders_filter(self, pod: Pod, feasible: list[NodeInfo], fit: FitError) -> list[NodeInfo]:
         """Each interested extender narrows the feasible nodes (upstream findNodesThatPassExtenders)."""
@@ -350,6 +360,49 @@ class Scheduler:
                 status = fwk.run_filter_with_nominated_pods(state, pod, info, self.queue.nominated_for_node(nominated))
                 if status.ok:
                     return [info], fit
+        if self.queue.has_nominations():
+            return self._find_per_node(fwk, state, pod, nodes, pre, fit)
+        index = self.snapshot.index
+        if pre is not None and pre.node_names is not None:
+            rows = np.array(sorted(index[n] for n in pre.node_names if n in index), dtype=np.int64)
+        else:
+            rows = np.arange(len(nodes), dtype=np.int64)
+        total = len(rows)
+        if total == 0:
+            return [], fit
+        to_find = num_feasible_nodes_to_find(self.percentages[fwk.scheduler_name], total)
+        start = self.next_start_node_index % total
+        order = np.concatenate((rows[start:], rows[:start]))  # rotate: fairness across cycles
+        mask, per_node = fwk.run_filter_batch(state, pod, self.snapshot.table, order, nodes)
+        feasible: list[NodeInfo] = []
+        processed = total
+        for pos in np.flatnonzero(mask):
+            info = nodes[order[pos]]
+            if per_node:
+                status = fwk.run_filter_plugins(per_node, state, pod, info)
+                if status.code is Code.ERROR:
+                    raise _SchedulingError(f"running Filter plugin {status.plugin!r} on node {info.name!r}: {status.message}")
+                if not status.ok:
+                    continue
+            feasible.append(info)
+            if len(feasible) >= to_find:
+                processed = int(pos) + 1
+                break
+        self.next_start_node_index = (start + processed) % total
+        if not feasible:
+            # Nothing fits: the per-node path gives every node's reasons for the diagnosis.
+            for r in order:
+                status = fwk.run_filter(state, pod, nodes[r])
+                if status.code is Code.ERROR:
+                    raise _SchedulingError(f"running Filter plugin {status.plugin!r} on node {nodes[r].name!r}: {status.message}")
+                if not status.ok:
+                    fit.statuses[nodes[r].name] = status
+                    fit.unschedulable_plugins.add(status.plugin)
+        return feasible, fit
+
+    def _find_per_node(self, fwk: Framework, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo],
+                       pre: Any, fit: FitError) -> tuple[list[NodeInfo], FitError]:
+        """Node by node, with nominated pods added (used while preemption nominations exist)."""
         candidates = list(nodes)
         if pre is not None and pre.node_names is not None:
             candidates = [n for n in nodes if n.name in pre.node_names]

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from scheduler.framework.interface import NodeScore
 
 __all__ = ["tolerates", "find_untolerated", "term_matches", "node_selector_matches",
-           "default_normalize", "normalized_image_name"]
+           "default_normalize", "default_normalize_array", "normalized_image_name"]
 
 
 def tolerates(toleration: Any, taint: Any) -> bool:
@@ -87,6 +89,15 @@ def default_normalize(scores: list[NodeScore], reverse: bool = False, max_score:
         v = max_score * s.score // highest
         out.append(NodeScore(s.name, max_score - v if reverse else v))
     return out
+
+
+def default_normalize_array(scores: np.ndarray, reverse: bool = False, max_score: int = 100) -> np.ndarray:
+    """default_normalize on an int64 array (same integer arithmetic)."""
+    highest = int(scores.max()) if scores.size else 0
+    if highest == 0:
+        return np.full_like(scores, max_score) if reverse else scores
+    out = max_score * scores // highest
+    return max_score - out if reverse else out
 
 
 def normalized_image_name(name: str) -> str:

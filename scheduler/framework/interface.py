@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar, Protocol
 
+import numpy as np
+
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
 
@@ -137,6 +140,12 @@ class FilterPlugin(Plugin):
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
         raise NotImplementedError
 
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray,
+                     nodes: Sequence[NodeInfo]) -> np.ndarray | None:
+        """Optional: pass/fail for the nodes at `rows` at once (must agree with `filter`);
+        None: this pod needs the per-node path."""
+        return None
+
 
 class PostFilterPlugin(Plugin):
     async def post_filter(self, state: CycleState, pod: Pod,
@@ -152,6 +161,15 @@ class PreScorePlugin(Plugin):
 class ScorePlugin(Plugin):
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status]:
         raise NotImplementedError
+
+    def score_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray,
+                    nodes: Sequence[NodeInfo]) -> np.ndarray | None:
+        """Optional: raw scores for the nodes at `rows` at once (must agree with `score`)."""
+        return None
+
+    def normalize_batch(self, state: CycleState, pod: Pod, scores: np.ndarray) -> np.ndarray | None:
+        """Optional: `normalize_score` on an array."""
+        return None
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> tuple[list[NodeScore], Status]:
         """ScoreExtensions: map raw scores to 0..100 (default: leave them)."""

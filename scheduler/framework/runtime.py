@@ -13,7 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.interface import (
     BindPlugin, FilterPlugin, Handle, NodeScore, PermitPlugin, Plugin, PostBindPlugin,
     PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,
@@ -157,9 +160,65 @@ class Framework:
             if p.name in state.skip_filter:
                 continue
             s = p.filter(state, pod, node)
-            if not s.ok:
+            if s is not SUCCESS and not s.ok:
                 return s.with_plugin(p.name)
         return SUCCESS
+
+    def run_filter_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray,
+                         nodes: Sequence[NodeInfo]) -> tuple[np.ndarray, list[FilterPlugin]]:
+        """The filter plugins that can judge all `rows` at once (their combined mask), and
+        the ones that must still run per node, in order."""
+        mask = np.ones(len(rows), dtype=bool)
+        per_node: list[FilterPlugin] = []
+        for p in self.filter:
+            if p.name in state.skip_filter:
+                continue
+            m = p.filter_batch(state, pod, table, rows, nodes)
+            if m is None:
+                per_node.append(p)
+            else:
+                mask &= m
+        return mask, per_node
+
+    def run_filter_plugins(self, plugins: Sequence[FilterPlugin], state: CycleState, pod: Pod,
+                           node: NodeInfo) -> Status:
+        for p in plugins:
+            s = p.filter(state, pod, node)
+            if s is not SUCCESS and not s.ok:
+                return s.with_plugin(p.name)
+        return SUCCESS
+
+    def run_score_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray,
+                        nodes: Sequence[NodeInfo]) -> tuple[np.ndarray, Status]:
+        """run_score over the nodes at `rows`, with each plugin's batch path when it has one."""
+        totals = np.zeros(len(rows), dtype=np.int64)
+        for p in self.score:
+            if p.name in state.skip_score:
+                continue
+            values = p.score_batch(state, pod, table, rows, nodes)
+            if values is None:
+                raw = []
+                for r in rows:
+                    v, s = p.score(state, pod, nodes[r])
+                    if s is not SUCCESS and not s.ok:
+                        return totals, s.with_plugin(p.name)
+                    raw.append(v)
+                values = np.array(raw, dtype=np.int64)
+            if type(p).normalize_score is not ScorePlugin.normalize_score:
+                normalized = p.normalize_batch(state, pod, values)
+                if normalized is None:
+                    ns, s = p.normalize_score(state, pod, [NodeScore(nodes[r].name, int(v))
+                                                           for r, v in zip(rows, values)])
+                    if not s.ok:
+                        return totals, s.with_plugin(p.name)
+                    normalized = np.array([x.score for x in ns], dtype=np.int64)
+                values = normalized
+            if values.size and (values.min() < 0 or values.max() > MAX_NODE_SCORE):
+                bad = int(np.flatnonzero((values < 0) | (values > MAX_NODE_SCORE))[0])
+                return totals, Status.as_error(f"plugin {p.name!r} returned an invalid score {int(values[bad])} "
+                                               f"for node {nodes[rows[bad]].name!r}")
+            totals += values * self.weights[p.name]
+        return totals, SUCCESS
 
     def run_filter_with_nominated_pods(self, state: CycleState, pod: Pod, node: NodeInfo,
                                        nominated: Sequence[PodInfo]) -> Status:
@@ -211,21 +270,25 @@ class Framework:
         for p in self.score:
             if p.name in state.skip_score:
                 continue
-            raw: list[NodeScore] = []
+            score = p.score
+            values = []
             for info in nodes:
-                value, s = p.score(state, pod, info)
+                value, s = score(state, pod, info)
+                if s is not SUCCESS and not s.ok:
+                    return [], s.with_plugin(p.name)
+                values.append(value)
+            if type(p).normalize_score is not ScorePlugin.normalize_score:
+                normalized, s = p.normalize_score(
+                    state, pod, [NodeScore(info.name, v) for info, v in zip(nodes, values)])
                 if not s.ok:
                     return [], s.with_plugin(p.name)
-                raw.append(NodeScore(info.name, value))
-            normalized, s = p.normalize_score(state, pod, raw)
-            if not s.ok:
-                return [], s.with_plugin(p.name)
+                values = [ns.score for ns in normalized]
             weight = self.weights[p.name]
-            for i, ns in enumerate(normalized):
-                if not 0 <= ns.score <= MAX_NODE_SCORE:
+            for i, v in enumerate(values):
+                if not 0 <= v <= MAX_NODE_SCORE:
                     return [], Status.as_error(
-                        f"plugin {p.name!r} returned an invalid score {ns.score} for node {ns.name!r}")
-                totals[i] += ns.score * weight
+                        f"plugin {p.name!r} returned an invalid score {v} for node {nodes[i].name!r}")
+                totals[i] += v * weight
         return [NodeScore(info.name, totals[i]) for i, info in enumerate(nodes)], SUCCESS
 
     # ------------------------------------------------------------ reserve .. bind

@@ -157,13 +157,11 @@ class NodeInfo:
     used_ports: dict[tuple[str, str, int], int] = field(default_factory=dict)
     image_states: dict[str, ImageStateSummary] = field(default_factory=dict)
     generation: int = 0
-
-    @property
-    def name(self) -> str:
-        return str(self.node.metadata.name) if self.node is not None else ""
+    name: str = ""  # the node's name, kept here: it is read for every node in every cycle
 
     def set_node(self, node: Node) -> None:
         self.node = node
+        self.name = str(node.metadata.name)
         self.allocatable = Resource.from_list(node.status.allocatable or node.status.capacity)
 
     def add_pod(self, pi: PodInfo) -> None:
@@ -200,7 +198,7 @@ class NodeInfo:
     def clone(self) -> NodeInfo:
         return NodeInfo(self.node, list(self.pods), self.requested.clone(), self.non_zero_requested.clone(),
                         self.allocatable.clone(), dict(self.used_ports), dict(self.image_states),
-                        self.generation)
+                        self.generation, self.name)
 
 
 @dataclass(slots=True)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.helpers import default_normalize, node_selector_matches, term_matches
+from scheduler.framework.helpers import default_normalize, default_normalize_array, node_selector_matches, term_matches
 from scheduler.framework.interface import (
     Action, ClusterEvent, EnqueueExtensions, FilterPlugin, NodeScore, PreFilterPlugin, PreFilterResult,
     PreScorePlugin, Resource, ScorePlugin,
@@ -73,6 +75,9 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
 
     def normalize_score(self, state: CycleState, pod: Any, scores: list[NodeScore]) -> tuple[list[NodeScore], Status]:
         return default_normalize(scores), SUCCESS
+
+    def normalize_batch(self, state: CycleState, pod: Any, scores: np.ndarray) -> np.ndarray | None:
+        return default_normalize_array(scores)
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [ClusterEvent(Resource.NODE, Action.ADD), ClusterEvent(Resource.NODE, Action.UPDATE_NODE_LABEL)]

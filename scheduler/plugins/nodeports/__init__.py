@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import (
     Action, ClusterEvent, EnqueueExtensions, FilterPlugin, PreFilterPlugin, PreFilterResult, Resource,
 )
 from scheduler.framework.status import SUCCESS, Code, Status
+from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.types import NodeInfo
 
 __all__ = ["NodePorts"]
@@ -34,6 +37,13 @@ class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             if node.port_in_use(ip, protocol, port):
                 return Status.unschedulable("node(s) didn't have free ports for the requested pod ports")
         return SUCCESS
+
+    def filter_batch(self, state: CycleState, pod: Any, table: NodeTable, rows: np.ndarray,
+                     nodes: Sequence[NodeInfo]) -> np.ndarray | None:
+        mask = ~table.has_ports[rows]  # no port in use: nothing to conflict with
+        for i in np.flatnonzero(~mask):
+            mask[i] = self.filter(state, pod, nodes[rows[i]]).ok
+        return mask
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [ClusterEvent(Resource.POD, Action.DELETE), ClusterEvent(Resource.NODE, Action.ADD)]

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from scheduler.config import ConfigError
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import (
@@ -18,6 +20,7 @@ from scheduler.framework.interface import (
     PreScorePlugin, Resource, ScorePlugin,
 )
 from scheduler.framework.status import SUCCESS, Code, Status
+from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.types import MAX_NODE_SCORE, NodeInfo, pod_requests
 from scheduler.framework.types import Resource as Amounts
 
@@ -131,9 +134,45 @@ class Fit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExt
                 reasons.append(f"Insufficient {name}")
         return Status.unschedulable(*reasons) if reasons else SUCCESS
 
+    def filter_batch(self, state: CycleState, pod: Any, table: NodeTable, rows: np.ndarray,
+                     nodes: Sequence[NodeInfo]) -> np.ndarray | None:
+        req: Amounts = state.get(_FIT_KEY) or pod_requests(pod)
+        if any(req.scalar.values()):
+            return None  # extended resources: per node
+        mask = table.pods[rows] + 1 <= table.alloc_pods[rows]
+        if req.milli_cpu:
+            mask &= table.alloc_cpu[rows] >= req.milli_cpu + table.req_cpu[rows]
+        if req.memory:
+            mask &= table.alloc_mem[rows] >= req.memory + table.req_mem[rows]
+        if req.ephemeral_storage:
+            mask &= table.alloc_eph[rows] >= req.ephemeral_storage + table.req_eph[rows]
+        return mask
+
     def pre_score(self, state: CycleState, pod: Any, nodes: Sequence[NodeInfo]) -> Status:
         state.write(_FIT_KEY + "/score", pod_requests(pod, non_zero=True))
         return SUCCESS
+
+    def score_batch(self, state: CycleState, pod: Any, table: NodeTable, rows: np.ndarray,
+                    nodes: Sequence[NodeInfo]) -> np.ndarray | None:
+        if self.strategy == "RequestedToCapacityRatio" or any(s.name not in ("cpu", "memory") for s in self.resources):
+            return None
+        req: Amounts = state.get(_FIT_KEY + "/score") or pod_requests(pod, non_zero=True)
+        total = np.zeros(len(rows), dtype=np.int64)
+        weights = np.zeros(len(rows), dtype=np.int64)
+        for spec in self.resources:
+            if spec.name == "cpu":
+                cap, used = table.alloc_cpu[rows], table.nz_cpu[rows] + req.milli_cpu
+            else:
+                cap, used = table.alloc_mem[rows], table.nz_mem[rows] + req.memory
+            has = cap > 0
+            safe = np.where(has, cap, 1)
+            if self.strategy == "LeastAllocated":
+                value = np.where(used <= cap, (cap - used) * MAX_NODE_SCORE // safe, 0)
+            else:
+                value = np.minimum(used, cap) * MAX_NODE_SCORE // safe
+            total += np.where(has, value * spec.weight, 0)
+            weights += np.where(has, spec.weight, 0)
+        return np.where(weights > 0, total // np.where(weights > 0, weights, 1), 0)
 
     def score(self, state: CycleState, pod: Any, node: NodeInfo) -> tuple[int, Status]:
         req: Amounts = state.get(_FIT_KEY + "/score") or pod_requests(pod, non_zero=True)
@@ -180,6 +219,25 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
             return Status(Code.SKIP)  # a best-effort pod changes no balance
         state.write(self._KEY, req)
         return SUCCESS
+
+    def score_batch(self, state: CycleState, pod: Any, table: NodeTable, rows: np.ndarray,
+                    nodes: Sequence[NodeInfo]) -> np.ndarray | None:
+        names = [s.name for s in self.resources]
+        if len(names) != 2 or set(names) != {"cpu", "memory"}:
+            return None
+        req: Amounts = state.get(self._KEY) or pod_requests(pod)
+        fractions, valid = [], []
+        for name in names:
+            if name == "cpu":
+                cap, used = table.alloc_cpu[rows], table.req_cpu[rows] + req.milli_cpu
+            else:
+                cap, used = table.alloc_mem[rows], table.req_mem[rows] + req.memory
+            has = cap > 0
+            fractions.append(np.minimum(used / np.where(has, cap, 1), 1.0))
+            valid.append(has)
+        both = valid[0] & valid[1]
+        std = np.where(both, np.abs((fractions[0] - fractions[1]) / 2), 0.0)
+        return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
 
     def score(self, state: CycleState, pod: Any, node: NodeInfo) -> tuple[int, Status]:
         req: Amounts = state.get(self._KEY) or pod_requests(pod)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.helpers import tolerates
 from scheduler.framework.interface import Action, ClusterEvent, EnqueueExtensions, FilterPlugin, Resource
 from scheduler.framework.status import SUCCESS, Status
+from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.types import NodeInfo
 from protos.kubeling.v1 import core_pb2
 
@@ -25,6 +29,12 @@ class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
         if any(tolerates(t, _TAINT) for t in pod.spec.tolerations):
             return SUCCESS
         return Status.unresolvable("node(s) were unschedulable")
+
+    def filter_batch(self, state: CycleState, pod: Any, table: NodeTable, rows: np.ndarray,
+                     nodes: Sequence[NodeInfo]) -> np.ndarray | None:
+        if any(tolerates(t, _TAINT) for t in pod.spec.tolerations):
+            return np.ones(len(rows), dtype=bool)
+        return ~table.unschedulable[rows]
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [ClusterEvent(Resource.NODE, Action.ADD), ClusterEvent(Resource.NODE, Action.UPDATE_NODE_TAINT)]

@@ -6,12 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.helpers import default_normalize, find_untolerated, tolerates
+from scheduler.framework.helpers import default_normalize, default_normalize_array, find_untolerated, tolerates
 from scheduler.framework.interface import (
     Action, ClusterEvent, EnqueueExtensions, FilterPlugin, NodeScore, PreScorePlugin, Resource, ScorePlugin,
 )
 from scheduler.framework.status import SUCCESS, Status
+from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.types import NodeInfo
 
 __all__ = ["TaintToleration"]
@@ -48,6 +51,23 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
 
     def normalize_score(self, state: CycleState, pod: Any, scores: list[NodeScore]) -> tuple[list[NodeScore], Status]:
         return default_normalize(scores, reverse=True), SUCCESS
+
+    def filter_batch(self, state: CycleState, pod: Any, table: NodeTable, rows: np.ndarray,
+                     nodes: Sequence[NodeInfo]) -> np.ndarray | None:
+        mask = ~table.hard_taints[rows]  # untainted nodes pass; tainted ones are checked one by one
+        for i in np.flatnonzero(~mask):
+            mask[i] = self.filter(state, pod, nodes[rows[i]]).ok
+        return mask
+
+    def score_batch(self, state: CycleState, pod: Any, table: NodeTable, rows: np.ndarray,
+                    nodes: Sequence[NodeInfo]) -> np.ndarray | None:
+        out = np.zeros(len(rows), dtype=np.int64)
+        for i in np.flatnonzero(table.soft_taints[rows]):
+            out[i] = self.score(state, pod, nodes[rows[i]])[0]
+        return out
+
+    def normalize_batch(self, state: CycleState, pod: Any, scores: np.ndarray) -> np.ndarray | None:
+        return default_normalize_array(scores, reverse=True)
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [ClusterEvent(Resource.NODE, Action.ADD), ClusterEvent(Resource.NODE, Action.UPDATE_NODE_TAINT)]
