@@ -42,6 +42,9 @@ class ApiRecorder:
         msg = f"Successfully assigned {pod.metadata.namespace}/{pod.metadata.name} to {node}"
         self._spawn(self._event(pod, "Normal", "Scheduled", msg))
 
+    def preempted(self, pod: Pod, message: str) -> None:
+        self._spawn(self._event(pod, "Normal", "Preempted", message))
+
     def failed(self, pod: Pod, reason: str, message: str, nominated_node: str | None) -> None:
         self._spawn(self._event(pod, "Warning", "FailedScheduling", message))
         self._spawn(self._status(pod, reason, message, nominated_node))

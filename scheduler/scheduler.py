@@ -12,7 +12,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -102,8 +102,10 @@ class FitError(Exception):
 class Scheduler:
     def __init__(self, config: SchedulerConfig, registry: dict[str, PluginFactory], *,
                  client: Any = None, recorder: Recorder | None = None, assumed_ttl: float = 30.0,
-                 rng: random.Random | None = None, metrics: SchedulerMetrics | None = None) -> None:
+                 rng: random.Random | None = None, metrics: SchedulerMetrics | None = None,
+                 evictor: Callable[[Pod, str], Awaitable[None]] | None = None) -> None:
         self.config = config
+        self.evictor = evictor  # how preemption removes victims (default: delete through the API)
         self.metrics = metrics or SchedulerMetrics()
         self.client = client
         self.recorder: Recorder = recorder or _NullRecorder()
@@ -139,6 +141,35 @@ class Scheduler:
 
     def node_info(self, name: str) -> NodeInfo | None:
         return self.snapshot.get(name)
+
+    def framework_for(self, pod: Pod) -> Framework:
+        return self.frameworks[pod.spec.schedulerName]
+
+    def nominated_for_node(self, node: str) -> list[PodInfo]:
+        return self.queue.nominated_for_node(node)
+
+    async def evict(self, pod: Pod, message: str) -> None:
+        """Remove a preemption victim: graceful delete through the API (its kubelet stops it)."""
+        log.info("preempting pod %s/%s: %s", pod.metadata.namespace, pod.metadata.name, message)
+        if self.evictor is not None:
+            await self.evictor(pod, message)
+            return
+        if self.client is None:
+            raise RuntimeError("no apiserver client to evict preemption victims with")
+        from kubeling import errors
+        try:
+            await self.client.pods.delete(pod.metadata.name, pod.metadata.namespace, uid=pod.metadata.uid)
+        except errors.NotFound:
+            return
+        preempted = getattr(self.recorder, "preempted", None)
+        if preempted is not None:
+            preempted(pod, message)
+
+    def clear_lower_nominations(self, pod: Pod, node: str) -> None:
+        """Pods of lower priority nominated to `node` lose the nomination (upstream too)."""
+        for pi in self.queue.nominated_for_node(node):
+            if pi.pod.spec.priority < pod.spec.priority:
+                self.queue.delete_nominated(pi.pod)
 
     def _pre_enqueue(self, pod: Pod) -> Status:
         fwk = self.frameworks.get(pod.spec.schedulerName)
@@ -221,7 +252,7 @@ class Scheduler:
         except FitError as fit:
             self._observe(fwk, "unschedulable", started)
             nominated = None
-            if fwk.post_filter:
+            if fwk.post_filter and fit.statuses:
                 r, s = await fwk.run_post_filter(state, pod, fit.statuses)
                 if s.ok and r is not None and r.nominated_node_name:
                     nominated = r.nominated_node_name

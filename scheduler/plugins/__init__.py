@@ -8,6 +8,7 @@ from importlib.metadata import entry_points
 
 from scheduler.framework.runtime import PluginFactory
 from scheduler.plugins.defaultbinder import DefaultBinder
+from scheduler.plugins.defaultpreemption import DefaultPreemption
 from scheduler.plugins.imagelocality import ImageLocality
 from scheduler.plugins.nodeaffinity import NodeAffinity
 from scheduler.plugins.nodename import NodeName
@@ -29,7 +30,7 @@ class PluginLoadError(ValueError):
     pass
 
 _PLUGINS = (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, NodePorts, Fit, BalancedAllocation,
-            NodeAffinity, TaintToleration, ImageLocality, DefaultBinder)
+            NodeAffinity, TaintToleration, ImageLocality, DefaultPreemption, DefaultBinder)
 
 
 def in_tree_registry() -> dict[str, PluginFactory]:

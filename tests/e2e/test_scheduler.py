@@ -146,3 +146,42 @@ async def test_leader_failover_under_load(apiserver: APIServer, client: Client) 
         if not crashed:
             await a.stop()
         await b.stop()
+
+
+async def test_preemption_through_the_apiserver(apiserver: APIServer, client: Client) -> None:
+    await client.nodes.create(_node("only", "2", "4Gi"))
+    service = SchedulerService(apiserver.address, leader_elect=False)
+    await service.start()
+    try:
+        for i in range(2):
+            await client.pods.create(_pod(f"low{i}", "1", "256Mi"))
+
+        async def lows_bound() -> bool:
+            pods = [await client.pods.get(f"low{i}") for i in range(2)]
+            return all(p.spec.nodeName == "only" for p in pods)
+
+        await _until(lows_bound, 30)
+        urgent = _pod("urgent", "1500m", "256Mi")
+        urgent.spec.priority = 1000
+        await client.pods.create(urgent)
+
+        async def nominated() -> bool:
+            return (await client.pods.get("urgent")).status.nominatedNodeName == "only"
+
+        await _until(nominated, 30)
+        victims = [p for p in (await client.pods.list_all())[0] if p.metadata.HasField("deletionTimestamp")]
+        assert sorted(p.metadata.name for p in victims) == ["low0", "low1"]  # 1500m needs both cores freed
+        # play the kubelet: the victims' containers are stopped, it confirms the deletions
+        for v in victims:
+            await client.pods.delete(v.metadata.name, grace_period_seconds=0)
+
+        async def urgent_bound() -> bool:
+            return (await client.pods.get("urgent")).spec.nodeName == "only"
+
+        await _until(urgent_bound, 30)
+        await service.recorder.flush()
+        events, _ = await client.events.list_all(field_selector="reason=Preempted")
+        assert sorted(e.involvedObject.name for e in events) == ["low0", "low1"]
+        assert "Preempted by pod default/urgent on node only" in events[0].message
+    finally:
+        await service.stop()

@@ -40,13 +40,24 @@ def make_scheduler(config: dict[str, Any] | None = None, **kw: Any) -> Scheduler
     for p in data["profiles"]:
         plugins = p.setdefault("plugins", {})
         plugins.setdefault("bind", {"disabled": [{"name": "*"}], "enabled": [{"name": "RecordingBinder"}]})
+    evicted: list[str] = []
+
+    async def evict(pod: Any, message: str) -> None:  # the victim goes at once (no kubelet here)
+        evicted.append(pod.metadata.name)
+        sched.on_pod_delete(pod)
+
+    kw.setdefault("evictor", evict)
     sched = Scheduler(parse_config(data, registry), registry, **kw)
     sched.bindings = {}  # type: ignore[attr-defined]
+    sched.evicted = evicted  # type: ignore[attr-defined]
     return sched
 
 
 async def drain(sched: Scheduler) -> None:
-    """Schedule until activeQ is empty and every binding finished."""
-    while len(sched.queue.active):
+    """Schedule until activeQ is empty (after flushing completed backoffs) and every binding finished."""
+    while True:
+        sched.queue.flush_backoff_completed()
+        if not len(sched.queue.active):
+            break
         await sched.schedule_one()
     await sched.wait_for_bindings()

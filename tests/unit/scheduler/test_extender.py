@@ -103,7 +103,8 @@ async def test_extender_failures_reach_the_diagnosis_and_ignorable_errors_are_sk
     sched.on_pod_add(make_pod("p", {"cpu": "1"}))
     await drain(sched)
     await sched.close()
-    assert failures == ["0/1 nodes are available: 1 node(s) were refused by the example extender."]
+    assert failures == ["0/1 nodes are available: 1 node(s) were refused by the example extender. "
+                        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.."]
 
 
 def test_extender_config_errors() -> None:

@@ -58,8 +58,11 @@ async def test_unschedulable_pod_reports_upstream_message_and_waits_for_a_node()
         sched.on_node_add(make_node(f"tainted{i}", "8", "8Gi", "110", taints=[taint]))
     sched.on_pod_add(make_pod("big", {"cpu": "4"}))
     await drain(sched)
+    # upstream's wording, its doubled period included
     assert failures == [("Unschedulable",
-                         "0/5 nodes are available: 2 node(s) had untolerated taint {k: v}, 3 Insufficient cpu.")]
+                         "0/5 nodes are available: 2 node(s) had untolerated taint {k: v}, 3 Insufficient cpu. "
+                         "preemption: 0/5 nodes are available: 2 Preemption is not helpful for scheduling, "
+                         "3 No preemption victims found for incoming pod..")]
     assert "default/big" in sched.queue.unschedulable
     # An unrelated pod event does not move it (NodeResourcesFit and TaintToleration do
     # care about pod deletes, so use a label-only node update: only NodeAffinity cares).
