@@ -89,7 +89,8 @@ async def test_unschedulable_pod_reported_then_scheduled_when_a_node_arrives(api
         p = await client.pods.get("big")
         cond = {c.type: c for c in p.status.conditions}["PodScheduled"]
         assert cond.reason == "Unschedulable"
-        assert cond.message == "0/1 nodes are available: 1 Insufficient cpu."
+        assert cond.message == ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are "
+                                "available: 1 No preemption victims found for incoming pod..")
         await service.recorder.flush()
         events, _ = await client.events.list_all(field_selector="reason=FailedScheduling,involvedObject.name=big")
         assert events and events[0].type == "Warning"
