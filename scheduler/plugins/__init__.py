@@ -15,6 +15,7 @@ from scheduler.plugins.nodename import NodeName
 from scheduler.plugins.nodeports import NodePorts
 from scheduler.plugins.noderesources import BalancedAllocation, Fit
 from scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from scheduler.plugins.podtopologyspread import PodTopologySpread
 from scheduler.plugins.queuesort import PrioritySort
 from scheduler.plugins.schedulinggates import SchedulingGates
 from scheduler.plugins.tainttoleration import TaintToleration
@@ -30,7 +31,7 @@ class PluginLoadError(ValueError):
     pass
 
 _PLUGINS = (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, NodePorts, Fit, BalancedAllocation,
-            NodeAffinity, TaintToleration, ImageLocality, DefaultPreemption, DefaultBinder)
+            NodeAffinity, TaintToleration, PodTopologySpread, ImageLocality, DefaultPreemption, DefaultBinder)
 
 
 def in_tree_registry() -> dict[str, PluginFactory]:
