@@ -142,6 +142,9 @@ class Scheduler:
     def node_info(self, name: str) -> NodeInfo | None:
         return self.snapshot.get(name)
 
+    def node_table(self) -> Any:
+        return self.snapshot.table
+
     def framework_for(self, pod: Pod) -> Framework:
         return self.frameworks[pod.spec.schedulerName]
 

@@ -16,7 +16,7 @@ from scheduler.framework.types import NodeInfo
 __all__ = ["NodeTable"]
 
 _INT_COLUMNS = ("alloc_cpu", "alloc_mem", "alloc_eph", "alloc_pods", "req_cpu", "req_mem", "req_eph",
-                "nz_cpu", "nz_mem", "pods")
+                "nz_cpu", "nz_mem", "pods", "affinity_pods", "anti_affinity_pods")
 _BOOL_COLUMNS = ("unschedulable", "hard_taints", "soft_taints", "has_images", "has_ports", "has_scalar")
 
 
@@ -31,6 +31,8 @@ class NodeTable:
     nz_cpu: np.ndarray
     nz_mem: np.ndarray
     pods: np.ndarray
+    affinity_pods: np.ndarray       # pods with any pod (anti-)affinity term
+    anti_affinity_pods: np.ndarray  # pods with a required anti-affinity term
     unschedulable: np.ndarray
     hard_taints: np.ndarray   # a NoSchedule or NoExecute taint
     soft_taints: np.ndarray   # a PreferNoSchedule taint
@@ -60,6 +62,8 @@ class NodeTable:
         self.req_cpu[i], self.req_mem[i], self.req_eph[i] = r.milli_cpu, r.memory, r.ephemeral_storage
         self.nz_cpu[i], self.nz_mem[i] = z.milli_cpu, z.memory
         self.pods[i] = len(info.pods)
+        self.affinity_pods[i] = info.pods_with_affinity
+        self.anti_affinity_pods[i] = info.pods_with_required_anti_affinity
         node = info.node
         taints = node.spec.taints if node is not None else ()
         self.unschedulable[i] = bool(node is not None and node.spec.unschedulable)

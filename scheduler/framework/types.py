@@ -123,12 +123,18 @@ class PodInfo:
     requests: Resource
     non_zero: Resource
     host_ports: list[tuple[str, str, int]]  # (hostIP, protocol, hostPort)
+    has_affinity: bool = False               # any pod affinity or anti-affinity term
+    has_required_anti_affinity: bool = False
+    derived: dict[str, Any] = field(default_factory=dict)  # plugins' parsed forms, computed once
 
     @classmethod
     def of(cls, pod: Pod) -> PodInfo:
         ports = [(p.hostIP or "0.0.0.0", p.protocol or "TCP", p.hostPort)
                  for c in pod.spec.containers for p in c.ports if p.hostPort]
-        return cls(pod, pod_requests(pod), pod_requests(pod, non_zero=True), ports)
+        aff = pod.spec.affinity
+        has_affinity = aff.HasField("podAffinity") or aff.HasField("podAntiAffinity")
+        required_anti = has_affinity and bool(aff.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution)
+        return cls(pod, pod_requests(pod), pod_requests(pod, non_zero=True), ports, has_affinity, required_anti)
 
     @property
     def key(self) -> str:
@@ -158,6 +164,8 @@ class NodeInfo:
     image_states: dict[str, ImageStateSummary] = field(default_factory=dict)
     generation: int = 0
     name: str = ""  # the node's name, kept here: it is read for every node in every cycle
+    pods_with_affinity: int = 0
+    pods_with_required_anti_affinity: int = 0
 
     def set_node(self, node: Node) -> None:
         self.node = node
@@ -171,6 +179,8 @@ class NodeInfo:
         self.non_zero_requested.memory += pi.non_zero.memory
         for port in pi.host_ports:
             self.used_ports[port] = self.used_ports.get(port, 0) + 1
+        self.pods_with_affinity += pi.has_affinity
+        self.pods_with_required_anti_affinity += pi.has_required_anti_affinity
 
     def remove_pod(self, uid: str) -> PodInfo | None:
         for i, pi in enumerate(self.pods):
@@ -185,6 +195,8 @@ class NodeInfo:
                         self.used_ports[port] = left
                     else:
                         self.used_ports.pop(port, None)
+                self.pods_with_affinity -= pi.has_affinity
+                self.pods_with_required_anti_affinity -= pi.has_required_anti_affinity
                 return pi
         return None
 
@@ -198,7 +210,7 @@ class NodeInfo:
     def clone(self) -> NodeInfo:
         return NodeInfo(self.node, list(self.pods), self.requested.clone(), self.non_zero_requested.clone(),
                         self.allocatable.clone(), dict(self.used_ports), dict(self.image_states),
-                        self.generation, self.name)
+                        self.generation, self.name, self.pods_with_affinity, self.pods_with_required_anti_affinity)
 
 
 @dataclass(slots=True)

@@ -10,6 +10,7 @@ from scheduler.framework.runtime import PluginFactory
 from scheduler.plugins.defaultbinder import DefaultBinder
 from scheduler.plugins.defaultpreemption import DefaultPreemption
 from scheduler.plugins.imagelocality import ImageLocality
+from scheduler.plugins.interpodaffinity import InterPodAffinity
 from scheduler.plugins.nodeaffinity import NodeAffinity
 from scheduler.plugins.nodename import NodeName
 from scheduler.plugins.nodeports import NodePorts
@@ -31,7 +32,8 @@ class PluginLoadError(ValueError):
     pass
 
 _PLUGINS = (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, NodePorts, Fit, BalancedAllocation,
-            NodeAffinity, TaintToleration, PodTopologySpread, ImageLocality, DefaultPreemption, DefaultBinder)
+            NodeAffinity, TaintToleration, PodTopologySpread, InterPodAffinity, ImageLocality, DefaultPreemption,
+            DefaultBinder)
 
 
 def in_tree_registry() -> dict[str, PluginFactory]:

@@ -30,7 +30,8 @@ def test_profiles_and_plugin_sets() -> None:
     assert cfg.percentage_of_nodes_to_score == 30 and cfg.pod_max_backoff_seconds == 20
     default, packing = cfg.profiles
     assert "NodeResourcesBalancedAllocation" in default.points.enabled["score"]
-    assert packing.points.enabled["score"] == ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread"]
+    assert packing.points.enabled["score"] == ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread",
+                                               "InterPodAffinity"]
     assert packing.points.weights["NodeResourcesFit"] == 5
     fwk = Framework(packing.scheduler_name, packing.points, in_tree_registry())
     assert fwk.plugins["NodeResourcesFit"].strategy == "MostAllocated"  # type: ignore[attr-defined]
