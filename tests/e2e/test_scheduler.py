@@ -186,3 +186,52 @@ async def test_preemption_through_the_apiserver(apiserver: APIServer, client: Cl
         assert "Preempted by pod default/urgent on node only" in events[0].message
     finally:
         await service.stop()
+
+
+async def test_profiles_metrics_and_health(apiserver: APIServer, client: Client, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import aiohttp
+
+    from kubeling.netutil import free_port
+    config = tmp_path / "scheduler.yaml"
+    config.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\n"
+        "kind: KubeSchedulerConfiguration\n"
+        "profiles:\n"
+        "- schedulerName: default-scheduler\n"
+        "- schedulerName: bin-packing\n"
+        "  pluginConfig:\n"
+        "  - name: NodeResourcesFit\n"
+        "    args: {scoringStrategy: {type: MostAllocated}}\n")
+    for name in ("a", "b"):
+        await client.nodes.create(_node(name, "4", "8Gi"))
+    port = free_port()
+    service = SchedulerService(apiserver.address, config, leader_elect=False, metrics_listen=f"127.0.0.1:{port}")
+    await service.start()
+    try:
+        for i in range(4):
+            p = _pod(f"packed{i}", "500m", "128Mi")
+            p.spec.schedulerName = "bin-packing"
+            await client.pods.create(p)
+        other = _pod("foreign", "100m", "64Mi")
+        other.spec.schedulerName = "someone-else"  # no profile of ours: left alone
+        await client.pods.create(other)
+
+        async def packed() -> bool:
+            pods = [await client.pods.get(f"packed{i}") for i in range(4)]
+            return all(p.spec.nodeName for p in pods)
+
+        await _until(packed, 30)
+        nodes = {(await client.pods.get(f"packed{i}")).spec.nodeName for i in range(4)}
+        assert len(nodes) == 1  # MostAllocated packs onto one node
+        assert (await client.pods.get("foreign")).spec.nodeName == ""
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{port}/metrics") as r:
+                text = await r.text()
+            async with http.get(f"http://127.0.0.1:{port}/readyz") as r:
+                assert r.status == 200 and await r.text() == "leader"
+        assert 'scheduler_schedule_attempts_total{profile="bin-packing",result="scheduled"} 4.0' in text
+        assert 'scheduler_pending_pods{queue="active"}' in text
+        assert "scheduler_framework_extension_point_duration_seconds_bucket" in text
+        assert "scheduler_pod_scheduling_attempts_bucket" in text
+    finally:
+        await service.stop()

@@ -74,6 +74,17 @@ def _term(owner: Any, t: Any, weight: int = 0) -> _Term:
     return _Term(sel, namespaces, all_ns, t.topologyKey, weight)
 
 
+_NO_TERMS = _Terms()
+
+
+def _pod_terms(pod: Any) -> _Terms:
+    """The incoming pod's terms (plain pods: none, without building a PodInfo)."""
+    aff = pod.spec.affinity
+    if not (aff.HasField("podAffinity") or aff.HasField("podAntiAffinity")):
+        return _NO_TERMS
+    return terms_of(PodInfo.of(pod))
+
+
 def terms_of(pi: PodInfo) -> _Terms:
     cached = pi.derived.get("interpodaffinity")
     if cached is None:
@@ -145,7 +156,7 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     def pre_filter(self, state: CycleState, pod: Any,
                    nodes: Sequence[NodeInfo]) -> tuple[PreFilterResult | None, Status]:
         all_nodes = self._nodes(nodes)
-        terms = terms_of(PodInfo.of(pod))
+        terms = _pod_terms(pod)
         if not terms.required_affinity and not terms.required_anti and not self._any(all_nodes, "anti_affinity_pods"):
             return None, Status(Code.SKIP)
         st = _FilterState(terms)
@@ -206,7 +217,7 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     # ------------------------------------------------------------ score
 
     def pre_score(self, state: CycleState, pod: Any, nodes: Sequence[NodeInfo]) -> Status:
-        terms = terms_of(PodInfo.of(pod))
+        terms = _pod_terms(pod)
         has_constraints = bool(terms.preferred_affinity or terms.preferred_anti)
         all_nodes = self._nodes(nodes)
         if not has_constraints and not self._any(all_nodes, "affinity_pods"):

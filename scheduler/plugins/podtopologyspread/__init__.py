@@ -213,7 +213,7 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
             else:
                 cnt = counts.get((c.key, value), 0)
             total += cnt * w + (c.max_skew - 1)
-        return _round_half_away(total), SUCCESS
+        return int(total), SUCCESS  # truncated, as upstream's int64(score)
 
     def normalize_score(self, state: CycleState, pod: Any, scores: list[NodeScore]) -> tuple[list[NodeScore], Status]:
         entry = state.get(_SCORE_KEY)
@@ -236,7 +236,3 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
         return [ClusterEvent(Resource.POD, Action.ALL), ClusterEvent(Resource.NODE, Action.ADD),
                 ClusterEvent(Resource.NODE, Action.UPDATE_NODE_LABEL), ClusterEvent(Resource.NODE, Action.UPDATE_NODE_TAINT)]
 
-
-def _round_half_away(x: float) -> int:
-    """Go's math.Round: halves away from zero (Python's round() goes to even)."""
-    return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))

@@ -106,10 +106,10 @@ def test_scoring_prefers_emptier_domains() -> None:
     nodes = snap.node_infos()
     assert pl.pre_score(state, pod, nodes).ok
     raw = [NodeScore(n.name, pl.score(state, pod, n)[0]) for n in nodes]
-    # weight log(3+2)=1.609: a 2*1.609=3.22 -> 3, b 1.61 -> 2, c 0
-    assert [s.score for s in raw] == [3, 2, 0]
+    # weight log(3+2)=1.609: a 2*1.609=3.22 -> 3, b 1.61 -> 1 (truncated), c 0
+    assert [s.score for s in raw] == [3, 1, 0]
     normalized, _ = pl.normalize_score(state, pod, raw)
-    assert [s.score for s in normalized] == [0, 33, 100]
+    assert [s.score for s in normalized] == [0, 66, 100]
     assert pl.pre_score(CycleState(), make_pod("plain"), nodes).is_skip
 
 
@@ -131,3 +131,44 @@ async def test_scheduler_spreads_a_workload_across_zones() -> None:
     await drain(sched)
     zones = Counter("zone1" if n == "big" else "zone2" for n in sched.bindings.values())  # type: ignore[attr-defined]
     assert zones == {"zone1": 4, "zone2": 4}
+
+
+def _scores(nodes: dict[str, dict[str, str]], pods: dict[str, int], pod: core_pb2.Pod,
+            failed: tuple[str, ...] = ()) -> dict[str, int]:
+    snap = _cluster(nodes, pods)
+    pl = PodTopologySpread(handle=_Handle(snap))  # type: ignore[arg-type]
+    state = CycleState()
+    candidates = [n for n in snap.node_infos() if n.name not in failed]
+    assert pl.pre_score(state, pod, candidates).ok
+    raw = [NodeScore(n.name, pl.score(state, pod, n)[0]) for n in candidates]
+    normalized, _ = pl.normalize_score(state, pod, raw)
+    return {s.name: s.score for s in normalized}
+
+
+def _hosts(*names: str) -> dict[str, dict[str, str]]:
+    return {n: {"kubernetes.io/hostname": n} for n in names}
+
+
+def test_scoring_upstream_cases() -> None:
+    """scoring_test.go (TestPodTopologySpreadScore), same inputs, same expected scores."""
+    soft = "ScheduleAnyway"
+    # one constraint on node, all 4 nodes are candidates (2/1/0/3)
+    spread = {"node-a": 2, "node-b": 1, "node-d": 3}
+    nodes = _hosts("node-a", "node-b", "node-c", "node-d")
+    assert _scores(nodes, spread, _spread_pod("kubernetes.io/hostname", 1, soft)) == \
+        {"node-a": 40, "node-b": 80, "node-c": 100, "node-d": 0}
+    assert _scores(nodes, spread, _spread_pod("kubernetes.io/hostname", 2, soft)) == \
+        {"node-a": 50, "node-b": 83, "node-c": 100, "node-d": 16}
+    assert _scores(nodes, {"node-a": 4, "node-b": 3, "node-c": 2, "node-d": 1},
+                   _spread_pod("kubernetes.io/hostname", 3, soft)) == \
+        {"node-a": 33, "node-b": 55, "node-c": 77, "node-d": 100}
+    # one constraint on node, 3 out of 4 nodes are candidates (4/2/1/~3~)
+    four = {"node-a": 4, "node-b": 2, "node-x": 1, "node-y": 3}
+    assert _scores(_hosts("node-a", "node-b", "node-x", "node-y"), four,
+                   _spread_pod("kubernetes.io/hostname", 1, soft), failed=("node-y",)) == \
+        {"node-a": 16, "node-b": 66, "node-x": 100}
+    # one constraint on zone, 3 out of 4 nodes are candidates
+    zoned = {n: {"zone": z, "kubernetes.io/hostname": n}
+             for n, z in (("node-a", "zone1"), ("node-b", "zone1"), ("node-x", "zone2"), ("node-y", "zone2"))}
+    assert _scores(zoned, four, _spread_pod("zone", 1, soft), failed=("node-y",)) == \
+        {"node-a": 62, "node-b": 62, "node-x": 100}
