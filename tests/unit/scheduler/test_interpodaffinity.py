@@ -147,3 +147,113 @@ async def test_scheduler_spreads_replicas_with_anti_affinity() -> None:
     placed = sched.bindings  # type: ignore[attr-defined]
     assert len(placed) == 3 and len(set(placed.values())) == 3  # one per node; the 4th waits
     assert len(sched.queue.unschedulable) == 1
+
+
+# ---------------------------------------------------------------- upstream scoring_test.go cases
+
+def _weighted(weight: int, term: core_pb2.PodAffinityTerm) -> core_pb2.WeightedPodAffinityTerm:
+    return core_pb2.WeightedPodAffinityTerm(weight=weight, podAffinityTerm=term)
+
+
+def _aff(affinity: list | None = None, anti: list | None = None,  # type: ignore[type-arg]
+         hard: list | None = None) -> core_pb2.Affinity:  # type: ignore[type-arg]
+    a = core_pb2.Affinity()
+    for w in affinity or []:
+        a.podAffinity.preferredDuringSchedulingIgnoredDuringExecution.append(w)
+    for w in anti or []:
+        a.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution.append(w)
+    for t in hard or []:
+        a.podAffinity.requiredDuringSchedulingIgnoredDuringExecution.append(t)
+    return a
+
+
+def _multi(topology: str, *exprs: tuple[str, str, list[str]]) -> core_pb2.PodAffinityTerm:
+    t = core_pb2.PodAffinityTerm(topologyKey=topology)
+    for key, op, values in exprs:
+        t.labelSelector.matchExpressions.add(key=key, operator=op, values=values)
+    return t
+
+
+S1, S2 = {"security": "S1"}, {"security": "S2"}
+CHINA, INDIA, AZ1, AZ2 = {"region": "China"}, {"region": "India"}, {"az": "az1"}, {"az": "az2"}
+STAY_S1 = _aff([_weighted(5, _term("security", "In", ["S1"], "region"))])
+STAY_S2 = _aff([_weighted(6, _term("security", "In", ["S2"], "region"))])
+AFFINITY3 = _aff([_weighted(8, _multi("region", ("security", "NotIn", ["S1"]), ("security", "In", ["S2"]))),
+                  _weighted(2, _multi("region", ("security", "Exists", []), ("wrongkey", "DoesNotExist", [])))])
+HARD = _aff(hard=[_term("security", "In", ["S1", "value2"], "region"),
+                  _multi("region", ("security", "Exists", []), ("wrongkey", "DoesNotExist", []))])
+AWAY_S1_AZ = _aff(anti=[_weighted(5, _term("security", "In", ["S1"], "az"))])
+AWAY_S2_AZ = _aff(anti=[_weighted(5, _term("security", "In", ["S2"], "az"))])
+STAY_S1_AWAY_S2 = _aff([_weighted(8, _term("security", "In", ["S1"], "region"))],
+                       [_weighted(5, _term("security", "In", ["S2"], "az"))])
+
+
+def _with(labels: dict[str, str] | None, node: str = "", affinity: core_pb2.Affinity | None = None) -> core_pb2.Pod:
+    pod = make_pod("", node=node, labels=labels or {})
+    if affinity is not None:
+        pod.spec.affinity.CopyFrom(affinity)
+    return pod
+
+
+def _score(nodes: list[tuple[str, dict[str, str]]], pods: list[core_pb2.Pod], pod: core_pb2.Pod) -> list[int] | None:
+    cache = Cache()
+    for name, labels in nodes:
+        cache.add_node(make_node(name, "8", "8Gi", "110", labels=labels))
+    for p in pods:
+        cache.add_pod(p)
+    snap = Snapshot()
+    cache.update_snapshot(snap)
+    pl = InterPodAffinity(handle=_Handle(snap))  # type: ignore[arg-type]
+    state = CycleState()
+    if pl.pre_score(state, pod, snap.node_infos()).is_skip:
+        return None
+    raw = [NodeScore(n.name, pl.score(state, pod, n)[0]) for n in snap.node_infos()]
+    return [s.score for s in pl.normalize_score(state, pod, raw)[0]]
+
+
+def test_preferred_affinity_upstream_cases() -> None:
+    three = [("node1", CHINA), ("node2", INDIA), ("node3", AZ1)]
+    assert _score(three, [], _with(S1)) is None  # no affinity anywhere: Skip
+    assert _score(three, [_with(S1, "node1"), _with(S2, "node2"), _with(S1, "node3")],
+                  _with(S1, affinity=STAY_S1)) == [100, 0, 0]
+    assert _score([("node1", CHINA), ("node2", {**CHINA, **AZ1}), ("node3", INDIA)], [_with(S1, "node1")],
+                  _with({}, affinity=STAY_S1)) == [100, 100, 0]
+    five = [("node1", CHINA), ("node2", INDIA), ("node3", CHINA), ("node4", CHINA), ("node5", INDIA)]
+    assert _score(five, [_with(S2, "node1"), _with(S2, "node1"), _with(S2, "node2"), _with(S2, "node3"),
+                         _with(S2, "node4"), _with(S2, "node5")],
+                  _with(S1, affinity=STAY_S2)) == [100, 0, 100, 100, 0]
+    # different operators, including some match failures
+    assert _score(three, [_with(S1, "node1"), _with(S2, "node2"), _with(S1, "node3")],
+                  _with(S1, affinity=AFFINITY3)) == [20, 100, 0]
+
+
+def test_symmetry_upstream_cases() -> None:
+    three = [("node1", CHINA), ("node2", INDIA), ("node3", AZ1)]
+    # existing pods' preferred affinity that the incoming pod satisfies
+    assert _score(three, [_with(S1, "node1", STAY_S1), _with(S2, "node2", STAY_S2)], _with(S2)) == [0, 100, 0]
+    # existing pods' required affinity counts at hardPodAffinityWeight
+    assert _score(three, [_with(S1, "node1", HARD), _with(S2, "node2", HARD)], _with(S1)) == [100, 100, 0]
+    # anti-affinity symmetry
+    assert _score([("node1", AZ1), ("node2", AZ2)], [_with(S1, "node1", AWAY_S2_AZ), _with(S2, "node2", AWAY_S1_AZ)],
+                  _with(S2)) == [0, 100]
+    # kubernetes#82796: partial topology coverage, incoming pod without affinity
+    assert _score([("node1", CHINA), ("node2", CHINA)], [_with(S1, "node1"), _with({}, "node2", STAY_S1_AWAY_S2)],
+                  _with(S1)) == [0, 0]
+
+
+def test_anti_affinity_and_combined_upstream_cases() -> None:
+    assert _score([("node1", AZ1), ("node2", CHINA)], [_with(S1, "node1"), _with(S2, "node2")],
+                  _with(S1, affinity=AWAY_S1_AZ)) == [0, 100]
+    assert _score([("node1", AZ1), ("node2", INDIA)], [_with(S1, "node1"), _with(S1, "node1"), _with(S2, "node2")],
+                  _with(S1, affinity=AWAY_S1_AZ)) == [0, 100]
+    assert _score([("node1", CHINA), ("node2", AZ1)], [_with(S1, "node1"), _with(S1, "node2")],
+                  _with(S1, affinity=STAY_S1_AWAY_S2)) == [100, 0]
+    five = [("node1", {**CHINA, **AZ1}), ("node2", INDIA), ("node3", CHINA), ("node4", CHINA), ("node5", INDIA)]
+    assert _score(five, [_with(S1, "node1"), _with(S1, "node1"), _with(S1, "node2"), _with(S1, "node3"),
+                         _with(S1, "node3"), _with(S1, "node4"), _with(S1, "node5")],
+                  _with(S1, affinity=STAY_S1_AWAY_S2)) == [100, 0, 100, 100, 0]
+    # affinity, anti-affinity and both symmetries together: weights 8, -5, 8, -5
+    assert _score([("node1", CHINA), ("node2", AZ1), ("node3", INDIA), ("node4", AZ2)],
+                  [_with(S1, "node1"), _with(S2, "node2"), _with({}, "node3", STAY_S1_AWAY_S2),
+                   _with({}, "node4", AWAY_S1_AZ)],
+                  _with(S1, affinity=STAY_S1_AWAY_S2)) == [100, 0, 100, 0]
