@@ -89,6 +89,12 @@ def parse_config(data: Any, registry: dict[str, PluginFactory]) -> SchedulerConf
         pod_max_backoff_seconds=_number(data, "podMaxBackoffSeconds", 10, 0),
         parallelism=int(_number(data, "parallelism", 16, 1)),
     )
+    duration = data.get("podMaxInUnschedulablePodsDuration", 300)
+    try:
+        from scheduler.extender import _duration
+        cfg.pod_max_in_unschedulable_pods_duration = _duration(duration, "podMaxInUnschedulablePodsDuration")
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     try:
         cfg.extenders = parse_extenders(data.get("extenders"))
     except ValueError as err:

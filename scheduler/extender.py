@@ -46,6 +46,7 @@ class ExtenderConfig:
 
 
 def _duration(value: Any, where: str) -> float:
+    """A Go-style duration (30s, 500ms, 5m) or a number of seconds."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m)", str(value))

@@ -84,3 +84,12 @@ async def test_out_of_tree_plugin_from_an_entry_point(monkeypatch: pytest.Monkey
     await drain(sched)
     assert set(sched.bindings.values()) == {"special"}  # type: ignore[attr-defined]
     assert "example_kubeling_plugin" in sys.modules
+
+
+def test_the_sample_config_in_deploy_is_valid() -> None:
+    from scheduler.config import load_config
+    cfg = load_config(Path(__file__).resolve().parents[3] / "deploy" / "scheduler-config.yaml", in_tree_registry())
+    assert [p.scheduler_name for p in cfg.profiles] == ["default-scheduler", "bin-packing"]
+    assert cfg.pod_max_in_unschedulable_pods_duration == 300.0
+    for p in cfg.profiles:
+        Framework(p.scheduler_name, p.points, in_tree_registry())  # plugin args are valid too
