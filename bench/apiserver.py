@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import statistics
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import aetcd
 
+from bench.output import report
 from kubeling.client import Client
 from kubeling.etcd import EtcdServer
 from protos.kubeling.v1 import core_pb2, meta_pb2
@@ -226,11 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the work dir (etcd data, logs)")
     args = p.parse_args(argv)
     result = asyncio.run(run(args))
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(text + "\n")
+    report(result, args.json)
     return 0
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import shutil
 import statistics
 import sys
@@ -26,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.output import report
 from scheduler.config import parse_config
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import BindPlugin
@@ -210,11 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
     result = asyncio.run(run_inprocess(args) if args.mode == "inprocess" else run_e2e(args))
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(text + "\n")
+    report(result, args.json)
     return 0
 
 

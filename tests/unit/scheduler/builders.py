@@ -49,3 +49,33 @@ def node_info(node: core_pb2.Node, *pods: core_pb2.Pod) -> NodeInfo:
     for p in pods:
         info.add_pod(PodInfo.of(p))
     return info
+
+
+class SnapshotHandle:
+    """A plugin Handle over a snapshot, for plugin tests (the Scheduler is the real one)."""
+
+    def __init__(self, snap: object) -> None:
+        self.snap = snap
+        self.client = None
+
+    def node_infos(self):  # type: ignore[no-untyped-def]
+        return self.snap.node_infos()  # type: ignore[attr-defined]
+
+    def node_info(self, name: str):  # type: ignore[no-untyped-def]
+        return self.snap.get(name)  # type: ignore[attr-defined]
+
+    def node_table(self):  # type: ignore[no-untyped-def]
+        return self.snap.table  # type: ignore[attr-defined]
+
+
+class FailureLog:
+    """A Recorder that keeps (reason, message, nominated node) of every failure."""
+
+    def __init__(self) -> None:
+        self.failures: list[tuple[str, str, str | None]] = []
+
+    def scheduled(self, pod: object, node: str) -> None:
+        pass
+
+    def failed(self, pod: object, reason: str, message: str, nominated: str | None) -> None:
+        self.failures.append((reason, message, nominated))

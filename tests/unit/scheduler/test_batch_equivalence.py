@@ -16,7 +16,7 @@ from scheduler.plugins.noderesources import BalancedAllocation, Fit
 from scheduler.plugins.nodeunschedulable import NodeUnschedulable
 from scheduler.plugins.tainttoleration import TaintToleration
 from protos.kubeling.v1 import core_pb2
-from tests.unit.scheduler.builders import make_node, make_pod
+from tests.unit.scheduler.builders import SnapshotHandle, make_node, make_pod
 
 
 def _cluster(rng: random.Random, n: int) -> tuple[Cache, Snapshot]:
@@ -61,17 +61,6 @@ def _pod(rng: random.Random) -> core_pb2.Pod:
     return pod
 
 
-class _Handle:
-    def __init__(self, snap: Snapshot) -> None:
-        self.snap = snap
-        self.client = None
-
-    def node_infos(self):  # type: ignore[no-untyped-def]
-        return self.snap.node_infos()
-
-    def node_info(self, name: str):  # type: ignore[no-untyped-def]
-        return self.snap.get(name)
-
 
 @pytest.mark.parametrize("seed", range(25))
 def test_batch_filters_and_scores_match_per_node(seed: int) -> None:
@@ -79,7 +68,7 @@ def test_batch_filters_and_scores_match_per_node(seed: int) -> None:
     _, snap = _cluster(rng, 60)
     nodes = snap.node_infos()
     rows = np.array(rng.sample(range(len(nodes)), len(nodes)), dtype=np.int64)  # any order
-    handle = _Handle(snap)
+    handle = SnapshotHandle(snap)
     filters: list[FilterPlugin] = [Fit(), NodeUnschedulable(), TaintToleration(), NodePorts()]
     scorers: list[ScorePlugin] = [Fit(), Fit({"scoringStrategy": {"type": "MostAllocated"}}),
                                   Fit({"scoringStrategy": {"resources": [{"name": "memory", "weight": 3},

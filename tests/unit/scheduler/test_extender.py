@@ -10,7 +10,7 @@ from aiohttp import web
 
 from kubeling.netutil import free_port
 from scheduler.config import ConfigError
-from tests.unit.scheduler.builders import make_node, make_pod
+from tests.unit.scheduler.builders import FailureLog, make_node, make_pod
 from tests.unit.scheduler.harness import drain, make_scheduler
 
 
@@ -87,23 +87,15 @@ async def test_extender_filters_prioritizes_and_binds(extender: tuple[ExampleExt
 async def test_extender_failures_reach_the_diagnosis_and_ignorable_errors_are_skipped(
         extender: tuple[ExampleExtender, str]) -> None:
     ext, url = extender
-    failures: list[str] = []
-
-    class Rec:
-        def scheduled(self, pod, node):  # type: ignore[no-untyped-def]
-            pass
-
-        def failed(self, pod, reason, message, nominated):  # type: ignore[no-untyped-def]
-            failures.append(message)
-
+    log = FailureLog()
     sched = make_scheduler({"extenders": [{"urlPrefix": url, "filterVerb": "filter"},
                                           {"urlPrefix": f"http://127.0.0.1:{free_port()}/none", "filterVerb": "filter",
-                                           "ignorable": True, "httpTimeout": "1s"}]}, recorder=Rec())
+                                           "ignorable": True, "httpTimeout": "1s"}]}, recorder=log)
     sched.on_node_add(make_node("c", "8", "8Gi", "110", labels={"bad": "true"}))
     sched.on_pod_add(make_pod("p", {"cpu": "1"}))
     await drain(sched)
     await sched.close()
-    assert failures == ["0/1 nodes are available: 1 node(s) were refused by the example extender. "
+    assert [m for _, m, _ in log.failures] == ["0/1 nodes are available: 1 node(s) were refused by the example extender. "
                         "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.."]
 
 

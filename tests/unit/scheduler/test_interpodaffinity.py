@@ -10,21 +10,8 @@ from scheduler.plugins.interpodaffinity import (
     ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY, InterPodAffinity,
 )
 from protos.kubeling.v1 import core_pb2
-from tests.unit.scheduler.builders import make_node, make_pod
+from tests.unit.scheduler.builders import SnapshotHandle, make_node, make_pod
 
-
-class _Handle:
-    def __init__(self, snap: Snapshot) -> None:
-        self.snap, self.client = snap, None
-
-    def node_infos(self):  # type: ignore[no-untyped-def]
-        return self.snap.node_infos()
-
-    def node_info(self, name):  # type: ignore[no-untyped-def]
-        return self.snap.get(name)
-
-    def node_table(self):  # type: ignore[no-untyped-def]
-        return self.snap.table
 
 
 def _term(key: str, op: str, values: list[str], topology: str) -> core_pb2.PodAffinityTerm:
@@ -45,7 +32,7 @@ def _snap(nodes: dict[str, dict[str, str]], pods: list[core_pb2.Pod]) -> Snapsho
 
 
 def _filter(snap: Snapshot, pod: core_pb2.Pod) -> dict[str, tuple[Code, tuple[str, ...]]]:
-    pl = InterPodAffinity(handle=_Handle(snap))  # type: ignore[arg-type]
+    pl = InterPodAffinity(handle=SnapshotHandle(snap))  # type: ignore[arg-type]
     state = CycleState()
     _, s = pl.pre_filter(state, pod, snap.node_infos())
     if s.is_skip:
@@ -112,7 +99,7 @@ def test_anti_affinity_both_ways() -> None:
 
 
 def test_plain_pods_skip_the_plugin() -> None:
-    pl = InterPodAffinity(handle=_Handle(_snap(NODES, [make_pod("x", node="node1")])))  # type: ignore[arg-type]
+    pl = InterPodAffinity(handle=SnapshotHandle(_snap(NODES, [make_pod("x", node="node1")])))  # type: ignore[arg-type]
     _, s = pl.pre_filter(CycleState(), make_pod("p"), [])
     assert s.is_skip
     assert pl.pre_score(CycleState(), make_pod("p"), []).is_skip
@@ -124,7 +111,7 @@ def test_preferred_affinity_scores() -> None:
     pod.spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution.add(
         weight=5, podAffinityTerm=_term("security", "In", ["S1"], "region"))
     snap = _snap(NODES, [existing])
-    pl = InterPodAffinity(handle=_Handle(snap))  # type: ignore[arg-type]
+    pl = InterPodAffinity(handle=SnapshotHandle(snap))  # type: ignore[arg-type]
     state = CycleState()
     assert pl.pre_score(state, pod, snap.node_infos()).ok
     raw = [NodeScore(n.name, pl.score(state, pod, n)[0]) for n in snap.node_infos()]
@@ -203,7 +190,7 @@ def _score(nodes: list[tuple[str, dict[str, str]]], pods: list[core_pb2.Pod], po
         cache.add_pod(p)
     snap = Snapshot()
     cache.update_snapshot(snap)
-    pl = InterPodAffinity(handle=_Handle(snap))  # type: ignore[arg-type]
+    pl = InterPodAffinity(handle=SnapshotHandle(snap))  # type: ignore[arg-type]
     state = CycleState()
     if pl.pre_score(state, pod, snap.node_infos()).is_skip:
         return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scheduler.framework.types import PodInfo
-from tests.unit.scheduler.builders import make_node, make_pod
+from tests.unit.scheduler.builders import FailureLog, make_node, make_pod
 from tests.unit.scheduler.harness import drain, make_scheduler
 
 
@@ -14,16 +14,8 @@ def _bound(name: str, node: str, cpu: str, priority: int, started: int = 0):  # 
 
 
 async def test_preempts_the_fewest_least_important_pods_and_then_schedules() -> None:
-    nominations: list[str | None] = []
-
-    class Rec:
-        def scheduled(self, pod, node):  # type: ignore[no-untyped-def]
-            pass
-
-        def failed(self, pod, reason, message, nominated):  # type: ignore[no-untyped-def]
-            nominations.append(nominated)
-
-    sched = make_scheduler(recorder=Rec())
+    log = FailureLog()
+    sched = make_scheduler(recorder=log)
     sched.queue.initial_backoff = sched.queue.max_backoff = 0.0
     sched.on_node_add(make_node("n1", "4", "8Gi", "110"))
     sched.on_node_add(make_node("n2", "4", "8Gi", "110"))
@@ -35,7 +27,7 @@ async def test_preempts_the_fewest_least_important_pods_and_then_schedules() -> 
     # n1: remove a, b, c; put back c (fits), b and a do not -> victims a, b (highest 2)
     # n2: victim d (highest 5) -> n1 wins
     assert sorted(sched.evicted) == ["a", "b"]  # type: ignore[attr-defined]
-    assert nominations == ["n1"]
+    assert [n for _, _, n in log.failures] == ["n1"]
     await drain(sched)  # the victims' deletion moved the pod back
     assert sched.bindings == {"urgent": "n1"}  # type: ignore[attr-defined]
     assert {pi.pod.metadata.name for pi in sched.cache.nodes["n1"].pods} == {"c", "urgent"}

@@ -10,7 +10,7 @@ from scheduler.framework.interface import PermitPlugin
 from scheduler.framework.status import Code, Status
 from scheduler.plugins import in_tree_registry
 from scheduler.scheduler import FitError, Scheduler, num_feasible_nodes_to_find
-from tests.unit.scheduler.builders import make_node, make_pod
+from tests.unit.scheduler.builders import FailureLog, make_node, make_pod
 from tests.unit.scheduler.harness import RecordingBinder, drain, make_scheduler
 from protos.kubeling.v1 import core_pb2
 
@@ -41,16 +41,8 @@ async def test_places_pods_within_capacity_spreading_by_least_allocated() -> Non
 
 
 async def test_unschedulable_pod_reports_upstream_message_and_waits_for_a_node() -> None:
-    failures: list[tuple[str, str]] = []
-
-    class Rec:
-        def scheduled(self, pod, node):  # type: ignore[no-untyped-def]
-            pass
-
-        def failed(self, pod, reason, message, nominated):  # type: ignore[no-untyped-def]
-            failures.append((reason, message))
-
-    sched = make_scheduler(recorder=Rec())
+    log = FailureLog()
+    sched = make_scheduler(recorder=log)
     taint = core_pb2.Taint(key="k", value="v", effect="NoSchedule")
     for i in range(3):
         sched.on_node_add(make_node(f"tiny{i}", "1", "1Gi", "110"))
@@ -59,7 +51,7 @@ async def test_unschedulable_pod_reports_upstream_message_and_waits_for_a_node()
     sched.on_pod_add(make_pod("big", {"cpu": "4"}))
     await drain(sched)
     # upstream's wording, its doubled period included
-    assert failures == [("Unschedulable",
+    assert [(r, m) for r, m, _ in log.failures] == [("Unschedulable",
                          "0/5 nodes are available: 2 node(s) had untolerated taint {k: v}, 3 Insufficient cpu. "
                          "preemption: 0/5 nodes are available: 2 Preemption is not helpful for scheduling, "
                          "3 No preemption victims found for incoming pod..")]
@@ -79,19 +71,11 @@ async def test_unschedulable_pod_reports_upstream_message_and_waits_for_a_node()
 
 
 async def test_no_nodes_waits_without_error() -> None:
-    failures: list[str] = []
-
-    class Rec:
-        def scheduled(self, pod, node):  # type: ignore[no-untyped-def]
-            pass
-
-        def failed(self, pod, reason, message, nominated):  # type: ignore[no-untyped-def]
-            failures.append(reason)
-
-    sched = make_scheduler(recorder=Rec())
+    log = FailureLog()
+    sched = make_scheduler(recorder=log)
     sched.on_pod_add(make_pod("p", {"cpu": "1"}))
     await drain(sched)
-    assert failures == ["Unschedulable"] and "default/p" in sched.queue.unschedulable
+    assert [r for r, _, _ in log.failures] == ["Unschedulable"] and "default/p" in sched.queue.unschedulable
     sched.queue.initial_backoff = sched.queue.max_backoff = 0.0
     sched.on_node_add(make_node("n", "2", "2Gi", "110"))
     await drain(sched)

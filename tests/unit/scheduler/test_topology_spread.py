@@ -8,18 +8,8 @@ from scheduler.framework.interface import NodeScore
 from scheduler.framework.status import Code
 from scheduler.plugins.podtopologyspread import PodTopologySpread
 from protos.kubeling.v1 import core_pb2
-from tests.unit.scheduler.builders import make_node, make_pod
+from tests.unit.scheduler.builders import SnapshotHandle, make_node, make_pod
 
-
-class _Handle:
-    def __init__(self, snap: Snapshot) -> None:
-        self.snap, self.client = snap, None
-
-    def node_infos(self):  # type: ignore[no-untyped-def]
-        return self.snap.node_infos()
-
-    def node_info(self, name):  # type: ignore[no-untyped-def]
-        return self.snap.get(name)
 
 
 def _cluster(nodes: dict[str, dict[str, str]], pods: dict[str, int], labels: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
@@ -50,7 +40,7 @@ ZONES = {"node-a": {"zone": "zone1", "kubernetes.io/hostname": "node-a"},
 
 
 def _fits(snap: Snapshot, pod: core_pb2.Pod) -> dict[str, Code]:
-    pl = PodTopologySpread(handle=_Handle(snap))  # type: ignore[arg-type]
+    pl = PodTopologySpread(handle=SnapshotHandle(snap))  # type: ignore[arg-type]
     state = CycleState()
     _, s = pl.pre_filter(state, pod, snap.node_infos())
     assert s.ok
@@ -101,7 +91,7 @@ def test_scoring_prefers_emptier_domains() -> None:
     snap = _cluster({"a": {"kubernetes.io/hostname": "a"}, "b": {"kubernetes.io/hostname": "b"},
                      "c": {"kubernetes.io/hostname": "c"}}, {"a": 2, "b": 1})
     pod = _spread_pod("kubernetes.io/hostname", when="ScheduleAnyway")
-    pl = PodTopologySpread(handle=_Handle(snap))  # type: ignore[arg-type]
+    pl = PodTopologySpread(handle=SnapshotHandle(snap))  # type: ignore[arg-type]
     state = CycleState()
     nodes = snap.node_infos()
     assert pl.pre_score(state, pod, nodes).ok
@@ -136,7 +126,7 @@ async def test_scheduler_spreads_a_workload_across_zones() -> None:
 def _scores(nodes: dict[str, dict[str, str]], pods: dict[str, int], pod: core_pb2.Pod,
             failed: tuple[str, ...] = ()) -> dict[str, int]:
     snap = _cluster(nodes, pods)
-    pl = PodTopologySpread(handle=_Handle(snap))  # type: ignore[arg-type]
+    pl = PodTopologySpread(handle=SnapshotHandle(snap))  # type: ignore[arg-type]
     state = CycleState()
     candidates = [n for n in snap.node_infos() if n.name not in failed]
     assert pl.pre_score(state, pod, candidates).ok
