@@ -1,0 +1,85 @@
+"""Fixtures for CNI tests: real plugins, real namespaces; everything created is removed."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cni import netns
+
+PLUGIN_DIR = "/usr/lib/cni"
+_n = itertools.count()
+
+pytestmark = pytest.mark.skipif(not Path(PLUGIN_DIR, "bridge").exists(), reason="containernetworking-plugins missing")
+
+
+def _links() -> set[str]:
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line}
+
+
+@pytest.fixture
+def tag() -> str:
+    """A short unique tag for names of things this test creates (bridges are ≤ 15 chars)."""
+    return f"k{os.getpid() % 1000:03d}{next(_n):03d}"
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+@pytest.fixture
+def bridge(tag: str) -> Iterator[str]:
+    name = f"kb{tag}"
+    yield name
+    if name in _links():
+        subprocess.run(["ip", "link", "del", name], capture_output=True)
+
+
+@pytest.fixture
+async def make_netns(tag: str) -> AsyncIterator[Any]:
+    created: list[str] = []
+
+    async def make(suffix: str = "") -> str:
+        name = f"kubeling-test-{tag}{suffix}"
+        await netns.create(name)
+        created.append(name)
+        return name
+
+    yield make
+    for name in created:
+        await netns.delete(name)
+
+
+def bridge_conflist(name: str, bridge: str, subnet: str, data_dir: Path, *, portmap: bool = False,
+                    version: str = "1.0.0") -> dict[str, Any]:
+    """bridge + host-local on a private subnet: no gateway route out, no masquerade."""
+    plugins: list[dict[str, Any]] = [{
+        "type": "bridge", "bridge": bridge, "isGateway": True, "ipMasq": False, "hairpinMode": True,
+        "ipam": {"type": "host-local", "dataDir": str(data_dir / "ipam"),
+                 "ranges": [[{"subnet": subnet}]]},
+    }]
+    if portmap:
+        plugins.append({"type": "portmap", "capabilities": {"portMappings": True}, "snat": False})
+    return {"cniVersion": version, "name": name, "plugins": plugins}
+
+
+def ns_exec(name: str, *cmd: str, timeout: float = 10) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", "netns", "exec", name, *cmd], capture_output=True, text=True, timeout=timeout)
+
+
+def iptables_chains() -> set[str]:
+    chains = set()
+    for table in ("nat", "filter"):
+        out = subprocess.run(["iptables", "-t", table, "-S"], capture_output=True, text=True).stdout
+        chains |= {line.split()[1] for line in out.splitlines() if line.startswith("-N ")}
+    return chains
+
+
