@@ -4,7 +4,6 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-APT_PACKAGES := etcd-server
 
 .PHONY: test deps apt venv protos check-protos bench clean
 
@@ -17,6 +16,10 @@ deps: apt $(STAMP)
 apt:
 	@missing=""; \
 	command -v etcd >/dev/null 2>&1 || missing="$$missing etcd-server"; \
+	test -x /usr/lib/cni/bridge || missing="$$missing containernetworking-plugins"; \
+	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
+	test -x /bin/busybox || missing="$$missing busybox-static"; \
+	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	$(PYTHON) -c 'import venv, ensurepip' >/dev/null 2>&1 || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \

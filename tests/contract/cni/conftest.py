@@ -16,8 +16,6 @@ from cni import netns
 PLUGIN_DIR = "/usr/lib/cni"
 _n = itertools.count()
 
-pytestmark = pytest.mark.skipif(not Path(PLUGIN_DIR, "bridge").exists(), reason="containernetworking-plugins missing")
-
 
 def _links() -> set[str]:
     out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
@@ -83,3 +81,32 @@ def iptables_chains() -> set[str]:
     return chains
 
 
+
+
+@pytest.fixture
+def iptables_guard() -> Iterator[None]:
+    """Remove iptables chains (and the jumps to them) that a test made appear."""
+    before = iptables_chains()
+    yield
+    for table in ("nat", "filter"):
+        rules = subprocess.run(["iptables", "-t", table, "-S"], capture_output=True, text=True).stdout.splitlines()
+        new = {line.split()[1] for line in rules if line.startswith("-N ")} - before
+        for line in rules:
+            parts = line.split()
+            if parts[:1] == ["-A"] and "-j" in parts and parts[parts.index("-j") + 1] in new and parts[1] not in new:
+                subprocess.run(["iptables", "-t", table, "-D", *parts[1:]], capture_output=True)
+        for chain in new:
+            subprocess.run(["iptables", "-t", table, "-F", chain], capture_output=True)
+        for chain in new:
+            subprocess.run(["iptables", "-t", table, "-X", chain], capture_output=True)
+
+
+def write_plugin(directory: Path, name: str, body: str) -> None:
+    path = directory / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+
+
+def bridge_ports(bridge: str) -> list[str]:
+    out = subprocess.run(["ip", "-o", "link", "show", "master", bridge], capture_output=True, text=True).stdout
+    return [line.split(":")[1].strip() for line in out.splitlines() if ":" in line]
