@@ -39,3 +39,38 @@ async def test_add_check_del_lifecycle(workdir: Path, bridge: str, make_netns) -
     await netns.delete(name)
     await cni.del_network_list(net, RuntimeConf("c0ffee01", "", "eth0"))
     await cni.del_network_list(net, RuntimeConf("c0ffee01", path, "eth0"))
+
+
+async def test_gc_forgets_stale_attachments(workdir: Path, bridge: str, make_netns) -> None:  # type: ignore[no-untyped-def]
+    net = parse_conflist(bridge_conflist("gcnet", bridge, "10.199.10.0/24", workdir))
+    cni = CNIConfig([PLUGIN_DIR], cache_dir=workdir / "cache")
+    keep, stale = await make_netns("k"), await make_netns("s")
+    await cni.add_network_list(net, RuntimeConf("keep", netns.path_of(keep), "eth0"))
+    gone = await cni.add_network_list(net, RuntimeConf("stale", netns.path_of(stale), "eth0"))
+    await netns.delete(stale)  # its sandbox vanished without a DEL
+    await cni.gc_network_list(net, [("keep", "eth0")])
+    assert not (workdir / "ipam" / "gcnet" / gone.ips[0].ip).exists()  # the stale IP is free again
+    assert cni.cached_result(net, RuntimeConf("keep", "", "eth0")) is not None
+    await cni.del_network_list(net, RuntimeConf("keep", netns.path_of(keep), "eth0"))
+
+
+async def test_cli_add_check_del(workdir: Path, bridge: str, make_netns) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+    conf = workdir / "net.d"
+    conf.mkdir()
+    (conf / "10-cli.conflist").write_text(json.dumps(bridge_conflist("clinet", bridge, "10.199.11.0/24", workdir)))
+    ns = await make_netns()
+    base = [sys.executable, "-m", "cni"]
+    common = ["--conf-dir", str(conf), "--bin-dir", PLUGIN_DIR, "--cache-dir", str(workdir / "cache")]
+    status = subprocess.run([*base, "status", *common], capture_output=True, text=True)
+    assert status.returncode == 0 and json.loads(status.stdout)["network"] == "clinet"
+    add = subprocess.run([*base, "add", ns, *common], capture_output=True, text=True)
+    assert add.returncode == 0, add.stderr
+    ip = json.loads(add.stdout)["ips"][0]["address"].split("/")[0]
+    assert ip in ns_exec(ns, "ip", "-o", "addr").stdout
+    assert subprocess.run([*base, "check", ns, *common], capture_output=True).returncode == 0
+    assert subprocess.run([*base, "del", ns, *common], capture_output=True).returncode == 0
+    assert not (workdir / "ipam" / "clinet" / ip).exists()
+    missing = subprocess.run([*base, "status", "--conf-dir", str(workdir / "empty")], capture_output=True, text=True)
+    assert missing.returncode == 1 and "no valid networks found" in missing.stderr

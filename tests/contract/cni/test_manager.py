@@ -49,7 +49,9 @@ async def test_two_pods_reach_each_other_over_the_bridge(workdir: Path, bridge: 
 
 async def test_twenty_sandboxes_concurrently(workdir: Path, bridge: str, make_netns) -> None:  # type: ignore[no-untyped-def]
     mgr = _manager(workdir, bridge_conflist("many", bridge, "10.199.3.0/24", workdir))
+    chains = iptables_chains()
     names = [await make_netns(f"n{i}") for i in range(20)]
+    assert set(names) <= set(netns.list_names("kubeling-test-"))  # the leftover finder sees them
     pods = [_pod(f"p{i}", n) for i, n in enumerate(names)]
     ips = await asyncio.gather(*(mgr.set_up_pod(p) for p in pods))
     flat = [i[0] for i in ips]
@@ -58,6 +60,8 @@ async def test_twenty_sandboxes_concurrently(workdir: Path, bridge: str, make_ne
     await asyncio.gather(*(mgr.tear_down_pod(p) for p in pods))
     for n in names:
         await netns.delete(n)
+    assert not set(names) & set(netns.list_names("kubeling-test-"))
+    assert iptables_chains() == chains
     assert not list((workdir / "ipam" / "many").glob("10.*"))
     assert not list((workdir / "cache" / "results").glob("many-*"))
     for _ in range(50):  # veths vanish shortly after their namespace (MACHINE-FACTS)
