@@ -47,6 +47,7 @@ bench: deps
 	$(PY) -m bench.apiserver --json bench/results/apiserver.json
 	$(PY) -m bench.scheduler_perf --mode inprocess --json bench/results/scheduler_inprocess.json
 	$(PY) -m bench.scheduler_perf --mode e2e --nodes 500 --init-pods 500 --pods 3000 --json bench/results/scheduler_e2e.json
+	$(PY) -m bench.cni --json bench/results/cni.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info
