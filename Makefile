@@ -19,6 +19,7 @@ apt:
 	test -x /usr/lib/cni/bridge || missing="$$missing containernetworking-plugins"; \
 	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
 	test -x /bin/busybox || missing="$$missing busybox-static"; \
+	command -v runc >/dev/null 2>&1 || missing="$$missing runc"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	$(PYTHON) -c 'import venv, ensurepip' >/dev/null 2>&1 || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \

@@ -1,1 +1,1 @@
-"""The kubeling kubelet (agent + CRI runtime on runc): not built yet, see the issues."""
+"""The kubelet: node agent and its CRI runtime."""

@@ -1,0 +1,1 @@
+"""kubeling's CRI runtime (runtime.v1 RuntimeService and ImageService)."""

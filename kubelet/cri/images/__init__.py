@@ -1,0 +1,1 @@
+"""The local image store: an OCI image layout on disk, references, built-in images."""

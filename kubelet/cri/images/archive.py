@@ -1,0 +1,92 @@
+"""Import an OCI image archive (a tar of an OCI image layout, as `skopeo copy ... oci-archive:`,
+`ctr image export` or `docker save` with the OCI layout write it) into the store."""
+
+from __future__ import annotations
+
+import json
+import platform
+import tarfile
+from pathlib import Path
+from typing import Any
+
+from kubelet.cri.images import reference
+from kubelet.cri.images.store import (DOCKER_MANIFEST, MANIFEST_TYPES, NAME_ANNOTATION, OCI_INDEX,
+                                      REF_NAME_ANNOTATION, ImageRecord, ImageStore, ImageStoreError)
+
+MANIFEST_LISTS = (OCI_INDEX, "application/vnd.docker.distribution.manifest.list.v2+json")
+
+
+def this_platform() -> tuple[str, str]:
+    machine = platform.machine()
+    return "linux", {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
+
+
+def pick_manifest(index: dict[str, Any], where: str) -> dict[str, Any]:
+    """From a manifest list, the entry for this platform (as containerd's platform matcher)."""
+    os_name, arch = this_platform()
+    for entry in index.get("manifests") or []:
+        plat = entry.get("platform") or {}
+        if plat.get("os") == os_name and plat.get("architecture") == arch:
+            return dict(entry)
+    raise ImageStoreError(f"{where} has no image for {os_name}/{arch}")
+
+
+class _Archive:
+    def __init__(self, tar: tarfile.TarFile, path: Path) -> None:
+        self.tar, self.path = tar, path
+
+    def member(self, name: str) -> tarfile.TarInfo:
+        for candidate in (name, f"./{name}"):
+            try:
+                return self.tar.getmember(candidate)
+            except KeyError:
+                continue
+        raise ImageStoreError(f"{self.path}: {name} is missing; is this an OCI image archive?")
+
+    def blob_name(self, digest: str) -> str:
+        algorithm, _, value = digest.partition(":")
+        return f"blobs/{algorithm}/{value}"
+
+    def read_json(self, name: str) -> dict[str, Any]:
+        handle = self.tar.extractfile(self.member(name))
+        if handle is None:
+            raise ImageStoreError(f"{self.path}: {name} is not a file")
+        return dict(json.load(handle))
+
+    def copy_blob(self, store: ImageStore, digest: str, size: int | None) -> None:
+        handle = self.tar.extractfile(self.member(self.blob_name(digest)))
+        if handle is None:
+            raise ImageStoreError(f"{self.path}: blob {digest} is not a file")
+        store.put_blob_stream(handle, expected=digest, expected_size=size)  # type: ignore[arg-type]
+
+
+def import_archive(store: ImageStore, path: Path, name: str | None = None) -> list[ImageRecord]:
+    """Import every image named in the archive's index (or the one image, as name)."""
+    with tarfile.open(path) as tar:
+        archive = _Archive(tar, path)
+        archive.member("oci-layout")
+        entries = archive.read_json("index.json").get("manifests") or []
+        if name is not None and len(entries) != 1:
+            raise ImageStoreError(f"{path}: --name needs an archive with one image, it has {len(entries)}")
+        imported: list[ImageRecord] = []
+        for entry in entries:
+            annotations = entry.get("annotations") or {}
+            image_name = name or annotations.get(NAME_ANNOTATION) or annotations.get(REF_NAME_ANNOTATION)
+            if not image_name:
+                raise ImageStoreError(f"{path}: an image has no name; pass one with --name")
+            try:
+                ref = reference.parse(image_name)
+            except reference.InvalidReference as exc:
+                raise ImageStoreError(f"{path}: {exc}; pass a full name with --name") from exc
+            descriptor = dict(entry)
+            if descriptor.get("mediaType") in MANIFEST_LISTS:
+                archive.copy_blob(store, descriptor["digest"], descriptor.get("size"))
+                descriptor = pick_manifest(json.loads(store.read_blob(descriptor["digest"])), str(ref))
+            if descriptor.get("mediaType", DOCKER_MANIFEST) not in MANIFEST_TYPES:
+                raise ImageStoreError(f"{path}: {ref} has media type {descriptor.get('mediaType')!r}")
+            archive.copy_blob(store, descriptor["digest"], descriptor.get("size"))
+            manifest = json.loads(store.read_blob(descriptor["digest"]))
+            for blob in (manifest["config"], *manifest["layers"]):
+                archive.copy_blob(store, blob["digest"], blob.get("size"))
+            imported.append(store.tag(str(ref), descriptor["digest"]))
+        return imported
