@@ -1,0 +1,44 @@
+"""python -m kubelet.cri --socket PATH [--state-dir DIR] [--cni-conf-dir D]: the CRI runtime alone."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from kubelet.cri.server import DEFAULT_CNI_CONF_DIR, DEFAULT_SOCKET, DEFAULT_STATE_DIR, CRIConfig, CRIServer
+
+
+async def _serve(config: CRIConfig) -> None:
+    server = CRIServer(config)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kubelet.cri", description=__doc__)
+    parser.add_argument("--socket", type=Path, default=DEFAULT_SOCKET)
+    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
+    parser.add_argument("--cni-conf-dir", type=Path, default=DEFAULT_CNI_CONF_DIR)
+    parser.add_argument("--cni-bin-dir", action="append", dest="cni_bin_dirs",
+                        help="CNI plugin directory (repeatable; default /usr/lib/cni and /opt/cni/bin)")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = CRIConfig(socket=args.socket, state_dir=args.state_dir, cni_conf_dir=args.cni_conf_dir)
+    if args.cni_bin_dirs:
+        config.cni_bin_dirs = args.cni_bin_dirs
+    asyncio.run(_serve(config))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

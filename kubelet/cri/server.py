@@ -1,0 +1,89 @@
+"""The CRI server: RuntimeService and ImageService on a unix socket.
+
+`python -m kubelet.cri` runs it alone; the kubelet agent starts the same
+server in its own process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from cni.manager import NetworkPluginManager
+from kubelet.cri.image_service import ImageService
+from kubelet.cri.images.builtin import build_builtins
+from kubelet.cri.images.store import ImageStore
+from kubelet.cri.runtime_service import RuntimeService
+from protos.runtime.v1 import api_pb2, api_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SOCKET = Path("/run/kubeling/cri.sock")
+DEFAULT_STATE_DIR = Path("/var/lib/kubeling")
+DEFAULT_CNI_CONF_DIR = Path("/etc/cni/net.d")
+
+
+@dataclass
+class CRIConfig:
+    socket: Path = DEFAULT_SOCKET
+    state_dir: Path = DEFAULT_STATE_DIR
+    cni_conf_dir: Path = DEFAULT_CNI_CONF_DIR
+    cni_bin_dirs: list[str] = field(default_factory=lambda: ["/usr/lib/cni", "/opt/cni/bin"])
+    build_builtin_images: bool = True
+
+    @property
+    def image_root(self) -> Path:
+        return self.state_dir / "images"
+
+
+class CRIServer:
+    def __init__(self, config: CRIConfig, network: NetworkPluginManager | None = None) -> None:
+        self.config = config
+        self.images = ImageStore(config.image_root)
+        self.network = network or NetworkPluginManager(config.cni_conf_dir, config.cni_bin_dirs)
+        self._server: grpc.aio.Server | None = None
+
+    @property
+    def address(self) -> str:
+        return f"unix://{self.config.socket}"
+
+    async def start(self) -> None:
+        if self.config.build_builtin_images:
+            for image in build_builtins(self.images):
+                log.info("built image %s (%s)", image.repo_tags[0], image.id)
+        socket = self.config.socket
+        socket.parent.mkdir(parents=True, exist_ok=True)
+        if socket.is_socket():
+            socket.unlink()  # left by a server that did not stop cleanly
+        elif socket.exists():
+            raise RuntimeError(f"{socket} exists and is not a socket; refusing to replace it")
+        self._server = grpc.aio.server(options=[("grpc.max_send_message_length", 32 * 1024 * 1024)])
+        api_pb2_grpc.add_RuntimeServiceServicer_to_server(RuntimeService(self.network), self._server)
+        api_pb2_grpc.add_ImageServiceServicer_to_server(ImageService(self.images), self._server)
+        health_servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, self._server)
+        names = [api_pb2.DESCRIPTOR.services_by_name[n].full_name for n in ("RuntimeService", "ImageService")]
+        reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], self._server)
+        if self._server.add_insecure_port(self.address) == 0:
+            raise RuntimeError(f"cannot listen on {self.address}")
+        await self._server.start()
+        os.chmod(socket, 0o660)
+        for name in ["", *names]:
+            await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+        log.info("CRI runtime serving on %s (state %s)", self.address, self.config.state_dir)
+
+    async def stop(self, grace: float = 1.0) -> None:
+        if self._server is not None:
+            await self._server.stop(grace)
+            self._server = None
+        self.config.socket.unlink(missing_ok=True)
+
+    async def wait(self) -> None:
+        if self._server is not None:
+            await self._server.wait_for_termination()
