@@ -11,52 +11,23 @@ import json
 import subprocess
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from kubelet.cri.images.builtin import PAUSE_IMAGE, build_builtins
-from kubelet.cri.images.store import ImageStore
+from kubelet.cri.images.builtin import PAUSE_IMAGE
+from tests.contract.cri.conftest import Bundles
 
 
 @pytest.fixture
-def bundle(tmp_path: Path) -> Iterator[tuple[ImageStore, Path, str]]:
-    store = ImageStore(tmp_path / "images")
-    build_builtins(store)
-    container_id = f"kubeling-test-{uuid.uuid4().hex[:8]}"
-    path = tmp_path / "bundle"
-    (path / "rootfs").mkdir(parents=True)
-    yield store, path, container_id
-    subprocess.run(["runc", "delete", "--force", container_id], capture_output=True)
-    subprocess.run(["umount", str(path / "rootfs")], capture_output=True)
+def container_id() -> Iterator[str]:
+    name = f"kubeling-test-{uuid.uuid4().hex[:8]}"
+    yield name
+    subprocess.run(["runc", "delete", "--force", name], capture_output=True)
 
 
-def _mount_image(store: ImageStore, image: str, bundle: Path) -> None:
-    record = store.get(image)
-    assert record is not None
-    lowers = store.unpack(record)
-    upper, work = bundle / "upper", bundle / "work"
-    upper.mkdir()
-    work.mkdir()
-    lowerdir = ":".join(str(p) for p in reversed(lowers))  # overlay wants the top layer first
-    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
-                    f"lowerdir={lowerdir},upperdir={upper},workdir={work}", str(bundle / "rootfs")], check=True)
-
-
-def _spec(bundle: Path, args: list[str]) -> None:
-    subprocess.run(["runc", "spec", "--bundle", str(bundle)], check=True)
-    config_path = bundle / "config.json"
-    config = json.loads(config_path.read_text())
-    config["process"]["terminal"] = False
-    config["process"]["args"] = args
-    config["root"]["readonly"] = False
-    config_path.write_text(json.dumps(config))
-
-
-def test_busybox_runs_and_writes_only_to_its_upper_dir(bundle: tuple[ImageStore, Path, str]) -> None:
-    store, path, container_id = bundle
-    _mount_image(store, "busybox", path)
-    _spec(path, ["sh", "-c", "echo written > /tmp/out; head -1 /etc/passwd; ls /bin | wc -l"])
+def test_busybox_runs_and_writes_only_to_its_upper_dir(bundles: Bundles, container_id: str) -> None:
+    path = bundles.make("busybox", "busybox",
+                        ["sh", "-c", "echo written > /tmp/out; head -1 /etc/passwd; ls /bin | wc -l"])
     out = path / "stdout"
     with open(out, "wb") as stdout:  # a pipe would hang runc (MACHINE-FACTS)
         result = subprocess.run(["runc", "run", "--bundle", str(path), container_id],
@@ -66,17 +37,13 @@ def test_busybox_runs_and_writes_only_to_its_upper_dir(bundle: tuple[ImageStore,
     assert lines[0] == "root:x:0:0:root:/root:/bin/sh"
     assert int(lines[1]) > 50  # applet symlinks resolve inside the container
     assert (path / "upper" / "tmp" / "out").read_text() == "written\n"
-    record = store.get("busybox")
+    record = bundles.store.get("busybox")
     assert record is not None
-    assert not (store.layer_dir(record.layers[0].diff_id) / "tmp" / "out").exists()
+    assert not (bundles.store.layer_dir(record.layers[0].diff_id) / "tmp" / "out").exists()
 
 
-def test_pause_image_holds_until_killed(bundle: tuple[ImageStore, Path, str]) -> None:
-    store, path, container_id = bundle
-    _mount_image(store, PAUSE_IMAGE, path)
-    record = store.get(PAUSE_IMAGE)
-    assert record is not None
-    _spec(path, record.run_config["Entrypoint"])
+def test_pause_image_holds_until_killed(bundles: Bundles, container_id: str) -> None:
+    path = bundles.make("pause", PAUSE_IMAGE)
     subprocess.run(["runc", "create", "--bundle", str(path), container_id], check=True,
                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
     subprocess.run(["runc", "start", container_id], check=True, timeout=30)

@@ -1,0 +1,190 @@
+"""A driver for the runc command line (runc 1.1), as containerd's go-runc.
+
+Every call names its own state root (`--root`), so kubeling's containers stay apart
+from anyone else's runc containers. runc's own errors go to a per-call JSON log
+rather than stderr: during `create` stderr belongs to the container.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal as signals
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+EXEC_OUTPUT_CAP = 16 * 1024 * 1024  # CRI caps ExecSync output at 16 MiB (CVE-2022-1708)
+
+
+class RuncError(Exception):
+    def __init__(self, command: str, container_id: str, message: str) -> None:
+        super().__init__(f"runc {command} {container_id}: {message}")
+        self.command, self.container_id, self.message = command, container_id, message
+
+    @property
+    def not_found(self) -> bool:
+        return "does not exist" in self.message or "not exist" in self.message
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    id: str
+    pid: int
+    status: str  # created, running, paused, stopped
+    bundle: str
+    created: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ContainerState:
+        return cls(id=data["id"], pid=int(data.get("pid") or 0), status=data["status"],
+                   bundle=data.get("bundle", ""), created=data.get("created", ""))
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+
+
+def _last_error(log_path: Path) -> str:
+    """The last error runc wrote to its JSON log."""
+    message = ""
+    try:
+        for line in log_path.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                message = line.strip() or message
+                continue
+            if entry.get("level") in ("error", "fatal"):
+                message = str(entry.get("msg", "")) or message
+    except FileNotFoundError:
+        pass
+    return message
+
+
+class Runc:
+    def __init__(self, root: Path, binary: str = "runc", timeout: float = 60.0) -> None:
+        self.root = Path(root)
+        self.binary = binary
+        self.timeout = timeout
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    async def _run(self, command: str, container_id: str, *args: str, stdin: int = asyncio.subprocess.DEVNULL,
+                   stdout: int = asyncio.subprocess.PIPE, stderr: int = asyncio.subprocess.DEVNULL,
+                   timeout: float | None = None) -> bytes:
+        fd, name = tempfile.mkstemp(prefix=f".runc-{command}-", suffix=".log", dir=self.root)
+        os.close(fd)
+        log_path = Path(name)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                self.binary, "--root", str(self.root), "--log", str(log_path), "--log-format", "json",
+                command, *args, stdin=stdin, stdout=stdout, stderr=stderr)
+            try:
+                out, _ = await asyncio.wait_for(proc.communicate(), timeout or self.timeout)
+            except asyncio.TimeoutError:
+                proc.kill()
+                await proc.wait()
+                raise RuncError(command, container_id, f"timed out after {timeout or self.timeout}s") from None
+            if proc.returncode != 0:
+                raise RuncError(command, container_id,
+                                _last_error(log_path) or f"exit status {proc.returncode}")
+            return out or b""
+        finally:
+            log_path.unlink(missing_ok=True)
+
+    async def create(self, container_id: str, bundle: Path, *, stdout: int, stderr: int,
+                     pid_file: Path | None = None) -> None:
+        """Create the container; its stdio are the given descriptors (files or pipes
+        whose read ends the caller keeps: runc does not wait for them to close)."""
+        args = ["--bundle", str(bundle)]
+        if pid_file is not None:
+            args += ["--pid-file", str(pid_file)]
+        await self._run("create", container_id, *args, container_id, stdout=stdout, stderr=stderr)
+
+    async def start(self, container_id: str) -> None:
+        await self._run("start", container_id, container_id)
+
+    async def state(self, container_id: str) -> ContainerState | None:
+        """The container's state, or None when runc does not know it."""
+        try:
+            out = await self._run("state", container_id, container_id)
+        except RuncError as exc:
+            if exc.not_found:
+                return None
+            raise
+        return ContainerState.from_json(json.loads(out))
+
+    async def list_containers(self) -> list[ContainerState]:
+        out = await self._run("list", "", "--format", "json")
+        return [ContainerState.from_json(item) for item in json.loads(out or b"null") or []]
+
+    async def kill(self, container_id: str, sig: int = signals.SIGTERM, all_processes: bool = False) -> None:
+        args = ["--all"] if all_processes else []
+        await self._run("kill", container_id, *args, container_id, str(int(sig)))
+
+    async def delete(self, container_id: str, force: bool = False) -> None:
+        """Delete the container; deleting one runc does not know succeeds."""
+        try:
+            await self._run("delete", container_id, *(["--force"] if force else []), container_id)
+        except RuncError as exc:
+            if not exc.not_found:
+                raise
+
+    async def update(self, container_id: str, resources: dict[str, Any]) -> None:
+        """Apply OCI linux.resources to a running container (runc update -r)."""
+        with tempfile.NamedTemporaryFile("w", suffix=".json", dir=self.root) as spec:
+            json.dump(resources, spec)
+            spec.flush()
+            await self._run("update", container_id, "--resources", spec.name, container_id)
+
+    async def stats(self, container_id: str) -> dict[str, Any]:
+        """One `runc events --stats` sample: cgroup cpu, memory, pids figures."""
+        out = await self._run("events", container_id, "--stats", container_id)
+        return dict(json.loads(out).get("data") or {})
+
+    async def exec(self, container_id: str, args: list[str], timeout: float = 0,
+                   env: list[str] | None = None, cwd: str | None = None) -> ExecResult:
+        """Run a command in the container and wait for it (CRI ExecSync).
+
+        Output goes to files, not pipes: a command that leaves a background child
+        would otherwise hold the pipe open past its own exit.
+        """
+        extra: list[str] = []
+        for item in env or []:
+            extra += ["--env", item]
+        if cwd:
+            extra += ["--cwd", cwd]
+        with tempfile.TemporaryFile(dir=self.root) as out, tempfile.TemporaryFile(dir=self.root) as err, \
+                tempfile.TemporaryDirectory(dir=self.root) as scratch:
+            pid_file = Path(scratch) / "pid"
+            proc = await asyncio.create_subprocess_exec(
+                self.binary, "--root", str(self.root), "exec", "--pid-file", str(pid_file), *extra,
+                container_id, *args, stdin=asyncio.subprocess.DEVNULL, stdout=out.fileno(), stderr=err.fileno())
+            timed_out = False
+            try:
+                await asyncio.wait_for(proc.wait(), timeout if timeout > 0 else None)
+            except asyncio.TimeoutError:
+                timed_out = True
+                # SIGKILL to runc itself would orphan the command inside the
+                # container: kill the command, and runc exec returns.
+                try:
+                    os.kill(int(pid_file.read_text()), signals.SIGKILL)
+                except (FileNotFoundError, ValueError, ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+            out.seek(0)
+            err.seek(0)
+            stdout, stderr = out.read(EXEC_OUTPUT_CAP), err.read(EXEC_OUTPUT_CAP)
+        code = proc.returncode if proc.returncode is not None else -1
+        if code < 0:  # killed by a signal: report as a shell would
+            code = 128 - code
+        return ExecResult(exit_code=code, stdout=stdout, stderr=stderr, timed_out=timed_out)

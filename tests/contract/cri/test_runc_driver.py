@@ -1,0 +1,93 @@
+"""kubelet.cri.runc against the real runc: lifecycle, exec, errors, idempotent delete."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from kubelet.cri.logs import STDOUT, CRILogWriter, copy_stream, read_log
+from kubelet.cri.runc import Runc, RuncError
+from tests.contract.cri.conftest import Bundles
+
+LOOP = "echo started; trap 'echo bye; exit 0' TERM; while true; do sleep 0.1; done"
+
+
+@pytest.fixture
+async def runc(tmp_path: Path) -> AsyncIterator[Runc]:
+    driver = Runc(tmp_path / "runc-root")
+    yield driver
+    for state in await driver.list_containers():
+        await driver.delete(state.id, force=True)
+
+
+async def _wait_status(runc: Runc, container_id: str, status: str) -> None:
+    for _ in range(100):
+        state = await runc.state(container_id)
+        if state is not None and state.status == status:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{container_id} never reached {status}: {await runc.state(container_id)}")
+
+
+async def test_lifecycle_with_logs_and_exec(runc: Runc, bundles: Bundles, tmp_path: Path) -> None:
+    container_id = f"kl-{uuid.uuid4().hex[:8]}"
+    bundle = bundles.make("loop", "busybox", ["sh", "-c", LOOP])
+    writer = CRILogWriter(tmp_path / "logs" / "0.log")
+    read_end, write_end = os.pipe()
+    copier = threading.Thread(target=copy_stream, args=(read_end, writer, STDOUT), daemon=True)
+    copier.start()
+    await runc.create(container_id, bundle, stdout=write_end, stderr=write_end, pid_file=tmp_path / "pid")
+    os.close(write_end)  # the container holds the only write end now
+    created = await runc.state(container_id)
+    assert created is not None and created.status == "created"
+    assert created.pid == int((tmp_path / "pid").read_text())
+    await runc.start(container_id)
+    await _wait_status(runc, container_id, "running")
+    assert [s.id for s in await runc.list_containers()] == [container_id]
+
+    result = await runc.exec(container_id, ["sh", "-c", "echo out; echo err >&2; exit 3"])
+    assert (result.exit_code, result.stdout, result.stderr, result.timed_out) == (3, b"out\n", b"err\n", False)
+    env = await runc.exec(container_id, ["sh", "-c", "echo $GREETING; pwd"], env=["GREETING=hi"], cwd="/tmp")
+    assert env.stdout == b"hi\n/tmp\n"
+
+    slow = await runc.exec(container_id, ["sleep", "30"], timeout=0.5)
+    assert slow.timed_out and slow.exit_code == 128 + signal.SIGKILL
+    leftover = await runc.exec(container_id, ["sh", "-c", "ps -o args | grep -c '^sleep 30' || true"])
+    assert leftover.stdout.strip() == b"0"  # the timed-out command was killed, not orphaned
+
+    stats = await runc.stats(container_id)
+    assert stats["pids"]["current"] >= 1
+
+    await runc.kill(container_id, signal.SIGTERM)
+    await _wait_status(runc, container_id, "stopped")
+    copier.join(5)
+    os.close(read_end)
+    writer.close()
+    assert [line for _, line in read_log(writer.path)] == [b"started", b"bye"]
+
+    await runc.delete(container_id)
+    assert await runc.state(container_id) is None
+    await runc.delete(container_id)  # idempotent
+    assert await runc.list_containers() == []
+
+
+async def test_errors_name_the_container(runc: Runc, bundles: Bundles) -> None:
+    with pytest.raises(RuncError) as missing:
+        await runc.start("no-such-container")
+    assert missing.value.not_found and "no-such-container" in str(missing.value)
+    assert await runc.state("no-such-container") is None
+    bundle = bundles.make("broken", "busybox", ["/does/not/exist"])
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        with pytest.raises(RuncError) as bad:
+            await runc.create("kl-broken", bundle, stdout=devnull, stderr=devnull)
+    finally:
+        os.close(devnull)
+    assert "/does/not/exist" in bad.value.message or "no such file" in bad.value.message.lower()
