@@ -1,0 +1,290 @@
+"""The OCI runtime spec (config.json) of a CRI container, as containerd's spec opts build it.
+
+Inputs are the CRI ContainerConfig, the image's run config and what the sandbox
+provides (namespace paths, its /etc files, its cgroup parent); the result is a
+plain dict ready to be written for runc. Kubernetes' command semantics: the
+container's command replaces the image's Entrypoint, its args replace the Cmd.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from protos.runtime.v1 import api_pb2
+
+OCI_VERSION = "1.0.2"
+
+# containerd's default capability set for non-privileged containers.
+DEFAULT_CAPABILITIES = [
+    "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW", "CAP_SETGID",
+    "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL",
+    "CAP_AUDIT_WRITE",
+]
+ALL_CAPABILITIES = sorted({
+    *DEFAULT_CAPABILITIES, "CAP_DAC_READ_SEARCH", "CAP_LINUX_IMMUTABLE", "CAP_NET_BROADCAST", "CAP_NET_ADMIN",
+    "CAP_IPC_LOCK", "CAP_IPC_OWNER", "CAP_SYS_MODULE", "CAP_SYS_RAWIO", "CAP_SYS_PTRACE", "CAP_SYS_PACCT",
+    "CAP_SYS_ADMIN", "CAP_SYS_BOOT", "CAP_SYS_NICE", "CAP_SYS_RESOURCE", "CAP_SYS_TIME", "CAP_SYS_TTY_CONFIG",
+    "CAP_LEASE", "CAP_AUDIT_CONTROL", "CAP_MAC_OVERRIDE", "CAP_MAC_ADMIN", "CAP_SYSLOG", "CAP_WAKE_ALARM",
+    "CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ", "CAP_PERFMON", "CAP_BPF", "CAP_CHECKPOINT_RESTORE",
+})
+DEFAULT_MASKED_PATHS = [
+    "/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+    "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap",
+]
+DEFAULT_READONLY_PATHS = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
+PROPAGATION = {
+    api_pb2.PROPAGATION_PRIVATE: "rprivate",
+    api_pb2.PROPAGATION_HOST_TO_CONTAINER: "rslave",
+    api_pb2.PROPAGATION_BIDIRECTIONAL: "rshared",
+}
+
+
+class SpecError(ValueError):
+    """The container config cannot become a runnable spec; the message names the field."""
+
+
+@dataclass(frozen=True)
+class SandboxContext:
+    """What a container takes from its sandbox."""
+
+    hostname: str
+    pause_pid: int  # the sandbox's pause process: its ipc/uts (and pid, for POD mode) namespaces
+    netns_path: str  # "" for host network
+    etc_dir: Path  # holds the sandbox's hosts, resolv.conf, hostname
+    shm_path: str = ""  # the sandbox's /dev/shm, shared by its containers ("" for a private one)
+    cgroup_parent: str = "/kubeling"
+    host_ipc: bool = False
+    host_pid: bool = False
+    sysctls: tuple[tuple[str, str], ...] = ()
+
+
+def _command(config: api_pb2.ContainerConfig, image: dict[str, Any]) -> list[str]:
+    entrypoint = list(image.get("Entrypoint") or [])
+    cmd = list(image.get("Cmd") or [])
+    if config.command:
+        args = [*config.command, *config.args]
+    else:
+        args = [*entrypoint, *(config.args or cmd)]
+    if not args:
+        raise SpecError("config.command: no command specified and the image has neither Entrypoint nor Cmd")
+    return args
+
+
+def _env(config: api_pb2.ContainerConfig, image: dict[str, Any]) -> list[str]:
+    merged: dict[str, str] = {}
+    for item in image.get("Env") or []:
+        key, _, value = str(item).partition("=")
+        merged[key] = value
+    for kv in config.envs:
+        if not kv.key:
+            raise SpecError("config.envs: an environment variable has an empty name")
+        merged[kv.key] = kv.value
+    return [f"{k}={v}" for k, v in merged.items()]
+
+
+def _lookup(rootfs: Path, name: str, database: str) -> tuple[int, int] | None:
+    """(id, gid-or-0) for a name in the container's /etc/passwd or /etc/group."""
+    try:
+        lines = (rootfs / "etc" / database).read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split(":")
+        if len(fields) >= 3 and fields[0] == name:
+            try:
+                return int(fields[2]), int(fields[3]) if database == "passwd" and len(fields) > 3 else 0
+            except ValueError:
+                return None
+    return None
+
+
+def _user(config: api_pb2.ContainerConfig, image: dict[str, Any], rootfs: Path) -> dict[str, Any]:
+    security = config.linux.security_context
+    if security.HasField("run_as_user"):
+        uid = security.run_as_user.value
+        found = _by_uid(rootfs, uid)
+        gid = found if found is not None else 0
+    elif security.run_as_username:
+        match = _lookup(rootfs, security.run_as_username, "passwd")
+        if match is None:
+            raise SpecError(f"config.linux.security_context.run_as_username: user "
+                            f"{security.run_as_username!r} is not in the image's /etc/passwd")
+        uid, gid = match
+    else:
+        uid, gid = _image_user(str(image.get("User") or ""), rootfs)
+    if security.HasField("run_as_group"):
+        gid = security.run_as_group.value
+    return {"uid": uid, "gid": gid, "additionalGids": sorted(set(security.supplemental_groups))}
+
+
+def _by_uid(rootfs: Path, uid: int) -> int | None:
+    try:
+        for line in (rootfs / "etc" / "passwd").read_text().splitlines():
+            fields = line.split(":")
+            if len(fields) > 3 and fields[2] == str(uid):
+                return int(fields[3])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _image_user(spec: str, rootfs: Path) -> tuple[int, int]:
+    """The image's User: uid, name, uid:gid or name:group."""
+    if not spec:
+        return 0, 0
+    user, _, group = spec.partition(":")
+    if user.isdigit():
+        uid = int(user)
+        gid = _by_uid(rootfs, uid) or 0
+    else:
+        match = _lookup(rootfs, user, "passwd")
+        if match is None:
+            raise SpecError(f"image user {user!r} is not in the image's /etc/passwd")
+        uid, gid = match
+    if group:
+        if group.isdigit():
+            gid = int(group)
+        else:
+            found = _lookup(rootfs, group, "group")
+            if found is None:
+                raise SpecError(f"image group {group!r} is not in the image's /etc/group")
+            gid = found[0]
+    return uid, gid
+
+
+def _mounts(config: api_pb2.ContainerConfig, sandbox: SandboxContext, readonly_rootfs: bool) -> list[dict[str, Any]]:
+    mounts: list[dict[str, Any]] = [
+        {"destination": "/proc", "type": "proc", "source": "proc", "options": ["nosuid", "noexec", "nodev"]},
+        {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+         "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+        {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
+         "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"]},
+        {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": ["nosuid", "noexec", "nodev"]},
+        {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]},
+        {"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
+         "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]},
+    ]
+    if sandbox.shm_path:
+        mounts.append({"destination": "/dev/shm", "type": "bind", "source": sandbox.shm_path,
+                       "options": ["rbind", "rprivate", "rw"]})
+    else:
+        mounts.append({"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
+                       "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]})
+    wanted = {m.container_path for m in config.mounts}
+    # The sandbox's /etc files, unless the container mounts its own (as the kubelet does for /etc/hosts).
+    for name in ("hosts", "resolv.conf", "hostname"):
+        target = f"/etc/{name}"
+        source = sandbox.etc_dir / name
+        if target not in wanted and source.exists():
+            mode = "ro" if readonly_rootfs else "rw"
+            mounts.append({"destination": target, "type": "bind", "source": str(source),
+                           "options": ["rbind", "rprivate", mode]})
+    for index, mount in enumerate(config.mounts):
+        field = f"config.mounts[{index}]"
+        if not mount.container_path.startswith("/"):
+            raise SpecError(f"{field}.container_path must be absolute, got {mount.container_path!r}")
+        if mount.HasField("image"):
+            raise SpecError(f"{field}.image: image volumes are not supported")
+        if not mount.host_path:
+            raise SpecError(f"{field}.host_path is required")
+        source = Path(mount.host_path).resolve()  # follow symlinks, as the CRI asks
+        if not source.exists():
+            raise SpecError(f"{field}.host_path {mount.host_path!r} does not exist")
+        options = ["rbind", PROPAGATION.get(mount.propagation, "rprivate"), "ro" if mount.readonly else "rw"]
+        mounts.append({"destination": mount.container_path, "type": "bind", "source": str(source),
+                       "options": options})
+    return mounts
+
+
+def _resources(resources: api_pb2.LinuxContainerResources) -> dict[str, Any]:
+    out: dict[str, Any] = {"devices": [{"allow": False, "access": "rwm"}]}
+    cpu: dict[str, Any] = {}
+    if resources.cpu_shares:
+        cpu["shares"] = resources.cpu_shares
+    if resources.cpu_quota:
+        cpu["quota"] = resources.cpu_quota
+    if resources.cpu_period:
+        cpu["period"] = resources.cpu_period
+    if resources.cpuset_cpus:
+        cpu["cpus"] = resources.cpuset_cpus
+    if resources.cpuset_mems:
+        cpu["mems"] = resources.cpuset_mems
+    if cpu:
+        out["cpu"] = cpu
+    if resources.memory_limit_in_bytes:
+        if resources.memory_limit_in_bytes < 0:
+            raise SpecError("config.linux.resources.memory_limit_in_bytes must not be negative")
+        memory: dict[str, Any] = {"limit": resources.memory_limit_in_bytes}
+        if resources.memory_swap_limit_in_bytes:
+            memory["swap"] = resources.memory_swap_limit_in_bytes
+        out["memory"] = memory
+    if resources.hugepage_limits:
+        out["hugepageLimits"] = [{"pageSize": h.page_size, "limit": h.limit} for h in resources.hugepage_limits]
+    return out
+
+
+def container_spec(container_id: str, config: api_pb2.ContainerConfig, image: dict[str, Any],
+                   rootfs: Path, sandbox: SandboxContext) -> dict[str, Any]:
+    """The config.json for one container of a sandbox."""
+    security = config.linux.security_context
+    privileged = security.privileged
+    if privileged:
+        capabilities = list(ALL_CAPABILITIES)
+    else:
+        add = {f"CAP_{c.upper().removeprefix('CAP_')}" for c in security.capabilities.add_capabilities}
+        drop = {f"CAP_{c.upper().removeprefix('CAP_')}" for c in security.capabilities.drop_capabilities}
+        if "CAP_ALL" in add:
+            add = set(ALL_CAPABILITIES)
+        capabilities = sorted((set(DEFAULT_CAPABILITIES) | add) - ({*ALL_CAPABILITIES} if "CAP_ALL" in drop else drop))
+    process: dict[str, Any] = {
+        "terminal": config.tty,
+        "user": _user(config, image, rootfs),
+        "args": _command(config, image),
+        "env": _env(config, image),
+        "cwd": config.working_dir or str(image.get("WorkingDir") or "/"),
+        "capabilities": {key: capabilities for key in ("bounding", "effective", "permitted")},
+        "noNewPrivileges": security.no_new_privs,
+    }
+    if config.linux.resources.oom_score_adj:
+        process["oomScoreAdj"] = config.linux.resources.oom_score_adj
+    if not process["cwd"].startswith("/"):
+        raise SpecError(f"config.working_dir must be absolute, got {process['cwd']!r}")
+
+    pid_mode = security.namespace_options.pid
+    namespaces: list[dict[str, Any]] = [{"type": "mount"}]
+    if sandbox.host_pid or pid_mode == api_pb2.NODE:
+        pass  # the host's pid namespace: no entry
+    elif pid_mode == api_pb2.POD:
+        namespaces.append({"type": "pid", "path": f"/proc/{sandbox.pause_pid}/ns/pid"})
+    elif pid_mode == api_pb2.TARGET:
+        raise SpecError("config.linux.security_context.namespace_options.pid: TARGET is not supported")
+    else:
+        namespaces.append({"type": "pid"})
+    if not sandbox.host_ipc:
+        namespaces.append({"type": "ipc", "path": f"/proc/{sandbox.pause_pid}/ns/ipc"})
+    if sandbox.netns_path:
+        namespaces.append({"type": "uts", "path": f"/proc/{sandbox.pause_pid}/ns/uts"})
+        namespaces.append({"type": "network", "path": sandbox.netns_path})
+    # else host network: the host's network and UTS namespaces, as the kubelet does.
+
+    linux: dict[str, Any] = {
+        "namespaces": namespaces,
+        "resources": _resources(config.linux.resources),
+        "cgroupsPath": f"{sandbox.cgroup_parent.rstrip('/')}/{container_id}",
+        "sysctl": dict(sandbox.sysctls),
+    }
+    if not privileged:
+        linux["maskedPaths"] = list(security.masked_paths) or DEFAULT_MASKED_PATHS
+        linux["readonlyPaths"] = list(security.readonly_paths) or DEFAULT_READONLY_PATHS
+    return {
+        "ociVersion": OCI_VERSION,
+        "process": process,
+        "root": {"path": str(rootfs), "readonly": security.readonly_rootfs},
+        **({"hostname": sandbox.hostname} if sandbox.netns_path else {}),
+        "mounts": _mounts(config, sandbox, security.readonly_rootfs),
+        "annotations": {"io.kubernetes.cri.container-type": "container",
+                        "io.kubernetes.cri.container-name": config.metadata.name},
+        "linux": linux,
+    }

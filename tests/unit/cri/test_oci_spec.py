@@ -1,0 +1,146 @@
+"""The OCI spec of a CRI container: command semantics, env, user, mounts, namespaces, resources."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubelet.cri.oci_spec import ALL_CAPABILITIES, DEFAULT_CAPABILITIES, SandboxContext, SpecError, container_spec
+from protos.runtime.v1 import api_pb2
+
+
+@pytest.fixture
+def rootfs(tmp_path: Path) -> Path:
+    root = tmp_path / "rootfs"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\napp:x:1000:1001::/home/app:/bin/sh\n")
+    (root / "etc/group").write_text("root:x:0:\nstaff:x:50:\n")
+    return root
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> SandboxContext:
+    etc = tmp_path / "sandbox"
+    etc.mkdir()
+    for name in ("hosts", "resolv.conf", "hostname"):
+        (etc / name).write_text(name)
+    return SandboxContext(hostname="web-0", pause_pid=4242, netns_path="/var/run/netns/cni-1", etc_dir=etc,
+                          cgroup_parent="/kubeling/pod-uid", sysctls=(("net.ipv4.ip_forward", "0"),))
+
+
+def spec(rootfs: Path, sandbox: SandboxContext, image: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+    config = api_pb2.ContainerConfig(metadata=api_pb2.ContainerMetadata(name="app"), **fields)
+    return container_spec("cid", config, image if image is not None else {"Cmd": ["sh"]}, rootfs, sandbox)
+
+
+@pytest.mark.parametrize(("image", "command", "args", "expected"), [
+    ({"Entrypoint": ["/entry"], "Cmd": ["--default"]}, [], [], ["/entry", "--default"]),
+    ({"Entrypoint": ["/entry"], "Cmd": ["--default"]}, [], ["--mine"], ["/entry", "--mine"]),
+    ({"Entrypoint": ["/entry"], "Cmd": ["--default"]}, ["/mine"], [], ["/mine"]),
+    ({"Entrypoint": ["/entry"], "Cmd": ["--default"]}, ["/mine"], ["x"], ["/mine", "x"]),
+    ({"Cmd": ["sh"]}, [], [], ["sh"]),
+])
+def test_command_semantics_as_kubernetes(rootfs: Path, sandbox: SandboxContext, image: dict[str, Any],
+                                         command: list[str], args: list[str], expected: list[str]) -> None:
+    assert spec(rootfs, sandbox, image, command=command, args=args)["process"]["args"] == expected
+
+
+def test_no_command_at_all(rootfs: Path, sandbox: SandboxContext) -> None:
+    with pytest.raises(SpecError, match="config.command"):
+        spec(rootfs, sandbox, {})
+
+
+def test_env_and_cwd(rootfs: Path, sandbox: SandboxContext) -> None:
+    out = spec(rootfs, sandbox, {"Cmd": ["sh"], "Env": ["PATH=/bin", "A=image"], "WorkingDir": "/srv"},
+               envs=[api_pb2.KeyValue(key="A", value="pod"), api_pb2.KeyValue(key="B", value="x=y")])
+    assert out["process"]["env"] == ["PATH=/bin", "A=pod", "B=x=y"]
+    assert out["process"]["cwd"] == "/srv"
+    assert spec(rootfs, sandbox, working_dir="/w")["process"]["cwd"] == "/w"
+    with pytest.raises(SpecError, match="config.working_dir"):
+        spec(rootfs, sandbox, working_dir="relative")
+    with pytest.raises(SpecError, match="config.envs"):
+        spec(rootfs, sandbox, envs=[api_pb2.KeyValue(key="", value="x")])
+
+
+def _security(**fields: Any) -> api_pb2.LinuxContainerConfig:
+    return api_pb2.LinuxContainerConfig(security_context=api_pb2.LinuxContainerSecurityContext(**fields))
+
+
+def test_users(rootfs: Path, sandbox: SandboxContext) -> None:
+    def user(image_user: str = "", **security: Any) -> tuple[int, int]:
+        out = spec(rootfs, sandbox, {"Cmd": ["sh"], "User": image_user}, linux=_security(**security))
+        return out["process"]["user"]["uid"], out["process"]["user"]["gid"]
+
+    assert user() == (0, 0)
+    assert user("app") == (1000, 1001)
+    assert user("1000") == (1000, 1001)
+    assert user("app:staff") == (1000, 50)
+    assert user("7:8") == (7, 8)
+    assert user("app", run_as_user=api_pb2.Int64Value(value=0)) == (0, 0)
+    assert user(run_as_username="app", run_as_group=api_pb2.Int64Value(value=9)) == (1000, 9)
+    with pytest.raises(SpecError, match="run_as_username"):
+        user(run_as_username="ghost")
+    with pytest.raises(SpecError, match="image user"):
+        user("ghost")
+
+
+def test_mounts(rootfs: Path, sandbox: SandboxContext, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(data)
+    out = spec(rootfs, sandbox, mounts=[
+        api_pb2.Mount(container_path="/data", host_path=str(link), readonly=True),
+        api_pb2.Mount(container_path="/etc/hosts", host_path=str(sandbox.etc_dir / "hosts"),
+                      propagation=api_pb2.PROPAGATION_HOST_TO_CONTAINER),
+    ])
+    by_dest = {m["destination"]: m for m in out["mounts"]}
+    assert by_dest["/data"] == {"destination": "/data", "type": "bind", "source": str(data),
+                                "options": ["rbind", "rprivate", "ro"]}
+    assert by_dest["/etc/hosts"]["options"] == ["rbind", "rslave", "rw"]  # the container's own, once
+    assert [m["destination"] for m in out["mounts"]].count("/etc/hosts") == 1
+    assert by_dest["/etc/resolv.conf"]["source"] == str(sandbox.etc_dir / "resolv.conf")
+    for bad, field in ((api_pb2.Mount(container_path="rel", host_path=str(data)), "container_path"),
+                       (api_pb2.Mount(container_path="/x", host_path=str(tmp_path / "none")), "host_path"),
+                       (api_pb2.Mount(container_path="/x"), "host_path")):
+        with pytest.raises(SpecError, match=rf"config\.mounts\[0\]\.{field}"):
+            spec(rootfs, sandbox, mounts=[bad])
+
+
+def test_namespaces_join_the_sandbox(rootfs: Path, sandbox: SandboxContext) -> None:
+    out = spec(rootfs, sandbox)
+    namespaces = {n["type"]: n.get("path") for n in out["linux"]["namespaces"]}
+    assert namespaces == {"mount": None, "pid": "/proc/4242/ns/pid", "ipc": "/proc/4242/ns/ipc",
+                          "uts": "/proc/4242/ns/uts", "network": "/var/run/netns/cni-1"}
+    assert out["hostname"] == "web-0"
+    own_pid = spec(rootfs, sandbox, linux=_security(namespace_options=api_pb2.NamespaceOption(pid=api_pb2.CONTAINER)))
+    assert {"type": "pid"} in own_pid["linux"]["namespaces"]
+    host = SandboxContext(hostname="node", pause_pid=1, netns_path="", etc_dir=sandbox.etc_dir, host_ipc=True)
+    host_out = spec(rootfs, host, linux=_security(namespace_options=api_pb2.NamespaceOption(pid=api_pb2.NODE)))
+    assert [n["type"] for n in host_out["linux"]["namespaces"]] == ["mount"]
+    assert "hostname" not in host_out
+
+
+def test_resources_and_cgroup(rootfs: Path, sandbox: SandboxContext) -> None:
+    resources = api_pb2.LinuxContainerResources(cpu_shares=512, cpu_quota=50000, cpu_period=100000,
+                                                memory_limit_in_bytes=64 << 20, oom_score_adj=900)
+    out = spec(rootfs, sandbox, linux=api_pb2.LinuxContainerConfig(resources=resources))
+    assert out["linux"]["resources"]["cpu"] == {"shares": 512, "quota": 50000, "period": 100000}
+    assert out["linux"]["resources"]["memory"] == {"limit": 64 << 20}
+    assert out["process"]["oomScoreAdj"] == 900
+    assert out["linux"]["cgroupsPath"] == "/kubeling/pod-uid/cid"
+    assert out["linux"]["sysctl"] == {"net.ipv4.ip_forward": "0"}
+
+
+def test_capabilities(rootfs: Path, sandbox: SandboxContext) -> None:
+    default = spec(rootfs, sandbox)["process"]["capabilities"]["bounding"]
+    assert sorted(default) == sorted(DEFAULT_CAPABILITIES)
+    changed = spec(rootfs, sandbox, linux=_security(capabilities=api_pb2.Capability(
+        add_capabilities=["NET_ADMIN"], drop_capabilities=["CAP_KILL"])))["process"]["capabilities"]["effective"]
+    assert "CAP_NET_ADMIN" in changed and "CAP_KILL" not in changed
+    privileged = spec(rootfs, sandbox, linux=_security(privileged=True))
+    assert privileged["process"]["capabilities"]["bounding"] == ALL_CAPABILITIES
+    assert "maskedPaths" not in privileged["linux"]
+    assert spec(rootfs, sandbox, linux=_security(readonly_rootfs=True))["root"]["readonly"] is True
