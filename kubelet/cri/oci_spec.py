@@ -288,3 +288,48 @@ def container_spec(container_id: str, config: api_pb2.ContainerConfig, image: di
                         "io.kubernetes.cri.container-name": config.metadata.name},
         "linux": linux,
     }
+
+
+def pause_spec(sandbox_id: str, config: api_pb2.PodSandboxConfig, image: dict[str, Any], rootfs: Path,
+               netns_path: str) -> dict[str, Any]:
+    """The config.json of a sandbox's pause container: it creates (or, for NODE modes,
+    skips) the namespaces the pod's containers then join through its pid."""
+    options = config.linux.security_context.namespace_options
+    args = [*(image.get("Entrypoint") or []), *(image.get("Cmd") or [])]
+    if not args:
+        raise SpecError("the sandbox image has neither Entrypoint nor Cmd")
+    namespaces: list[dict[str, Any]] = [{"type": "mount"}]
+    if options.pid != api_pb2.NODE:
+        namespaces.append({"type": "pid"})
+    if options.ipc != api_pb2.NODE:
+        namespaces.append({"type": "ipc"})
+    if netns_path:
+        namespaces += [{"type": "uts"}, {"type": "network", "path": netns_path}]
+    parent = config.linux.cgroup_parent.rstrip("/")
+    spec: dict[str, Any] = {
+        "ociVersion": OCI_VERSION,
+        "process": {
+            "terminal": False, "user": {"uid": 0, "gid": 0}, "args": args, "cwd": "/",
+            "env": [str(e) for e in image.get("Env") or []],
+            "capabilities": {key: list(DEFAULT_CAPABILITIES) for key in ("bounding", "effective", "permitted")},
+            "noNewPrivileges": True,
+        },
+        "root": {"path": str(rootfs), "readonly": True},
+        "mounts": [
+            {"destination": "/proc", "type": "proc", "source": "proc", "options": ["nosuid", "noexec", "nodev"]},
+            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+             "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+            {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]},
+        ],
+        "annotations": {"io.kubernetes.cri.container-type": "sandbox",
+                        "io.kubernetes.cri.sandbox-name": config.metadata.name,
+                        "io.kubernetes.cri.sandbox-namespace": config.metadata.namespace,
+                        "io.kubernetes.cri.sandbox-uid": config.metadata.uid},
+        "linux": {"namespaces": namespaces, "cgroupsPath": f"{parent}/{sandbox_id}",
+                  "resources": {"devices": [{"allow": False, "access": "rwm"}]},
+                  "sysctl": dict(config.linux.sysctls),
+                  "maskedPaths": DEFAULT_MASKED_PATHS, "readonlyPaths": DEFAULT_READONLY_PATHS},
+    }
+    if netns_path and config.hostname:
+        spec["hostname"] = config.hostname
+    return spec

@@ -1,6 +1,6 @@
-"""runtime.v1 RuntimeService: runtime information and status.
+"""runtime.v1 RuntimeService: runtime information, status and pod sandboxes.
 
-Sandbox and container RPCs are not built yet; until they are, they answer
+Container RPCs are not built yet; until they are, they answer
 UNIMPLEMENTED naming the method (rather than the generated base class's
 NotImplementedError, which logs a traceback per call).
 """
@@ -15,6 +15,8 @@ from typing import Any, Callable, Coroutine
 import grpc
 
 from cni.manager import POD_CIDR_CHANGE, NetworkNotReady, NetworkPluginManager
+from kubelet.cri.errors import CRIError
+from kubelet.cri.sandboxes import SandboxManager
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -29,9 +31,54 @@ STREAMING_UNSUPPORTED = ("{method} is not supported by kubeling's CRI runtime ye
                          "server; use ExecSync for commands")
 
 
+async def _abort(context: grpc.aio.ServicerContext, error: CRIError) -> None:
+    await context.abort(error.code, error.message)
+
+
 class RuntimeService(api_pb2_grpc.RuntimeServiceServicer):
-    def __init__(self, network: NetworkPluginManager) -> None:
+    def __init__(self, network: NetworkPluginManager, sandboxes: SandboxManager) -> None:
         self.network = network
+        self.sandboxes = sandboxes
+
+    # ---- pod sandboxes (kubelet/cri/sandboxes.py) ----
+
+    async def RunPodSandbox(self, request: api_pb2.RunPodSandboxRequest,
+                            context: grpc.aio.ServicerContext) -> api_pb2.RunPodSandboxResponse:
+        try:
+            sandbox_id = await self.sandboxes.run(request.config, request.runtime_handler)
+        except CRIError as exc:
+            await _abort(context, exc)
+        return api_pb2.RunPodSandboxResponse(pod_sandbox_id=sandbox_id)
+
+    async def StopPodSandbox(self, request: api_pb2.StopPodSandboxRequest,
+                             context: grpc.aio.ServicerContext) -> api_pb2.StopPodSandboxResponse:
+        try:
+            await self.sandboxes.stop(request.pod_sandbox_id)
+        except CRIError as exc:
+            await _abort(context, exc)
+        return api_pb2.StopPodSandboxResponse()
+
+    async def RemovePodSandbox(self, request: api_pb2.RemovePodSandboxRequest,
+                               context: grpc.aio.ServicerContext) -> api_pb2.RemovePodSandboxResponse:
+        try:
+            await self.sandboxes.remove(request.pod_sandbox_id)
+        except CRIError as exc:
+            await _abort(context, exc)
+        return api_pb2.RemovePodSandboxResponse()
+
+    async def PodSandboxStatus(self, request: api_pb2.PodSandboxStatusRequest,
+                               context: grpc.aio.ServicerContext) -> api_pb2.PodSandboxStatusResponse:
+        try:
+            return await self.sandboxes.status(request.pod_sandbox_id, request.verbose)
+        except CRIError as exc:
+            await _abort(context, exc)
+            raise AssertionError("unreachable")
+
+    async def ListPodSandbox(self, request: api_pb2.ListPodSandboxRequest,
+                             context: grpc.aio.ServicerContext) -> api_pb2.ListPodSandboxResponse:
+        return api_pb2.ListPodSandboxResponse(items=await self.sandboxes.list_sandboxes(request.filter))
+
+    # ---- runtime ----
 
     async def Version(self, request: api_pb2.VersionRequest,
                       context: grpc.aio.ServicerContext) -> api_pb2.VersionResponse:

@@ -19,7 +19,10 @@ from cni.manager import NetworkPluginManager
 from kubelet.cri.image_service import ImageService
 from kubelet.cri.images.builtin import build_builtins
 from kubelet.cri.images.store import ImageStore
+from kubelet.cri.runc import Runc
 from kubelet.cri.runtime_service import RuntimeService
+from kubelet.cri.sandbox_store import SandboxStore
+from kubelet.cri.sandboxes import SandboxManager
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -27,6 +30,7 @@ log = logging.getLogger(__name__)
 DEFAULT_SOCKET = Path("/run/kubeling/cri.sock")
 DEFAULT_STATE_DIR = Path("/var/lib/kubeling")
 DEFAULT_CNI_CONF_DIR = Path("/etc/cni/net.d")
+DEFAULT_RUNC_ROOT = Path("/run/kubeling/runc")
 
 
 @dataclass
@@ -35,6 +39,8 @@ class CRIConfig:
     state_dir: Path = DEFAULT_STATE_DIR
     cni_conf_dir: Path = DEFAULT_CNI_CONF_DIR
     cni_bin_dirs: list[str] = field(default_factory=lambda: ["/usr/lib/cni", "/opt/cni/bin"])
+    cni_cache_dir: Path | None = None  # default: libcni's /var/lib/cni
+    runc_root: Path = DEFAULT_RUNC_ROOT  # runc state: tmpfs, gone with a reboot like the containers
     build_builtin_images: bool = True
 
     @property
@@ -46,7 +52,12 @@ class CRIServer:
     def __init__(self, config: CRIConfig, network: NetworkPluginManager | None = None) -> None:
         self.config = config
         self.images = ImageStore(config.image_root)
-        self.network = network or NetworkPluginManager(config.cni_conf_dir, config.cni_bin_dirs)
+        if network is None:
+            network = (NetworkPluginManager(config.cni_conf_dir, config.cni_bin_dirs, cache_dir=config.cni_cache_dir)
+                       if config.cni_cache_dir else NetworkPluginManager(config.cni_conf_dir, config.cni_bin_dirs))
+        self.network = network
+        self.sandboxes = SandboxManager(SandboxStore(config.state_dir / "sandboxes"), self.images,
+                                        Runc(config.runc_root), self.network)
         self._server: grpc.aio.Server | None = None
 
     @property
@@ -64,7 +75,7 @@ class CRIServer:
         elif socket.exists():
             raise RuntimeError(f"{socket} exists and is not a socket; refusing to replace it")
         self._server = grpc.aio.server(options=[("grpc.max_send_message_length", 32 * 1024 * 1024)])
-        api_pb2_grpc.add_RuntimeServiceServicer_to_server(RuntimeService(self.network), self._server)
+        api_pb2_grpc.add_RuntimeServiceServicer_to_server(RuntimeService(self.network, self.sandboxes), self._server)
         api_pb2_grpc.add_ImageServiceServicer_to_server(ImageService(self.images), self._server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, self._server)

@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from cni.manager import DEFAULT_CONFLIST, NetworkPluginManager
+from cni.manager import DEFAULT_CONFLIST
 from kubelet.cri.images.builtin import BUSYBOX_IMAGE, PAUSE_IMAGE
 from kubelet.cri.server import CRIConfig, CRIServer
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
@@ -29,7 +29,8 @@ class Client:
 
 
 def _config(base: Path) -> CRIConfig:
-    return CRIConfig(socket=base / "cri.sock", state_dir=base / "state", cni_conf_dir=base / "net.d")
+    return CRIConfig(socket=base / "cri.sock", state_dir=base / "state", cni_conf_dir=base / "net.d",
+                     cni_cache_dir=base / "cni-cache", runc_root=base / "runc")
 
 
 async def _connect(server: CRIServer) -> Client:
@@ -43,7 +44,7 @@ async def cri() -> AsyncIterator[Client]:
     # A short path: unix socket paths are limited to 108 bytes.
     base = Path(tempfile.mkdtemp(prefix="kcri-"))
     config = _config(base)
-    client = await _connect(CRIServer(config, NetworkPluginManager(config.cni_conf_dir)))
+    client = await _connect(CRIServer(config))
     yield client
     await client.channel.close()
     await client.server.stop()
@@ -91,9 +92,9 @@ async def test_runtime_config_and_unsupported_calls(cri: Client) -> None:
         assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
         assert "not supported" in (err.value.details() or "")
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        await cri.runtime.RunPodSandbox(api_pb2.RunPodSandboxRequest())
+        await cri.runtime.CreateContainer(api_pb2.CreateContainerRequest())
     assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert "RunPodSandbox is not implemented" in (err.value.details() or "")
+    assert "CreateContainer is not implemented" in (err.value.details() or "")
 
 
 async def test_image_service(cri: Client) -> None:
@@ -153,7 +154,7 @@ async def test_restart_keeps_images_and_replaces_a_stale_socket(cri: Client) -> 
     stale = socket.socket(socket.AF_UNIX)  # a socket file left by a server that died
     stale.bind(str(config.socket))
     stale.close()
-    again = await _connect(CRIServer(config, NetworkPluginManager(config.cni_conf_dir)))
+    again = await _connect(CRIServer(config))
     try:
         after = sorted(i.id for i in (await again.images.ListImages(api_pb2.ListImagesRequest())).images)
         assert after == before

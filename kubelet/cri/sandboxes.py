@@ -1,0 +1,273 @@
+"""Pod sandboxes: RunPodSandbox, StopPodSandbox, RemovePodSandbox, PodSandboxStatus, ListPodSandbox.
+
+A sandbox is a network namespace (unless host network), a pause container under
+runc holding the pod's namespaces, the pod's /etc files and a checkpoint. The
+order of RunPodSandbox follows containerd: checkpoint (not ready), netns, pause,
+network (CNI ADD), ready; a failure undoes what was done, in reverse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from cni import netns
+from cni.hostport import HostPortInUse, PortMapping
+from cni.invoke import PluginError
+from cni.manager import NetworkNotReady, NetworkPluginManager, PodNetwork
+from kubelet.cri.errors import CRIError, invalid, not_found
+from kubelet.cri.images.builtin import PAUSE_IMAGE
+from kubelet.cri.images.store import ImageStore
+from kubelet.cri.oci_spec import SpecError, pause_spec
+from kubelet.cri.rootfs import unmount, mount_overlay
+from kubelet.cri.runc import Runc, RuncError
+from kubelet.cri.sandbox_store import (NOTREADY, READY, Ambiguous, NameReserved, NotFound, SandboxRecord,
+                                       SandboxStore)
+from protos.runtime.v1 import api_pb2
+
+log = logging.getLogger(__name__)
+
+PROTOCOLS = {api_pb2.TCP: "tcp", api_pb2.UDP: "udp", api_pb2.SCTP: "sctp"}
+LOCALHOST_HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+RUNTIME_HANDLERS = ("", "runc")
+
+
+def _validate(config: api_pb2.PodSandboxConfig, runtime_handler: str) -> None:
+    for field in ("name", "namespace", "uid"):
+        if not getattr(config.metadata, field):
+            raise invalid(f"config.metadata.{field} is required")
+    if runtime_handler not in RUNTIME_HANDLERS:
+        raise invalid(f"runtime_handler {runtime_handler!r} is not configured (known: \"\", \"runc\")")
+    for index, mapping in enumerate(config.port_mappings):
+        if not 0 <= mapping.host_port <= 65535 or not 0 < mapping.container_port <= 65535:
+            raise invalid(f"config.port_mappings[{index}]: ports must be within 1-65535")
+
+
+def process_alive(pid: int) -> bool:
+    """A running (not zombie) process: a killed pause stays a zombie until its reaper waits."""
+    if pid <= 0:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def host_network(config: api_pb2.PodSandboxConfig) -> bool:
+    return config.linux.security_context.namespace_options.network == api_pb2.NODE
+
+
+def _resolv_conf(config: api_pb2.PodSandboxConfig) -> str:
+    dns = config.dns_config
+    if not (dns.servers or dns.searches or dns.options):
+        try:
+            return Path("/etc/resolv.conf").read_text()
+        except OSError:
+            return ""
+    lines = [f"search {' '.join(dns.searches)}"] if dns.searches else []
+    lines += [f"nameserver {server}" for server in dns.servers]
+    if dns.options:
+        lines.append(f"options {' '.join(dns.options)}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class SandboxManager:
+    store: SandboxStore
+    images: ImageStore
+    runc: Runc
+    network: NetworkPluginManager
+
+    def get(self, sandbox_id: str) -> SandboxRecord:
+        try:
+            return self.store.get(sandbox_id)
+        except (NotFound, Ambiguous) as exc:
+            raise not_found(exc.args[0]) from None
+
+    def pod_network(self, record: SandboxRecord) -> PodNetwork:
+        config = record.config
+        return PodNetwork(
+            namespace=config.metadata.namespace, name=config.metadata.name, uid=config.metadata.uid,
+            sandbox_id=record.id, netns=netns.path_of(record.netns) if record.netns else "",
+            port_mappings=tuple(PortMapping(host_port=m.host_port, container_port=m.container_port,
+                                            protocol=PROTOCOLS.get(m.protocol, "tcp"), host_ip=m.host_ip)
+                                for m in config.port_mappings if m.host_port))
+
+    # ---- RunPodSandbox ----
+
+    async def run(self, config: api_pb2.PodSandboxConfig, runtime_handler: str) -> str:
+        _validate(config, runtime_handler)
+        pause = await asyncio.to_thread(self.images.get, PAUSE_IMAGE)
+        if pause is None:
+            raise CRIError(grpc.StatusCode.FAILED_PRECONDITION,
+                           f"sandbox image {PAUSE_IMAGE} is not in the image store")
+        record = SandboxRecord.create(config, runtime_handler, created_at=time.time_ns())
+        record.state = NOTREADY
+        try:
+            self.store.reserve(record)
+        except NameReserved as exc:
+            raise CRIError(grpc.StatusCode.ALREADY_EXISTS, str(exc)) from None
+        pod = f"{config.metadata.namespace}/{config.metadata.name}"
+        try:
+            self.store.save(record)  # a crash from here on leaves a NOTREADY sandbox to stop and remove
+            directory = self.store.directory(record.id)
+            self._write_etc(directory, config)
+            if not host_network(config):
+                record.netns = f"cni-{uuid.uuid4()}"
+                await netns.create(record.netns)
+                self.store.save(record)
+            layers = await asyncio.to_thread(self.images.unpack, pause)
+            rootfs = await mount_overlay(layers, directory)
+            spec = pause_spec(record.id, config, pause.run_config, rootfs,
+                              netns.path_of(record.netns) if record.netns else "")
+            (directory / "config.json").write_text(json.dumps(spec))
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                await self.runc.create(record.id, directory, stdout=devnull, stderr=devnull)
+            finally:
+                os.close(devnull)
+            await self.runc.start(record.id)
+            state = await self.runc.state(record.id)
+            record.pause_pid = state.pid if state else 0
+            self.store.save(record)
+            if record.netns:
+                record.ips = await self.network.set_up_pod(self.pod_network(record))
+                record.network_ready = True
+            record.state = READY
+            self.store.save(record)
+        except BaseException as exc:
+            log.warning("pod %s: RunPodSandbox failed, cleaning up sandbox %s: %s", pod, record.id[:13], exc)
+            await asyncio.shield(self._destroy(record))
+            if isinstance(exc, (NetworkNotReady, HostPortInUse)):
+                raise CRIError(grpc.StatusCode.FAILED_PRECONDITION, f"pod {pod}: {exc}") from exc
+            if isinstance(exc, SpecError):
+                raise invalid(str(exc)) from exc
+            if isinstance(exc, (PluginError, RuncError, OSError, netns.NetnsError)):
+                raise CRIError(grpc.StatusCode.UNKNOWN, f"pod {pod}: failed to start sandbox: {exc}") from exc
+            raise
+        log.info("pod %s: sandbox %s ready, IPs %s", pod, record.id[:13], record.ips)
+        return record.id
+
+    def _write_etc(self, directory: Path, config: api_pb2.PodSandboxConfig) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        hostname = config.hostname or (os.uname().nodename if host_network(config) else config.metadata.name)
+        (directory / "hostname").write_text(hostname + "\n")
+        (directory / "hosts").write_text(Path("/etc/hosts").read_text() if host_network(config)
+                                         else LOCALHOST_HOSTS)
+        (directory / "resolv.conf").write_text(_resolv_conf(config))
+
+    # ---- StopPodSandbox / RemovePodSandbox ----
+
+    async def _stop_pause(self, record: SandboxRecord) -> None:
+        state = await self.runc.state(record.id)
+        if state is None or state.status == "stopped":
+            return
+        try:
+            await self.runc.kill(record.id, signal.SIGKILL, all_processes=True)
+        except RuncError as exc:
+            if "not running" not in exc.message and not exc.not_found:
+                raise
+        for _ in range(200):
+            state = await self.runc.state(record.id)
+            if state is None or state.status == "stopped":
+                return
+            await asyncio.sleep(0.01)
+        raise CRIError(grpc.StatusCode.DEADLINE_EXCEEDED, f"sandbox {record.id}: pause did not stop after SIGKILL")
+
+    async def stop(self, sandbox_id: str) -> None:
+        record = self.get(sandbox_id)
+        await self._stop_pause(record)
+        if record.network_ready:
+            await self.network.tear_down_pod(self.pod_network(record))
+            record.network_ready = False
+        if record.netns:
+            await netns.delete(record.netns)
+        record.state = NOTREADY
+        self.store.save(record)
+        log.info("sandbox %s stopped", record.id[:13])
+
+    async def _destroy(self, record: SandboxRecord) -> None:
+        """Undo everything a sandbox may hold; each step tolerates what is already gone."""
+        steps = (self._stop_pause(record), self._teardown(record), self.runc.delete(record.id, force=True),
+                 unmount(self.store.directory(record.id)))
+        for step in steps:
+            try:
+                await step
+            except Exception as exc:  # keep going: leave as little behind as possible
+                log.warning("sandbox %s: cleanup step failed: %s", record.id[:13], exc)
+        self.store.delete(record)
+
+    async def _teardown(self, record: SandboxRecord) -> None:
+        if record.network_ready:
+            await self.network.tear_down_pod(self.pod_network(record))
+            record.network_ready = False
+        if record.netns:
+            await netns.delete(record.netns)
+
+    async def remove(self, sandbox_id: str) -> None:
+        try:
+            record = self.store.get(sandbox_id)
+        except NotFound:
+            return  # already removed: success, as the CRI asks
+        except Ambiguous as exc:
+            raise not_found(exc.args[0]) from None
+        await self.stop(record.id)
+        await self.runc.delete(record.id, force=True)
+        await unmount(self.store.directory(record.id))
+        self.store.delete(record)
+        log.info("sandbox %s removed", record.id[:13])
+
+    # ---- PodSandboxStatus / ListPodSandbox ----
+
+    async def refresh(self, record: SandboxRecord) -> SandboxRecord:
+        """A ready sandbox whose pause process died is not ready."""
+        if record.state == READY and not process_alive(record.pause_pid):
+            record.state = NOTREADY
+            self.store.save(record)
+        return record
+
+    async def status(self, sandbox_id: str, verbose: bool) -> api_pb2.PodSandboxStatusResponse:
+        record = await self.refresh(self.get(sandbox_id))
+        config = record.config
+        status = api_pb2.PodSandboxStatus(
+            id=record.id, metadata=config.metadata, created_at=record.created_at,
+            state=api_pb2.SANDBOX_READY if record.state == READY else api_pb2.SANDBOX_NOTREADY,
+            labels=config.labels, annotations=config.annotations, runtime_handler=record.runtime_handler,
+            linux=api_pb2.LinuxPodSandboxStatus(namespaces=api_pb2.Namespace(
+                options=config.linux.security_context.namespace_options)))
+        if record.ips:
+            status.network.ip = record.ips[0]
+            status.network.additional_ips.extend(api_pb2.PodIP(ip=ip) for ip in record.ips[1:])
+        info: dict[str, str] = {}
+        if verbose:
+            info["info"] = json.dumps({"pid": record.pause_pid, "netns": netns.path_of(record.netns)
+                                       if record.netns else "", "image": PAUSE_IMAGE,
+                                       "runtimeHandler": record.runtime_handler or "runc"})
+        return api_pb2.PodSandboxStatusResponse(status=status, info=info, timestamp=time.time_ns())
+
+    async def list_sandboxes(self, selector: api_pb2.PodSandboxFilter) -> list[api_pb2.PodSandbox]:
+        out: list[api_pb2.PodSandbox] = []
+        for record in self.store.sandboxes():
+            if selector.id and not record.id.startswith(selector.id):
+                continue
+            record = await self.refresh(record)
+            state = api_pb2.SANDBOX_READY if record.state == READY else api_pb2.SANDBOX_NOTREADY
+            if selector.HasField("state") and selector.state.state != state:
+                continue
+            config = record.config
+            if any(config.labels.get(k) != v for k, v in selector.label_selector.items()):
+                continue
+            out.append(api_pb2.PodSandbox(id=record.id, metadata=config.metadata, state=state,
+                                          created_at=record.created_at, labels=config.labels,
+                                          annotations=config.annotations, runtime_handler=record.runtime_handler))
+        return out
