@@ -15,8 +15,9 @@ import os
 import signal
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Awaitable, Callable
 
 import grpc
 
@@ -28,7 +29,7 @@ from kubelet.cri.errors import CRIError, invalid, not_found
 from kubelet.cri.images.builtin import PAUSE_IMAGE
 from kubelet.cri.images.store import ImageStore
 from kubelet.cri.oci_spec import SpecError, pause_spec
-from kubelet.cri.rootfs import unmount, mount_overlay
+from kubelet.cri.rootfs import MountError, mount_overlay, unmount
 from kubelet.cri.runc import Runc, RuncError
 from kubelet.cri.sandbox_store import (NOTREADY, READY, Ambiguous, NameReserved, NotFound, SandboxRecord,
                                        SandboxStore)
@@ -87,6 +88,11 @@ class SandboxManager:
     images: ImageStore
     runc: Runc
     network: NetworkPluginManager
+    # Stop and remove of one sandbox are serialised (kubelet retries overlap).
+    _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+
+    def _lock(self, sandbox_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(sandbox_id, asyncio.Lock())
 
     def get(self, sandbox_id: str) -> SandboxRecord:
         try:
@@ -186,23 +192,26 @@ class SandboxManager:
 
     async def stop(self, sandbox_id: str) -> None:
         record = self.get(sandbox_id)
-        await self._stop_pause(record)
-        if record.network_ready:
-            await self.network.tear_down_pod(self.pod_network(record))
-            record.network_ready = False
-        if record.netns:
-            await netns.delete(record.netns)
-        record.state = NOTREADY
-        self.store.save(record)
+        async with self._lock(record.id):
+            try:
+                await self._stop_pause(record)
+                await self._teardown(record)
+            except (PluginError, RuncError, netns.NetnsError) as exc:
+                raise CRIError(grpc.StatusCode.UNKNOWN, f"sandbox {record.id}: stop failed: {exc}") from exc
+            finally:
+                self.store.save(record)  # keep what was undone, so a retry only redoes the rest
+            record.state = NOTREADY
+            self.store.save(record)
         log.info("sandbox %s stopped", record.id[:13])
 
     async def _destroy(self, record: SandboxRecord) -> None:
         """Undo everything a sandbox may hold; each step tolerates what is already gone."""
-        steps = (self._stop_pause(record), self._teardown(record), self.runc.delete(record.id, force=True),
-                 unmount(self.store.directory(record.id)))
+        steps: list[Callable[[], Awaitable[None]]] = [
+            lambda: self._stop_pause(record), lambda: self._teardown(record),
+            lambda: self.runc.delete(record.id, force=True), lambda: unmount(self.store.directory(record.id))]
         for step in steps:
             try:
-                await step
+                await step()
             except Exception as exc:  # keep going: leave as little behind as possible
                 log.warning("sandbox %s: cleanup step failed: %s", record.id[:13], exc)
         self.store.delete(record)
@@ -222,9 +231,14 @@ class SandboxManager:
         except Ambiguous as exc:
             raise not_found(exc.args[0]) from None
         await self.stop(record.id)
-        await self.runc.delete(record.id, force=True)
-        await unmount(self.store.directory(record.id))
-        self.store.delete(record)
+        async with self._lock(record.id):
+            try:
+                await self.runc.delete(record.id, force=True)
+                await unmount(self.store.directory(record.id))
+            except (RuncError, MountError) as exc:
+                raise CRIError(grpc.StatusCode.UNKNOWN, f"sandbox {record.id}: remove failed: {exc}") from exc
+            self.store.delete(record)
+        self._locks.pop(record.id, None)
         log.info("sandbox %s removed", record.id[:13])
 
     # ---- PodSandboxStatus / ListPodSandbox ----
