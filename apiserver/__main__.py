@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 
 from apiserver.server import APIServer, Config
+from kubeling.signals import wait_for_termination
 
 __all__ = ["build_parser", "main", "host_port"]
 
@@ -49,11 +49,7 @@ async def _serve(args: argparse.Namespace) -> None:
     if args.port_file:
         with open(args.port_file, "w") as f:
             f.write(f"{server.port}\n")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    await wait_for_termination()
     await server.stop()
 
 

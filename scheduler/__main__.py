@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 
 from apiserver.__main__ import host_port
 from kubeling.leaderelection import ElectionConfig
+from kubeling.signals import wait_for_termination
 from scheduler.config import ConfigError
 from scheduler.plugins import PluginLoadError
 from scheduler.service import SchedulerService
@@ -37,11 +37,7 @@ async def _serve(args: argparse.Namespace) -> None:
     service = SchedulerService(args.apiserver, args.config, leader_elect=args.leader_elect == "true",
                                election=election, metrics_listen=args.metrics_listen)
     await service.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    await wait_for_termination()
     await service.stop()
 
 

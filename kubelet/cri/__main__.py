@@ -5,21 +5,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from pathlib import Path
 
 from kubelet.cri.server import DEFAULT_CNI_CONF_DIR, DEFAULT_SOCKET, DEFAULT_STATE_DIR, CRIConfig, CRIServer
+from kubeling.signals import wait_for_termination
 
 
 async def _serve(config: CRIConfig) -> None:
     server = CRIServer(config)
     await server.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    await wait_for_termination()
     await server.stop()
 
 

@@ -43,9 +43,9 @@ RUNTIME_HANDLERS = ("", "runc")
 
 
 def _validate(config: api_pb2.PodSandboxConfig, runtime_handler: str) -> None:
-    for field in ("name", "namespace", "uid"):
-        if not getattr(config.metadata, field):
-            raise invalid(f"config.metadata.{field} is required")
+    for name in ("name", "namespace", "uid"):
+        if not getattr(config.metadata, name):
+            raise invalid(f"config.metadata.{name} is required")
     if runtime_handler not in RUNTIME_HANDLERS:
         raise invalid(f"runtime_handler {runtime_handler!r} is not configured (known: \"\", \"runc\")")
     for index, mapping in enumerate(config.port_mappings):

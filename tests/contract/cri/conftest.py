@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,6 +12,7 @@ import pytest
 
 from kubelet.cri.images.builtin import build_builtins
 from kubelet.cri.images.store import ImageStore
+from kubelet.cri.runc import Runc
 
 
 @dataclass
@@ -50,3 +51,12 @@ def bundles(tmp_path: Path) -> Iterator[Bundles]:
     yield made
     for rootfs in made.mounted:
         subprocess.run(["umount", str(rootfs)], capture_output=True)
+
+
+@pytest.fixture
+async def runc(tmp_path: Path) -> AsyncIterator[Runc]:
+    """A runc driver with a private state root; deletes whatever the test left."""
+    driver = Runc(tmp_path / "runc-root")
+    yield driver
+    for state in await driver.list_containers():
+        await driver.delete(state.id, force=True)

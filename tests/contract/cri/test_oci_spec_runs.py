@@ -8,10 +8,7 @@ import asyncio
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from kubelet.cri.images.builtin import PAUSE_IMAGE
 from kubelet.cri.oci_spec import SandboxContext, container_spec
@@ -22,13 +19,6 @@ from tests.contract.cri.conftest import Bundles
 SCRIPT = ("hostname; cat /etc/hosts; echo $GREETING; id -u; ps -o args | grep -c '^/bin/sleep infinity'; "
           "cat /sys/fs/cgroup/memory/memory.limit_in_bytes; readlink /proc/self/ns/net")
 
-
-@pytest.fixture
-async def runc(tmp_path: Path) -> AsyncIterator[Runc]:
-    driver = Runc(tmp_path / "runc-root")
-    yield driver
-    for state in await driver.list_containers():
-        await driver.delete(state.id, force=True)
 
 
 async def test_container_joins_its_sandbox(runc: Runc, bundles: Bundles, tmp_path: Path) -> None:

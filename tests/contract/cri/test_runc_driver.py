@@ -7,7 +7,6 @@ import os
 import signal
 import threading
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,13 +17,6 @@ from tests.contract.cri.conftest import Bundles
 
 LOOP = "echo started; trap 'echo bye; exit 0' TERM; while true; do sleep 0.1; done"
 
-
-@pytest.fixture
-async def runc(tmp_path: Path) -> AsyncIterator[Runc]:
-    driver = Runc(tmp_path / "runc-root")
-    yield driver
-    for state in await driver.list_containers():
-        await driver.delete(state.id, force=True)
 
 
 async def _wait_status(runc: Runc, container_id: str, status: str) -> None:
