@@ -1,0 +1,123 @@
+"""The per-container shim: the parent that outlives the CRI server.
+
+Containers started by `runc create` are not children of whoever ran runc, so
+nobody could read their exit status. As containerd's shim, one small process
+per container makes itself a child subreaper, runs `runc create` with pipes for
+stdout and stderr, and so becomes the parent of the container's init; it copies
+the pipes into the CRI log, waits for the exit and writes it to `exit.json` in
+the container's state directory. It is its own session, so a CRI server that
+stops or restarts loses nothing: logs keep flowing and the exit is on disk.
+
+    python -m kubelet.cri.shim --runc-root R --id ID --bundle B --log L --state DIR
+
+It prints `created <pid>` (or `error <message>`) on stdout once runc create is
+done, then closes stdout. SIGUSR1 reopens the log (CRI ReopenContainerLog).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from kubelet.cri.logs import STDERR, STDOUT, CRILogWriter, copy_stream
+
+PR_SET_CHILD_SUBREAPER = 36
+EXIT_FILE = "exit.json"
+SHIM_PID_FILE = "shim.pid"
+
+
+def _subreaper() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def _runc_error(log_path: Path) -> str:
+    message = ""
+    try:
+        for line in log_path.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("level") in ("error", "fatal"):
+                message = str(entry.get("msg", ""))
+    except OSError:
+        pass
+    return message
+
+
+def _write_exit(state: Path, status: int) -> None:
+    if os.WIFSIGNALED(status):
+        code, sig = 128 + os.WTERMSIG(status), os.WTERMSIG(status)
+    else:
+        code, sig = os.WEXITSTATUS(status), 0
+    body = json.dumps({"exitCode": code, "signal": sig, "finishedAt": time.time_ns()})
+    tmp = state / f".{EXIT_FILE}.tmp"
+    tmp.write_text(body)
+    os.replace(tmp, state / EXIT_FILE)
+
+
+def run(runc_root: str, container_id: str, bundle: str, log: str, state: Path, runc: str = "runc") -> int:
+    _subreaper()
+    state.mkdir(parents=True, exist_ok=True)
+    (state / SHIM_PID_FILE).write_text(str(os.getpid()))
+    writer = CRILogWriter(Path(log))
+    signal.signal(signal.SIGUSR1, lambda *_: writer.reopen())
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    runc_log = state / "runc-create.log"
+    create = subprocess.run(
+        [runc, "--root", runc_root, "--log", str(runc_log), "--log-format", "json", "create",
+         "--bundle", bundle, "--pid-file", str(state / "pid"), container_id],
+        stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w)
+    os.close(out_w)
+    os.close(err_w)
+    if create.returncode != 0:
+        print(f"error {_runc_error(runc_log) or f'runc create exited {create.returncode}'}", flush=True)
+        return 1
+    pid = int((state / "pid").read_text())
+    print(f"created {pid}", flush=True)
+    os.close(1)  # the server reads until EOF: it must not wait for the container's life
+    copiers = [threading.Thread(target=copy_stream, args=(fd, writer, stream), daemon=True)
+               for fd, stream in ((out_r, STDOUT), (err_r, STDERR))]
+    for copier in copiers:
+        copier.start()
+    while True:  # reap everything orphaned to us; stop when the container's init is gone
+        try:
+            reaped, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            status = 255 << 8  # never our child (runc did not hand it over): unknown exit
+            break
+        if reaped == pid:
+            break
+    for copier in copiers:
+        copier.join(2.0)  # a process that escaped the container may still hold a pipe
+    writer.close()
+    _write_exit(state, status)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kubelet.cri.shim", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runc-root", required=True)
+    parser.add_argument("--id", required=True)
+    parser.add_argument("--bundle", required=True)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--state", required=True, type=Path)
+    parser.add_argument("--runc", default="runc")
+    args = parser.parse_args(argv)
+    return run(args.runc_root, args.id, args.bundle, args.log, args.state, args.runc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
