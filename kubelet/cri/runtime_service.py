@@ -1,6 +1,6 @@
-"""runtime.v1 RuntimeService: runtime information, status and pod sandboxes.
+"""runtime.v1 RuntimeService: runtime information, status, pod sandboxes and containers.
 
-Container RPCs are not built yet; until they are, they answer
+RPCs not built yet (resource updates, stats) answer
 UNIMPLEMENTED naming the method (rather than the generated base class's
 NotImplementedError, which logs a traceback per call).
 """
@@ -15,6 +15,7 @@ from typing import Any, Callable, Coroutine
 import grpc
 
 from cni.manager import POD_CIDR_CHANGE, NetworkNotReady, NetworkPluginManager
+from kubelet.cri.containers import ContainerManager
 from kubelet.cri.errors import CRIError
 from kubelet.cri.sandboxes import SandboxManager
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
@@ -36,9 +37,11 @@ async def _abort(context: grpc.aio.ServicerContext, error: CRIError) -> None:
 
 
 class RuntimeService(api_pb2_grpc.RuntimeServiceServicer):
-    def __init__(self, network: NetworkPluginManager, sandboxes: SandboxManager) -> None:
+    def __init__(self, network: NetworkPluginManager, sandboxes: SandboxManager,
+                 containers: ContainerManager) -> None:
         self.network = network
         self.sandboxes = sandboxes
+        self.containers = containers
 
     # ---- pod sandboxes (kubelet/cri/sandboxes.py) ----
 
@@ -77,6 +80,68 @@ class RuntimeService(api_pb2_grpc.RuntimeServiceServicer):
     async def ListPodSandbox(self, request: api_pb2.ListPodSandboxRequest,
                              context: grpc.aio.ServicerContext) -> api_pb2.ListPodSandboxResponse:
         return api_pb2.ListPodSandboxResponse(items=await self.sandboxes.list_sandboxes(request.filter))
+
+    # ---- containers (kubelet/cri/containers.py) ----
+
+    async def CreateContainer(self, request: api_pb2.CreateContainerRequest,
+                              context: grpc.aio.ServicerContext) -> api_pb2.CreateContainerResponse:
+        try:
+            container_id = await self.containers.create(request.pod_sandbox_id, request.config)
+        except CRIError as exc:
+            await _abort(context, exc)
+        return api_pb2.CreateContainerResponse(container_id=container_id)
+
+    async def StartContainer(self, request: api_pb2.StartContainerRequest,
+                             context: grpc.aio.ServicerContext) -> api_pb2.StartContainerResponse:
+        try:
+            await self.containers.start(request.container_id)
+        except CRIError as exc:
+            await _abort(context, exc)
+        return api_pb2.StartContainerResponse()
+
+    async def StopContainer(self, request: api_pb2.StopContainerRequest,
+                            context: grpc.aio.ServicerContext) -> api_pb2.StopContainerResponse:
+        try:
+            await self.containers.stop(request.container_id, int(request.timeout))
+        except CRIError as exc:
+            await _abort(context, exc)
+        return api_pb2.StopContainerResponse()
+
+    async def RemoveContainer(self, request: api_pb2.RemoveContainerRequest,
+                              context: grpc.aio.ServicerContext) -> api_pb2.RemoveContainerResponse:
+        try:
+            await self.containers.remove(request.container_id)
+        except CRIError as exc:
+            await _abort(context, exc)
+        return api_pb2.RemoveContainerResponse()
+
+    async def ListContainers(self, request: api_pb2.ListContainersRequest,
+                             context: grpc.aio.ServicerContext) -> api_pb2.ListContainersResponse:
+        return api_pb2.ListContainersResponse(containers=self.containers.list_containers(request.filter))
+
+    async def ContainerStatus(self, request: api_pb2.ContainerStatusRequest,
+                              context: grpc.aio.ServicerContext) -> api_pb2.ContainerStatusResponse:
+        try:
+            return self.containers.status(request.container_id, request.verbose)
+        except CRIError as exc:
+            await _abort(context, exc)
+            raise AssertionError("unreachable")
+
+    async def ExecSync(self, request: api_pb2.ExecSyncRequest,
+                       context: grpc.aio.ServicerContext) -> api_pb2.ExecSyncResponse:
+        try:
+            return await self.containers.exec_sync(request.container_id, list(request.cmd), int(request.timeout))
+        except CRIError as exc:
+            await _abort(context, exc)
+            raise AssertionError("unreachable")
+
+    async def ReopenContainerLog(self, request: api_pb2.ReopenContainerLogRequest,
+                                 context: grpc.aio.ServicerContext) -> api_pb2.ReopenContainerLogResponse:
+        try:
+            self.containers.reopen_log(request.container_id)
+        except CRIError as exc:
+            await _abort(context, exc)
+        return api_pb2.ReopenContainerLogResponse()
 
     # ---- runtime ----
 

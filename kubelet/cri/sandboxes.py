@@ -88,6 +88,9 @@ class SandboxManager:
     images: ImageStore
     runc: Runc
     network: NetworkPluginManager
+    # Hooks for the sandbox's containers: stopped before the pause, removed before the sandbox.
+    stop_containers: Callable[[str], Awaitable[None]] | None = None
+    remove_containers: Callable[[str], Awaitable[None]] | None = None
     # Stop and remove of one sandbox are serialised (kubelet retries overlap).
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
@@ -192,6 +195,8 @@ class SandboxManager:
 
     async def stop(self, sandbox_id: str) -> None:
         record = self.get(sandbox_id)
+        if self.stop_containers is not None:
+            await self.stop_containers(record.id)
         async with self._lock(record.id):
             try:
                 await self._stop_pause(record)
@@ -231,6 +236,8 @@ class SandboxManager:
         except Ambiguous as exc:
             raise not_found(exc.args[0]) from None
         await self.stop(record.id)
+        if self.remove_containers is not None:
+            await self.remove_containers(record.id)
         async with self._lock(record.id):
             try:
                 await self.runc.delete(record.id, force=True)

@@ -16,6 +16,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from cni.manager import NetworkPluginManager
+from kubelet.cri.container_store import ContainerStore
+from kubelet.cri.containers import ContainerManager
 from kubelet.cri.image_service import ImageService
 from kubelet.cri.images.builtin import build_builtins
 from kubelet.cri.images.store import ImageStore
@@ -23,6 +25,7 @@ from kubelet.cri.runc import Runc
 from kubelet.cri.runtime_service import RuntimeService
 from kubelet.cri.sandbox_store import SandboxStore
 from kubelet.cri.sandboxes import SandboxManager
+from kubelet.cri.shims import ShimLauncher
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -56,8 +59,12 @@ class CRIServer:
             network = (NetworkPluginManager(config.cni_conf_dir, config.cni_bin_dirs, cache_dir=config.cni_cache_dir)
                        if config.cni_cache_dir else NetworkPluginManager(config.cni_conf_dir, config.cni_bin_dirs))
         self.network = network
-        self.sandboxes = SandboxManager(SandboxStore(config.state_dir / "sandboxes"), self.images,
-                                        Runc(config.runc_root), self.network)
+        runc = Runc(config.runc_root)
+        self.sandboxes = SandboxManager(SandboxStore(config.state_dir / "sandboxes"), self.images, runc, self.network)
+        self.containers = ContainerManager(ContainerStore(config.state_dir / "containers"), self.sandboxes,
+                                           self.images, runc, ShimLauncher(config.runc_root))
+        self.sandboxes.stop_containers = self.containers.stop_all_in
+        self.sandboxes.remove_containers = self.containers.remove_all_in
         self._server: grpc.aio.Server | None = None
 
     @property
@@ -75,7 +82,7 @@ class CRIServer:
         elif socket.exists():
             raise RuntimeError(f"{socket} exists and is not a socket; refusing to replace it")
         self._server = grpc.aio.server(options=[("grpc.max_send_message_length", 32 * 1024 * 1024)])
-        api_pb2_grpc.add_RuntimeServiceServicer_to_server(RuntimeService(self.network, self.sandboxes), self._server)
+        api_pb2_grpc.add_RuntimeServiceServicer_to_server(RuntimeService(self.network, self.sandboxes, self.containers), self._server)
         api_pb2_grpc.add_ImageServiceServicer_to_server(ImageService(self.images), self._server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, self._server)

@@ -55,12 +55,24 @@ def _runc_error(log_path: Path) -> str:
     return message
 
 
-def _write_exit(state: Path, status: int) -> None:
+def _oom_killed(bundle: str) -> bool:
+    """Whether the cgroup v1 OOM killer acted in the container's memory cgroup (read before
+    runc delete removes the cgroup)."""
+    try:
+        cgroups_path = json.loads((Path(bundle) / "config.json").read_text())["linux"]["cgroupsPath"]
+        control = Path("/sys/fs/cgroup/memory", cgroups_path.lstrip("/"), "memory.oom_control").read_text()
+    except (OSError, KeyError, ValueError):
+        return False
+    counts = dict(line.split() for line in control.splitlines() if len(line.split()) == 2)
+    return int(counts.get("oom_kill", "0")) > 0
+
+
+def _write_exit(state: Path, status: int, oom_killed: bool) -> None:
     if os.WIFSIGNALED(status):
         code, sig = 128 + os.WTERMSIG(status), os.WTERMSIG(status)
     else:
         code, sig = os.WEXITSTATUS(status), 0
-    body = json.dumps({"exitCode": code, "signal": sig, "finishedAt": time.time_ns()})
+    body = json.dumps({"exitCode": code, "signal": sig, "finishedAt": time.time_ns(), "oomKilled": oom_killed})
     tmp = state / f".{EXIT_FILE}.tmp"
     tmp.write_text(body)
     os.replace(tmp, state / EXIT_FILE)
@@ -102,7 +114,7 @@ def run(runc_root: str, container_id: str, bundle: str, log: str, state: Path, r
     for copier in copiers:
         copier.join(2.0)  # a process that escaped the container may still hold a pipe
     writer.close()
-    _write_exit(state, status)
+    _write_exit(state, status, _oom_killed(bundle))
     return 0
 
 

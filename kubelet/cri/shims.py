@@ -22,6 +22,7 @@ class ExitInfo:
     exit_code: int
     signal: int
     finished_at: int
+    oom_killed: bool = False
 
 
 def read_exit(state: Path) -> ExitInfo | None:
@@ -30,7 +31,8 @@ def read_exit(state: Path) -> ExitInfo | None:
         data = json.loads((state / EXIT_FILE).read_text())
     except FileNotFoundError:
         return None
-    return ExitInfo(int(data["exitCode"]), int(data.get("signal", 0)), int(data["finishedAt"]))
+    return ExitInfo(int(data["exitCode"]), int(data.get("signal", 0)), int(data["finishedAt"]),
+                    bool(data.get("oomKilled", False)))
 
 
 def reopen_log(state: Path) -> bool:

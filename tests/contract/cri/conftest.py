@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
 import pytest
+
+from cni import netns
+from kubelet.cri.server import CRIConfig, CRIServer
+from protos.runtime.v1 import api_pb2, api_pb2_grpc
+from tests.contract.cni.conftest import bridge_conflist, iptables_chains
 
 from kubelet.cri.images.builtin import build_builtins
 from kubelet.cri.images.store import ImageStore
@@ -60,3 +69,77 @@ async def runc(tmp_path: Path) -> AsyncIterator[Runc]:
     yield driver
     for state in await driver.list_containers():
         await driver.delete(state.id, force=True)
+
+
+@dataclass
+class Env:
+    config: CRIConfig
+    server: CRIServer
+    channel: grpc.aio.Channel
+    runtime: api_pb2_grpc.RuntimeServiceStub
+    subnet_prefix: str
+
+    async def restart(self) -> None:
+        await self.channel.close()
+        await self.server.stop()
+        self.server = CRIServer(self.config)
+        await self.server.start()
+        self.channel = grpc.aio.insecure_channel(self.server.address)
+        self.runtime = api_pb2_grpc.RuntimeServiceStub(self.channel)
+
+
+def pod_config(name: str, **extra: object) -> api_pb2.PodSandboxConfig:
+    return api_pb2.PodSandboxConfig(
+        metadata=api_pb2.PodSandboxMetadata(name=name, namespace="default", uid=f"uid-{name}"),
+        hostname=name, labels={"app": name, "tier": "web"}, annotations={"kubeling.test/keep": "as sent"},
+        dns_config=api_pb2.DNSConfig(servers=["10.96.0.10"], searches=["default.svc.cluster.local"],
+                                     options=["ndots:5"]),
+        **extra)  # type: ignore[arg-type]
+
+
+def _sandbox_cgroups() -> set[str]:
+    """Sandbox-id-named cgroups (runc puts a pause at /<id> when no parent is given)."""
+    root = Path("/sys/fs/cgroup/pids")
+    return {p.name for p in root.iterdir() if len(p.name) == 64} if root.exists() else set()
+
+
+@pytest.fixture
+def bridge_name() -> Iterator[str]:
+    name = f"kcri{os.getpid() % 100000}"
+    yield name
+    subprocess.run(["ip", "link", "del", name], capture_output=True)
+
+
+@pytest.fixture
+async def env(bridge_name: str) -> AsyncIterator[Env]:
+    base = Path(tempfile.mkdtemp(prefix="kcri-"))
+    chains_before = iptables_chains()
+    netns_before = set(netns.list_names())
+    cgroups_before = _sandbox_cgroups()
+    subnet_prefix = f"10.198.{os.getpid() % 250}"
+    conf_dir = base / "net.d"
+    conf_dir.mkdir()
+    (conf_dir / "10-test.conflist").write_text(json.dumps(
+        bridge_conflist("kcri-test", bridge_name, f"{subnet_prefix}.0/24", base)))
+    config = CRIConfig(socket=base / "cri.sock", state_dir=base / "state", cni_conf_dir=conf_dir,
+                       cni_cache_dir=base / "cni-cache", runc_root=base / "runc")
+    server = CRIServer(config)
+    await server.start()
+    channel = grpc.aio.insecure_channel(server.address)
+    made = Env(config, server, channel, api_pb2_grpc.RuntimeServiceStub(channel), subnet_prefix)
+    yield made
+    # Remove whatever a failing test left, through the server itself, then check.
+    for item in (await made.runtime.ListPodSandbox(api_pb2.ListPodSandboxRequest())).items:
+        await made.runtime.RemovePodSandbox(api_pb2.RemovePodSandboxRequest(pod_sandbox_id=item.id))
+    await made.channel.close()
+    await made.server.stop()
+    leftovers = await Runc(config.runc_root).list_containers()
+    shims = subprocess.run(["pgrep", "-f", f"kubelet.cri.shim.*{base}"], capture_output=True, text=True).stdout
+    mounts = Path("/proc/self/mountinfo").read_text()
+    shutil.rmtree(base)
+    assert leftovers == []
+    assert shims == ""
+    assert str(base) not in mounts
+    assert set(netns.list_names()) == netns_before
+    assert iptables_chains() == chains_before
+    assert _sandbox_cgroups() == cgroups_before

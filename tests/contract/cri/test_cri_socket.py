@@ -92,9 +92,9 @@ async def test_runtime_config_and_unsupported_calls(cri: Client) -> None:
         assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
         assert "not supported" in (err.value.details() or "")
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        await cri.runtime.CreateContainer(api_pb2.CreateContainerRequest())
+        await cri.runtime.ContainerStats(api_pb2.ContainerStatsRequest(container_id="c"))
     assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert "CreateContainer is not implemented" in (err.value.details() or "")
+    assert "ContainerStats is not implemented" in (err.value.details() or "")
 
 
 async def test_image_service(cri: Client) -> None:

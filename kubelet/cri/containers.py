@@ -1,0 +1,272 @@
+"""Containers: CreateContainer, StartContainer, StopContainer, RemoveContainer,
+ListContainers, ContainerStatus, ExecSync, ReopenContainerLog.
+
+A container is an OCI bundle in `<state>/containers/<id>` (config.json and an
+overlay rootfs over the image's unpacked layers), created under runc by its shim,
+which owns its exit and its CRI log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal as signals
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from cni import netns
+from kubelet.cri.container_store import Ambiguous, ContainerRecord, ContainerStore, NameReserved, NotFound
+from kubelet.cri.errors import CRIError, invalid, not_found
+from kubelet.cri.images import reference
+from kubelet.cri.images.store import ImageStore
+from kubelet.cri.oci_spec import SandboxContext, SpecError, container_spec
+from kubelet.cri.rootfs import MountError, mount_overlay, unmount
+from kubelet.cri.runc import Runc, RuncError
+from kubelet.cri.sandbox_store import READY, SandboxRecord
+from kubelet.cri.sandboxes import SandboxManager
+from kubelet.cri.shims import ShimError, ShimLauncher, reopen_log
+from protos.runtime.v1 import api_pb2
+
+log = logging.getLogger(__name__)
+
+
+def _stop_signal(config: api_pb2.ContainerConfig, image: dict[str, object]) -> int:
+    if config.stop_signal != api_pb2.RUNTIME_DEFAULT:
+        name = api_pb2.Signal.Name(config.stop_signal)
+        if hasattr(signals, name):
+            return int(getattr(signals, name))
+    image_signal = str(image.get("StopSignal") or "SIGTERM").upper()
+    if not image_signal.startswith("SIG"):
+        image_signal = "SIG" + image_signal
+    return int(getattr(signals, image_signal, signals.SIGTERM))
+
+
+@dataclass
+class ContainerManager:
+    store: ContainerStore
+    sandboxes: SandboxManager
+    images: ImageStore
+    runc: Runc
+    shims: ShimLauncher
+    _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+
+    def _lock(self, container_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(container_id, asyncio.Lock())
+
+    def get(self, container_id: str) -> ContainerRecord:
+        try:
+            return self.store.get(container_id)
+        except (NotFound, Ambiguous) as exc:
+            raise not_found(exc.args[0]) from None
+
+    def _sandbox_context(self, sandbox: SandboxRecord) -> SandboxContext:
+        config = sandbox.config
+        options = config.linux.security_context.namespace_options
+        return SandboxContext(
+            hostname=config.hostname or config.metadata.name, pause_pid=sandbox.pause_pid,
+            netns_path=netns.path_of(sandbox.netns) if sandbox.netns else "",
+            etc_dir=self.sandboxes.store.directory(sandbox.id), cgroup_parent=config.linux.cgroup_parent,
+            host_ipc=options.ipc == api_pb2.NODE, host_pid=options.pid == api_pb2.NODE,
+            sysctls=tuple(sorted(config.linux.sysctls.items())))
+
+    # ---- CreateContainer / StartContainer ----
+
+    async def create(self, sandbox_id: str, config: api_pb2.ContainerConfig) -> str:
+        sandbox = self.sandboxes.get(sandbox_id)
+        if sandbox.state != READY:
+            raise CRIError(grpc.StatusCode.FAILED_PRECONDITION, f"pod sandbox {sandbox.id} is not ready")
+        if not config.metadata.name:
+            raise invalid("config.metadata.name is required")
+        if not config.image.image:
+            raise invalid("config.image.image is required")
+        try:
+            image = await asyncio.to_thread(self.images.get, config.image.image)
+        except reference.InvalidReference as exc:
+            raise invalid(f"config.image.image: {exc}") from None
+        if image is None:
+            raise not_found(f"image {config.image.image!r} is not present; pull it first")
+        log_dir = sandbox.config.log_directory
+        log_path = str(Path(log_dir) / config.log_path) if log_dir and config.log_path else ""
+        record = ContainerRecord.create(sandbox.id, config, image.id, config.image.image, time.time_ns(), log_path)
+        try:
+            self.store.reserve(record)
+        except NameReserved as exc:
+            raise CRIError(grpc.StatusCode.ALREADY_EXISTS, str(exc)) from None
+        directory = self.store.directory(record.id)
+        record.state_dir = str(directory)
+        pod = f"{sandbox.config.metadata.namespace}/{sandbox.config.metadata.name}"
+        try:
+            layers = await asyncio.to_thread(self.images.unpack, image)
+            rootfs = await mount_overlay(layers, directory)
+            spec = container_spec(record.id, config, image.run_config, rootfs, self._sandbox_context(sandbox))
+            (directory / "config.json").write_text(json.dumps(spec))
+            self.store.save(record)
+            record.pid = await self.shims.launch(record.id, directory, Path(log_path or directory / "container.log"),
+                                                 directory)
+            self.store.save(record)
+        except BaseException as exc:
+            await asyncio.shield(self._destroy(record))
+            if isinstance(exc, SpecError):
+                raise invalid(str(exc)) from exc
+            if isinstance(exc, (ShimError, MountError, OSError)):
+                raise CRIError(grpc.StatusCode.UNKNOWN, f"pod {pod}: create container "
+                               f"{config.metadata.name!r}: {exc}") from exc
+            raise
+        log.info("pod %s: container %s created (%s)", pod, config.metadata.name, record.id[:13])
+        return record.id
+
+    async def start(self, container_id: str) -> None:
+        record = self.get(container_id)
+        async with self._lock(record.id):
+            state = record.state()
+            if state != api_pb2.CONTAINER_CREATED:
+                raise CRIError(grpc.StatusCode.FAILED_PRECONDITION,
+                               f"container {record.id} is {api_pb2.ContainerState.Name(state)}, not CREATED")
+            try:
+                await self.runc.start(record.id)
+            except RuncError as exc:
+                raise CRIError(grpc.StatusCode.UNKNOWN, str(exc)) from exc
+            record.started_at = time.time_ns()
+            self.store.save(record)
+
+    # ---- StopContainer / RemoveContainer ----
+
+    async def _wait_exit(self, record: ContainerRecord, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while record.exit() is None:
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.02)
+        return True
+
+    async def stop(self, container_id: str, timeout: int) -> None:
+        record = self.get(container_id)
+        async with self._lock(record.id):
+            await self._stop(record, timeout)
+
+    async def _stop(self, record: ContainerRecord, timeout: float) -> None:
+        if record.exit() is not None:
+            return  # already stopped: success
+        state = await self.runc.state(record.id)
+        if state is None:
+            return
+        if timeout > 0:
+            image = await asyncio.to_thread(self.images.get, record.image_id)
+            sig = _stop_signal(record.config, image.run_config if image else {})
+            try:
+                await self.runc.kill(record.id, sig)
+            except RuncError as exc:
+                log.debug("container %s: stop signal: %s", record.id[:13], exc)
+            if await self._wait_exit(record, float(timeout)):
+                return
+        try:
+            await self.runc.kill(record.id, signals.SIGKILL, all_processes=True)
+        except RuncError as exc:
+            log.debug("container %s: SIGKILL: %s", record.id[:13], exc)
+        if not await self._wait_exit(record, 10.0):
+            raise CRIError(grpc.StatusCode.DEADLINE_EXCEEDED, f"container {record.id} did not exit after SIGKILL")
+
+    async def _destroy(self, record: ContainerRecord) -> None:
+        for step in (lambda: self.runc.delete(record.id, force=True),
+                     lambda: unmount(self.store.directory(record.id))):
+            try:
+                await step()
+            except Exception as exc:
+                log.warning("container %s: cleanup step failed: %s", record.id[:13], exc)
+        self.store.delete(record)
+
+    async def remove(self, container_id: str) -> None:
+        try:
+            record = self.store.get(container_id)
+        except NotFound:
+            return  # already removed
+        except Ambiguous as exc:
+            raise not_found(exc.args[0]) from None
+        async with self._lock(record.id):
+            if record.started_at or record.exit() is None:
+                await self._stop(record, 0)
+            try:
+                await self.runc.delete(record.id, force=True)
+                await unmount(self.store.directory(record.id))
+            except (RuncError, MountError) as exc:
+                raise CRIError(grpc.StatusCode.UNKNOWN, f"container {record.id}: remove failed: {exc}") from exc
+            self.store.delete(record)
+        self._locks.pop(record.id, None)
+        log.info("container %s removed", record.id[:13])
+
+    async def stop_all_in(self, sandbox_id: str) -> None:
+        for record in self.store.containers():
+            if record.sandbox_id == sandbox_id:
+                async with self._lock(record.id):
+                    await self._stop(record, 0)
+
+    async def remove_all_in(self, sandbox_id: str) -> None:
+        for record in self.store.containers():
+            if record.sandbox_id == sandbox_id:
+                await self.remove(record.id)
+
+    # ---- ListContainers / ContainerStatus ----
+
+    def _image_spec(self, record: ContainerRecord) -> api_pb2.ImageSpec:
+        return api_pb2.ImageSpec(image=record.image_name, user_specified_image=record.config.image.user_specified_image)
+
+    def list_containers(self, selector: api_pb2.ContainerFilter) -> list[api_pb2.Container]:
+        out: list[api_pb2.Container] = []
+        for record in self.store.containers():
+            state = record.state()
+            config = record.config
+            if selector.id and not record.id.startswith(selector.id):
+                continue
+            if selector.pod_sandbox_id and not record.sandbox_id.startswith(selector.pod_sandbox_id):
+                continue
+            if selector.HasField("state") and selector.state.state != state:
+                continue
+            if any(config.labels.get(k) != v for k, v in selector.label_selector.items()):
+                continue
+            out.append(api_pb2.Container(
+                id=record.id, pod_sandbox_id=record.sandbox_id, metadata=config.metadata,
+                image=self._image_spec(record), image_ref=record.image_id, image_id=record.image_id, state=state,
+                created_at=record.created_at, labels=config.labels, annotations=config.annotations))
+        return out
+
+    def status(self, container_id: str, verbose: bool) -> api_pb2.ContainerStatusResponse:
+        record = self.get(container_id)
+        config = record.config
+        status = api_pb2.ContainerStatus(
+            id=record.id, metadata=config.metadata, state=record.state(), created_at=record.created_at,
+            started_at=record.started_at, image=self._image_spec(record), image_ref=record.image_id,
+            image_id=record.image_id, labels=config.labels, annotations=config.annotations,
+            mounts=config.mounts, log_path=record.log_path,
+            resources=api_pb2.ContainerResources(linux=config.linux.resources))
+        ended = record.exit()
+        if ended is not None:
+            status.finished_at, status.exit_code = ended.finished_at, ended.exit_code
+            status.reason = "OOMKilled" if ended.oom_killed else ("Completed" if ended.exit_code == 0 else "Error")
+        info: dict[str, str] = {}
+        if verbose:
+            info["info"] = json.dumps({"pid": record.pid, "sandboxID": record.sandbox_id,
+                                       "stateDir": record.state_dir})
+        return api_pb2.ContainerStatusResponse(status=status, info=info)
+
+    # ---- ExecSync / ReopenContainerLog ----
+
+    async def exec_sync(self, container_id: str, cmd: list[str], timeout: int) -> api_pb2.ExecSyncResponse:
+        record = self.get(container_id)
+        if record.state() != api_pb2.CONTAINER_RUNNING:
+            raise CRIError(grpc.StatusCode.FAILED_PRECONDITION, f"container {record.id} is not running")
+        if not cmd:
+            raise invalid("cmd is required")
+        result = await self.runc.exec(record.id, cmd, timeout=float(timeout))
+        if result.timed_out:
+            raise CRIError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                           f"command {cmd!r} in container {record.id} timed out after {timeout}s")
+        return api_pb2.ExecSyncResponse(stdout=result.stdout, stderr=result.stderr, exit_code=result.exit_code)
+
+    def reopen_log(self, container_id: str) -> None:
+        record = self.get(container_id)
+        if not reopen_log(Path(record.state_dir)):
+            raise CRIError(grpc.StatusCode.FAILED_PRECONDITION, f"container {record.id} is not running")

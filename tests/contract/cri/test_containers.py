@@ -1,0 +1,174 @@
+"""Containers over the CRI socket: real runc, real shims, real sandboxes on the CNI bridge."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import grpc
+import pytest
+
+from kubelet.cri.logs import STDERR, STDOUT, parse_line, read_log
+from protos.runtime.v1 import api_pb2
+from tests.contract.cri.conftest import Env, pod_config
+
+LOOP = "echo hello; echo oops >&2; trap 'echo bye; exit 0' TERM; while true; do sleep 0.1; done"
+
+
+async def _sandbox(env: Env, name: str, log_dir: Path) -> tuple[str, api_pb2.PodSandboxConfig]:
+    config = pod_config(name)
+    config.log_directory = str(log_dir)
+    reply = await env.runtime.RunPodSandbox(api_pb2.RunPodSandboxRequest(config=config))
+    return reply.pod_sandbox_id, config
+
+
+def _container(name: str, command: list[str], **extra: object) -> api_pb2.ContainerConfig:
+    return api_pb2.ContainerConfig(
+        metadata=api_pb2.ContainerMetadata(name=name), image=api_pb2.ImageSpec(image="busybox"),
+        command=command, log_path=f"{name}/0.log", labels={"container": name},
+        annotations={"kubeling.test/c": name}, **extra)  # type: ignore[arg-type]
+
+
+async def _create(env: Env, sandbox: tuple[str, api_pb2.PodSandboxConfig], config: api_pb2.ContainerConfig) -> str:
+    reply = await env.runtime.CreateContainer(api_pb2.CreateContainerRequest(
+        pod_sandbox_id=sandbox[0], config=config, sandbox_config=sandbox[1]))
+    return reply.container_id
+
+
+async def _status(env: Env, container_id: str) -> api_pb2.ContainerStatus:
+    return (await env.runtime.ContainerStatus(api_pb2.ContainerStatusRequest(container_id=container_id))).status
+
+
+async def _wait_state(env: Env, container_id: str, state: int, timeout: float = 15) -> api_pb2.ContainerStatus:
+    for _ in range(int(timeout / 0.05)):
+        status = await _status(env, container_id)
+        if status.state == state:
+            return status
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{container_id} never reached {api_pb2.ContainerState.Name(state)}")  # type: ignore[arg-type]
+
+
+async def test_container_lifecycle(env: Env, tmp_path: Path) -> None:
+    sandbox = await _sandbox(env, "web", tmp_path / "logs")
+    cid = await _create(env, sandbox, _container("app", ["sh", "-c", LOOP],
+                                                 envs=[api_pb2.KeyValue(key="GREETING", value="hi")]))
+    status = await _status(env, cid)
+    assert status.state == api_pb2.CONTAINER_CREATED and status.created_at > 0
+    assert status.log_path == str(tmp_path / "logs" / "app" / "0.log")
+    assert status.image.image == "busybox" and status.image_ref.startswith("sha256:")
+    assert dict(status.annotations) == {"kubeling.test/c": "app"}
+
+    await env.runtime.StartContainer(api_pb2.StartContainerRequest(container_id=cid))
+    running = await _wait_state(env, cid, api_pb2.CONTAINER_RUNNING)
+    assert running.started_at >= status.created_at
+    with pytest.raises(grpc.aio.AioRpcError) as twice:
+        await env.runtime.StartContainer(api_pb2.StartContainerRequest(container_id=cid))
+    assert twice.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+    exec_reply = await env.runtime.ExecSync(api_pb2.ExecSyncRequest(
+        container_id=cid, cmd=["sh", "-c", "echo $GREETING; hostname; echo err >&2; exit 3"], timeout=5))
+    assert (exec_reply.stdout, exec_reply.stderr, exec_reply.exit_code) == (b"hi\nweb\n", b"err\n", 3)
+    with pytest.raises(grpc.aio.AioRpcError) as slow:
+        await env.runtime.ExecSync(api_pb2.ExecSyncRequest(container_id=cid, cmd=["sleep", "30"], timeout=1))
+    assert slow.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+    listed = await env.runtime.ListContainers(api_pb2.ListContainersRequest(filter=api_pb2.ContainerFilter(
+        pod_sandbox_id=sandbox[0][:12], state=api_pb2.ContainerStateValue(state=api_pb2.CONTAINER_RUNNING),
+        label_selector={"container": "app"})))
+    assert [c.id for c in listed.containers] == [cid]
+    none = await env.runtime.ListContainers(api_pb2.ListContainersRequest(filter=api_pb2.ContainerFilter(
+        state=api_pb2.ContainerStateValue(state=api_pb2.CONTAINER_EXITED))))
+    assert list(none.containers) == []
+
+    await env.runtime.StopContainer(api_pb2.StopContainerRequest(container_id=cid, timeout=5))
+    stopped = await _status(env, cid)
+    assert stopped.state == api_pb2.CONTAINER_EXITED
+    assert (stopped.exit_code, stopped.reason) == (0, "Completed") and stopped.finished_at >= stopped.started_at
+    await env.runtime.StopContainer(api_pb2.StopContainerRequest(container_id=cid, timeout=5))  # idempotent
+
+    log = Path(stopped.log_path)
+    first = parse_line(log.read_bytes().splitlines()[0])
+    assert first.timestamp.endswith("Z") and first.tag == "F"
+    assert sorted(read_log(log)) == sorted([(STDOUT, b"hello"), (STDERR, b"oops"), (STDOUT, b"bye")])
+
+    for _ in range(2):  # idempotent
+        await env.runtime.RemoveContainer(api_pb2.RemoveContainerRequest(container_id=cid))
+    with pytest.raises(grpc.aio.AioRpcError) as gone:
+        await _status(env, cid)
+    assert gone.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_exit_codes_and_reasons(env: Env, tmp_path: Path) -> None:
+    sandbox = await _sandbox(env, "jobs", tmp_path / "logs")
+    memory = api_pb2.LinuxContainerConfig(resources=api_pb2.LinuxContainerResources(
+        memory_limit_in_bytes=16 << 20, memory_swap_limit_in_bytes=16 << 20))
+    cases = {
+        "fails": (_container("fails", ["sh", "-c", "exit 3"]), 3, "Error"),
+        "works": (_container("works", ["true"]), 0, "Completed"),
+        "hog": (_container("hog", ["sh", "-c", "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo $x"],
+                           linux=memory), 137, "OOMKilled"),
+    }
+    ids = {name: await _create(env, sandbox, config) for name, (config, _, _) in cases.items()}
+    for cid in ids.values():
+        await env.runtime.StartContainer(api_pb2.StartContainerRequest(container_id=cid))
+    for name, (_, code, reason) in cases.items():
+        status = await _wait_state(env, ids[name], api_pb2.CONTAINER_EXITED)
+        assert (status.exit_code, status.reason) == (code, reason), name
+
+
+async def test_restart_keeps_running_containers(env: Env, tmp_path: Path) -> None:
+    sandbox = await _sandbox(env, "survivor", tmp_path / "logs")
+    cid = await _create(env, sandbox, _container("app", ["sh", "-c", LOOP]))
+    await env.runtime.StartContainer(api_pb2.StartContainerRequest(container_id=cid))
+    await _wait_state(env, cid, api_pb2.CONTAINER_RUNNING)
+    await env.restart()
+    status = await _status(env, cid)
+    assert status.state == api_pb2.CONTAINER_RUNNING
+    reply = await env.runtime.ExecSync(api_pb2.ExecSyncRequest(container_id=cid, cmd=["echo", "still here"]))
+    assert reply.stdout == b"still here\n"
+    await env.runtime.StopContainer(api_pb2.StopContainerRequest(container_id=cid, timeout=5))
+    stopped = await _status(env, cid)  # the shim outlived the old server and recorded the exit
+    assert (stopped.state, stopped.exit_code) == (api_pb2.CONTAINER_EXITED, 0)
+    assert (STDOUT, b"bye") in list(read_log(Path(stopped.log_path)))
+
+
+async def test_removing_the_sandbox_removes_its_containers(env: Env, tmp_path: Path) -> None:
+    sandbox = await _sandbox(env, "gone", tmp_path / "logs")
+    cid = await _create(env, sandbox, _container("app", ["sh", "-c", LOOP]))
+    await env.runtime.StartContainer(api_pb2.StartContainerRequest(container_id=cid))
+    await env.runtime.StopPodSandbox(api_pb2.StopPodSandboxRequest(pod_sandbox_id=sandbox[0]))
+    assert (await _status(env, cid)).state == api_pb2.CONTAINER_EXITED
+    await env.runtime.RemovePodSandbox(api_pb2.RemovePodSandboxRequest(pod_sandbox_id=sandbox[0]))
+    assert list((await env.runtime.ListContainers(api_pb2.ListContainersRequest())).containers) == []
+
+
+async def test_bad_container_requests(env: Env, tmp_path: Path) -> None:
+    sandbox = await _sandbox(env, "bad", tmp_path / "logs")
+    no_image = _container("x", ["true"])
+    no_image.image.image = "nope:1"
+    cases = [
+        (api_pb2.CreateContainerRequest(pod_sandbox_id="missing", config=_container("x", ["true"])),
+         grpc.StatusCode.NOT_FOUND, "missing"),
+        (api_pb2.CreateContainerRequest(pod_sandbox_id=sandbox[0], config=no_image),
+         grpc.StatusCode.NOT_FOUND, "nope:1"),
+        (api_pb2.CreateContainerRequest(pod_sandbox_id=sandbox[0], config=api_pb2.ContainerConfig(
+            image=api_pb2.ImageSpec(image="busybox"))), grpc.StatusCode.INVALID_ARGUMENT, "config.metadata.name"),
+        (api_pb2.CreateContainerRequest(pod_sandbox_id=sandbox[0], config=_container("x", ["true"], mounts=[
+            api_pb2.Mount(container_path="/data", host_path=str(tmp_path / "absent"))])),
+         grpc.StatusCode.INVALID_ARGUMENT, "config.mounts[0].host_path"),
+    ]
+    for request, code, words in cases:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await env.runtime.CreateContainer(request)
+        assert err.value.code() == code and words in (err.value.details() or ""), err.value.details()
+    await _create(env, sandbox, _container("dup", ["true"]))
+    with pytest.raises(grpc.aio.AioRpcError) as dup:
+        await _create(env, sandbox, _container("dup", ["true"]))
+    assert dup.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    for call, request in ((env.runtime.StartContainer, api_pb2.StartContainerRequest(container_id="nope")),
+                          (env.runtime.StopContainer, api_pb2.StopContainerRequest(container_id="nope")),
+                          (env.runtime.ExecSync, api_pb2.ExecSyncRequest(container_id="nope", cmd=["true"]))):
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await call(request)  # type: ignore[operator]
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    await env.runtime.RemoveContainer(api_pb2.RemoveContainerRequest(container_id="nope"))
