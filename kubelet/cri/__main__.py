@@ -8,7 +8,8 @@ import logging
 import sys
 from pathlib import Path
 
-from kubelet.cri.server import DEFAULT_CNI_CONF_DIR, DEFAULT_SOCKET, DEFAULT_STATE_DIR, CRIConfig, CRIServer
+from kubelet.cri.server import (DEFAULT_CNI_CONF_DIR, DEFAULT_RUNC_ROOT, DEFAULT_SOCKET, DEFAULT_STATE_DIR, CRIConfig,
+                                CRIServer)
 from kubeling.signals import wait_for_termination
 
 
@@ -26,10 +27,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cni-conf-dir", type=Path, default=DEFAULT_CNI_CONF_DIR)
     parser.add_argument("--cni-bin-dir", action="append", dest="cni_bin_dirs",
                         help="CNI plugin directory (repeatable; default /usr/lib/cni and /opt/cni/bin)")
+    parser.add_argument("--runc-root", type=Path, default=DEFAULT_RUNC_ROOT,
+                        help=f"runc state directory, on tmpfs (default {DEFAULT_RUNC_ROOT})")
+    parser.add_argument("--cni-cache-dir", type=Path, default=None,
+                        help="CNI result cache (default libcni's /var/lib/cni)")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = CRIConfig(socket=args.socket, state_dir=args.state_dir, cni_conf_dir=args.cni_conf_dir)
+    config = CRIConfig(socket=args.socket, state_dir=args.state_dir, cni_conf_dir=args.cni_conf_dir,
+                       runc_root=args.runc_root, cni_cache_dir=args.cni_cache_dir)
     if args.cni_bin_dirs:
         config.cni_bin_dirs = args.cni_bin_dirs
     asyncio.run(_serve(config))

@@ -100,6 +100,7 @@ class CRIServer:
         if self._server is not None:
             await self._server.stop(grace)
             self._server = None
+        await self.containers.shims.close()
         self.config.socket.unlink(missing_ok=True)
 
     async def wait(self) -> None:

@@ -12,6 +12,10 @@ stops or restarts loses nothing: logs keep flowing and the exit is on disk.
 
 It prints `created <pid>` (or `error <message>`) on stdout once runc create is
 done, then closes stdout. SIGUSR1 reopens the log (CRI ReopenContainerLog).
+
+With `--stdin-args` it starts idle and reads those arguments as one JSON line
+from stdin: the server keeps one such spare shim warm, so a container's start
+does not wait for an interpreter to boot. EOF instead of arguments ends it.
 """
 
 from __future__ import annotations
@@ -121,13 +125,27 @@ def run(runc_root: str, container_id: str, bundle: str, log: str, state: Path, r
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kubelet.cri.shim", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runc-root", required=True)
-    parser.add_argument("--id", required=True)
-    parser.add_argument("--bundle", required=True)
-    parser.add_argument("--log", required=True)
-    parser.add_argument("--state", required=True, type=Path)
+    parser.add_argument("--stdin-args", action="store_true", help="wait for the arguments as JSON on stdin")
+    parser.add_argument("--runc-root")
+    parser.add_argument("--id")
+    parser.add_argument("--bundle")
+    parser.add_argument("--log")
+    parser.add_argument("--state", type=Path)
     parser.add_argument("--runc", default="runc")
     args = parser.parse_args(argv)
+    if args.stdin_args:
+        line = sys.stdin.readline()
+        if not line:
+            return 0  # the server went away before needing this spare
+        given = json.loads(line)
+        args.runc_root, args.id, args.bundle, args.log = given["runc_root"], given["id"], given["bundle"], given["log"]
+        args.state, args.runc = Path(given["state"]), given.get("runc", "runc")
+        args.state.mkdir(parents=True, exist_ok=True)
+        errors = os.open(args.state / "shim.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(errors, 2)
+        os.close(errors)
+    if not all((args.runc_root, args.id, args.bundle, args.log, args.state)):
+        parser.error("--runc-root, --id, --bundle, --log and --state are required")
     return run(args.runc_root, args.id, args.bundle, args.log, args.state, args.runc)
 
 

@@ -54,18 +54,35 @@ def reopen_log(state: Path) -> bool:
 class ShimLauncher:
     runc_root: Path
     runc: str = "runc"
-    _waiters: set[asyncio.Task[int]] = field(default_factory=set)
+    _waiters: set[asyncio.Future[int]] = field(default_factory=set)
+    _spare: asyncio.subprocess.Process | None = None
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        # Its own session: a server stop or restart spares it (and its container).
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "kubelet.cri.shim", "--stdin-args", stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
 
     async def launch(self, container_id: str, bundle: Path, log_path: Path, state: Path) -> int:
-        """Start the shim, which runs `runc create`; return the container's init pid."""
+        """Hand the container to a shim, which runs `runc create`; return the container's init pid."""
         state.mkdir(parents=True, exist_ok=True)
-        with open(state / "shim.log", "ab") as shim_log:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "kubelet.cri.shim", "--runc-root", str(self.runc_root),
-                "--id", container_id, "--bundle", str(bundle), "--log", str(log_path), "--state", str(state),
-                "--runc", self.runc, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=shim_log, start_new_session=True)  # its own session: a server restart spares it
-        assert proc.stdout is not None
+        # Take the spare before any await: concurrent launches must not drop one another's.
+        proc, self._spare = self._spare, None
+        if proc is None:
+            proc = await self._spawn()
+        assert proc.stdin is not None and proc.stdout is not None
+        args = {"runc_root": str(self.runc_root), "id": container_id, "bundle": str(bundle),
+                "log": str(log_path), "state": str(state), "runc": self.runc}
+        proc.stdin.write(json.dumps(args).encode() + b"\n")
+        await proc.stdin.drain()
+        proc.stdin.close()
+        # Warm the next one while this one runs runc create; launches that ran
+        # meanwhile may have left one already, and there is room for one only.
+        replacement = await self._spawn()
+        if self._spare is None:
+            self._spare = replacement
+        else:
+            await self._end(replacement)
         line = (await proc.stdout.readline()).decode(errors="replace").strip()
         if not line.startswith("created "):
             await proc.wait()
@@ -76,3 +93,15 @@ class ShimLauncher:
         self._waiters.add(waiter)
         waiter.add_done_callback(self._waiters.discard)
         return int(line.split()[1])
+
+    async def close(self) -> None:
+        """End the idle spare (running shims are left alone: they own containers)."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            await self._end(spare)
+
+    @staticmethod
+    async def _end(spare: asyncio.subprocess.Process) -> None:
+        if spare.stdin is not None:
+            spare.stdin.close()  # EOF before arguments: the spare exits
+        await spare.wait()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -134,7 +135,14 @@ async def env(bridge_name: str) -> AsyncIterator[Env]:
     await made.channel.close()
     await made.server.stop()
     leftovers = await Runc(config.runc_root).list_containers()
-    shims = subprocess.run(["pgrep", "-f", f"kubelet.cri.shim.*{base}"], capture_output=True, text=True).stdout
+    # Shims are our children until they end: the spare is closed, the others end with their
+    # containers (a shim exits a moment after it has recorded the exit).
+    for _ in range(100):
+        shims = subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "kubelet.cri.shim"],
+                               capture_output=True, text=True).stdout
+        if not shims:
+            break
+        await asyncio.sleep(0.05)
     mounts = Path("/proc/self/mountinfo").read_text()
     shutil.rmtree(base)
     assert leftovers == []

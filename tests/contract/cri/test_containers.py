@@ -172,3 +172,22 @@ async def test_bad_container_requests(env: Env, tmp_path: Path) -> None:
             await call(request)  # type: ignore[operator]
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
     await env.runtime.RemoveContainer(api_pb2.RemoveContainerRequest(container_id="nope"))
+
+
+async def test_twenty_pods_at_once(env: Env, tmp_path: Path) -> None:
+    async def start(i: int) -> tuple[str, str]:
+        sandbox = await _sandbox(env, f"many{i}", tmp_path / "logs" / str(i))
+        cid = await _create(env, sandbox, _container("app", ["sleep", "3600"]))
+        await env.runtime.StartContainer(api_pb2.StartContainerRequest(container_id=cid))
+        return sandbox[0], cid
+
+    started = await asyncio.gather(*(start(i) for i in range(20)))
+    ips = set()
+    for sandbox_id, cid in started:
+        status = await env.runtime.PodSandboxStatus(api_pb2.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id))
+        ips.add(status.status.network.ip)
+        assert (await _status(env, cid)).state == api_pb2.CONTAINER_RUNNING
+    assert len(ips) == 20
+    await asyncio.gather(*(env.runtime.RemovePodSandbox(api_pb2.RemovePodSandboxRequest(pod_sandbox_id=s))
+                           for s, _ in started))
+    assert list((await env.runtime.ListContainers(api_pb2.ListContainersRequest())).containers) == []

@@ -27,6 +27,7 @@ async def test_exit_code_and_logs(runc: Runc, bundles: Bundles, tmp_path: Path) 
     state, log = tmp_path / "state", tmp_path / "logs" / "app" / "0.log"
     launcher = ShimLauncher(runc.root)
     pid = await launcher.launch("shim-exit", bundle, log, state)
+    await launcher.close()  # the warm spare ends; the running shim does not
     created = await runc.state("shim-exit")
     assert created is not None and created.status == "created" and created.pid == pid
     assert read_exit(state) is None
@@ -41,7 +42,9 @@ async def test_exit_code_and_logs(runc: Runc, bundles: Bundles, tmp_path: Path) 
 async def test_killed_container_and_log_reopen(runc: Runc, bundles: Bundles, tmp_path: Path) -> None:
     bundle = bundles.make("loop", "busybox", ["sh", "-c", "while true; do echo tick; sleep 0.1; done"])
     state, log = tmp_path / "state", tmp_path / "0.log"
-    await ShimLauncher(runc.root).launch("shim-kill", bundle, log, state)
+    launcher = ShimLauncher(runc.root)
+    await launcher.launch("shim-kill", bundle, log, state)
+    await launcher.close()
     await runc.start("shim-kill")
     await asyncio.sleep(0.3)
     # Rotate as the kubelet does: rename, then ask for a reopen (SIGUSR1 to the shim).
@@ -59,5 +62,7 @@ async def test_killed_container_and_log_reopen(runc: Runc, bundles: Bundles, tmp
 
 async def test_create_failure_is_reported(runc: Runc, bundles: Bundles, tmp_path: Path) -> None:
     bundle = bundles.make("bad", "busybox", ["/no/such/binary"])
+    launcher = ShimLauncher(runc.root)
     with pytest.raises(ShimError, match="runc create shim-bad"):
-        await ShimLauncher(runc.root).launch("shim-bad", bundle, tmp_path / "0.log", tmp_path / "state")
+        await launcher.launch("shim-bad", bundle, tmp_path / "0.log", tmp_path / "state")
+    await launcher.close()
