@@ -49,6 +49,7 @@ bench: deps
 	$(PY) -m bench.scheduler_perf --mode inprocess --json bench/results/scheduler_inprocess.json
 	$(PY) -m bench.scheduler_perf --mode e2e --nodes 500 --init-pods 500 --pods 3000 --json bench/results/scheduler_e2e.json
 	$(PY) -m bench.cni --json bench/results/cni.json
+	$(PY) -m bench.cri --pods 20 --json bench/results/cri.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info
