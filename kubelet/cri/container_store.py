@@ -49,6 +49,9 @@ class ContainerRecord:
     def config(self) -> api_pb2.ContainerConfig:
         return api_pb2.ContainerConfig.FromString(base64.b64decode(self.config_b64))
 
+    def set_config(self, config: api_pb2.ContainerConfig) -> None:
+        self.config_b64 = base64.b64encode(config.SerializeToString()).decode()
+
     @property
     def name(self) -> str:
         metadata = self.config.metadata

@@ -15,6 +15,7 @@ import signal as signals
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -23,12 +24,13 @@ from kubelet.cri.container_store import Ambiguous, ContainerRecord, ContainerSto
 from kubelet.cri.errors import CRIError, invalid, not_found
 from kubelet.cri.images import reference
 from kubelet.cri.images.store import ImageStore
-from kubelet.cri.oci_spec import SandboxContext, SpecError, container_spec
+from kubelet.cri.oci_spec import SandboxContext, SpecError, container_spec, resources_spec
 from kubelet.cri.rootfs import MountError, mount_overlay, unmount
 from kubelet.cri.runc import Runc, RuncError
 from kubelet.cri.sandbox_store import READY, SandboxRecord
 from kubelet.cri.sandboxes import SandboxManager
 from kubelet.cri.shims import ShimError, ShimLauncher, reopen_log
+from kubelet.cri.stats import CpuSampler, directory_usage, memory_usage, network_usage, now
 from protos.runtime.v1 import api_pb2
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,7 @@ class ContainerManager:
     runc: Runc
     shims: ShimLauncher
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    _cpu: CpuSampler = field(default_factory=CpuSampler)
 
     def _lock(self, container_id: str) -> asyncio.Lock:
         return self._locks.setdefault(container_id, asyncio.Lock())
@@ -196,6 +199,7 @@ class ContainerManager:
                 raise CRIError(grpc.StatusCode.UNKNOWN, f"container {record.id}: remove failed: {exc}") from exc
             self.store.delete(record)
         self._locks.pop(record.id, None)
+        self._cpu.forget(record.id)
         log.info("container %s removed", record.id[:13])
 
     async def stop_all_in(self, sandbox_id: str) -> None:
@@ -270,3 +274,91 @@ class ContainerManager:
         record = self.get(container_id)
         if not reopen_log(Path(record.state_dir)):
             raise CRIError(grpc.StatusCode.FAILED_PRECONDITION, f"container {record.id} is not running")
+
+    # ---- UpdateContainerResources ----
+
+    async def update_resources(self, container_id: str, resources: api_pb2.LinuxContainerResources) -> None:
+        record = self.get(container_id)
+        async with self._lock(record.id):
+            if record.state() == api_pb2.CONTAINER_EXITED:
+                raise CRIError(grpc.StatusCode.FAILED_PRECONDITION, f"container {record.id} has exited")
+            try:
+                spec = resources_spec(resources)
+            except SpecError as exc:
+                raise invalid(str(exc).replace("config.linux.resources", "linux")) from None
+            spec.pop("devices", None)  # runc update takes limits only
+            try:
+                await self.runc.update(record.id, spec)
+            except RuncError as exc:
+                raise CRIError(grpc.StatusCode.UNKNOWN, str(exc)) from exc
+            config = record.config
+            config.linux.resources.CopyFrom(resources)  # ContainerStatus reports what is applied
+            record.set_config(config)
+            self.store.save(record)
+
+    # ---- ContainerStats / PodSandboxStats ----
+
+    async def _cgroup(self, runc_id: str) -> dict[str, Any]:
+        try:
+            return await self.runc.stats(runc_id)
+        except RuncError:
+            return {}  # not running: no cgroup figures
+
+    async def container_stats(self, record: ContainerRecord) -> api_pb2.ContainerStats:
+        config = record.config
+        stats = api_pb2.ContainerStats(attributes=api_pb2.ContainerAttributes(
+            id=record.id, metadata=config.metadata, labels=config.labels, annotations=config.annotations))
+        data = await self._cgroup(record.id) if record.state() == api_pb2.CONTAINER_RUNNING else {}
+        stamp = now()
+        if data:
+            cpu_total = int(((data.get("cpu") or {}).get("usage") or {}).get("total", 0))
+            stats.cpu.CopyFrom(self._cpu.usage(record.id, cpu_total, stamp))
+            stats.memory.CopyFrom(memory_usage(data, stamp))
+        stats.writable_layer.CopyFrom(directory_usage(self.store.directory(record.id) / "upper", stamp))
+        return stats
+
+    async def stats(self, container_id: str) -> api_pb2.ContainerStats:
+        return await self.container_stats(self.get(container_id))
+
+    async def list_stats(self, selector: api_pb2.ContainerStatsFilter) -> list[api_pb2.ContainerStats]:
+        chosen = [r for r in self.store.containers()
+                  if (not selector.id or r.id.startswith(selector.id))
+                  and (not selector.pod_sandbox_id or r.sandbox_id.startswith(selector.pod_sandbox_id))
+                  and all(r.config.labels.get(k) == v for k, v in selector.label_selector.items())]
+        return [await self.container_stats(r) for r in chosen]
+
+    async def sandbox_stats(self, sandbox: SandboxRecord) -> api_pb2.PodSandboxStats:
+        config = sandbox.config
+        containers = [await self.container_stats(r) for r in self.store.containers() if r.sandbox_id == sandbox.id]
+        stamp = now()
+        pause = await self._cgroup(sandbox.id) if sandbox.state == READY else {}
+        # The pod's figures: its pause plus its containers (each has its own cgroup here).
+        cpu_total = int(((pause.get("cpu") or {}).get("usage") or {}).get("total", 0))
+        cpu_total += sum(c.cpu.usage_core_nano_seconds.value for c in containers)
+        memory = memory_usage(pause, stamp) if pause else api_pb2.MemoryUsage(timestamp=stamp)
+        for c in containers:
+            memory.working_set_bytes.value += c.memory.working_set_bytes.value
+            memory.usage_bytes.value += c.memory.usage_bytes.value
+            memory.rss_bytes.value += c.memory.rss_bytes.value
+        processes = int((pause.get("pids") or {}).get("current", 0))
+        for r in self.store.containers():
+            if r.sandbox_id == sandbox.id and r.state() == api_pb2.CONTAINER_RUNNING:
+                processes += int(((await self._cgroup(r.id)).get("pids") or {}).get("current", 0))
+        linux = api_pb2.LinuxPodSandboxStats(
+            cpu=self._cpu.usage(f"pod:{sandbox.id}", cpu_total, stamp), memory=memory,
+            process=api_pb2.ProcessUsage(timestamp=stamp, process_count=api_pb2.UInt64Value(value=processes)),
+            containers=containers)
+        if sandbox.netns and sandbox.state == READY:
+            linux.network.CopyFrom(network_usage(sandbox.pause_pid, stamp))
+        return api_pb2.PodSandboxStats(attributes=api_pb2.PodSandboxAttributes(
+            id=sandbox.id, metadata=config.metadata, labels=config.labels, annotations=config.annotations),
+            linux=linux)
+
+    async def pod_stats(self, sandbox_id: str) -> api_pb2.PodSandboxStats:
+        return await self.sandbox_stats(self.sandboxes.get(sandbox_id))
+
+    async def list_pod_stats(self, selector: api_pb2.PodSandboxStatsFilter) -> list[api_pb2.PodSandboxStats]:
+        chosen = [s for s in self.sandboxes.store.sandboxes()
+                  if (not selector.id or s.id.startswith(selector.id))
+                  and all(s.config.labels.get(k) == v for k, v in selector.label_selector.items())]
+        return [await self.sandbox_stats(s) for s in chosen]

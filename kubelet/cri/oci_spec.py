@@ -198,7 +198,7 @@ def _mounts(config: api_pb2.ContainerConfig, sandbox: SandboxContext, readonly_r
     return mounts
 
 
-def _resources(resources: api_pb2.LinuxContainerResources) -> dict[str, Any]:
+def resources_spec(resources: api_pb2.LinuxContainerResources) -> dict[str, Any]:
     out: dict[str, Any] = {"devices": [{"allow": False, "access": "rwm"}]}
     cpu: dict[str, Any] = {}
     if resources.cpu_shares:
@@ -271,7 +271,7 @@ def container_spec(container_id: str, config: api_pb2.ContainerConfig, image: di
 
     linux: dict[str, Any] = {
         "namespaces": namespaces,
-        "resources": _resources(config.linux.resources),
+        "resources": resources_spec(config.linux.resources),
         "cgroupsPath": f"{sandbox.cgroup_parent.rstrip('/')}/{container_id}",
         "sysctl": dict(sandbox.sysctls),
     }

@@ -191,3 +191,45 @@ async def test_twenty_pods_at_once(env: Env, tmp_path: Path) -> None:
     await asyncio.gather(*(env.runtime.RemovePodSandbox(api_pb2.RemovePodSandboxRequest(pod_sandbox_id=s))
                            for s, _ in started))
     assert list((await env.runtime.ListContainers(api_pb2.ListContainersRequest())).containers) == []
+
+
+async def test_stats_and_resource_updates(env: Env, tmp_path: Path) -> None:
+    sandbox = await _sandbox(env, "metered", tmp_path / "logs")
+    hold = "echo written > /tmp/f; sleep 3600"
+    cid = await _create(env, sandbox, _container("app", ["sh", "-c", hold]))
+    await env.runtime.StartContainer(api_pb2.StartContainerRequest(container_id=cid))
+    await _wait_state(env, cid, api_pb2.CONTAINER_RUNNING)
+    gateway = f"{env.subnet_prefix}.1"
+    await env.runtime.ExecSync(api_pb2.ExecSyncRequest(container_id=cid, cmd=["ping", "-c", "1", "-W", "2", gateway]))
+
+    first = (await env.runtime.ContainerStats(api_pb2.ContainerStatsRequest(container_id=cid))).stats
+    assert first.attributes.id == cid and first.attributes.metadata.name == "app"
+    assert first.cpu.usage_core_nano_seconds.value > 0
+    assert 0 < first.memory.working_set_bytes.value <= first.memory.usage_bytes.value
+    assert first.writable_layer.fs_id.mountpoint.endswith("upper") and first.writable_layer.inodes_used.value >= 2
+    second = (await env.runtime.ContainerStats(api_pb2.ContainerStatsRequest(container_id=cid))).stats
+    assert second.cpu.HasField("usage_nano_cores")
+    listed = await env.runtime.ListContainerStats(api_pb2.ListContainerStatsRequest(
+        filter=api_pb2.ContainerStatsFilter(pod_sandbox_id=sandbox[0])))
+    assert [s.attributes.id for s in listed.stats] == [cid]
+
+    pod = (await env.runtime.PodSandboxStats(api_pb2.PodSandboxStatsRequest(pod_sandbox_id=sandbox[0]))).stats
+    assert pod.attributes.id == sandbox[0]
+    assert pod.linux.process.process_count.value >= 2  # pause, sh (or sleep)
+    assert pod.linux.memory.working_set_bytes.value >= first.memory.working_set_bytes.value
+    assert pod.linux.network.default_interface.name == "eth0"
+    assert pod.linux.network.default_interface.tx_bytes.value > 0
+    assert [c.attributes.id for c in pod.linux.containers] == [cid]
+    every = await env.runtime.ListPodSandboxStats(api_pb2.ListPodSandboxStatsRequest())
+    assert [s.attributes.id for s in every.stats] == [sandbox[0]]
+
+    limit = api_pb2.LinuxContainerResources(memory_limit_in_bytes=64 << 20, cpu_shares=256)
+    await env.runtime.UpdateContainerResources(api_pb2.UpdateContainerResourcesRequest(container_id=cid, linux=limit))
+    status = await _status(env, cid)
+    assert status.resources.linux.memory_limit_in_bytes == 64 << 20
+    applied = await env.runtime.ExecSync(api_pb2.ExecSyncRequest(
+        container_id=cid, cmd=["cat", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]))
+    assert applied.stdout.strip() == str(64 << 20).encode()
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await env.runtime.UpdateContainerResources(api_pb2.UpdateContainerResourcesRequest(container_id="nope"))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
