@@ -20,6 +20,8 @@ apt:
 	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
 	test -x /bin/busybox || missing="$$missing busybox-static"; \
 	command -v runc >/dev/null 2>&1 || missing="$$missing runc"; \
+	command -v docker-registry >/dev/null 2>&1 || missing="$$missing docker-registry"; \
+	command -v skopeo >/dev/null 2>&1 || missing="$$missing skopeo"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	$(PYTHON) -c 'import venv, ensurepip' >/dev/null 2>&1 || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \

@@ -11,6 +11,7 @@ import grpc
 
 from kubelet.cri.images import reference
 from kubelet.cri.images.builtin import PAUSE_IMAGE
+from kubelet.cri.images.pull import Credentials, PullError, Puller
 from kubelet.cri.images.store import ImageRecord, ImageStore
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
 
@@ -44,8 +45,9 @@ async def _image_name(spec: api_pb2.ImageSpec, field: str, context: grpc.aio.Ser
 
 
 class ImageService(api_pb2_grpc.ImageServiceServicer):
-    def __init__(self, store: ImageStore) -> None:
+    def __init__(self, store: ImageStore, puller: Puller | None = None) -> None:
         self.store = store
+        self.puller = puller or Puller(store)
 
     async def ListImages(self, request: api_pb2.ListImagesRequest,
                          context: grpc.aio.ServicerContext) -> api_pb2.ListImagesResponse:
@@ -74,13 +76,18 @@ class ImageService(api_pb2_grpc.ImageServiceServicer):
                         context: grpc.aio.ServicerContext) -> api_pb2.PullImageResponse:
         name = await _image_name(request.image, "image", context)
         record = await asyncio.to_thread(self.store.get, name)
+        if record is None and reference.is_image_id(name):
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"image {name!r} is not in the local store")
         if record is None:
-            # Registry pulls are not built yet: only images in the store (the
-            # built-ins, imported archives) can be used.
-            shown = name if reference.is_image_id(name) else reference.normalize(name)
-            await context.abort(grpc.StatusCode.NOT_FOUND,
-                                f"image {shown!r} is not in the local store and pulling from a registry "
-                                "is not supported yet; use `kubeling image import`")
+            # Not present: pull it (images in the store are used as they are, as IfNotPresent).
+            auth = request.auth
+            credentials = Credentials.from_auth(auth.auth, auth.username, auth.password,
+                                                auth.registry_token or auth.identity_token)
+            try:
+                record = await self.puller.pull(name, credentials)
+            except PullError as exc:
+                # Whatever stopped the pull, the image cannot be had: NOT_FOUND with the reason.
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"pulling image {reference.normalize(name)!r}: {exc}")
         assert record is not None
         return api_pb2.PullImageResponse(image_ref=record.id)
 

@@ -20,6 +20,7 @@ from kubelet.cri.container_store import ContainerStore
 from kubelet.cri.containers import ContainerManager
 from kubelet.cri.image_service import ImageService
 from kubelet.cri.images.builtin import build_builtins
+from kubelet.cri.images.pull import Puller
 from kubelet.cri.images.store import ImageStore
 from kubelet.cri.runc import Runc
 from kubelet.cri.runtime_service import RuntimeService
@@ -45,6 +46,7 @@ class CRIConfig:
     cni_cache_dir: Path | None = None  # default: libcni's /var/lib/cni
     runc_root: Path = DEFAULT_RUNC_ROOT  # runc state: tmpfs, gone with a reboot like the containers
     build_builtin_images: bool = True
+    insecure_registries: tuple[str, ...] = ()  # spoken to over HTTP (loopback registries always are)
 
     @property
     def image_root(self) -> Path:
@@ -83,7 +85,7 @@ class CRIServer:
             raise RuntimeError(f"{socket} exists and is not a socket; refusing to replace it")
         self._server = grpc.aio.server(options=[("grpc.max_send_message_length", 32 * 1024 * 1024)])
         api_pb2_grpc.add_RuntimeServiceServicer_to_server(RuntimeService(self.network, self.sandboxes, self.containers), self._server)
-        api_pb2_grpc.add_ImageServiceServicer_to_server(ImageService(self.images), self._server)
+        api_pb2_grpc.add_ImageServiceServicer_to_server(ImageService(self.images, Puller(self.images, self.config.insecure_registries)), self._server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, self._server)
         names = [api_pb2.DESCRIPTOR.services_by_name[n].full_name for n in ("RuntimeService", "ImageService")]
