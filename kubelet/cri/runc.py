@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kubelet.cri.runclog import last_error
+
 log = logging.getLogger(__name__)
 
 EXEC_OUTPUT_CAP = 16 * 1024 * 1024  # CRI caps ExecSync output at 16 MiB (CVE-2022-1708)
@@ -54,23 +56,6 @@ class ExecResult:
     timed_out: bool = False
 
 
-def _last_error(log_path: Path) -> str:
-    """The last error runc wrote to its JSON log."""
-    message = ""
-    try:
-        for line in log_path.read_text(errors="replace").splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                message = line.strip() or message
-                continue
-            if entry.get("level") in ("error", "fatal"):
-                message = str(entry.get("msg", "")) or message
-    except FileNotFoundError:
-        pass
-    return message
-
-
 class Runc:
     def __init__(self, root: Path, binary: str = "runc", timeout: float = 60.0) -> None:
         self.root = Path(root)
@@ -96,7 +81,7 @@ class Runc:
                 raise RuncError(command, container_id, f"timed out after {timeout or self.timeout}s") from None
             if proc.returncode != 0:
                 raise RuncError(command, container_id,
-                                _last_error(log_path) or f"exit status {proc.returncode}")
+                                last_error(log_path) or f"exit status {proc.returncode}")
             return out or b""
         finally:
             log_path.unlink(missing_ok=True)

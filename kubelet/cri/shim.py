@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from kubelet.cri.logs import STDERR, STDOUT, CRILogWriter, copy_stream
+from kubelet.cri.runclog import last_error
 
 PR_SET_CHILD_SUBREAPER = 36
 EXIT_FILE = "exit.json"
@@ -42,21 +43,6 @@ def _subreaper() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
-
-
-def _runc_error(log_path: Path) -> str:
-    message = ""
-    try:
-        for line in log_path.read_text(errors="replace").splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if entry.get("level") in ("error", "fatal"):
-                message = str(entry.get("msg", ""))
-    except OSError:
-        pass
-    return message
 
 
 def _oom_killed(bundle: str) -> bool:
@@ -98,7 +84,7 @@ def run(runc_root: str, container_id: str, bundle: str, log: str, state: Path, r
     os.close(out_w)
     os.close(err_w)
     if create.returncode != 0:
-        print(f"error {_runc_error(runc_log) or f'runc create exited {create.returncode}'}", flush=True)
+        print(f"error {last_error(runc_log) or f'runc create exited {create.returncode}'}", flush=True)
         return 1
     pid = int((state / "pid").read_text())
     print(f"created {pid}", flush=True)

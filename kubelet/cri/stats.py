@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubelet.cri.fsusage import disk_usage
 from protos.runtime.v1 import api_pb2
 
 # cgroup v1 reports "no limit" as a huge page-aligned number.
@@ -55,14 +55,7 @@ def memory_usage(data: dict[str, Any], now_ns: int) -> api_pb2.MemoryUsage:
 
 def directory_usage(path: Path, now_ns: int) -> api_pb2.FilesystemUsage:
     """Bytes and inodes under path (a container's writable layer)."""
-    used = inodes = 0
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in (*dirnames, *filenames):
-            inodes += 1
-            try:
-                used += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
-            except FileNotFoundError:
-                continue
+    used, inodes = disk_usage(path)
     return api_pb2.FilesystemUsage(timestamp=now_ns, fs_id=api_pb2.FilesystemIdentifier(mountpoint=str(path)),
                                    used_bytes=_u64(used), inodes_used=_u64(inodes))
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from kubelet.cri.fsusage import disk_usage
 from kubelet.cri.images import reference
 from kubelet.cri.images.unpack import unpack_layer
 
@@ -282,12 +283,4 @@ class ImageStore:
 
     def usage(self) -> tuple[int, int]:
         """Bytes and inodes used by the store (CRI ImageFsInfo)."""
-        used = inodes = 0
-        for dirpath, dirnames, filenames in os.walk(self.root):
-            for name in (*dirnames, *filenames):
-                inodes += 1
-                try:
-                    used += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
-                except FileNotFoundError:
-                    continue
-        return used, inodes
+        return disk_usage(self.root)
