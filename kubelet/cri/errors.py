@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+from typing import Any, Awaitable, Callable, TypeVar
+
 import grpc
+
+T = TypeVar("T")
 
 
 class CRIError(Exception):
@@ -17,3 +22,15 @@ def invalid(message: str) -> CRIError:
 
 def not_found(message: str) -> CRIError:
     return CRIError(grpc.StatusCode.NOT_FOUND, message)
+
+
+def translate_errors(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """Turn a CRIError raised by an RPC handler into its gRPC status."""
+    @functools.wraps(handler)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> T:
+        try:
+            return await handler(self, request, context)
+        except CRIError as exc:
+            await context.abort(exc.code, exc.message)
+            raise AssertionError("unreachable")  # abort raises
+    return wrapper

@@ -15,7 +15,7 @@ import grpc
 
 from cni.manager import POD_CIDR_CHANGE, NetworkNotReady, NetworkPluginManager
 from kubelet.cri.containers import ContainerManager
-from kubelet.cri.errors import CRIError
+from kubelet.cri.errors import translate_errors
 from kubelet.cri.sandboxes import SandboxManager
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
 
@@ -31,10 +31,6 @@ STREAMING_UNSUPPORTED = ("{method} is not supported by kubeling's CRI runtime ye
                          "server; use ExecSync for commands")
 
 
-async def _abort(context: grpc.aio.ServicerContext, error: CRIError) -> None:
-    await context.abort(error.code, error.message)
-
-
 class RuntimeService(api_pb2_grpc.RuntimeServiceServicer):
     def __init__(self, network: NetworkPluginManager, sandboxes: SandboxManager,
                  containers: ContainerManager) -> None:
@@ -44,144 +40,117 @@ class RuntimeService(api_pb2_grpc.RuntimeServiceServicer):
 
     # ---- pod sandboxes (kubelet/cri/sandboxes.py) ----
 
+    @translate_errors
     async def RunPodSandbox(self, request: api_pb2.RunPodSandboxRequest,
                             context: grpc.aio.ServicerContext) -> api_pb2.RunPodSandboxResponse:
-        try:
-            sandbox_id = await self.sandboxes.run(request.config, request.runtime_handler)
-        except CRIError as exc:
-            await _abort(context, exc)
+        sandbox_id = await self.sandboxes.run(request.config, request.runtime_handler)
         return api_pb2.RunPodSandboxResponse(pod_sandbox_id=sandbox_id)
 
+    @translate_errors
     async def StopPodSandbox(self, request: api_pb2.StopPodSandboxRequest,
                              context: grpc.aio.ServicerContext) -> api_pb2.StopPodSandboxResponse:
-        try:
-            await self.sandboxes.stop(request.pod_sandbox_id)
-        except CRIError as exc:
-            await _abort(context, exc)
+        await self.sandboxes.stop(request.pod_sandbox_id)
         return api_pb2.StopPodSandboxResponse()
 
+    @translate_errors
     async def RemovePodSandbox(self, request: api_pb2.RemovePodSandboxRequest,
                                context: grpc.aio.ServicerContext) -> api_pb2.RemovePodSandboxResponse:
-        try:
-            await self.sandboxes.remove(request.pod_sandbox_id)
-        except CRIError as exc:
-            await _abort(context, exc)
+        await self.sandboxes.remove(request.pod_sandbox_id)
         return api_pb2.RemovePodSandboxResponse()
 
+    @translate_errors
     async def PodSandboxStatus(self, request: api_pb2.PodSandboxStatusRequest,
                                context: grpc.aio.ServicerContext) -> api_pb2.PodSandboxStatusResponse:
-        try:
-            return await self.sandboxes.status(request.pod_sandbox_id, request.verbose)
-        except CRIError as exc:
-            await _abort(context, exc)
-            raise AssertionError("unreachable")
+        return await self.sandboxes.status(request.pod_sandbox_id, request.verbose)
 
+    @translate_errors
     async def ListPodSandbox(self, request: api_pb2.ListPodSandboxRequest,
                              context: grpc.aio.ServicerContext) -> api_pb2.ListPodSandboxResponse:
         return api_pb2.ListPodSandboxResponse(items=await self.sandboxes.list_sandboxes(request.filter))
 
     # ---- containers (kubelet/cri/containers.py) ----
 
+    @translate_errors
     async def CreateContainer(self, request: api_pb2.CreateContainerRequest,
                               context: grpc.aio.ServicerContext) -> api_pb2.CreateContainerResponse:
-        try:
-            container_id = await self.containers.create(request.pod_sandbox_id, request.config)
-        except CRIError as exc:
-            await _abort(context, exc)
+        container_id = await self.containers.create(request.pod_sandbox_id, request.config)
         return api_pb2.CreateContainerResponse(container_id=container_id)
 
+    @translate_errors
     async def StartContainer(self, request: api_pb2.StartContainerRequest,
                              context: grpc.aio.ServicerContext) -> api_pb2.StartContainerResponse:
-        try:
-            await self.containers.start(request.container_id)
-        except CRIError as exc:
-            await _abort(context, exc)
+        await self.containers.start(request.container_id)
         return api_pb2.StartContainerResponse()
 
+    @translate_errors
     async def StopContainer(self, request: api_pb2.StopContainerRequest,
                             context: grpc.aio.ServicerContext) -> api_pb2.StopContainerResponse:
-        try:
-            await self.containers.stop(request.container_id, int(request.timeout))
-        except CRIError as exc:
-            await _abort(context, exc)
+        await self.containers.stop(request.container_id, int(request.timeout))
         return api_pb2.StopContainerResponse()
 
+    @translate_errors
     async def RemoveContainer(self, request: api_pb2.RemoveContainerRequest,
                               context: grpc.aio.ServicerContext) -> api_pb2.RemoveContainerResponse:
-        try:
-            await self.containers.remove(request.container_id)
-        except CRIError as exc:
-            await _abort(context, exc)
+        await self.containers.remove(request.container_id)
         return api_pb2.RemoveContainerResponse()
 
+    @translate_errors
     async def ListContainers(self, request: api_pb2.ListContainersRequest,
                              context: grpc.aio.ServicerContext) -> api_pb2.ListContainersResponse:
         return api_pb2.ListContainersResponse(containers=self.containers.list_containers(request.filter))
 
+    @translate_errors
     async def ContainerStatus(self, request: api_pb2.ContainerStatusRequest,
                               context: grpc.aio.ServicerContext) -> api_pb2.ContainerStatusResponse:
-        try:
-            return self.containers.status(request.container_id, request.verbose)
-        except CRIError as exc:
-            await _abort(context, exc)
-            raise AssertionError("unreachable")
+        return self.containers.status(request.container_id, request.verbose)
 
+    @translate_errors
     async def ExecSync(self, request: api_pb2.ExecSyncRequest,
                        context: grpc.aio.ServicerContext) -> api_pb2.ExecSyncResponse:
-        try:
-            return await self.containers.exec_sync(request.container_id, list(request.cmd), int(request.timeout))
-        except CRIError as exc:
-            await _abort(context, exc)
-            raise AssertionError("unreachable")
+        return await self.containers.exec_sync(request.container_id, list(request.cmd), int(request.timeout))
 
+    @translate_errors
     async def ReopenContainerLog(self, request: api_pb2.ReopenContainerLogRequest,
                                  context: grpc.aio.ServicerContext) -> api_pb2.ReopenContainerLogResponse:
-        try:
-            self.containers.reopen_log(request.container_id)
-        except CRIError as exc:
-            await _abort(context, exc)
+        self.containers.reopen_log(request.container_id)
         return api_pb2.ReopenContainerLogResponse()
 
+    @translate_errors
     async def UpdateContainerResources(
             self, request: api_pb2.UpdateContainerResourcesRequest,
             context: grpc.aio.ServicerContext) -> api_pb2.UpdateContainerResourcesResponse:
-        try:
-            await self.containers.update_resources(request.container_id, request.linux)
-        except CRIError as exc:
-            await _abort(context, exc)
+        await self.containers.update_resources(request.container_id, request.linux)
         return api_pb2.UpdateContainerResourcesResponse()
 
+    @translate_errors
     async def ContainerStats(self, request: api_pb2.ContainerStatsRequest,
                              context: grpc.aio.ServicerContext) -> api_pb2.ContainerStatsResponse:
-        try:
-            return api_pb2.ContainerStatsResponse(stats=await self.containers.stats(request.container_id))
-        except CRIError as exc:
-            await _abort(context, exc)
-            raise AssertionError("unreachable")
+        return api_pb2.ContainerStatsResponse(stats=await self.containers.stats(request.container_id))
 
+    @translate_errors
     async def ListContainerStats(self, request: api_pb2.ListContainerStatsRequest,
                                  context: grpc.aio.ServicerContext) -> api_pb2.ListContainerStatsResponse:
         return api_pb2.ListContainerStatsResponse(stats=await self.containers.list_stats(request.filter))
 
+    @translate_errors
     async def PodSandboxStats(self, request: api_pb2.PodSandboxStatsRequest,
                               context: grpc.aio.ServicerContext) -> api_pb2.PodSandboxStatsResponse:
-        try:
-            return api_pb2.PodSandboxStatsResponse(stats=await self.containers.pod_stats(request.pod_sandbox_id))
-        except CRIError as exc:
-            await _abort(context, exc)
-            raise AssertionError("unreachable")
+        return api_pb2.PodSandboxStatsResponse(stats=await self.containers.pod_stats(request.pod_sandbox_id))
 
+    @translate_errors
     async def ListPodSandboxStats(self, request: api_pb2.ListPodSandboxStatsRequest,
                                   context: grpc.aio.ServicerContext) -> api_pb2.ListPodSandboxStatsResponse:
         return api_pb2.ListPodSandboxStatsResponse(stats=await self.containers.list_pod_stats(request.filter))
 
     # ---- runtime ----
 
+    @translate_errors
     async def Version(self, request: api_pb2.VersionRequest,
                       context: grpc.aio.ServicerContext) -> api_pb2.VersionResponse:
         return api_pb2.VersionResponse(version=KUBELET_API_VERSION, runtime_name=RUNTIME_NAME,
                                        runtime_version=RUNTIME_VERSION, runtime_api_version=RUNTIME_API_VERSION)
 
+    @translate_errors
     async def Status(self, request: api_pb2.StatusRequest,
                      context: grpc.aio.ServicerContext) -> api_pb2.StatusResponse:
         runtime = api_pb2.RuntimeCondition(type="RuntimeReady", status=True)
@@ -202,6 +171,7 @@ class RuntimeService(api_pb2_grpc.RuntimeServiceServicer):
             runtime_handlers=[api_pb2.RuntimeHandler(name="", features=api_pb2.RuntimeHandlerFeatures())],
             features=api_pb2.RuntimeFeatures())
 
+    @translate_errors
     async def UpdateRuntimeConfig(self, request: api_pb2.UpdateRuntimeConfigRequest,
                                   context: grpc.aio.ServicerContext) -> api_pb2.UpdateRuntimeConfigResponse:
         cidr = request.runtime_config.network_config.pod_cidr
@@ -215,20 +185,24 @@ class RuntimeService(api_pb2_grpc.RuntimeServiceServicer):
             log.info("pod CIDR is now %s", cidr)
         return api_pb2.UpdateRuntimeConfigResponse()
 
+    @translate_errors
     async def RuntimeConfig(self, request: api_pb2.RuntimeConfigRequest,
                             context: grpc.aio.ServicerContext) -> api_pb2.RuntimeConfigResponse:
         return api_pb2.RuntimeConfigResponse(
             linux=api_pb2.LinuxRuntimeConfiguration(cgroup_driver=api_pb2.CGROUPFS))
 
+    @translate_errors
     async def Exec(self, request: api_pb2.ExecRequest, context: grpc.aio.ServicerContext) -> api_pb2.ExecResponse:
         await context.abort(grpc.StatusCode.UNIMPLEMENTED, STREAMING_UNSUPPORTED.format(method="Exec"))
         raise AssertionError("unreachable")
 
+    @translate_errors
     async def Attach(self, request: api_pb2.AttachRequest,
                      context: grpc.aio.ServicerContext) -> api_pb2.AttachResponse:
         await context.abort(grpc.StatusCode.UNIMPLEMENTED, STREAMING_UNSUPPORTED.format(method="Attach"))
         raise AssertionError("unreachable")
 
+    @translate_errors
     async def PortForward(self, request: api_pb2.PortForwardRequest,
                           context: grpc.aio.ServicerContext) -> api_pb2.PortForwardResponse:
         await context.abort(grpc.StatusCode.UNIMPLEMENTED, STREAMING_UNSUPPORTED.format(method="PortForward"))
