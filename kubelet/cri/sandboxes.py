@@ -27,7 +27,7 @@ from cni.invoke import PluginError
 from cni.manager import NetworkNotReady, NetworkPluginManager, PodNetwork
 from kubelet.cri.errors import CRIError, invalid, not_found
 from kubelet.cri.images.builtin import PAUSE_IMAGE
-from kubelet.cri.images.store import ImageStore
+from kubelet.cri.images.store import ImageRecord, ImageStore
 from kubelet.cri.oci_spec import SpecError, pause_spec
 from kubelet.cri.rootfs import MountError, mount_overlay, unmount
 from kubelet.cri.runc import Runc, RuncError
@@ -135,23 +135,14 @@ class SandboxManager:
                 record.netns = f"cni-{uuid.uuid4()}"
                 await netns.create(record.netns)
                 self.store.save(record)
-            layers = await asyncio.to_thread(self.images.unpack, pause)
-            rootfs = await mount_overlay(layers, directory)
-            spec = pause_spec(record.id, config, pause.run_config, rootfs,
-                              netns.path_of(record.netns) if record.netns else "")
-            (directory / "config.json").write_text(json.dumps(spec))
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            try:
-                await self.runc.create(record.id, directory, stdout=devnull, stderr=devnull)
-            finally:
-                os.close(devnull)
-            await self.runc.start(record.id)
-            state = await self.runc.state(record.id)
-            record.pause_pid = state.pid if state else 0
+            # The pause container and the pod network only share the netns: set them up
+            # at once (containerd does them in turn; this is most of a pod's start time).
+            outcomes = await asyncio.gather(self._start_pause(record, pause), self._set_up_network(record),
+                                            return_exceptions=True)
             self.store.save(record)
-            if record.netns:
-                record.ips = await self.network.set_up_pod(self.pod_network(record))
-                record.network_ready = True
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException):
+                    raise outcome
             record.state = READY
             self.store.save(record)
         except BaseException as exc:
@@ -166,6 +157,27 @@ class SandboxManager:
             raise
         log.info("pod %s: sandbox %s ready, IPs %s", pod, record.id[:13], record.ips)
         return record.id
+
+    async def _start_pause(self, record: SandboxRecord, pause: ImageRecord) -> None:
+        directory = self.store.directory(record.id)
+        layers = await asyncio.to_thread(self.images.unpack, pause)
+        rootfs = await mount_overlay(layers, directory)
+        spec = pause_spec(record.id, record.config, pause.run_config, rootfs,
+                          netns.path_of(record.netns) if record.netns else "")
+        (directory / "config.json").write_text(json.dumps(spec))
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            await self.runc.create(record.id, directory, stdout=devnull, stderr=devnull,
+                                   pid_file=directory / "pause.pid")
+        finally:
+            os.close(devnull)
+        record.pause_pid = int((directory / "pause.pid").read_text())
+        await self.runc.start(record.id)
+
+    async def _set_up_network(self, record: SandboxRecord) -> None:
+        if record.netns:
+            record.ips = await self.network.set_up_pod(self.pod_network(record))
+            record.network_ready = True
 
     def _write_etc(self, directory: Path, config: api_pb2.PodSandboxConfig) -> None:
         directory.mkdir(parents=True, exist_ok=True)
