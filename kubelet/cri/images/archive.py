@@ -4,32 +4,14 @@
 from __future__ import annotations
 
 import json
-import platform
 import tarfile
 from pathlib import Path
 from typing import Any
 
 from kubelet.cri.images import reference
-from kubelet.cri.images.store import (DOCKER_MANIFEST, MANIFEST_TYPES, NAME_ANNOTATION, OCI_INDEX,
+from kubelet.cri.images.platforms import pick_manifest
+from kubelet.cri.images.store import (DOCKER_MANIFEST, MANIFEST_LISTS, MANIFEST_TYPES, NAME_ANNOTATION,
                                       REF_NAME_ANNOTATION, ImageRecord, ImageStore, ImageStoreError)
-
-MANIFEST_LISTS = (OCI_INDEX, "application/vnd.docker.distribution.manifest.list.v2+json")
-
-
-def this_platform() -> tuple[str, str]:
-    machine = platform.machine()
-    return "linux", {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
-
-
-def pick_manifest(index: dict[str, Any], where: str) -> dict[str, Any]:
-    """From a manifest list, the entry for this platform (as containerd's platform matcher)."""
-    os_name, arch = this_platform()
-    for entry in index.get("manifests") or []:
-        plat = entry.get("platform") or {}
-        if plat.get("os") == os_name and plat.get("architecture") == arch:
-            return dict(entry)
-    raise ImageStoreError(f"{where} has no image for {os_name}/{arch}")
-
 
 class _Archive:
     def __init__(self, tar: tarfile.TarFile, path: Path) -> None:

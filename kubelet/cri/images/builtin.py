@@ -15,12 +15,12 @@ import gzip
 import hashlib
 import io
 import json
-import platform
 import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kubelet.cri.images.platforms import this_platform
 from kubelet.cri.images.store import OCI_CONFIG, OCI_MANIFEST, ImageRecord, ImageStore
 
 BUSYBOX_IMAGE = "docker.io/library/busybox:latest"
@@ -44,11 +44,6 @@ BUILTINS = (
     BuiltinImage(BUSYBOX_IMAGE, entrypoint=None, cmd=["sh"]),
     BuiltinImage(PAUSE_IMAGE, entrypoint=["/bin/sleep", "infinity"], cmd=None),
 )
-
-
-def _arch() -> str:
-    machine = platform.machine()
-    return {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
 
 
 def _applets(busybox: Path) -> list[str]:
@@ -117,7 +112,7 @@ def build_builtins(store: ImageStore, busybox: Path = DEFAULT_BUSYBOX,
         if image.cmd:
             run_config["Cmd"] = image.cmd
         config_digest, config_size = _put_json(store, {
-            "architecture": _arch(), "os": "linux", "config": run_config,
+            "architecture": this_platform()[1], "os": this_platform()[0], "config": run_config,
             "rootfs": {"type": "layers", "diff_ids": [diff_id]},
             "history": [{"created_by": f"kubeling image build-builtins from {busybox}"}],
         })

@@ -25,9 +25,9 @@ from typing import Any
 import aiohttp
 
 from kubelet.cri.images import reference
-from kubelet.cri.images.archive import MANIFEST_LISTS, pick_manifest
-from kubelet.cri.images.store import (DOCKER_MANIFEST, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST, ImageRecord,
-                                      ImageStore, ImageStoreError)
+from kubelet.cri.images.platforms import pick_manifest
+from kubelet.cri.images.store import (DOCKER_MANIFEST, MANIFEST_LISTS, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST,
+                                      ImageRecord, ImageStore, ImageStoreError)
 
 log = logging.getLogger(__name__)
 

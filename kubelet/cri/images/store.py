@@ -14,6 +14,7 @@ layout can be read by other OCI tools. The image id is the config digest.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -34,6 +35,7 @@ OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 MANIFEST_TYPES = (OCI_MANIFEST, DOCKER_MANIFEST)
+MANIFEST_LISTS = (OCI_INDEX, "application/vnd.docker.distribution.manifest.list.v2+json")
 
 
 class ImageStoreError(Exception):
@@ -107,6 +109,7 @@ class ImageStore:
         self.root = Path(root)
         self._lock = threading.RLock()
         self._layer_locks: dict[str, threading.Lock] = {}
+        self._parsed: dict[str, ImageRecord] = {}
         (self.root / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)
         (self.root / "layers" / "sha256").mkdir(parents=True, exist_ok=True)
         layout = self.root / "oci-layout"
@@ -176,6 +179,15 @@ class ImageStore:
         _write_atomic(self.root / "index.json", json.dumps(body, indent=1, sort_keys=True).encode())
 
     def _load(self, manifest_digest: str) -> ImageRecord:
+        """The image a manifest describes, without names. Parsed once per digest: a
+        manifest and its config are content-addressed, so they never change."""
+        parsed = self._parsed.get(manifest_digest)
+        if parsed is None:
+            parsed = self._parse(manifest_digest)
+            self._parsed[manifest_digest] = parsed
+        return dataclasses.replace(parsed, names=[])
+
+    def _parse(self, manifest_digest: str) -> ImageRecord:
         manifest_bytes = self.read_blob(manifest_digest)
         try:
             manifest = json.loads(manifest_bytes)
@@ -262,6 +274,7 @@ class ImageStore:
         for blob in (self.root / "blobs" / "sha256").iterdir():
             if not blob.name.startswith(".") and f"sha256:{blob.name}" not in keep:
                 blob.unlink(missing_ok=True)
+                self._parsed.pop(f"sha256:{blob.name}", None)
         # Unpacked layers stay: a running container's overlay may still use them.
 
     # ---- layers ----
