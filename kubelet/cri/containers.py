@@ -305,6 +305,10 @@ class ContainerManager:
             return {}  # not running: no cgroup figures
 
     async def container_stats(self, record: ContainerRecord) -> api_pb2.ContainerStats:
+        return (await self._container_stats(record))[0]
+
+    async def _container_stats(self, record: ContainerRecord) -> tuple[api_pb2.ContainerStats, int]:
+        """The container's stats and its process count (which ContainerStats has no field for)."""
         config = record.config
         stats = api_pb2.ContainerStats(attributes=api_pb2.ContainerAttributes(
             id=record.id, metadata=config.metadata, labels=config.labels, annotations=config.annotations))
@@ -315,7 +319,7 @@ class ContainerManager:
             stats.cpu.CopyFrom(self._cpu.usage(record.id, cpu_total, stamp))
             stats.memory.CopyFrom(memory_usage(data, stamp))
         stats.writable_layer.CopyFrom(directory_usage(self.store.directory(record.id) / "upper", stamp))
-        return stats
+        return stats, int((data.get("pids") or {}).get("current", 0))
 
     async def stats(self, container_id: str) -> api_pb2.ContainerStats:
         return await self.container_stats(self.get(container_id))
@@ -329,7 +333,8 @@ class ContainerManager:
 
     async def sandbox_stats(self, sandbox: SandboxRecord) -> api_pb2.PodSandboxStats:
         config = sandbox.config
-        containers = [await self.container_stats(r) for r in self.store.containers() if r.sandbox_id == sandbox.id]
+        measured = [await self._container_stats(r) for r in self.store.containers() if r.sandbox_id == sandbox.id]
+        containers = [stats for stats, _ in measured]
         stamp = now()
         pause = await self._cgroup(sandbox.id) if sandbox.state == READY else {}
         # The pod's figures: its pause plus its containers (each has its own cgroup here).
@@ -340,10 +345,7 @@ class ContainerManager:
             memory.working_set_bytes.value += c.memory.working_set_bytes.value
             memory.usage_bytes.value += c.memory.usage_bytes.value
             memory.rss_bytes.value += c.memory.rss_bytes.value
-        processes = int((pause.get("pids") or {}).get("current", 0))
-        for r in self.store.containers():
-            if r.sandbox_id == sandbox.id and r.state() == api_pb2.CONTAINER_RUNNING:
-                processes += int(((await self._cgroup(r.id)).get("pids") or {}).get("current", 0))
+        processes = int((pause.get("pids") or {}).get("current", 0)) + sum(count for _, count in measured)
         linux = api_pb2.LinuxPodSandboxStats(
             cpu=self._cpu.usage(f"pod:{sandbox.id}", cpu_total, stamp), memory=memory,
             process=api_pb2.ProcessUsage(timestamp=stamp, process_count=api_pb2.UInt64Value(value=processes)),
