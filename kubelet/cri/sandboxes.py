@@ -152,7 +152,7 @@ class SandboxManager:
                 raise CRIError(grpc.StatusCode.FAILED_PRECONDITION, f"pod {pod}: {exc}") from exc
             if isinstance(exc, SpecError):
                 raise invalid(str(exc)) from exc
-            if isinstance(exc, (PluginError, RuncError, OSError, netns.NetnsError)):
+            if isinstance(exc, (PluginError, RuncError, MountError, OSError, netns.NetnsError)):
                 raise CRIError(grpc.StatusCode.UNKNOWN, f"pod {pod}: failed to start sandbox: {exc}") from exc
             raise
         log.info("pod %s: sandbox %s ready, IPs %s", pod, record.id[:13], record.ips)
