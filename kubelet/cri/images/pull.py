@@ -134,9 +134,12 @@ class _Client:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         elif self.credentials.username:
-            basic = base64.b64encode(f"{self.credentials.username}:{self.credentials.password}".encode()).decode()
-            headers["Authorization"] = f"Basic {basic}"
+            headers["Authorization"] = self._basic()
         return headers
+
+    def _basic(self) -> str:
+        pair = f"{self.credentials.username}:{self.credentials.password}".encode()
+        return f"Basic {base64.b64encode(pair).decode()}"
 
     async def _authorize(self, challenge: str, ref: reference.Reference) -> None:
         scheme, _, params = challenge.partition(" ")
@@ -147,9 +150,8 @@ class _Client:
         fields = dict(_CHALLENGE.findall(params))
         query = {k: v for k, v in (("service", fields.get("service", "")),
                                    ("scope", fields.get("scope", f"repository:{ref.path}:pull"))) if v}
-        auth = aiohttp.BasicAuth(self.credentials.username, self.credentials.password) \
-            if self.credentials.username else None
-        async with self.session.get(fields["realm"], params=query, auth=auth) as reply:
+        headers = {"Authorization": self._basic()} if self.credentials.username else {}
+        async with self.session.get(fields["realm"], params=query, headers=headers) as reply:
             if reply.status != 200:
                 raise PullError(f"{ref}: token request to {fields['realm']} failed: HTTP {reply.status}")
             data = await reply.json(content_type=None)

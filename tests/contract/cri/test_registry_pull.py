@@ -4,6 +4,7 @@ by skopeo from an OCI layout the test builds (the built-in busybox image)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import shutil
 import socket
@@ -22,6 +23,7 @@ from kubelet.cri.images.store import ImageStore
 from kubelet.cri.server import CRIConfig, CRIServer
 from kubeling.netutil import free_port
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
+from tests.contract.cri.tokenservice import SERVICE, TokenService
 
 
 @dataclass
@@ -31,13 +33,14 @@ class Registry:
     source: ImageStore
 
 
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[Registry]:
+@contextlib.contextmanager
+def _registry(tmp_path: Path, auth_yaml: str = "", push_creds: str = "") -> Iterator[Registry]:
+    """docker-registry on a free port holding team/busybox:v1 (pushed with skopeo)."""
     port = free_port()
     data = tmp_path / "registry"
     config = tmp_path / "registry.yml"
     config.write_text(f"version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {data}\n"
-                      f"http:\n  addr: 127.0.0.1:{port}\n")
+                      f"http:\n  addr: 127.0.0.1:{port}\n{auth_yaml}")
     proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     try:
@@ -53,12 +56,29 @@ def registry(tmp_path: Path) -> Iterator[Registry]:
         source = ImageStore(tmp_path / "source")
         build_builtins(source)
         address = f"127.0.0.1:{port}"
-        subprocess.run(["skopeo", "copy", "--quiet", "--dest-tls-verify=false", f"oci:{source.root}:latest",
+        creds = ["--dest-creds", push_creds] if push_creds else []
+        subprocess.run(["skopeo", "copy", "--quiet", "--dest-tls-verify=false", *creds, f"oci:{source.root}:latest",
                         f"docker://{address}/team/busybox:v1"], check=True, capture_output=True, timeout=60)
         yield Registry(address, data, source)
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[Registry]:
+    with _registry(tmp_path) as registry:
+        yield registry
+
+
+@pytest.fixture
+def token_service(tmp_path: Path) -> Iterator[TokenService]:
+    service = TokenService(tmp_path / "token", username="puller", password="s3cret")
+    service.start()
+    try:
+        yield service
+    finally:
+        service.stop()
 
 
 @pytest.fixture
@@ -114,3 +134,30 @@ async def test_digest_mismatch_is_refused(registry: Registry, images: api_pb2_gr
     assert "digest mismatch" in (err.value.details() or "")
     status = await images.ImageStatus(api_pb2.ImageStatusRequest(image=api_pb2.ImageSpec(image=name)))
     assert not status.HasField("image")  # nothing half-pulled is named
+
+
+async def test_pull_with_bearer_token(tmp_path: Path, token_service: TokenService,
+                                      images: api_pb2_grpc.ImageServiceStub) -> None:
+    """The registry asks for a token (401 + Bearer challenge); the pull fetches one from the
+    realm with the pull's credentials and the scope the challenge names, and the registry
+    accepts it (it verifies the JWT's signature against the service's certificate)."""
+    creds = f"{token_service.username}:{token_service.password}"
+    with _registry(tmp_path, token_service.registry_auth_yaml(), push_creds=creds) as registry:
+        name = f"{registry.address}/team/busybox:v1"
+        request = _pull(name)
+        for username, password in (("", ""), (token_service.username, "wrong")):
+            token_service.requests.clear()
+            request.auth.username, request.auth.password = username, password
+            with pytest.raises(grpc.aio.AioRpcError) as denied:
+                await images.PullImage(request)
+            assert denied.value.code() == grpc.StatusCode.NOT_FOUND
+            assert "token request" in (denied.value.details() or "") and "HTTP 401" in (denied.value.details() or "")
+            assert [(r.user, r.granted) for r in token_service.requests] == [(username, False)]
+
+        token_service.requests.clear()
+        request.auth.password = token_service.password
+        reply = await images.PullImage(request)
+        source = registry.source.get("busybox")
+        assert source is not None and reply.image_ref == source.id
+        assert {(r.user, r.scope, r.service, r.granted) for r in token_service.requests} == {
+            ("puller", "repository:team/busybox:pull", SERVICE, True)}
