@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import logging
 import sys
 
@@ -21,6 +22,17 @@ def host_port(text: str) -> str:
     return text
 
 
+def cidr(text: str) -> str:
+    """A network in CIDR form (host bits zero), or empty."""
+    if not text:
+        return text
+    try:
+        ipaddress.ip_network(text, strict=True)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     d = Config()
     p = argparse.ArgumentParser(prog="python -m apiserver", description="kubeling apiserver: the Kubernetes API over etcd, in gRPC")
@@ -33,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--watch-cache-size", type=int, default=d.watch_cache_size, help="events kept per resource (default %(default)s)")
     p.add_argument("--watcher-buffer", type=int, default=d.watcher_buffer, help="events a watcher may lag before it is ended (default %(default)s)")
     p.add_argument("--event-ttl", type=float, default=d.event_ttl, help="seconds Events are kept after their last write, 0: forever (default %(default)s)")
+    p.add_argument("--cluster-cidr", type=cidr, default=d.cluster_cidr, help="CIDR nodes' pod CIDRs are allocated from; empty: none (default %(default)s)")
+    p.add_argument("--node-cidr-mask-size", type=int, default=d.node_cidr_mask_size, help="prefix length of each node's pod CIDR (default %(default)s)")
     p.add_argument("--etcd-wait", type=float, default=d.etcd_wait, help="seconds to wait for etcd at start (default %(default)s)")
     p.add_argument("--port-file", default="", help="write the bound gRPC port here once serving")
     p.add_argument("--log-level", default="INFO")
@@ -43,7 +57,8 @@ async def _serve(args: argparse.Namespace) -> None:
     cfg = Config(etcd=args.etcd, listen=args.listen, metrics_listen=args.metrics_listen,
                  etcd_prefix=args.etcd_prefix, compaction_interval=args.compaction_interval,
                  bookmark_interval=args.bookmark_interval, watch_cache_size=args.watch_cache_size,
-                 watcher_buffer=args.watcher_buffer, etcd_wait=args.etcd_wait, event_ttl=args.event_ttl)
+                 watcher_buffer=args.watcher_buffer, etcd_wait=args.etcd_wait, event_ttl=args.event_ttl,
+                 cluster_cidr=args.cluster_cidr, node_cidr_mask_size=args.node_cidr_mask_size)
     server = APIServer(cfg)
     await server.start()
     if args.port_file:

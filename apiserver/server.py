@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection
 from apiserver.compaction import Compactor
 from apiserver.metrics import Metrics
 from apiserver.namespace_finalizer import NamespaceFinalizer
+from apiserver.nodeipam import CIDRAllocator, NodeIPAM
 from apiserver.registry import ALL_STRATEGIES
 from apiserver.registry.namespaces import SYSTEM_NAMESPACES
 from apiserver.registry.store import Registry
@@ -46,6 +47,8 @@ class Config:
     namespace_finalize_interval: float = 1.0
     etcd_wait: float = 30.0  # seconds to wait for etcd at start before giving up
     event_ttl: float = 3600.0  # Events are removed this long after their last write
+    cluster_cidr: str = "10.88.0.0/16"  # nodes' pod CIDRs come out of it; empty: not allocated
+    node_cidr_mask_size: int = 24
 
 
 @dataclass
@@ -60,6 +63,7 @@ class APIServer:
     _http: StatusServer | None = None
     _compactor: Compactor | None = None
     _finalizer: NamespaceFinalizer | None = None
+    _ipam: NodeIPAM | None = None
     _health: health.aio.HealthServicer | None = None
 
     @property
@@ -69,6 +73,7 @@ class APIServer:
 
     async def start(self) -> None:
         cfg = self.config
+        allocator = CIDRAllocator(cfg.cluster_cidr, cfg.node_cidr_mask_size) if cfg.cluster_cidr else None
         self._storage = storage = await Storage.connect(cfg.etcd)
         await self._wait_for_etcd(storage)
         for strategy_type in ALL_STRATEGIES:
@@ -113,6 +118,9 @@ class APIServer:
             [r for r in self.registries.values() if r.strategy.namespaced],
             cfg.namespace_finalize_interval)
         self._finalizer.start()
+        if allocator is not None:
+            self._ipam = NodeIPAM(self.registries["nodes"], allocator)
+            self._ipam.start()
         if cfg.metrics_listen:
             await self._start_http(cfg.metrics_listen)
         log.info("apiserver serving gRPC on %s (etcd %s)", self.address, cfg.etcd)
@@ -120,7 +128,7 @@ class APIServer:
     async def stop(self, grace: float = 1.0) -> None:
         if self._health is not None:
             await self._health.enter_graceful_shutdown()
-        for part in (self._compactor, self._finalizer):
+        for part in (self._compactor, self._finalizer, self._ipam):
             if part is not None:
                 await part.stop()
         for reg in self.registries.values():
