@@ -54,8 +54,12 @@ class PodNetwork:
 class NetworkPluginManager:
     def __init__(self, conf_dir: str | Path, bin_dirs: list[str] | None = None, *,
                  cache_dir: str | Path = DEFAULT_CACHE_DIR, bridge: str = "cni0",
-                 cluster_cidr: str = "10.88.0.0/16", timeout: float = 30.0) -> None:
+                 cluster_cidr: str = "10.88.0.0/16", ipam_data_dir: str | Path | None = None,
+                 timeout: float = 30.0) -> None:
+        """`bridge`, `cluster_cidr` and `ipam_data_dir` (host-local's, default its own
+        /var/lib/cni/networks) shape the default conflist written on a pod-CIDR event."""
         self.conf_dir = Path(conf_dir)
+        self.ipam_data_dir = Path(ipam_data_dir) if ipam_data_dir else None
         self.cni = CNIConfig(bin_dirs or DEFAULT_PATH, cache_dir=cache_dir, timeout=timeout)
         self.bridge = bridge
         self.cluster_cidr = cluster_cidr
@@ -123,6 +127,8 @@ class NetworkPluginManager:
             "ipam": {"type": "host-local", "ranges": [[{"subnet": pod_cidr}]],
                      "routes": [{"dst": self.cluster_cidr}]},
         }
+        if self.ipam_data_dir is not None:
+            bridge["ipam"]["dataDir"] = str(self.ipam_data_dir)
         if self.mtu:
             bridge["mtu"] = self.mtu
         return {"cniVersion": "1.0.0", "name": "kubeling", "plugins": [

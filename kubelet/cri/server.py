@@ -10,6 +10,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -47,6 +48,10 @@ class CRIConfig:
     runc_root: Path = DEFAULT_RUNC_ROOT  # runc state: tmpfs, gone with a reboot like the containers
     build_builtin_images: bool = True
     insecure_registries: tuple[str, ...] = ()  # spoken to over HTTP (loopback registries always are)
+    # The default network written when the pod CIDR arrives (UpdateRuntimeConfig):
+    bridge: str = "cni0"
+    cluster_cidr: str = "10.88.0.0/16"  # the only route pods get
+    ipam_data_dir: Path | None = None  # host-local's state; default /var/lib/cni/networks
 
     @property
     def image_root(self) -> Path:
@@ -58,8 +63,10 @@ class CRIServer:
         self.config = config
         self.images = ImageStore(config.image_root)
         if network is None:
-            network = (NetworkPluginManager(config.cni_conf_dir, config.cni_bin_dirs, cache_dir=config.cni_cache_dir)
-                       if config.cni_cache_dir else NetworkPluginManager(config.cni_conf_dir, config.cni_bin_dirs))
+            options: dict[str, Any] = {"cache_dir": config.cni_cache_dir} if config.cni_cache_dir else {}
+            network = NetworkPluginManager(config.cni_conf_dir, config.cni_bin_dirs, bridge=config.bridge,
+                                           cluster_cidr=config.cluster_cidr, ipam_data_dir=config.ipam_data_dir,
+                                           **options)
         self.network = network
         runc = Runc(config.runc_root)
         self.sandboxes = SandboxManager(SandboxStore(config.state_dir / "sandboxes"), self.images, runc, self.network)

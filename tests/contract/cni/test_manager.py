@@ -93,7 +93,7 @@ async def test_config_dir_choice_reload_and_status(workdir: Path, bridge: str) -
 
 
 async def test_pod_cidr_event_writes_a_default_network(workdir: Path) -> None:
-    mgr = _manager(workdir, None, bridge="kblcidr0")
+    mgr = _manager(workdir, None, bridge="kblcidr0", ipam_data_dir=workdir / "ipam")
     mgr.init("hairpin-veth", 1400)
     mgr.event(POD_CIDR_CHANGE, {"podCIDR": "10.88.7.0/24"})
     net = mgr.default_network()
@@ -103,6 +103,7 @@ async def test_pod_cidr_event_writes_a_default_network(workdir: Path) -> None:
     assert bridge["bridge"] == "kblcidr0" and bridge["mtu"] == 1400 and bridge["ipMasq"] is False
     assert bridge["ipam"]["ranges"] == [[{"subnet": "10.88.7.0/24"}]]
     assert bridge["ipam"]["routes"] == [{"dst": "10.88.0.0/16"}]  # no default route: nothing routes outside
+    assert bridge["ipam"]["dataDir"] == str(workdir / "ipam")
     assert doc["plugins"][1]["type"] == "portmap"
     # a user's own config wins
     (workdir / "net.d" / "05-user.conflist").write_text(json.dumps(bridge_conflist("user", "kbu0", "10.199.6.0/24", workdir)))
