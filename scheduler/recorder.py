@@ -3,15 +3,14 @@ PodScheduled condition (plus nominatedNodeName), as kube-scheduler does."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from typing import Any
 
 from kubeling import errors
 from kubeling.client import Client
+from kubeling.events import NORMAL, WARNING, EventRecorder
 from scheduler.framework.types import pod_key
-from protos.kubeling.v1 import core_pb2, meta_pb2
+from protos.kubeling.v1 import core_pb2
 
 __all__ = ["ApiRecorder"]
 
@@ -25,48 +24,21 @@ class ApiRecorder:
 
     def __init__(self, client: Client, component: str = "default-scheduler", instance: str = "") -> None:
         self.client = client
-        self.component = component
-        self.instance = instance
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self.events = EventRecorder(client, component, instance=instance)
 
     async def flush(self) -> None:
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self.events.flush()
 
     def scheduled(self, pod: Pod, node: str) -> None:
         msg = f"Successfully assigned {pod.metadata.namespace}/{pod.metadata.name} to {node}"
-        self._spawn(self._event(pod, "Normal", "Scheduled", msg))
+        self.events.pod_event(pod, NORMAL, "Scheduled", msg, action="Binding")
 
     def preempted(self, pod: Pod, message: str) -> None:
-        self._spawn(self._event(pod, "Normal", "Preempted", message))
+        self.events.pod_event(pod, NORMAL, "Preempted", message, action="Preempting")
 
     def failed(self, pod: Pod, reason: str, message: str, nominated_node: str | None) -> None:
-        self._spawn(self._event(pod, "Warning", "FailedScheduling", message))
-        self._spawn(self._status(pod, reason, message, nominated_node))
-
-    async def _event(self, pod: Pod, kind: str, reason: str, message: str) -> None:
-        now = core_pb2.Event().lastTimestamp
-        now.GetCurrentTime()
-        now.nanos = 0
-        ev = core_pb2.Event(
-            metadata=meta_pb2.ObjectMeta(name=f"{pod.metadata.name}.{time.time_ns():x}",
-                                         namespace=pod.metadata.namespace),
-            involvedObject=meta_pb2.ObjectReference(kind="Pod", namespace=pod.metadata.namespace,
-                                                    name=pod.metadata.name, uid=pod.metadata.uid,
-                                                    apiVersion="v1"),
-            reason=reason, message=message[:4096], type=kind,
-            source=core_pb2.EventSource(component=self.component),
-            reportingComponent=self.component, reportingInstance=self.instance, action="Scheduling",
-            firstTimestamp=now, lastTimestamp=now, count=1)
-        try:
-            await self.client.events.create(ev)
-        except errors.ApiError as err:
-            log.debug("event for pod %s not recorded: %s", pod_key(pod), err.message)
+        self.events.pod_event(pod, WARNING, "FailedScheduling", message, action="Scheduling")
+        self.events.spawn(self._status(pod, reason, message, nominated_node))
 
     async def _status(self, pod: Pod, reason: str, message: str, nominated: str | None) -> None:
         for _ in range(3):

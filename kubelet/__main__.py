@@ -1,0 +1,85 @@
+"""python -m kubelet --node-name NAME --apiserver HOST:PORT [--config FILE]: the kubelet
+agent with its CRI runtime (kubelet/cri) in one process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from kubelet.agent import Kubelet
+from kubelet.config import ConfigError, KubeletConfig, load_config_file
+from kubeling.signals import wait_for_termination
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m kubelet", description=__doc__)
+    p.add_argument("--node-name", required=True, help="the Node this kubelet registers and runs pods for")
+    p.add_argument("--apiserver", required=True, help="the apiserver's gRPC address HOST:PORT")
+    p.add_argument("--config", type=Path, help="YAML or JSON file of settings (KubeletConfiguration-style keys); "
+                                               "flags given here win")
+    p.add_argument("--root-dir", type=Path, help="state directory root (default /var/lib/kubeling/kubelet; "
+                                                 "each node uses <root-dir>/<node-name>)")
+    p.add_argument("--pod-logs-dir", type=Path, help="container logs (default /var/log/pods)")
+    p.add_argument("--container-runtime-endpoint", help="use this CRI socket (unix:///path) instead of hosting "
+                                                        "kubeling's own runtime")
+    p.add_argument("--cni-conf-dir", type=Path, help="CNI configs (default <state>/net.d, written from the pod CIDR)")
+    p.add_argument("--cni-bin-dir", action="append", dest="cni_bin_dirs", help="CNI plugin directory (repeatable)")
+    p.add_argument("--runc-root", type=Path, help="runc state (default /run/kubeling/runc/<node-name>)")
+    p.add_argument("--cluster-cidr", help="the pod network pods may route to (default 10.88.0.0/16)")
+    p.add_argument("--node-ip", help="the node's InternalIP (default 127.0.0.1)")
+    p.add_argument("--address", help="daemon endpoint (logs) listen address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="daemon endpoint port (default 0: a free one)")
+    p.add_argument("--max-pods", type=int, help="pods this node takes (default 110)")
+    p.add_argument("--node-labels", help="extra node labels, k=v,k2=v2")
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+def make_config(args: argparse.Namespace) -> KubeletConfig:
+    config = KubeletConfig(node_name=args.node_name, apiserver=args.apiserver)
+    if args.config is not None:
+        config.apply(load_config_file(args.config))
+    flags = {"root_dir": args.root_dir, "pod_logs_dir": args.pod_logs_dir,
+             "container_runtime_endpoint": args.container_runtime_endpoint, "cni_conf_dir": args.cni_conf_dir,
+             "cni_bin_dirs": args.cni_bin_dirs, "runc_root": args.runc_root, "cluster_cidr": args.cluster_cidr,
+             "node_ip": args.node_ip, "address": args.address, "port": args.port, "max_pods": args.max_pods}
+    for name, value in flags.items():
+        if value is not None:
+            setattr(config, name, value)
+    if args.node_labels:
+        for pair in args.node_labels.split(","):
+            key, sep, value = pair.partition("=")
+            if not sep or not key:
+                raise ConfigError(f"--node-labels: expected k=v, got {pair!r}")
+            config.node_labels[key] = value
+    return config
+
+
+async def _run(config: KubeletConfig) -> None:
+    kubelet = Kubelet(config)
+    try:
+        await kubelet.start()
+        await wait_for_termination()
+    finally:
+        await kubelet.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = make_config(args)
+        asyncio.run(_run(config))
+    except (ConfigError, OSError, TimeoutError) as err:
+        print(f"kubelet: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

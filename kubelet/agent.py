@@ -1,0 +1,272 @@
+"""The kubelet agent: makes the apiserver's pods for this node true in the runtime.
+
+Start-up order (as kubelet.go's Run): the CRI runtime (hosted here unless an
+endpoint is given), the daemon endpoint, node registration, the pod CIDR handed to
+the runtime (which writes the node's network config), the lease and status loops,
+then the pod informer, workers, PLEG and housekeeping.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubelet.backoff import Backoff
+from kubelet.config import KubeletConfig
+from kubelet.cri.server import CRIConfig, CRIServer
+from kubelet.logserver import LogServer
+from kubelet.node import NodeManager
+from kubelet.pleg import PLEG
+from kubelet.podconfig import PodPaths, grace_period
+from kubelet.podworkers import Outcome, PodWorkers
+from kubelet.probes import READINESS, STARTUP, ProbeManager
+from kubelet.runtime import EXITED, RUNNING, CRICallError, PodRuntimeStatus, Runtime
+from kubelet.status import TERMINAL, StatusInputs, StatusManager, generate_pod_status
+from kubelet.syncpod import PodSyncer
+from kubeling import errors
+from kubeling.client import Client
+from kubeling.events import EventRecorder
+from kubeling.informer import Informer
+from kubeling.periodic import Periodic
+from protos.kubeling.v1 import core_pb2
+
+__all__ = ["Kubelet", "bridge_name"]
+
+log = logging.getLogger(__name__)
+
+Pod = Any
+
+
+def bridge_name(node: str) -> str:
+    """The node's Linux bridge: at most 15 characters (IFNAMSIZ - 1)."""
+    name = f"kbl-{node}"
+    return name if len(name) <= 15 else f"kbl-{hashlib.sha1(node.encode()).hexdigest()[:11]}"
+
+
+@dataclass
+class Kubelet:
+    config: KubeletConfig
+    cri: CRIServer | None = None
+    runtime: Runtime | None = None
+    client: Client | None = None
+    node: NodeManager | None = None
+    logs: LogServer | None = None
+    _parts: list[Any] = field(default_factory=list)
+    _started: bool = False
+    # made by start():
+    recorder: EventRecorder = field(init=False)
+    paths: PodPaths = field(init=False)
+    informer: Informer[Any] = field(init=False)
+    status: StatusManager = field(init=False)
+    workers: PodWorkers = field(init=False)
+    probes: ProbeManager = field(init=False)
+    syncer: PodSyncer = field(init=False)
+    pleg: PLEG = field(init=False)
+    runtime_name: str = field(init=False, default="")
+
+    # ---- wiring ----
+
+    def _cri_config(self) -> CRIConfig:
+        cfg, state = self.config, self.config.state_dir
+        return CRIConfig(socket=state / "cri.sock", state_dir=state / "cri",
+                         cni_conf_dir=cfg.cni_conf_dir or state / "net.d", cni_bin_dirs=cfg.cni_bin_dirs,
+                         cni_cache_dir=state / "cni-cache",
+                         runc_root=cfg.runc_root or Path("/run/kubeling/runc") / cfg.node_name,
+                         bridge=bridge_name(cfg.node_name), cluster_cidr=cfg.cluster_cidr,
+                         ipam_data_dir=state / "cni-ipam")
+
+    async def start(self) -> None:
+        cfg = self.config
+        cfg.state_dir.mkdir(parents=True, exist_ok=True)
+        endpoint = cfg.container_runtime_endpoint
+        if not endpoint:
+            self.cri = CRIServer(self._cri_config())
+            await self.cri.start()
+            endpoint = self.cri.address
+        self.runtime = runtime = Runtime(endpoint)
+        self.client = client = Client(cfg.apiserver)
+        self.recorder = EventRecorder(client, "kubelet", host=cfg.node_name)
+        self.paths = PodPaths(cfg.pod_logs_dir, cfg.state_dir / "pods")
+        self.informer = Informer(client.pods, field_selector=f"spec.nodeName={cfg.node_name}")
+        self.logs = LogServer(runtime, self._find_pod, cfg.address, cfg.port)
+        await self.logs.start()
+
+        self.node = node = NodeManager(client, runtime, cfg.node_name, cfg.node_ip, self.logs.port, cfg.state_dir,
+                                       cfg.max_pods, dict(cfg.node_labels), cfg.node_status_update_frequency,
+                                       cfg.node_status_report_frequency, cfg.node_lease_duration_seconds)
+        await node.register()
+        cidr = await node.wait_for_pod_cidr()
+        await runtime.update_pod_cidr(cidr)
+        log.info("node %s: pod CIDR %s, bridge %s", cfg.node_name, cidr, bridge_name(cfg.node_name))
+        await node.update_status(force=True)  # Ready now that the network is configured
+        await node.renew_lease()
+
+        self.status = StatusManager(client, cfg.node_name)
+        self.workers = PodWorkers(self._sync_pod, cfg.sync_frequency)
+        self.probes = ProbeManager(runtime, self.recorder, self.workers.wake, cfg.node_ip)
+        self.syncer = PodSyncer(runtime, self.paths, cfg.node_ip, self.recorder, self.probes,
+                                Backoff(cfg.crash_loop_backoff_initial, cfg.crash_loop_backoff_max),
+                                Backoff(cfg.crash_loop_backoff_initial, cfg.crash_loop_backoff_max))
+        self.runtime_name = (await runtime.version()).runtime_name
+        self.informer.add_handler(on_add=self._on_pod, on_update=lambda old, new: self._on_pod(new),
+                                  on_delete=self._on_pod_deleted)
+        await self.informer.start()
+        await self.informer.wait_synced(timeout=60)
+        self.pleg = PLEG(runtime, self._on_pleg, cfg.pleg_relist_period)
+        await self.pleg.relist()
+        self.pleg.start()
+        loops = [Periodic("node-lease", cfg.node_lease_duration_seconds / 4, node.renew_lease),
+                 Periodic("node-status", cfg.node_status_update_frequency, node.update_status),
+                 Periodic("housekeeping", cfg.housekeeping_interval, self._housekeeping)]
+        for loop in loops:
+            loop.start()
+        self._parts = loops
+        self._started = True
+        await self._housekeeping()
+        log.info("kubelet %s running (CRI %s, daemon port %d)", cfg.node_name, endpoint, self.logs.port)
+
+    async def stop(self) -> None:
+        """Stop the agent; pods keep running (a restarted kubelet adopts them)."""
+        for loop in self._parts:
+            await loop.stop()
+        if self._started:
+            await self.pleg.stop()
+            await self.informer.stop()
+            await self.workers.stop()
+            await self.probes.close()
+            await self.recorder.flush()
+        if self.logs is not None:
+            await self.logs.stop()
+        if self.client is not None:
+            await self.client.close()
+        if self.runtime is not None:
+            await self.runtime.close()
+        if self.cri is not None:
+            await self.cri.stop()
+
+    # ---- events in ----
+
+    def _find_pod(self, namespace: str, name: str) -> tuple[Pod, core_pb2.PodStatus] | None:
+        pod = self.informer.store.get(f"{namespace}/{name}")
+        if pod is None:
+            return None
+        return pod, self.status.last(pod.metadata.uid) or pod.status
+
+    async def _on_pod(self, pod: Pod) -> None:
+        self.workers.update(pod)
+
+    async def _on_pod_deleted(self, pod: Pod) -> None:
+        self.workers.update(pod, deleted=True)
+
+    def _on_pleg(self, uid: str, what: str) -> None:
+        log.debug("PLEG: pod %s: %s", uid, what)
+        self.workers.wake(uid)
+
+    # ---- one pod ----
+
+    def _inputs(self, **kw: Any) -> StatusInputs:
+        return StatusInputs(node_ip=self.config.node_ip, runtime_name=self.runtime_name,
+                            ready=self.probes.verdicts(READINESS), started=self.probes.verdicts(STARTUP), **kw)
+
+    async def _sync_pod(self, pod: Pod, deleted: bool) -> Outcome:
+        where = f"{pod.metadata.namespace}/{pod.metadata.name}"
+        uid = pod.metadata.uid
+        if deleted or pod.metadata.HasField("deletionTimestamp"):
+            await self._terminate(pod, deleted)
+            return Outcome(done=True)
+        runtime = self.runtime
+        assert runtime is not None
+        last = self.status.last(uid)
+        if pod.status.phase in TERMINAL or (last is not None and last.phase in TERMINAL):
+            # Done: nothing runs again; what is left stays for logs until the pod is deleted.
+            state = await runtime.pod_status(uid)
+            if any(c.state == RUNNING for c in state.containers) or state.ready_sandbox is not None:
+                await self.syncer.kill_pod(pod, state, grace_period(pod))
+            self.probes.forget(uid)
+            return Outcome()
+        result = await self.syncer.sync(pod)
+        self.probes.sync(pod, result.runtime)
+        status = generate_pod_status(pod, result.runtime, self._inputs(waiting=result.waiting), old=last)
+        if await self.status.set_status(pod, status) is None:
+            log.info("pod %s: gone from the API while syncing", where)
+        if status.phase in TERMINAL:
+            log.info("pod %s: %s", where, status.phase)
+            self.workers.wake(uid)  # once more: stop what is left
+        await self._collect_garbage(pod, result.runtime)
+        return Outcome(retry_after=result.retry_after)
+
+    async def _terminate(self, pod: Pod, deleted: bool) -> None:
+        """Stop the pod with its grace period, write its final status, remove it from the
+        runtime, then confirm the deletion to the apiserver (grace 0)."""
+        runtime, client = self.runtime, self.client
+        assert runtime is not None and client is not None
+        uid = pod.metadata.uid
+        where = f"{pod.metadata.namespace}/{pod.metadata.name}"
+        self.probes.forget(uid)
+        state = await runtime.pod_status(uid)
+        grace = grace_period(pod)
+        log.info("pod %s: terminating (grace %ds)", where, grace)
+        await self.syncer.kill_pod(pod, state, grace)
+        if not deleted:
+            state = await runtime.pod_status(uid)
+            status = generate_pod_status(pod, state, self._inputs(terminal=True), old=self.status.last(uid))
+            await self.status.set_status(pod, status)
+        await self.syncer.remove_pod(uid)
+        if not deleted:
+            try:
+                await client.pods.delete(pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0, uid=uid)
+            except (errors.NotFound, errors.Conflict):
+                pass  # gone already, or a new pod of the same name
+        self.status.forget(uid)
+        log.info("pod %s: terminated and removed", where)
+
+    async def _collect_garbage(self, pod: Pod, state: PodRuntimeStatus) -> None:
+        """Dead containers beyond the newest per name go (its status and logs stay), then
+        sandboxes that are neither the newest nor hold any container."""
+        runtime = self.runtime
+        assert runtime is not None
+        removed = set()
+        seen: set[tuple[str, bool]] = set()
+        for c in state.containers:  # newest first
+            key = (c.name, c.init)
+            if c.state == EXITED and key in seen:
+                try:
+                    await runtime.remove_container(c.id)
+                    removed.add(c.id)
+                except CRICallError as exc:
+                    log.debug("gc: container %s: %s", c.id[:13], exc)
+            seen.add(key)
+        if len(state.sandboxes) > 1:
+            holding = {c.id for c in state.containers} - removed
+            in_use = {cs.pod_sandbox_id for cs in await runtime.list_containers(pod.metadata.uid)
+                      if cs.id in holding}
+            for sandbox in state.sandboxes[1:]:
+                if not sandbox.ready and sandbox.id not in in_use:
+                    try:
+                        await runtime.remove_sandbox(sandbox.id)
+                    except CRICallError as exc:
+                        log.debug("gc: sandbox %s: %s", sandbox.id[:13], exc)
+
+    # ---- housekeeping ----
+
+    async def _housekeeping(self) -> None:
+        """Pods the runtime has but the API does not (deleted while the kubelet was down,
+        or force-deleted): stopped and removed."""
+        if not self.informer.synced:
+            return
+        snapshot = self.pleg.last
+        if snapshot is None:
+            return
+        wanted = {p.metadata.uid for p in self.informer.store.list()}
+        for uid in snapshot.states.keys() - wanted - self.workers.uids():
+            namespace, name = snapshot.pod_names.get(uid, ("?", "?"))
+            log.info("pod %s/%s (%s): not in the API any more; removing it from the runtime", namespace, name, uid)
+            try:
+                await self.syncer.remove_pod(uid)
+            except CRICallError as exc:
+                log.warning("pod %s/%s: cleanup failed (retried): %s", namespace, name, exc)
+        self.syncer.backoff.gc()
+        self.syncer.pull_backoff.gc()

@@ -1,0 +1,106 @@
+"""The kubelet's configuration: flags, or a YAML/JSON file with the same keys
+(upstream KubeletConfiguration's names where one exists)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["KubeletConfig", "ConfigError", "load_config_file"]
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass
+class KubeletConfig:
+    node_name: str
+    apiserver: str
+    root_dir: Path = Path("/var/lib/kubeling/kubelet")  # per node: <root_dir>/<node_name>
+    pod_logs_dir: Path = Path("/var/log/pods")
+    # The CRI runtime: empty hosts kubeling's own (kubelet/cri) in this process on
+    # <state>/cri.sock; "unix:///path" drives another runtime.v1 server.
+    container_runtime_endpoint: str = ""
+    cni_conf_dir: Path | None = None  # default <state>/net.d
+    cni_bin_dirs: list[str] = field(default_factory=lambda: ["/usr/lib/cni", "/opt/cni/bin"])
+    runc_root: Path | None = None  # default /run/kubeling/runc/<node_name>
+    cluster_cidr: str = "10.88.0.0/16"
+    node_ip: str = "127.0.0.1"
+    address: str = "127.0.0.1"  # the daemon endpoint (logs) listens here
+    port: int = 0  # 0: a free port, reported in the Node's daemonEndpoints
+    max_pods: int = 110
+    node_labels: dict[str, str] = field(default_factory=dict)
+    node_status_update_frequency: float = 10.0
+    node_status_report_frequency: float = 60.0
+    node_lease_duration_seconds: int = 40
+    sync_frequency: float = 30.0  # every pod is synced at least this often
+    pleg_relist_period: float = 1.0
+    housekeeping_interval: float = 2.0  # orphaned pods, garbage collection
+    crash_loop_backoff_initial: float = 10.0
+    crash_loop_backoff_max: float = 300.0
+    pod_infra_image: str = "registry.k8s.io/pause:3.10"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root_dir / self.node_name
+
+    def apply(self, values: dict[str, Any]) -> None:
+        """Set fields from a config file's mapping (camelCase or snake_case keys)."""
+        known = {f.name for f in dataclasses.fields(self)}
+        for key, value in values.items():
+            name = _snake(key)
+            if name not in known:
+                raise ConfigError(f"unknown kubelet config key {key!r}")
+            setattr(self, name, _coerce(key, name, getattr(self, name), value))
+
+
+_OPTIONAL_PATHS = ("cni_conf_dir", "runc_root")
+
+
+def _coerce(key: str, name: str, current: Any, value: Any) -> Any:
+    def wrong() -> ConfigError:
+        return ConfigError(f"kubelet config {key}: expected {type(current).__name__}, got {value!r}")
+
+    if name in _OPTIONAL_PATHS or isinstance(current, Path):
+        if value in (None, "") and name in _OPTIONAL_PATHS:
+            return None
+        if not isinstance(value, str) or not value:
+            raise wrong()
+        return Path(value)
+    if isinstance(value, bool):  # bool is an int: refuse it for numbers
+        raise wrong()
+    if isinstance(current, float) and isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(current, list) and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    if isinstance(current, dict) and isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return value
+    if type(current) in (int, str) and type(value) is type(current):
+        return value
+    raise wrong()
+
+
+def _snake(key: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in key).lstrip("_").replace("-", "_")
+
+
+def load_config_file(path: Path) -> dict[str, Any]:
+    text = path.read_text()
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings")
+    data.pop("apiVersion", None)
+    data.pop("kind", None)
+    return data

@@ -1,0 +1,253 @@
+"""The kubelet's Node: registration (kubelet_node_status.go), the node Lease renewed
+every 10 s (nodelease), and status conditions written on change and at least every
+report period — Ready from the runtime's Status, the pressures from the machine."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from kubelet.runtime import CRICallError, Runtime
+from kubeling import errors
+from kubeling.client import Client
+from kubeling.version import KUBELET_VERSION
+from protos.kubeling.v1 import coordination_pb2, core_pb2, meta_pb2
+
+__all__ = ["NodeManager", "machine_capacity", "LEASE_NAMESPACE"]
+
+log = logging.getLogger(__name__)
+
+LEASE_NAMESPACE = "kube-node-lease"
+# Upstream's hard eviction defaults: memory.available<100Mi, nodefs.available<10%.
+_MEMORY_AVAILABLE_MIN = 100 * 1024 * 1024
+_NODEFS_AVAILABLE_MIN = 0.10
+_PID_AVAILABLE_MIN = 0.05
+
+
+def _meminfo() -> dict[str, int]:
+    out = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts:
+            out[key] = int(parts[0]) * (1024 if len(parts) > 1 else 1)
+    return out
+
+
+def machine_capacity(max_pods: int) -> dict[str, str]:
+    return {"cpu": str(os.cpu_count() or 1), "memory": f"{_meminfo()['MemTotal'] // 1024}Ki", "pods": str(max_pods)}
+
+
+def _read(path: str, default: str = "") -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return default
+
+
+def _os_image() -> str:
+    for line in _read("/etc/os-release").splitlines():
+        if line.startswith("PRETTY_NAME="):
+            return line.partition("=")[2].strip('"')
+    return "Linux"
+
+
+def _arch() -> str:
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+
+
+def _condition(kind: str, status: bool, reason: str, message: str) -> core_pb2.NodeCondition:
+    return core_pb2.NodeCondition(type=kind, status="True" if status else "False", reason=reason, message=message)
+
+
+def _now() -> Timestamp:
+    t = Timestamp()
+    t.FromSeconds(int(time.time()))
+    return t
+
+
+@dataclass
+class NodeManager:
+    client: Client
+    runtime: Runtime
+    node_name: str
+    node_ip: str
+    daemon_port: int
+    state_dir: Path
+    max_pods: int = 110
+    labels: dict[str, str] = field(default_factory=dict)
+    update_frequency: float = 10.0
+    report_frequency: float = 60.0
+    lease_duration: int = 40
+    node: core_pb2.Node | None = None
+    _last_report: float = 0.0
+    _runtime_version: str = ""
+
+    # ---- registration ----
+
+    def _initial_node(self) -> core_pb2.Node:
+        labels = {"kubernetes.io/hostname": self.node_name, "kubernetes.io/os": "linux",
+                  "kubernetes.io/arch": _arch(), **self.labels}
+        node = core_pb2.Node(metadata=meta_pb2.ObjectMeta(name=self.node_name, labels=labels))
+        self._fill_static_status(node)
+        return node
+
+    def _fill_static_status(self, node: core_pb2.Node) -> None:
+        capacity = machine_capacity(self.max_pods)
+        status = node.status
+        status.capacity.clear()
+        status.capacity.update(capacity)
+        status.allocatable.clear()
+        status.allocatable.update(capacity)
+        del status.addresses[:]
+        status.addresses.extend([core_pb2.NodeAddress(type="InternalIP", address=self.node_ip),
+                                 core_pb2.NodeAddress(type="Hostname", address=self.node_name)])
+        status.daemonEndpoints.kubeletEndpoint.Port = self.daemon_port
+        info = status.nodeInfo
+        info.machineID = _read("/etc/machine-id")
+        info.systemUUID = _read("/sys/class/dmi/id/product_uuid", info.machineID)
+        info.bootID = _read("/proc/sys/kernel/random/boot_id")
+        info.kernelVersion = platform.release()
+        info.osImage = _os_image()
+        info.containerRuntimeVersion = self._runtime_version
+        info.kubeletVersion = KUBELET_VERSION
+        info.operatingSystem = "linux"
+        info.architecture = _arch()
+
+    async def register(self) -> core_pb2.Node:
+        """Create the Node, or take over the one that exists (after a restart), with fresh status."""
+        version = await self.runtime.version()
+        self._runtime_version = f"{version.runtime_name}://{version.runtime_version}"
+        while True:
+            try:
+                node = await self.client.nodes.create(self._initial_node())
+                log.info("node %s registered", self.node_name)
+                break
+            except errors.AlreadyExists:
+                node = await self.client.nodes.get(self.node_name)
+                for key, value in self._initial_node().metadata.labels.items():
+                    node.metadata.labels[key] = value
+                try:
+                    node = await self.client.nodes.update(node)
+                except errors.Conflict:
+                    continue
+                log.info("node %s already registered: taken over", self.node_name)
+                break
+        self.node = node
+        await self.update_status(force=True)
+        return self.node
+
+    async def wait_for_pod_cidr(self, timeout: float | None = None) -> str:
+        """The pod CIDR the apiserver allocated to this node (it takes a moment after creation)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            node = await self.client.nodes.get(self.node_name)
+            if node.spec.podCIDR:
+                self.node = node
+                return node.spec.podCIDR
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"node {self.node_name} got no pod CIDR (is the apiserver's --cluster-cidr set?)")
+            await asyncio.sleep(0.1)
+
+    # ---- lease ----
+
+    async def renew_lease(self) -> None:
+        spec = coordination_pb2.LeaseSpec(holderIdentity=self.node_name, leaseDurationSeconds=self.lease_duration,
+                                          renewTime=_now())
+        spec.renewTime.nanos = time.time_ns() % 1_000_000_000 // 1000 * 1000  # MicroTime
+        try:
+            lease = await self.client.leases.get(self.node_name, LEASE_NAMESPACE)
+        except errors.NotFound:
+            lease = coordination_pb2.Lease(metadata=meta_pb2.ObjectMeta(name=self.node_name,
+                                                                        namespace=LEASE_NAMESPACE), spec=spec)
+            if self.node is not None:
+                lease.metadata.ownerReferences.add(apiVersion="v1", kind="Node", name=self.node_name,
+                                                   uid=self.node.metadata.uid)
+            try:
+                await self.client.leases.create(lease)
+            except errors.AlreadyExists:
+                pass
+            return
+        lease.spec.CopyFrom(spec)
+        try:
+            await self.client.leases.update(lease)
+        except errors.Conflict:
+            pass  # someone else wrote it: the next renewal (in 10 s) wins
+
+    # ---- status ----
+
+    async def _conditions(self) -> list[core_pb2.NodeCondition]:
+        runtime_ok, network_ok, why = True, True, ""
+        try:
+            conditions = {c.type: c for c in (await self.runtime.status()).status.conditions}
+            for kind in ("RuntimeReady", "NetworkReady"):
+                c = conditions.get(kind)
+                if c is None or not c.status:
+                    runtime_ok = runtime_ok and kind != "RuntimeReady"
+                    network_ok = network_ok and kind != "NetworkReady"
+                    why += f"{kind}=false reason:{c.reason if c else ''} message:{c.message if c else ''}"
+        except CRICallError as exc:
+            runtime_ok, why = False, f"container runtime is down: {exc}"
+        mem = _meminfo()
+        memory_pressure = mem.get("MemAvailable", mem["MemTotal"]) < _MEMORY_AVAILABLE_MIN
+        fs = os.statvfs(self.state_dir)
+        disk_pressure = fs.f_bavail < fs.f_blocks * _NODEFS_AVAILABLE_MIN
+        pid_max = int(_read("/proc/sys/kernel/pid_max", "32768"))
+        pids = sum(1 for p in os.listdir("/proc") if p.isdigit())
+        pid_pressure = pids > pid_max * (1 - _PID_AVAILABLE_MIN)
+        ready = runtime_ok and network_ok
+
+        return [
+            _condition("MemoryPressure", memory_pressure,
+                       *(("KubeletHasInsufficientMemory", "kubelet has insufficient memory available")
+                         if memory_pressure else ("KubeletHasSufficientMemory", "kubelet has sufficient memory available"))),
+            _condition("DiskPressure", disk_pressure,
+                       *(("KubeletHasDiskPressure", "kubelet has disk pressure")
+                         if disk_pressure else ("KubeletHasNoDiskPressure", "kubelet has no disk pressure"))),
+            _condition("PIDPressure", pid_pressure,
+                       *(("KubeletHasInsufficientPID", "kubelet has insufficient PID available")
+                         if pid_pressure else ("KubeletHasSufficientPID", "kubelet has sufficient PID available"))),
+            _condition("NetworkUnavailable", not network_ok,
+                       *(("NetworkPluginNotReady", f"container runtime network not ready: {why}")
+                         if not network_ok else ("NetworkReady", "the pod network is ready"))),
+            _condition("Ready", ready, *(("KubeletReady", "kubelet is posting ready status") if ready else
+                                         ("KubeletNotReady", f"container runtime not ready: {why}"))),
+        ]
+
+    async def update_status(self, force: bool = False) -> None:
+        """Write conditions when they changed, or when the report period passed (heartbeat)."""
+        for _ in range(5):
+            node = await self.client.nodes.get(self.node_name)
+            old = {c.type: c for c in node.status.conditions}
+            new = await self._conditions()
+            changed = any(old.get(c.type) is None or (old[c.type].status, old[c.type].reason) != (c.status, c.reason)
+                          for c in new)
+            due = time.monotonic() - self._last_report >= self.report_frequency
+            if not (changed or due or force):
+                self.node = node
+                return
+            now = _now()
+            for c in new:
+                before = old.get(c.type)
+                c.lastHeartbeatTime.CopyFrom(now)
+                c.lastTransitionTime.CopyFrom(before.lastTransitionTime if before is not None and
+                                              before.status == c.status else now)
+            del node.status.conditions[:]
+            node.status.conditions.extend(new)
+            self._fill_static_status(node)
+            try:
+                self.node = await self.client.nodes.update_status(node)
+            except errors.Conflict:
+                continue
+            self._last_report = time.monotonic()
+            if changed:
+                log.info("node %s: %s", self.node_name,
+                         ", ".join(f"{c.type}={c.status}" for c in new))
+            return

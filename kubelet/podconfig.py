@@ -1,0 +1,162 @@
+"""From the API's Pod to the CRI's configs: the sandbox config (kuberuntime_sandbox.go's
+generatePodSandboxConfig) and each container's config (kuberuntime_container.go's
+generateContainerConfig), with the labels that let the kubelet find them again."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubelet import labels
+from kubeling.quantity import QuantityError, parse_quantity
+from protos.kubeling.v1 import core_pb2
+from protos.runtime.v1 import api_pb2
+
+__all__ = ["PodPaths", "sandbox_config", "container_config", "container_hash", "pod_log_dir", "ConfigError",
+           "grace_period"]
+
+Pod = Any
+# CRI's cpu shares as the kubelet computes them (MilliCPUToShares): min 2, 1024 per core.
+_MIN_SHARES = 2
+_QUOTA_PERIOD = 100_000  # µs, the CFS default
+
+
+class ConfigError(ValueError):
+    """The pod cannot be turned into a runtime config (CreateContainerConfigError)."""
+
+
+@dataclass(frozen=True)
+class PodPaths:
+    """Where a node keeps pods' files."""
+
+    logs_dir: Path  # /var/log/pods
+    pods_dir: Path  # <state>/pods: volumes
+
+    def log_dir(self, pod: Pod) -> Path:
+        return pod_log_dir(self.logs_dir, pod)
+
+    def volume_dir(self, pod: Pod, plugin: str, name: str) -> Path:
+        return self.pods_dir / pod.metadata.uid / "volumes" / plugin / name
+
+
+def pod_log_dir(root: Path, pod: Pod) -> Path:
+    m = pod.metadata
+    return root / f"{m.namespace}_{m.name}_{m.uid}"
+
+
+def grace_period(pod: Pod) -> int:
+    """Seconds the pod's containers get between the stop signal and SIGKILL."""
+    if pod.metadata.HasField("deletionGracePeriodSeconds"):
+        return max(0, pod.metadata.deletionGracePeriodSeconds)
+    if pod.spec.HasField("terminationGracePeriodSeconds"):
+        return max(0, pod.spec.terminationGracePeriodSeconds)
+    return 30
+
+
+def _pod_labels(pod: Pod) -> dict[str, str]:
+    return {labels.POD_NAME: pod.metadata.name, labels.POD_NAMESPACE: pod.metadata.namespace,
+            labels.POD_UID: pod.metadata.uid}
+
+
+def sandbox_config(pod: Pod, paths: PodPaths, attempt: int) -> api_pb2.PodSandboxConfig:
+    ports = []
+    for container in pod.spec.containers:
+        for port in container.ports:
+            if port.hostPort:
+                ports.append(api_pb2.PortMapping(
+                    protocol=port.protocol or "TCP", container_port=port.containerPort,
+                    host_port=port.hostPort, host_ip=port.hostIP))
+    namespaces = api_pb2.NamespaceOption(network=api_pb2.NODE if pod.spec.hostNetwork else api_pb2.POD,
+                                         pid=api_pb2.CONTAINER, ipc=api_pb2.POD)
+    return api_pb2.PodSandboxConfig(
+        metadata=api_pb2.PodSandboxMetadata(name=pod.metadata.name, namespace=pod.metadata.namespace,
+                                            uid=pod.metadata.uid, attempt=attempt),
+        hostname=pod.spec.hostname or pod.metadata.name, log_directory=str(paths.log_dir(pod)),
+        port_mappings=ports, labels={**pod.metadata.labels, **_pod_labels(pod)},
+        annotations=dict(pod.metadata.annotations),
+        linux=api_pb2.LinuxPodSandboxConfig(
+            security_context=api_pb2.LinuxSandboxSecurityContext(namespace_options=namespaces)))
+
+
+def container_hash(container: core_pb2.Container) -> str:
+    """Changes when the container's spec does: a running container with another hash is replaced."""
+    return hashlib.sha256(container.SerializeToString(deterministic=True)).hexdigest()[:16]
+
+
+def _field_ref(pod: Pod, path: str, pod_ip: str, host_ip: str) -> str:
+    m = pod.metadata
+    simple = {"metadata.name": m.name, "metadata.namespace": m.namespace, "metadata.uid": m.uid,
+              "spec.nodeName": pod.spec.nodeName, "spec.serviceAccountName": pod.spec.serviceAccountName,
+              "status.podIP": pod_ip, "status.podIPs": pod_ip, "status.hostIP": host_ip, "status.hostIPs": host_ip}
+    if path in simple:
+        return simple[path]
+    for prefix, mapping in (("metadata.labels", m.labels), ("metadata.annotations", m.annotations)):
+        if path.startswith(f"{prefix}['") and path.endswith("']"):
+            return str(mapping.get(path[len(prefix) + 2:-2], ""))
+    raise ConfigError(f"unsupported fieldRef.fieldPath {path!r}")
+
+
+def _resources(container: core_pb2.Container) -> api_pb2.LinuxContainerResources:
+    res = api_pb2.LinuxContainerResources()
+    try:
+        requests, limits = container.resources.requests, container.resources.limits
+        cpu_request = parse_quantity(requests["cpu"]).milli_value() if "cpu" in requests else 0
+        res.cpu_shares = max(_MIN_SHARES, cpu_request * 1024 // 1000)
+        if "cpu" in limits:
+            res.cpu_period = _QUOTA_PERIOD
+            res.cpu_quota = max(1000, parse_quantity(limits["cpu"]).milli_value() * _QUOTA_PERIOD // 1000)
+        if "memory" in limits:
+            res.memory_limit_in_bytes = parse_quantity(limits["memory"]).int_value()
+    except QuantityError as exc:
+        raise ConfigError(f"container {container.name}: resources: {exc}") from None
+    return res
+
+
+def _mounts(pod: Pod, container: core_pb2.Container, paths: PodPaths) -> list[api_pb2.Mount]:
+    volumes = {v.name: v for v in pod.spec.volumes}
+    mounts = []
+    for mount in container.volumeMounts:
+        volume = volumes.get(mount.name)
+        if volume is None:
+            raise ConfigError(f"container {container.name}: volume {mount.name!r} is not defined in the pod")
+        if volume.HasField("hostPath"):
+            source = Path(volume.hostPath.path)
+            if volume.hostPath.type in ("DirectoryOrCreate",):
+                source.mkdir(parents=True, exist_ok=True)
+        elif volume.HasField("emptyDir"):
+            source = paths.volume_dir(pod, "kubernetes.io~empty-dir", volume.name)
+            source.mkdir(parents=True, exist_ok=True)
+        else:
+            raise ConfigError(f"volume {volume.name!r}: only hostPath and emptyDir are supported")
+        if mount.subPath:
+            if Path(mount.subPath).is_absolute() or ".." in Path(mount.subPath).parts:
+                raise ConfigError(f"container {container.name}: subPath {mount.subPath!r} must be relative, "
+                                  "without '..'")
+            source = source / mount.subPath
+            if not source.exists():
+                source.mkdir(parents=True)
+        mounts.append(api_pb2.Mount(container_path=mount.mountPath, host_path=str(source),
+                                    readonly=mount.readOnly))
+    return mounts
+
+
+def container_config(pod: Pod, container: core_pb2.Container, *, init: bool, restart_count: int,
+                     paths: PodPaths, pod_ip: str, host_ip: str) -> api_pb2.ContainerConfig:
+    envs = []
+    for env in container.env:
+        value = env.value
+        if env.HasField("valueFrom"):
+            value = _field_ref(pod, env.valueFrom.fieldRef.fieldPath, pod_ip, host_ip)
+        envs.append(api_pb2.KeyValue(key=env.name, value=value))
+    return api_pb2.ContainerConfig(
+        metadata=api_pb2.ContainerMetadata(name=container.name, attempt=restart_count),
+        image=api_pb2.ImageSpec(image=container.image, user_specified_image=container.image),
+        command=list(container.command), args=list(container.args), working_dir=container.workingDir, envs=envs,
+        mounts=_mounts(pod, container, paths), log_path=f"{container.name}/{restart_count}.log",
+        labels={**_pod_labels(pod), labels.CONTAINER_NAME: container.name,
+                labels.CONTAINER_TYPE: labels.INIT if init else labels.APP},
+        annotations={labels.RESTART_COUNT: str(restart_count), labels.CONTAINER_HASH: container_hash(container),
+                     labels.TERMINATION_GRACE: str(grace_period(pod))},
+        linux=api_pb2.LinuxContainerConfig(resources=_resources(container)))

@@ -1,0 +1,225 @@
+"""The kubelet's view of its CRI runtime: a client of the runtime.v1 socket, and the
+per-pod runtime state it reads back (upstream's kubecontainer.PodStatus).
+
+The kubelet keeps no container state of its own: what runs is whatever the runtime
+lists under the pod's UID label, so a restarted kubelet sees exactly what the old
+one left (restart counts and init/app kind travel in labels and annotations).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import grpc
+
+from kubelet import labels
+from protos.runtime.v1 import api_pb2, api_pb2_grpc
+
+__all__ = ["Runtime", "CRICallError", "ContainerInfo", "SandboxInfo", "PodRuntimeStatus"]
+
+log = logging.getLogger(__name__)
+
+RUNNING = api_pb2.CONTAINER_RUNNING
+EXITED = api_pb2.CONTAINER_EXITED
+CREATED = api_pb2.CONTAINER_CREATED
+UNKNOWN = api_pb2.CONTAINER_UNKNOWN
+
+
+class CRICallError(Exception):
+    """A CRI call failed; `code` is its gRPC status code."""
+
+    def __init__(self, call: str, err: grpc.aio.AioRpcError) -> None:
+        self.code = err.code()
+        self.details = err.details() or ""
+        super().__init__(f"{call}: {self.code.name}: {self.details}")
+
+
+@dataclass
+class ContainerInfo:
+    id: str
+    name: str
+    state: int  # api_pb2.ContainerState
+    created_at: int  # ns
+    started_at: int = 0
+    finished_at: int = 0
+    exit_code: int = 0
+    reason: str = ""
+    message: str = ""
+    image: str = ""
+    image_ref: str = ""
+    restart_count: int = 0
+    hash: str = ""
+    init: bool = False
+    log_path: str = ""
+
+
+@dataclass
+class SandboxInfo:
+    id: str
+    ready: bool
+    attempt: int
+    created_at: int
+    ip: str = ""
+    ips: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PodRuntimeStatus:
+    uid: str
+    sandboxes: list[SandboxInfo] = field(default_factory=list)  # newest first
+    containers: list[ContainerInfo] = field(default_factory=list)  # newest first
+
+    def by_name(self, name: str, init: bool = False) -> list[ContainerInfo]:
+        """This container's instances, newest first."""
+        return [c for c in self.containers if c.name == name and c.init == init]
+
+    def latest(self, name: str, init: bool = False) -> ContainerInfo | None:
+        found = self.by_name(name, init)
+        return found[0] if found else None
+
+    @property
+    def ready_sandbox(self) -> SandboxInfo | None:
+        return self.sandboxes[0] if self.sandboxes and self.sandboxes[0].ready else None
+
+
+class Runtime:
+    """Thin async client over the CRI socket; every failure is a CRICallError."""
+
+    def __init__(self, endpoint: str, timeout: float = 120.0) -> None:
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.channel = grpc.aio.insecure_channel(endpoint)
+        self.runtime = api_pb2_grpc.RuntimeServiceStub(self.channel)
+        self.images = api_pb2_grpc.ImageServiceStub(self.channel)
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+    async def _call(self, stub: object, method: str, request: object, timeout: float | None = None) -> object:
+        try:
+            return await getattr(stub, method)(request, timeout=timeout or self.timeout, wait_for_ready=True)
+        except grpc.aio.AioRpcError as err:
+            raise CRICallError(method, err) from None
+
+    # ---- runtime ----
+
+    async def version(self) -> api_pb2.VersionResponse:
+        return await self._call(self.runtime, "Version", api_pb2.VersionRequest())  # type: ignore[return-value]
+
+    async def status(self) -> api_pb2.StatusResponse:
+        return await self._call(self.runtime, "Status", api_pb2.StatusRequest())  # type: ignore[return-value]
+
+    async def update_pod_cidr(self, cidr: str) -> None:
+        await self._call(self.runtime, "UpdateRuntimeConfig", api_pb2.UpdateRuntimeConfigRequest(
+            runtime_config=api_pb2.RuntimeConfig(network_config=api_pb2.NetworkConfig(pod_cidr=cidr))))
+
+    # ---- sandboxes ----
+
+    async def run_sandbox(self, config: api_pb2.PodSandboxConfig) -> str:
+        reply = await self._call(self.runtime, "RunPodSandbox", api_pb2.RunPodSandboxRequest(config=config))
+        return reply.pod_sandbox_id  # type: ignore[attr-defined,no-any-return]
+
+    async def sandbox_status(self, sandbox_id: str) -> api_pb2.PodSandboxStatus:
+        reply = await self._call(self.runtime, "PodSandboxStatus",
+                                 api_pb2.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id))
+        return reply.status  # type: ignore[attr-defined,no-any-return]
+
+    async def stop_sandbox(self, sandbox_id: str) -> None:
+        await self._call(self.runtime, "StopPodSandbox", api_pb2.StopPodSandboxRequest(pod_sandbox_id=sandbox_id))
+
+    async def remove_sandbox(self, sandbox_id: str) -> None:
+        await self._call(self.runtime, "RemovePodSandbox", api_pb2.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id))
+
+    async def list_sandboxes(self, uid: str = "") -> list[api_pb2.PodSandbox]:
+        flt = api_pb2.PodSandboxFilter(label_selector={labels.POD_UID: uid} if uid else {})
+        reply = await self._call(self.runtime, "ListPodSandbox", api_pb2.ListPodSandboxRequest(filter=flt))
+        return list(reply.items)  # type: ignore[attr-defined]
+
+    # ---- containers ----
+
+    async def create_container(self, sandbox_id: str, config: api_pb2.ContainerConfig,
+                               sandbox_config: api_pb2.PodSandboxConfig) -> str:
+        reply = await self._call(self.runtime, "CreateContainer", api_pb2.CreateContainerRequest(
+            pod_sandbox_id=sandbox_id, config=config, sandbox_config=sandbox_config))
+        return reply.container_id  # type: ignore[attr-defined,no-any-return]
+
+    async def start_container(self, container_id: str) -> None:
+        await self._call(self.runtime, "StartContainer", api_pb2.StartContainerRequest(container_id=container_id))
+
+    async def stop_container(self, container_id: str, timeout: int) -> None:
+        await self._call(self.runtime, "StopContainer",
+                         api_pb2.StopContainerRequest(container_id=container_id, timeout=timeout),
+                         timeout=self.timeout + timeout)
+
+    async def remove_container(self, container_id: str) -> None:
+        await self._call(self.runtime, "RemoveContainer", api_pb2.RemoveContainerRequest(container_id=container_id))
+
+    async def list_containers(self, uid: str = "") -> list[api_pb2.Container]:
+        flt = api_pb2.ContainerFilter(label_selector={labels.POD_UID: uid} if uid else {})
+        reply = await self._call(self.runtime, "ListContainers", api_pb2.ListContainersRequest(filter=flt))
+        return list(reply.containers)  # type: ignore[attr-defined]
+
+    async def container_status(self, container_id: str) -> api_pb2.ContainerStatus:
+        reply = await self._call(self.runtime, "ContainerStatus",
+                                 api_pb2.ContainerStatusRequest(container_id=container_id))
+        return reply.status  # type: ignore[attr-defined,no-any-return]
+
+    async def exec_sync(self, container_id: str, cmd: list[str], timeout: int) -> api_pb2.ExecSyncResponse:
+        return await self._call(  # type: ignore[return-value]
+            self.runtime, "ExecSync", api_pb2.ExecSyncRequest(container_id=container_id, cmd=cmd, timeout=timeout),
+            timeout=timeout + 10 if timeout else None)
+
+    # ---- images ----
+
+    async def image_present(self, image: str) -> bool:
+        reply = await self._call(self.images, "ImageStatus",
+                                 api_pb2.ImageStatusRequest(image=api_pb2.ImageSpec(image=image)))
+        return reply.HasField("image")  # type: ignore[attr-defined,no-any-return]
+
+    async def pull_image(self, image: str, sandbox_config: api_pb2.PodSandboxConfig) -> str:
+        reply = await self._call(self.images, "PullImage", api_pb2.PullImageRequest(
+            image=api_pb2.ImageSpec(image=image), sandbox_config=sandbox_config))
+        return reply.image_ref  # type: ignore[attr-defined,no-any-return]
+
+    # ---- one pod's state ----
+
+    async def pod_status(self, uid: str) -> PodRuntimeStatus:
+        status = PodRuntimeStatus(uid)
+        for sandbox in sorted(await self.list_sandboxes(uid), key=lambda s: s.created_at, reverse=True):
+            info = SandboxInfo(sandbox.id, sandbox.state == api_pb2.SANDBOX_READY, sandbox.metadata.attempt,
+                               sandbox.created_at)
+            if info.ready:
+                try:
+                    network = (await self.sandbox_status(sandbox.id)).network
+                    info.ip = network.ip
+                    info.ips = [network.ip, *(ip.ip for ip in network.additional_ips)] if network.ip else []
+                except CRICallError as exc:
+                    if exc.code != grpc.StatusCode.NOT_FOUND:
+                        raise
+                    continue  # removed meanwhile
+            status.sandboxes.append(info)
+        for container in await self.list_containers(uid):
+            try:
+                cs = await self.container_status(container.id)
+            except CRICallError as exc:
+                if exc.code == grpc.StatusCode.NOT_FOUND:
+                    continue  # removed meanwhile
+                raise
+            annotations = cs.annotations
+            status.containers.append(ContainerInfo(
+                id=cs.id, name=cs.metadata.name, state=cs.state, created_at=cs.created_at, started_at=cs.started_at,
+                finished_at=cs.finished_at, exit_code=cs.exit_code, reason=cs.reason, message=cs.message,
+                image=cs.image.image, image_ref=cs.image_ref,
+                restart_count=_int(annotations.get(labels.RESTART_COUNT, "")) or cs.metadata.attempt,
+                hash=annotations.get(labels.CONTAINER_HASH, ""),
+                init=cs.labels.get(labels.CONTAINER_TYPE, "") == labels.INIT, log_path=cs.log_path))
+        status.containers.sort(key=lambda c: c.created_at, reverse=True)
+        return status
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return 0

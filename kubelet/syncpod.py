@@ -1,0 +1,253 @@
+"""SyncPod over CRI (kuberuntime_manager.go): compute the actions, then kill what must
+go, create the sandbox, start the next init container or the containers — with
+image pulls, CrashLoopBackOff and the Events users read in `describe pod`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubelet.actions import PodActions, compute_pod_actions
+from kubelet.backoff import Backoff
+from kubelet.podconfig import ConfigError, PodPaths, container_config, container_hash, grace_period, sandbox_config
+from kubelet.probes import LIVENESS, STARTUP, ProbeManager
+from kubelet.runtime import EXITED, RUNNING, CRICallError, PodRuntimeStatus, Runtime
+from kubeling.events import NORMAL, WARNING, EventRecorder
+from protos.kubeling.v1 import core_pb2
+from protos.runtime.v1 import api_pb2
+
+__all__ = ["PodSyncer", "SyncResult"]
+
+log = logging.getLogger(__name__)
+
+Pod = Any
+
+
+@dataclass
+class SyncResult:
+    runtime: PodRuntimeStatus
+    waiting: dict[str, tuple[str, str]] = field(default_factory=dict)  # container -> (reason, message)
+    retry_after: float | None = None  # seconds until a back-off ends: sync again then
+    actions: PodActions | None = None
+
+    def hold(self, seconds: float) -> None:
+        self.retry_after = seconds if self.retry_after is None else min(self.retry_after, seconds)
+
+
+def _pod_name(pod: Pod) -> str:
+    return f"{pod.metadata.namespace}/{pod.metadata.name}"
+
+
+def _field(container: str, init: bool) -> str:
+    return f"spec.{'initContainers' if init else 'containers'}{{{container}}}"
+
+
+@dataclass
+class PodSyncer:
+    runtime: Runtime
+    paths: PodPaths
+    node_ip: str
+    recorder: EventRecorder
+    probes: ProbeManager
+    backoff: Backoff
+    pull_backoff: Backoff
+
+    # ---- SyncPod ----
+
+    async def sync(self, pod: Pod) -> SyncResult:
+        uid = pod.metadata.uid
+        status = await self.runtime.pod_status(uid)
+        running = [c.id for c in status.containers if c.state == RUNNING]
+        actions = compute_pod_actions(pod, status, liveness_failed=self.probes.failed(LIVENESS, running),
+                                      startup_failed=self.probes.failed(STARTUP, running))
+        result = SyncResult(status, actions=actions)
+        if actions.nothing:
+            return result
+        log.debug("pod %s: actions %s", _pod_name(pod), actions)
+        if actions.kill_pod:
+            await self.kill_pod(pod, status, grace_period(pod) if not actions.create_sandbox else 0)
+            if not actions.create_sandbox:
+                result.runtime = await self.runtime.pod_status(uid)
+                return result
+        else:
+            await asyncio.gather(*(self._kill_container(pod, cid, info.name, grace_period(pod), info.message)
+                                   for cid, info in actions.containers_to_kill.items()))
+        if not actions.create_sandbox:
+            await self._prune_init_containers(pod, status)
+
+        sandbox_id, pod_ip = actions.sandbox_id, ""
+        config = sandbox_config(pod, self.paths, actions.attempt)
+        if actions.create_sandbox:
+            try:
+                self.paths.log_dir(pod).mkdir(parents=True, exist_ok=True)
+                sandbox_id = await self.runtime.run_sandbox(config)
+                network = (await self.runtime.sandbox_status(sandbox_id)).network
+                pod_ip = network.ip
+            except CRICallError as exc:
+                message = f"Failed to create pod sandbox: {exc.details or exc}"
+                log.warning("pod %s: %s", _pod_name(pod), message)
+                self.recorder.pod_event(pod, WARNING, "FailedCreatePodSandBox", message)
+                result.runtime = await self.runtime.pod_status(uid)
+                result.hold(self.backoff.next(f"sandbox/{uid}"))
+                return result
+            self.backoff.forget(f"sandbox/{uid}")
+            log.info("pod %s: sandbox %s ready (ip %s)", _pod_name(pod), sandbox_id[:13], pod_ip or "host")
+        elif status.ready_sandbox is not None:
+            pod_ip = status.ready_sandbox.ip
+        if pod.spec.hostNetwork:
+            pod_ip = self.node_ip
+
+        specs = {c.name: (c, True) for c in pod.spec.initContainers}
+        specs.update({c.name: (c, False) for c in pod.spec.containers})
+        if actions.next_init_container:
+            spec, _ = specs[actions.next_init_container]
+            await self._start(pod, spec, True, status, sandbox_id, config, pod_ip, result)
+        else:
+            for name in actions.containers_to_start:
+                spec, _ = specs[name]
+                await self._start(pod, spec, False, status, sandbox_id, config, pod_ip, result)
+        result.runtime = await self.runtime.pod_status(uid)
+        return result
+
+    async def _start(self, pod: Pod, spec: core_pb2.Container, init: bool, status: PodRuntimeStatus,
+                     sandbox_id: str, config: api_pb2.PodSandboxConfig, pod_ip: str, result: SyncResult) -> bool:
+        name = spec.name
+        where = _field(name, init)
+        latest = status.latest(name, init)
+        key = f"{pod.metadata.uid}/{name}/{container_hash(spec)}"
+        if latest is not None and latest.state == EXITED:
+            remaining = self.backoff.remaining(key, latest.finished_at / 1e9)
+            if remaining > 0:
+                delay = self.backoff.delay(key)
+                message = (f"back-off {delay:g}s restarting failed container={name} "
+                           f"pod={pod.metadata.name}_{pod.metadata.namespace}({pod.metadata.uid})")
+                result.waiting[name] = ("CrashLoopBackOff", message)
+                result.hold(remaining)
+                self.recorder.pod_event(pod, WARNING, "BackOff", f"Back-off restarting failed container {name} in "
+                                        f"pod {pod.metadata.name}_{pod.metadata.namespace}({pod.metadata.uid})",
+                                        field_path=where)
+                return False
+            self.backoff.next(key, latest.finished_at / 1e9)
+        if not await self._ensure_image(pod, spec, where, config, result):
+            return False
+        restart_count = latest.restart_count + 1 if latest is not None else 0  # continues across sandboxes
+        try:
+            container_cfg = container_config(pod, spec, init=init, restart_count=restart_count, paths=self.paths,
+                                             pod_ip=pod_ip, host_ip=self.node_ip)
+        except (ConfigError, OSError) as exc:
+            result.waiting[name] = ("CreateContainerConfigError", str(exc))
+            self.recorder.pod_event(pod, WARNING, "Failed", f"Error: {exc}", field_path=where)
+            return False
+        try:
+            container_id = await self.runtime.create_container(sandbox_id, container_cfg, config)
+        except CRICallError as exc:
+            result.waiting[name] = ("CreateContainerError", exc.details or str(exc))
+            self.recorder.pod_event(pod, WARNING, "Failed", f"Error: {exc.details or exc}", field_path=where)
+            return False
+        self.recorder.pod_event(pod, NORMAL, "Created", f"Created container {name}", field_path=where)
+        try:
+            await self.runtime.start_container(container_id)
+        except CRICallError as exc:
+            result.waiting[name] = ("RunContainerError", exc.details or str(exc))
+            self.recorder.pod_event(pod, WARNING, "Failed", f"Error: {exc.details or exc}", field_path=where)
+            return False
+        self.recorder.pod_event(pod, NORMAL, "Started", f"Started container {name}", field_path=where)
+        log.info("pod %s: container %s started (%s, restart %d)", _pod_name(pod), name, container_id[:13],
+                 restart_count)
+        return True
+
+    async def _ensure_image(self, pod: Pod, spec: core_pb2.Container, where: str,
+                            config: api_pb2.PodSandboxConfig, result: SyncResult) -> bool:
+        image, policy = spec.image, spec.imagePullPolicy or "IfNotPresent"
+        try:
+            present = await self.runtime.image_present(image)
+        except CRICallError as exc:
+            result.waiting[spec.name] = ("InvalidImageName", exc.details or str(exc))
+            self.recorder.pod_event(pod, WARNING, "InspectFailed", f"Failed to inspect image {image!r}: {exc}",
+                                    field_path=where)
+            return False
+        if present and policy != "Always":
+            self.recorder.pod_event(pod, NORMAL, "Pulled", f"Container image \"{image}\" already present on machine",
+                                    field_path=where)
+            return True
+        if policy == "Never":
+            message = f"Container image \"{image}\" is not present with pull policy of Never"
+            result.waiting[spec.name] = ("ErrImageNeverPull", message)
+            self.recorder.pod_event(pod, WARNING, "ErrImageNeverPull", message, field_path=where)
+            return False
+        key = f"{pod.metadata.uid}/{image}"
+        remaining = self.pull_backoff.remaining(key, self.pull_backoff.clock())
+        if remaining > 0:
+            message = f"Back-off pulling image \"{image}\""
+            result.waiting[spec.name] = ("ImagePullBackOff", message)
+            result.hold(remaining)
+            self.recorder.pod_event(pod, NORMAL, "BackOff", message, field_path=where)
+            return False
+        self.recorder.pod_event(pod, NORMAL, "Pulling", f"Pulling image \"{image}\"", field_path=where)
+        started = time.monotonic()
+        try:
+            await self.runtime.pull_image(image, config)
+        except CRICallError as exc:
+            self.pull_backoff.next(key)
+            message = f"Failed to pull image \"{image}\": {exc.details or exc}"
+            result.waiting[spec.name] = ("ErrImagePull", message)
+            result.hold(self.pull_backoff.delay(key))
+            self.recorder.pod_event(pod, WARNING, "Failed", message, field_path=where)
+            return False
+        self.pull_backoff.forget(key)
+        self.recorder.pod_event(pod, NORMAL, "Pulled", f"Successfully pulled image \"{image}\" in "
+                                f"{time.monotonic() - started:.3f}s", field_path=where)
+        return True
+
+    async def _prune_init_containers(self, pod: Pod, status: PodRuntimeStatus) -> None:
+        """Keep the latest exited instance of each init container; older ones go."""
+        for container in pod.spec.initContainers:
+            for old in [c for c in status.by_name(container.name, init=True)[1:] if c.state == EXITED]:
+                await self._remove_container(old.id)
+
+    # ---- killing ----
+
+    async def _kill_container(self, pod: Pod, container_id: str, name: str, grace: int, message: str = "") -> None:
+        self.recorder.pod_event(pod, NORMAL, "Killing", message or f"Stopping container {name}",
+                                field_path=_field(name, False))
+        try:
+            await self.runtime.stop_container(container_id, grace)
+        except CRICallError as exc:
+            log.warning("pod %s: stopping container %s failed: %s", _pod_name(pod), name, exc)
+
+    async def kill_pod(self, pod: Pod, status: PodRuntimeStatus, grace: int) -> None:
+        """Stop every running container (with the grace period), then the sandboxes."""
+        await asyncio.gather(*(self._kill_container(pod, c.id, c.name, grace) for c in status.containers
+                               if c.state == RUNNING))
+        for sandbox in status.sandboxes:
+            if sandbox.ready:
+                try:
+                    await self.runtime.stop_sandbox(sandbox.id)
+                except CRICallError as exc:
+                    log.warning("pod %s: stopping sandbox %s failed: %s", _pod_name(pod), sandbox.id[:13], exc)
+
+    async def _remove_container(self, container_id: str) -> None:
+        try:
+            await self.runtime.remove_container(container_id)
+        except CRICallError as exc:
+            log.warning("removing container %s failed: %s", container_id[:13], exc)
+
+    async def remove_pod(self, uid: str, pod: Pod | None = None) -> None:
+        """Everything of a pod that is gone for good: sandboxes (with their containers and
+        network), its log directory and volumes."""
+        status = await self.runtime.pod_status(uid)
+        for sandbox in status.sandboxes:
+            await self.runtime.stop_sandbox(sandbox.id)
+            await self.runtime.remove_sandbox(sandbox.id)
+        for container in status.containers:  # any outside a sandbox the runtime knows
+            await self._remove_container(container.id)
+        self.backoff.forget(f"{uid}/")
+        self.backoff.forget(f"sandbox/{uid}")
+        self.pull_backoff.forget(f"{uid}/")
+        shutil.rmtree(self.paths.pods_dir / uid, ignore_errors=True)
+        for log_dir in self.paths.logs_dir.glob(f"*_{uid}"):
+            shutil.rmtree(log_dir, ignore_errors=True)

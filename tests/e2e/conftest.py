@@ -1,0 +1,157 @@
+"""A whole cluster per test: etcd (the session's), an apiserver, the scheduler and
+kubelets with their CRI runtimes, real runc and CNI. Every node has its own bridge,
+pod CIDR (out of a private cluster CIDR) and state; at the end every pod is deleted
+through the API (so the kubelets' termination path runs) and nothing may be left:
+no runc containers, shims, netns, mounts, or bridges."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from apiserver.server import APIServer
+from cni import netns
+from kubelet.agent import Kubelet, bridge_name
+from kubelet.config import KubeletConfig
+from kubelet.cri.runc import Runc
+from kubeling import errors
+from kubeling.client import Client
+from kubeling.etcd import EtcdServer
+from protos.kubeling.v1 import core_pb2, meta_pb2
+from scheduler.service import SchedulerService
+from tests.conftest import apiserver_config
+
+CLUSTER_CIDR = f"10.{180 + os.getpid() % 10}.0.0/16"
+
+
+@dataclass
+class Cluster:
+    base: Path
+    apiserver: APIServer
+    client: Client
+    scheduler: SchedulerService
+    kubelets: dict[str, Kubelet] = field(default_factory=dict)
+
+    def kubelet_config(self, name: str, **overrides: Any) -> KubeletConfig:
+        config = KubeletConfig(node_name=name, apiserver=self.apiserver.address, root_dir=self.base / "kubelets",
+                               pod_logs_dir=self.base / "pod-logs", runc_root=self.base / "runc" / name,
+                               cluster_cidr=CLUSTER_CIDR, node_status_update_frequency=1.0,
+                               housekeeping_interval=0.5, crash_loop_backoff_initial=1.0,
+                               crash_loop_backoff_max=4.0)
+        for key, value in overrides.items():
+            setattr(config, key, value)
+        return config
+
+    async def add_node(self, index: int, **overrides: Any) -> Kubelet:
+        name = f"k{os.getpid() % 10000}n{index}"
+        kubelet = Kubelet(self.kubelet_config(name, **overrides))
+        self.kubelets[name] = kubelet
+        await kubelet.start()
+        return kubelet
+
+    async def stop_node(self, name: str) -> None:
+        await self.kubelets[name].stop()
+
+    async def wait_pod(self, name: str, predicate: Callable[[Any], bool], timeout: float = 60.0,
+                       namespace: str = "default") -> Any:
+        deadline = asyncio.get_running_loop().time() + timeout
+        pod = None
+        while True:
+            try:
+                pod = await self.client.pods.get(name, namespace)
+                if predicate(pod):
+                    return pod
+            except errors.NotFound:
+                pass
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"pod {namespace}/{name} did not get there in {timeout}s; last: {pod}")
+            await asyncio.sleep(0.1)
+
+    async def wait_gone(self, name: str, timeout: float = 60.0, namespace: str = "default") -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            try:
+                await self.client.pods.get(name, namespace)
+            except errors.NotFound:
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"pod {namespace}/{name} still exists after {timeout}s")
+            await asyncio.sleep(0.1)
+
+
+def pod(name: str, *containers: core_pb2.Container, restart_policy: str = "Always", node: str = "",
+        init: tuple[core_pb2.Container, ...] = (), grace: int | None = 2, **spec: Any) -> core_pb2.Pod:
+    made = core_pb2.Pod(metadata=meta_pb2.ObjectMeta(name=name, namespace="default"),
+                        spec=core_pb2.PodSpec(containers=list(containers), initContainers=list(init),
+                                              restartPolicy=restart_policy, nodeName=node, **spec))
+    if grace is not None:
+        made.spec.terminationGracePeriodSeconds = grace
+    return made
+
+
+def container(name: str, *command: str, **fields: Any) -> core_pb2.Container:
+    return core_pb2.Container(name=name, image="busybox", command=list(command), **fields)
+
+
+def _shims() -> str:
+    return subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "kubelet.cri.shim"],
+                          capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+async def cluster(etcd: EtcdServer, prefix: str) -> AsyncIterator[Cluster]:
+    base = Path(tempfile.mkdtemp(prefix="ke2e-"))
+    netns_before = set(netns.list_names())
+    apiserver = APIServer(apiserver_config(etcd, prefix, cluster_cidr=CLUSTER_CIDR))
+    await apiserver.start()
+    client = Client(apiserver.address)
+    scheduler = SchedulerService(apiserver.address)
+    await scheduler.start()
+    made = Cluster(base, apiserver, client, scheduler)
+    try:
+        yield made
+    finally:
+        # Delete every pod through the API; running kubelets stop and confirm them.
+        try:
+            pods, _ = await client.pods.list_all()
+            for p in pods:
+                await client.pods.delete(p.metadata.name, p.metadata.namespace)
+            for _ in range(600):
+                if not (await client.pods.list_all())[0]:
+                    break
+                await asyncio.sleep(0.1)
+            remaining = [p.metadata.name for p in (await client.pods.list_all())[0]]
+        finally:
+            for kubelet in made.kubelets.values():
+                await kubelet.stop()
+            await scheduler.stop()
+            await client.close()
+            await apiserver.stop(grace=0)
+        leftovers = {name: await Runc(k.config.runc_root or base).list_containers()  # type: ignore[arg-type]
+                     for name, k in made.kubelets.items()}
+        for _ in range(100):
+            shims = _shims()
+            if not shims:
+                break
+            await asyncio.sleep(0.05)
+        mounts = Path("/proc/self/mountinfo").read_text()
+        for name in made.kubelets:
+            subprocess.run(["ip", "link", "del", bridge_name(name)], capture_output=True)
+        bridges = {name for name in made.kubelets
+                   if subprocess.run(["ip", "link", "show", bridge_name(name)], capture_output=True).returncode == 0}
+        shutil.rmtree(base, ignore_errors=True)
+        assert remaining == [], f"pods not removed by their kubelets: {remaining}"
+        assert all(v == [] for v in leftovers.values()), leftovers
+        assert shims == ""
+        assert str(base) not in mounts
+        assert set(netns.list_names()) == netns_before
+        assert not bridges
