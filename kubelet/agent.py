@@ -224,21 +224,25 @@ class Kubelet:
         log.info("pod %s: terminated and removed", where)
 
     async def _collect_garbage(self, pod: Pod, state: PodRuntimeStatus) -> None:
-        """Dead containers beyond the newest per name go (its status and logs stay), then
+        """Dead containers beyond the newest dead one per name go (upstream's
+        maxPerPodContainer 1: its status and logs stay), then
         sandboxes that are neither the newest nor hold any container."""
         runtime = self.runtime
         assert runtime is not None
         removed = set()
-        seen: set[tuple[str, bool]] = set()
+        kept_dead: set[tuple[str, bool]] = set()
         for c in state.containers:  # newest first
+            if c.state != EXITED:
+                continue
             key = (c.name, c.init)
-            if c.state == EXITED and key in seen:
-                try:
-                    await runtime.remove_container(c.id)
-                    removed.add(c.id)
-                except CRICallError as exc:
-                    log.debug("gc: container %s: %s", c.id[:13], exc)
-            seen.add(key)
+            if key not in kept_dead:
+                kept_dead.add(key)  # the last run: lastState and `logs --previous` read it
+                continue
+            try:
+                await runtime.remove_container(c.id)
+                removed.add(c.id)
+            except CRICallError as exc:
+                log.debug("gc: container %s: %s", c.id[:13], exc)
         if len(state.sandboxes) > 1:
             holding = {c.id for c in state.containers} - removed
             in_use = {cs.pod_sandbox_id for cs in await runtime.list_containers(pod.metadata.uid)

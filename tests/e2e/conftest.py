@@ -58,8 +58,13 @@ class Cluster:
         await kubelet.start()
         return kubelet
 
-    async def stop_node(self, name: str) -> None:
-        await self.kubelets[name].stop()
+    async def restart_node(self, name: str) -> Kubelet:
+        """Stop the kubelet (its pods keep running) and start a new one with the same config."""
+        old = self.kubelets[name]
+        await old.stop()
+        self.kubelets[name] = kubelet = Kubelet(old.config)
+        await kubelet.start()
+        return kubelet
 
     async def wait_pod(self, name: str, predicate: Callable[[Any], bool], timeout: float = 60.0,
                        namespace: str = "default") -> Any:

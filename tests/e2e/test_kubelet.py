@@ -3,6 +3,7 @@ networking, and their status, restarts, probes and termination reach the API."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import aiohttp
@@ -112,3 +113,72 @@ async def test_restart_policies_and_crash_loop_backoff(cluster: Cluster) -> None
     # Both a pod finished for good and one crash-looping keep their last logs.
     assert await _logs(cluster, kubelet, "crash", "main") == "boom\n"
     assert await _logs(cluster, kubelet, "crash", "main", previous="true") == "boom\n"
+
+
+async def test_probes_liveness_restarts_readiness_gates_ready(cluster: Cluster) -> None:
+    kubelet = await cluster.add_node(1)
+    node = kubelet.config.node_name
+    # Healthy for about 2 s, then the liveness file is gone: the container is restarted.
+    await cluster.client.pods.create(pod("live", container(
+        "main", "sh", "-c", "touch /tmp/alive; sleep 2; rm /tmp/alive; sleep 3600",
+        livenessProbe=core_pb2.Probe(exec=core_pb2.ExecAction(command=["test", "-e", "/tmp/alive"]),
+                                     periodSeconds=1, failureThreshold=2)), node=node))
+    # Ready only while /tmp/ready exists; an httpGet and a tcpSocket probe check the same server.
+    http = core_pb2.Probe(httpGet=core_pb2.HTTPGetAction(path="/index.html", port=core_pb2.IntOrString(intVal=8080)),
+                          periodSeconds=1)
+    tcp = core_pb2.Probe(tcpSocket=core_pb2.TCPSocketAction(port=core_pb2.IntOrString(type=1, strVal="web")),
+                         periodSeconds=1, initialDelaySeconds=1)
+    await cluster.client.pods.create(pod("ready", container(
+        "main", "sh", "-c", "mkdir /www; echo hi > /www/index.html; touch /tmp/ready; "
+        "(sleep 4; rm /tmp/ready) & exec httpd -f -p 8080 -h /www",
+        ports=[core_pb2.ContainerPort(name="web", containerPort=8080)],
+        readinessProbe=core_pb2.Probe(exec=core_pb2.ExecAction(command=["test", "-e", "/tmp/ready"]),
+                                      periodSeconds=1),
+        livenessProbe=http, startupProbe=tcp), node=node))
+
+    ready = await cluster.wait_pod("ready", lambda p: _cond(p, "Ready") == "True")
+    assert ready.status.containerStatuses[0].started
+    unready = await cluster.wait_pod("ready", lambda p: _cond(p, "Ready") == "False")
+    assert unready.status.phase == "Running"
+    assert unready.status.containerStatuses[0].restartCount == 0  # readiness never restarts
+    reasons = {c.type: c.reason for c in unready.status.conditions}
+    assert reasons["ContainersReady"] == "ContainersNotReady"
+
+    live = await cluster.wait_pod("live", lambda p: p.status.containerStatuses and
+                                  p.status.containerStatuses[0].restartCount >= 1, timeout=30)
+    assert live.status.containerStatuses[0].lastState.terminated.exitCode in (137, 143)  # SIGKILL or SIGTERM
+    events = [e for e in (await cluster.client.events.list_all("default"))[0] if e.involvedObject.name == "live"]
+    assert any(e.reason == "Unhealthy" and e.message.startswith("Liveness probe failed") for e in events)
+    assert any(e.reason == "Killing" and "failed liveness probe" in e.message for e in events)
+
+
+async def test_restarted_kubelet_adopts_pods_and_cleans_up_what_was_deleted(cluster: Cluster) -> None:
+    kubelet = await cluster.add_node(1)
+    node = kubelet.config.node_name
+    for name in ("keep", "graceful", "forced"):
+        await cluster.client.pods.create(pod(name, container("main", "sleep", "3600"), node=node))
+    before = {}
+    for name in ("keep", "graceful", "forced"):
+        before[name] = await cluster.wait_pod(name, lambda p: p.status.phase == "Running")
+
+    await kubelet.stop()  # the agent and its runtime server stop; containers keep running
+    await cluster.client.pods.delete("graceful", "default")  # waits for the kubelet to confirm
+    await cluster.client.pods.delete("forced", "default", grace_period_seconds=0)  # gone from the API at once
+    assert (await cluster.client.pods.get("graceful", "default")).metadata.HasField("deletionTimestamp")
+
+    kubelet = await cluster.restart_node(node)
+    await cluster.wait_gone("graceful")
+    runtime = kubelet.runtime
+    assert runtime is not None
+    for name in ("graceful", "forced"):
+        uid = before[name].metadata.uid
+        for _ in range(100):
+            if not await runtime.list_sandboxes(uid):
+                break
+            await asyncio.sleep(0.1)
+        assert await runtime.list_sandboxes(uid) == [] and await runtime.list_containers(uid) == []
+    kept = await cluster.client.pods.get("keep", "default")
+    old_status, new_status = before["keep"].status.containerStatuses[0], kept.status.containerStatuses[0]
+    assert new_status.containerID == old_status.containerID and new_status.restartCount == 0
+    assert new_status.state.running.startedAt == old_status.state.running.startedAt
+    assert kept.status.podIP == before["keep"].status.podIP and kept.status.phase == "Running"

@@ -1,0 +1,39 @@
+"""The kubelet's flags and config file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kubelet.__main__ import build_parser, make_config
+from kubelet.agent import bridge_name
+from kubelet.config import ConfigError
+
+
+def test_config_file_then_flags(tmp_path: Path) -> None:
+    file = tmp_path / "kubelet.yaml"
+    file.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                    "maxPods: 20\nsyncFrequency: 5\nnodeLabels: {zone: a}\nrootDir: /tmp/x\n")
+    args = build_parser().parse_args(["--node-name", "n1", "--apiserver", "127.0.0.1:1", "--config", str(file),
+                                      "--max-pods", "30", "--node-labels", "disk=ssd"])
+    config = make_config(args)
+    assert config.max_pods == 30 and config.sync_frequency == 5.0 and config.root_dir == Path("/tmp/x")
+    assert config.node_labels == {"zone": "a", "disk": "ssd"} and config.state_dir == Path("/tmp/x/n1")
+
+
+@pytest.mark.parametrize("text, message", [("maxPods: many\n", "maxPods: expected int"),
+                                           ("nodeName2: x\n", "unknown kubelet config key"),
+                                           ("- a\n", "expected a mapping")])
+def test_bad_config_is_refused_by_name(tmp_path: Path, text: str, message: str) -> None:
+    file = tmp_path / "kubelet.yaml"
+    file.write_text(text)
+    args = build_parser().parse_args(["--node-name", "n1", "--apiserver", "a:1", "--config", str(file)])
+    with pytest.raises(ConfigError, match=message):
+        make_config(args)
+
+
+def test_bridge_names_fit_ifnamsiz() -> None:
+    assert bridge_name("node-1") == "kbl-node-1"
+    long = bridge_name("a-very-long-node-name.example")
+    assert len(long) == 15 and long != bridge_name("a-very-long-node-name.example2")
