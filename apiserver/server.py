@@ -17,6 +17,7 @@ from apiserver.compaction import Compactor
 from apiserver.metrics import Metrics
 from apiserver.namespace_finalizer import NamespaceFinalizer
 from apiserver.nodeipam import CIDRAllocator, NodeIPAM
+from apiserver.podlogs import PodLogProxy
 from apiserver.registry import ALL_STRATEGIES
 from apiserver.registry.namespaces import SYSTEM_NAMESPACES
 from apiserver.registry.store import Registry
@@ -98,8 +99,9 @@ class APIServer:
             ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
             ("grpc.http2.max_ping_strikes", 0),
         ])
+        pod_logs = PodLogProxy(self.registries["pods"], self.registries["nodes"])
         self._server.add_generic_rpc_handlers(
-            [service_handler(reg, self.metrics) for reg in self.registries.values()])
+            [service_handler(reg, self.metrics, pod_logs) for reg in self.registries.values()])
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         names = [api_pb2.DESCRIPTOR.services_by_name[n].full_name for n in SERVICE_NAMES.values()]

@@ -16,10 +16,11 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from apiserver.metrics import Metrics
+from apiserver.podlogs import PodLogProxy
 from apiserver.registry.binding import bind
 from apiserver.registry.store import Registry
 from kubeling import errors
-from protos.kubeling.v1 import core_pb2, meta_pb2
+from protos.kubeling.v1 import api_pb2, core_pb2, meta_pb2
 
 __all__ = ["service_handler", "SERVICE_NAMES"]
 
@@ -133,7 +134,23 @@ async def _until(stream: AsyncIterator[bytes], deadline: float) -> AsyncIterator
             return
 
 
-def service_handler(registry: Registry, metrics: Metrics) -> grpc.GenericRpcHandler:
+def _pod_log(metrics: Metrics, proxy: PodLogProxy) -> grpc.RpcMethodHandler:
+    async def handler(body: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        start, code = time.perf_counter(), "OK"
+        try:
+            async for chunk in proxy.stream(_decode(api_pb2.PodLogRequest, body)):
+                yield chunk
+        except errors.ApiError as err:
+            code = err.code.name
+            await context.abort(err.code, err.message, err.trailing_metadata())
+        finally:
+            metrics.observe("GET_LOG", "pods", code, time.perf_counter() - start)
+
+    return grpc.unary_stream_rpc_method_handler(handler, response_serializer=_serialize)
+
+
+def service_handler(registry: Registry, metrics: Metrics,
+                    pod_logs: PodLogProxy | None = None) -> grpc.GenericRpcHandler:
     strategy = registry.strategy
     resource = strategy.plural
     msg = strategy.message
@@ -175,4 +192,6 @@ def service_handler(registry: Registry, metrics: Metrics) -> grpc.GenericRpcHand
         async def bind_(b: core_pb2.Binding) -> Any:
             return await bind(registry, b)
         methods["Bind"] = _unary(metrics, "BIND", resource, bind_, core_pb2.Binding)
+        if pod_logs is not None:
+            methods["Log"] = _pod_log(metrics, pod_logs)
     return grpc.method_handlers_generic_handler(f"kubeling.v1.{SERVICE_NAMES[resource]}", methods)

@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 import grpc
 
 from kubeling.errors import from_rpc_error
-from protos.kubeling.v1 import api_pb2_grpc, coordination_pb2, core_pb2, meta_pb2
+from protos.kubeling.v1 import api_pb2, api_pb2_grpc, coordination_pb2, core_pb2, meta_pb2
 
 __all__ = ["Client", "ResourceClient", "PodClient", "WatchEvent"]
 
@@ -130,6 +130,25 @@ class PodClient(ResourceClient[core_pb2.Pod]):
                                                           annotations=annotations or {}),
                              target=meta_pb2.ObjectReference(kind="Node", name=node))
         return await self._call("Bind", b)  # type: ignore[no-any-return]
+
+    async def logs(self, name: str, namespace: str = "", *, container: str = "", follow: bool = False,
+                   previous: bool = False, tail_lines: int | None = None, timestamps: bool = False,
+                   limit_bytes: int | None = None) -> AsyncIterator[bytes]:
+        """A container's log (pods/log), from the pod's kubelet; with `follow`, until the container ends."""
+        req = api_pb2.PodLogRequest(namespace=namespace, name=name, container=container, follow=follow,
+                                    previous=previous, timestamps=timestamps)
+        if tail_lines is not None:
+            req.tailLines = tail_lines
+        if limit_bytes is not None:
+            req.limitBytes = limit_bytes
+        call = self._stub.Log(req, wait_for_ready=self.wait_for_ready)
+        try:
+            async for chunk in call:
+                yield chunk.data
+        except grpc.aio.AioRpcError as err:
+            raise from_rpc_error(err) from None
+        finally:
+            call.cancel()
 
 
 class Client:

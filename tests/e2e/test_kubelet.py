@@ -7,9 +7,10 @@ import asyncio
 from typing import Any
 
 import aiohttp
+import pytest
 
+from kubeling import errors
 from protos.kubeling.v1 import core_pb2
-
 from tests.e2e.conftest import Cluster, container, pod
 
 
@@ -182,3 +183,31 @@ async def test_restarted_kubelet_adopts_pods_and_cleans_up_what_was_deleted(clus
     assert new_status.containerID == old_status.containerID and new_status.restartCount == 0
     assert new_status.state.running.startedAt == old_status.state.running.startedAt
     assert kept.status.podIP == before["keep"].status.podIP and kept.status.phase == "Running"
+
+
+async def test_pod_logs_through_the_apiserver(cluster: Cluster) -> None:
+    await cluster.add_node(1)
+    await cluster.client.pods.create(pod("talk", container(
+        "main", "sh", "-c", "for i in 1 2 3; do echo line $i; done; echo err >&2; sleep 1; echo late; sleep 3600")))
+    await cluster.wait_pod("talk", lambda p: p.status.phase == "Running")
+
+    async def read(**options: Any) -> str:
+        return b"".join([chunk async for chunk in cluster.client.pods.logs("talk", "default", **options)]).decode()
+
+    followed = ""
+    async for chunk in cluster.client.pods.logs("talk", "default", follow=True):
+        followed += chunk.decode()
+        if "late" in followed:
+            break  # following goes on while the container runs: the reader ends it
+    assert followed == "line 1\nline 2\nline 3\nerr\nlate\n"
+    assert await read(tail_lines=2) == "err\nlate\n"
+    stamped = (await read(timestamps=True, container="main")).splitlines()
+    assert len(stamped) == 5 and stamped[0].endswith(" line 1") and stamped[0][:4].isdigit()
+    assert await read(limit_bytes=4) == "line"
+    with pytest.raises(errors.BadRequest, match="not valid for pod talk"):
+        await read(container="other")
+    with pytest.raises(errors.BadRequest, match="previous terminated container"):
+        await read(previous=True)
+    with pytest.raises(errors.NotFound):
+        async for _ in cluster.client.pods.logs("absent", "default"):
+            pass

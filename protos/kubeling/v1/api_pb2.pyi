@@ -25,6 +25,32 @@ class PodWatchEvent(_message.Message):
     object: _core_pb2.Pod
     def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.Pod, _Mapping]] = ...) -> None: ...
 
+class PodLogRequest(_message.Message):
+    __slots__ = ("namespace", "name", "container", "follow", "previous", "tailLines", "timestamps", "limitBytes")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_FIELD_NUMBER: _ClassVar[int]
+    TAILLINES_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMPS_FIELD_NUMBER: _ClassVar[int]
+    LIMITBYTES_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    container: str
+    follow: bool
+    previous: bool
+    tailLines: int
+    timestamps: bool
+    limitBytes: int
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., container: _Optional[str] = ..., follow: _Optional[bool] = ..., previous: _Optional[bool] = ..., tailLines: _Optional[int] = ..., timestamps: _Optional[bool] = ..., limitBytes: _Optional[int] = ...) -> None: ...
+
+class PodLogChunk(_message.Message):
+    __slots__ = ("data",)
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
 class NodeList(_message.Message):
     __slots__ = ("metadata", "items")
     METADATA_FIELD_NUMBER: _ClassVar[int]

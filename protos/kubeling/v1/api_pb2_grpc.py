@@ -77,6 +77,11 @@ class PodsStub:
                 request_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Binding.SerializeToString,
                 response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Pod.FromString,
                 _registered_method=True)
+        self.Log = channel.unary_stream(
+                '/kubeling.v1.Pods/Log',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.PodLogRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.PodLogChunk.FromString,
+                _registered_method=True)
 
 
 class PodsServicer:
@@ -133,6 +138,13 @@ class PodsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Log(self, request, context):
+        """A container's log, read from the pod's node (its kubelet's daemon endpoint).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PodsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -175,6 +187,11 @@ def add_PodsServicer_to_server(servicer, server):
                     servicer.Bind,
                     request_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Binding.FromString,
                     response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Pod.SerializeToString,
+            ),
+            'Log': grpc.unary_stream_rpc_method_handler(
+                    servicer.Log,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.PodLogRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.PodLogChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -393,6 +410,33 @@ class Pods:
             '/kubeling.v1.Pods/Bind',
             protos_dot_kubeling_dot_v1_dot_core__pb2.Binding.SerializeToString,
             protos_dot_kubeling_dot_v1_dot_core__pb2.Pod.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Log(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kubeling.v1.Pods/Log',
+            protos_dot_kubeling_dot_v1_dot_api__pb2.PodLogRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.PodLogChunk.FromString,
             options,
             channel_credentials,
             insecure,
