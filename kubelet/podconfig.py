@@ -60,6 +60,13 @@ def _pod_labels(pod: Pod) -> dict[str, str]:
             labels.POD_UID: pod.metadata.uid}
 
 
+def _namespaces(pod: Pod) -> api_pb2.NamespaceOption:
+    """The pod's network and IPC are shared; each container has its own PID namespace
+    (no shareProcessNamespace), so its command is PID 1 there, as upstream."""
+    return api_pb2.NamespaceOption(network=api_pb2.NODE if pod.spec.hostNetwork else api_pb2.POD,
+                                   pid=api_pb2.CONTAINER, ipc=api_pb2.POD)
+
+
 def sandbox_config(pod: Pod, paths: PodPaths, attempt: int) -> api_pb2.PodSandboxConfig:
     ports = []
     for container in pod.spec.containers:
@@ -68,8 +75,6 @@ def sandbox_config(pod: Pod, paths: PodPaths, attempt: int) -> api_pb2.PodSandbo
                 ports.append(api_pb2.PortMapping(
                     protocol=port.protocol or "TCP", container_port=port.containerPort,
                     host_port=port.hostPort, host_ip=port.hostIP))
-    namespaces = api_pb2.NamespaceOption(network=api_pb2.NODE if pod.spec.hostNetwork else api_pb2.POD,
-                                         pid=api_pb2.CONTAINER, ipc=api_pb2.POD)
     return api_pb2.PodSandboxConfig(
         metadata=api_pb2.PodSandboxMetadata(name=pod.metadata.name, namespace=pod.metadata.namespace,
                                             uid=pod.metadata.uid, attempt=attempt),
@@ -77,7 +82,7 @@ def sandbox_config(pod: Pod, paths: PodPaths, attempt: int) -> api_pb2.PodSandbo
         port_mappings=ports, labels={**pod.metadata.labels, **_pod_labels(pod)},
         annotations=dict(pod.metadata.annotations),
         linux=api_pb2.LinuxPodSandboxConfig(
-            security_context=api_pb2.LinuxSandboxSecurityContext(namespace_options=namespaces)))
+            security_context=api_pb2.LinuxSandboxSecurityContext(namespace_options=_namespaces(pod))))
 
 
 def container_hash(container: core_pb2.Container) -> str:
@@ -159,4 +164,6 @@ def container_config(pod: Pod, container: core_pb2.Container, *, init: bool, res
                 labels.CONTAINER_TYPE: labels.INIT if init else labels.APP},
         annotations={labels.RESTART_COUNT: str(restart_count), labels.CONTAINER_HASH: container_hash(container),
                      labels.TERMINATION_GRACE: str(grace_period(pod))},
-        linux=api_pb2.LinuxContainerConfig(resources=_resources(container)))
+        linux=api_pb2.LinuxContainerConfig(resources=_resources(container),
+                                           security_context=api_pb2.LinuxContainerSecurityContext(
+                                               namespace_options=_namespaces(pod))))

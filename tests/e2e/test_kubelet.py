@@ -4,6 +4,7 @@ networking, and their status, restarts, probes and termination reach the API."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -211,3 +212,62 @@ async def test_pod_logs_through_the_apiserver(cluster: Cluster) -> None:
     with pytest.raises(errors.NotFound):
         async for _ in cluster.client.pods.logs("absent", "default"):
             pass
+
+
+async def test_bad_pod_specs_give_reasons_and_events_and_the_kubelet_goes_on(cluster: Cluster) -> None:
+    await cluster.add_node(1)
+    missing = container("main", "sleep", "1")
+    missing.image = "127.0.0.1:1/nowhere/missing:v1"  # nothing listens there
+    await cluster.client.pods.create(pod("noimage", missing))
+    await cluster.client.pods.create(pod("nocommand", container("main", "/no/such/binary")))
+
+    def waiting(reasons: tuple[str, ...]) -> Any:
+        return lambda p: bool(p.status.containerStatuses) and \
+            p.status.containerStatuses[0].state.waiting.reason in reasons
+
+    noimage = await cluster.wait_pod("noimage", waiting(("ErrImagePull", "ImagePullBackOff")))
+    assert noimage.status.phase == "Pending" and "missing" in noimage.status.containerStatuses[0].state.waiting.message
+    nocommand = await cluster.wait_pod("nocommand", waiting(("CreateContainerError", "RunContainerError",
+                                                             "CrashLoopBackOff")))
+    assert nocommand.status.phase in ("Pending", "Running")
+    events = [e for e in (await cluster.client.events.list_all("default"))[0]]
+    assert any(e.involvedObject.name == "noimage" and e.reason == "Failed" and "Failed to pull image" in e.message
+               for e in events)
+    assert any(e.involvedObject.name == "nocommand" and e.type == "Warning" for e in events)
+    # The kubelet still runs pods.
+    await cluster.client.pods.create(pod("fine", container("main", "sleep", "3600")))
+    await cluster.wait_pod("fine", lambda p: p.status.phase == "Running")
+
+
+async def test_deletion_honours_the_grace_period_and_leaves_nothing(cluster: Cluster) -> None:
+    kubelet = await cluster.add_node(1)
+    state = kubelet.config.state_dir
+    # `sleep` as PID 1 ignores SIGTERM: it is killed when the grace period ends. The shell traps it.
+    await cluster.client.pods.create(pod("stubborn", container("main", "sleep", "3600"), grace=3))
+    await cluster.client.pods.create(pod("polite", container(
+        "main", "sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"), grace=30))
+    stubborn = await cluster.wait_pod("stubborn", lambda p: p.status.phase == "Running")
+    polite = await cluster.wait_pod("polite", lambda p: p.status.phase == "Running")
+    ips = {stubborn.status.podIP, polite.status.podIP}
+    assert all((state / "cni-ipam" / "kubeling" / ip).exists() for ip in ips)  # host-local's reservations
+
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await cluster.client.pods.delete("polite", "default")
+    await cluster.wait_gone("polite")
+    assert loop.time() - started < 10  # it left at SIGTERM: no 30 s wait
+    started = loop.time()
+    await cluster.client.pods.delete("stubborn", "default")
+    await cluster.wait_gone("stubborn")
+    assert loop.time() - started >= 2.5  # the grace period (3 s) before SIGKILL
+
+    runtime = kubelet.runtime
+    assert runtime is not None
+    assert await runtime.list_sandboxes() == [] and await runtime.list_containers() == []
+    assert not any((state / "cni-ipam" / "kubeling" / ip).exists() for ip in ips)  # IPs released
+    assert str(state) not in Path("/proc/self/mountinfo").read_text()
+    cgroups = [p for p in Path("/sys/fs/cgroup/pids/kubeling").glob("*")
+               if p.is_dir()] if Path("/sys/fs/cgroup/pids/kubeling").exists() else []
+    ids = {c.metadata.uid for c in (stubborn, polite)}
+    assert not [c for c in cgroups if any(uid in c.name for uid in ids)]
+    assert not list(kubelet.paths.logs_dir.glob(f"*_{stubborn.metadata.uid}"))
