@@ -38,7 +38,7 @@ from kubelet.cri.runc import Runc
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
 
 
-def _ms(values: list[float], q: float) -> float:
+def ms_quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 1)
 
@@ -93,7 +93,7 @@ async def _cri(work: Path, pods: int, bridge: str) -> dict[str, list[float]]:
     return times
 
 
-async def _floor(work: Path, pods: int, bridge: str) -> list[float]:
+async def floor_pod_starts(work: Path, pods: int, bridge: str) -> list[float]:
     conf = work / "floor-net.d"
     conf.mkdir()
     (conf / "10-bench.conflist").write_text(_conflist(work, bridge, "10.195.0.0/16"))
@@ -154,20 +154,20 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="kbcri-"))
     bridges = (f"kbc{os.getpid() % 100000}", f"kbf{os.getpid() % 100000}")
     try:
-        floor = await _floor(work, args.pods, bridges[1])
+        floor = await floor_pod_starts(work, args.pods, bridges[1])
         rpcs = await _cri(work, args.pods, bridges[0])
     finally:
         for bridge in bridges:
             subprocess.run(["ip", "link", "del", bridge], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
     cri = rpcs["total"]
-    cri_p50, floor_p50 = _ms(cri, 0.5), _ms(floor, 0.5)
+    cri_p50, floor_p50 = ms_quantile(cri, 0.5), ms_quantile(floor, 0.5)
     return {
         "benchmark": "cri", "pods": args.pods,
-        "cri_pod_start_p50_ms": cri_p50, "cri_pod_start_p99_ms": _ms(cri, 0.99),
+        "cri_pod_start_p50_ms": cri_p50, "cri_pod_start_p99_ms": ms_quantile(cri, 0.99),
         "cri_pod_start_mean_ms": round(statistics.mean(cri) * 1000, 1),
-        **{f"{rpc}_p50_ms": _ms(values, 0.5) for rpc, values in rpcs.items() if rpc != "total"},
-        "floor_p50_ms": floor_p50, "floor_p99_ms": _ms(floor, 0.99),
+        **{f"{rpc}_p50_ms": ms_quantile(values, 0.5) for rpc, values in rpcs.items() if rpc != "total"},
+        "floor_p50_ms": floor_p50, "floor_p99_ms": ms_quantile(floor, 0.99),
         "ratio": round(cri_p50 / floor_p50, 2), "target_ratio": 1.5,
     }
 

@@ -13,9 +13,12 @@ stops or restarts loses nothing: logs keep flowing and the exit is on disk.
 It prints `created <pid>` (or `error <message>`) on stdout once runc create is
 done, then closes stdout. SIGUSR1 reopens the log (CRI ReopenContainerLog).
 
-With `--stdin-args` it starts idle and reads those arguments as one JSON line
-from stdin: the server keeps one such spare shim warm, so a container's start
-does not wait for an interpreter to boot. EOF instead of arguments ends it.
+With `--zygote` it imports all of this once and waits on a unix socket (`--socket-fd`) for
+launch requests, each a JSON line with the arguments and a pipe's write end (passed
+as SCM_RIGHTS); for each it forks a shim, in its own session, that reports
+`created <pid>` or `error <message>` on that pipe. A fork costs about a
+millisecond where a fresh interpreter costs ~50 ms of CPU, twice per pod.
+EOF on the socket ends the zygote; the shims it made live on.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import ctypes
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -68,7 +72,13 @@ def _write_exit(state: Path, status: int, oom_killed: bool) -> None:
     os.replace(tmp, state / EXIT_FILE)
 
 
-def run(runc_root: str, container_id: str, bundle: str, log: str, state: Path, runc: str = "runc") -> int:
+def _report(fd: int, line: str) -> None:
+    os.write(fd, line.encode() + b"\n")
+
+
+def run(runc_root: str, container_id: str, bundle: str, log: str, state: Path, runc: str = "runc",
+        report_fd: int = 1) -> int:
+    """Be the container's shim: `report_fd` gets the outcome of runc create, then is closed."""
     _subreaper()
     state.mkdir(parents=True, exist_ok=True)
     (state / SHIM_PID_FILE).write_text(str(os.getpid()))
@@ -84,11 +94,11 @@ def run(runc_root: str, container_id: str, bundle: str, log: str, state: Path, r
     os.close(out_w)
     os.close(err_w)
     if create.returncode != 0:
-        print(f"error {last_error(runc_log) or f'runc create exited {create.returncode}'}", flush=True)
+        _report(report_fd, f"error {last_error(runc_log) or f'runc create exited {create.returncode}'}")
         return 1
     pid = int((state / "pid").read_text())
-    print(f"created {pid}", flush=True)
-    os.close(1)  # the server reads until EOF: it must not wait for the container's life
+    _report(report_fd, f"created {pid}")
+    os.close(report_fd)  # the server reads until EOF: it must not wait for the container's life
     copiers = [threading.Thread(target=copy_stream, args=(fd, writer, stream), daemon=True)
                for fd, stream in ((out_r, STDOUT), (err_r, STDERR))]
     for copier in copiers:
@@ -108,10 +118,56 @@ def run(runc_root: str, container_id: str, bundle: str, log: str, state: Path, r
     return 0
 
 
+def _child(sock: socket.socket, args: dict[str, str], report_fd: int) -> int:
+    """In a freshly forked shim: leave the zygote behind, then run."""
+    sock.close()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote ignores it; a shim waits for its container
+    os.setsid()  # its own session: a server stop or restart spares it (and its container)
+    state = Path(args["state"])
+    state.mkdir(parents=True, exist_ok=True)
+    errors = os.open(state / "shim.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.dup2(errors, 2)
+    os.close(devnull)
+    os.close(errors)
+    return run(args["runc_root"], args["id"], args["bundle"], args["log"], state, args.get("runc", "runc"),
+               report_fd)
+
+
+def zygote(sock_fd: int = 3) -> int:
+    """Fork one shim per request on the socket until it closes."""
+    sock = socket.socket(fileno=sock_fd)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # shims that end are reaped by the kernel
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 1 << 16, 1)
+        except OSError:
+            return 0
+        if not data:
+            return 0  # the server is gone: shims already made live on
+        report_fd = fds[0]
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = _child(sock, json.loads(data), report_fd)
+            except BaseException as exc:  # noqa: BLE001 (a forked child must never return into the loop)
+                try:
+                    _report(report_fd, f"error shim: {type(exc).__name__}: {exc}")
+                except OSError:
+                    pass
+            finally:
+                os._exit(code)
+        os.close(report_fd)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kubelet.cri.shim", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stdin-args", action="store_true", help="wait for the arguments as JSON on stdin")
+    parser.add_argument("--zygote", action="store_true", help="fork shims on request from the --socket-fd socket")
+    parser.add_argument("--socket-fd", type=int, default=3)
     parser.add_argument("--runc-root")
     parser.add_argument("--id")
     parser.add_argument("--bundle")
@@ -119,17 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state", type=Path)
     parser.add_argument("--runc", default="runc")
     args = parser.parse_args(argv)
-    if args.stdin_args:
-        line = sys.stdin.readline()
-        if not line:
-            return 0  # the server went away before needing this spare
-        given = json.loads(line)
-        args.runc_root, args.id, args.bundle, args.log = given["runc_root"], given["id"], given["bundle"], given["log"]
-        args.state, args.runc = Path(given["state"]), given.get("runc", "runc")
-        args.state.mkdir(parents=True, exist_ok=True)
-        errors = os.open(args.state / "shim.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(errors, 2)
-        os.close(errors)
+    if args.zygote:
+        return zygote(args.socket_fd)
     if not all((args.runc_root, args.id, args.bundle, args.log, args.state)):
         parser.error("--runc-root, --id, --bundle, --log and --state are required")
     return run(args.runc_root, args.id, args.bundle, args.log, args.state, args.runc)

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,56 +53,76 @@ def reopen_log(state: Path) -> bool:
 
 @dataclass
 class ShimLauncher:
+    """Starts shims through a zygote process (`python -m kubelet.cri.shim --zygote`) that
+    forks one per container; the zygote is started on first use and again if it died."""
+
     runc_root: Path
     runc: str = "runc"
-    _waiters: set[asyncio.Future[int]] = field(default_factory=set)
-    _spare: asyncio.subprocess.Process | None = None
+    _zygote: asyncio.subprocess.Process | None = None
+    _socket: socket.socket | None = None
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    async def _spawn(self) -> asyncio.subprocess.Process:
-        # Its own session: a server stop or restart spares it (and its container).
-        return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kubelet.cri.shim", "--stdin-args", stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+    async def _start_zygote(self) -> socket.socket:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            # Its own session: a server stop or restart spares it and the shims it forked.
+            # The runc root in its command line tells whose zygote (and shims) it is.
+            self._zygote = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "kubelet.cri.shim", "--zygote", "--socket-fd", str(theirs.fileno()),
+                "--runc-root", str(self.runc_root), stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),), start_new_session=True)
+        finally:
+            theirs.close()
+        self._socket = ours
+        return ours
+
+    async def _send(self, request: bytes, report_w: int) -> None:
+        async with self._lock:
+            for attempt in range(2):
+                sock = self._socket or await self._start_zygote()
+                try:
+                    socket.send_fds(sock, [request], [report_w])
+                    return
+                except OSError:
+                    if attempt:
+                        raise
+                    await self._stop_zygote()  # it died: start another
 
     async def launch(self, container_id: str, bundle: Path, log_path: Path, state: Path) -> int:
         """Hand the container to a shim, which runs `runc create`; return the container's init pid."""
         state.mkdir(parents=True, exist_ok=True)
-        # Take the spare before any await: concurrent launches must not drop one another's.
-        proc, self._spare = self._spare, None
-        if proc is None:
-            proc = await self._spawn()
-        assert proc.stdin is not None and proc.stdout is not None
         args = {"runc_root": str(self.runc_root), "id": container_id, "bundle": str(bundle),
                 "log": str(log_path), "state": str(state), "runc": self.runc}
-        proc.stdin.write(json.dumps(args).encode() + b"\n")
-        await proc.stdin.drain()
-        proc.stdin.close()
-        # Warm the next one while this one runs runc create; launches that ran
-        # meanwhile may have left one already, and there is room for one only.
-        replacement = await self._spawn()
-        if self._spare is None:
-            self._spare = replacement
-        else:
-            await self._end(replacement)
-        line = (await proc.stdout.readline()).decode(errors="replace").strip()
+        report_r, report_w = os.pipe()
+        try:
+            try:
+                await self._send(json.dumps(args).encode(), report_w)
+            finally:
+                os.close(report_w)  # the shim holds the only write end now: EOF when it is done
+            line = (await asyncio.to_thread(_read_all, report_r)).decode(errors="replace").strip()
+        finally:
+            os.close(report_r)
         if not line.startswith("created "):
-            await proc.wait()
-            detail = line.removeprefix("error ") or f"shim exited {proc.returncode}; see {state / 'shim.log'}"
+            detail = line.removeprefix("error ") or f"the shim ended without a word; see {state / 'shim.log'}"
             raise ShimError(f"runc create {container_id}: {detail}")
-        # Reap the shim when it ends (after the container), without making callers wait.
-        waiter = asyncio.ensure_future(proc.wait())
-        self._waiters.add(waiter)
-        waiter.add_done_callback(self._waiters.discard)
         return int(line.split()[1])
 
-    async def close(self) -> None:
-        """End the idle spare (running shims are left alone: they own containers)."""
-        spare, self._spare = self._spare, None
-        if spare is not None:
-            await self._end(spare)
+    async def _stop_zygote(self) -> None:
+        sock, self._socket = self._socket, None
+        if sock is not None:
+            sock.close()  # EOF: the zygote exits
+        zygote, self._zygote = self._zygote, None
+        if zygote is not None:
+            await zygote.wait()
 
-    @staticmethod
-    async def _end(spare: asyncio.subprocess.Process) -> None:
-        if spare.stdin is not None:
-            spare.stdin.close()  # EOF before arguments: the spare exits
-        await spare.wait()
+    async def close(self) -> None:
+        """End the zygote (running shims are left alone: they own containers)."""
+        await self._stop_zygote()
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 4096):
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -58,6 +58,14 @@ class Cluster:
         await kubelet.start()
         return kubelet
 
+    async def restart_apiserver(self) -> None:
+        """Stop the apiserver and start a new one on the same address and etcd prefix."""
+        config = self.apiserver.config
+        await self.apiserver.stop(grace=0)
+        config.listen = self.apiserver.address
+        self.apiserver = APIServer(config)
+        await self.apiserver.start()
+
     async def restart_node(self, name: str) -> Kubelet:
         """Stop the kubelet (its pods keep running) and start a new one with the same config."""
         old = self.kubelets[name]
@@ -107,8 +115,9 @@ def container(name: str, *command: str, **fields: Any) -> core_pb2.Container:
     return core_pb2.Container(name=name, image="busybox", command=list(command), **fields)
 
 
-def _shims() -> str:
-    return subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "kubelet.cri.shim"],
+def _shims(base: Path) -> str:
+    """Shims (and zygotes) of this cluster's nodes: their command lines name their runc root."""
+    return subprocess.run(["pgrep", "-f", f"kubelet.cri.shim .*--runc-root {base}/"],
                           capture_output=True, text=True).stdout
 
 
@@ -140,11 +149,11 @@ async def cluster(etcd: EtcdServer, prefix: str) -> AsyncIterator[Cluster]:
                 await kubelet.stop()
             await scheduler.stop()
             await client.close()
-            await apiserver.stop(grace=0)
+            await made.apiserver.stop(grace=0)
         leftovers = {name: await Runc(k.config.runc_root or base).list_containers()  # type: ignore[arg-type]
                      for name, k in made.kubelets.items()}
         for _ in range(100):
-            shims = _shims()
+            shims = _shims(base)
             if not shims:
                 break
             await asyncio.sleep(0.05)

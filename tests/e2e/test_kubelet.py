@@ -271,3 +271,21 @@ async def test_deletion_honours_the_grace_period_and_leaves_nothing(cluster: Clu
     ids = {c.metadata.uid for c in (stubborn, polite)}
     assert not [c for c in cgroups if any(uid in c.name for uid in ids)]
     assert not list(kubelet.paths.logs_dir.glob(f"*_{stubborn.metadata.uid}"))
+
+
+async def test_apiserver_restart_under_the_kubelet(cluster: Cluster) -> None:
+    kubelet = await cluster.add_node(1)
+    await cluster.client.pods.create(pod("before", container("main", "sleep", "3600")))
+    before = await cluster.wait_pod("before", lambda p: p.status.phase == "Running")
+    await cluster.restart_apiserver()
+    # The kubelet's (and scheduler's) watches resume; a pod created now runs, and a
+    # deletion made now is seen.
+    await cluster.client.pods.create(pod("after", container("main", "sleep", "3600")))
+    after = await cluster.wait_pod("after", lambda p: p.status.phase == "Running")
+    assert after.spec.nodeName == kubelet.config.node_name
+    await cluster.client.pods.delete("before", "default")
+    await cluster.wait_gone("before")
+    runtime = kubelet.runtime
+    assert runtime is not None and await runtime.list_sandboxes(before.metadata.uid) == []
+    node = await cluster.client.nodes.get(kubelet.config.node_name)
+    assert _cond(node, "Ready") == "True"

@@ -135,10 +135,10 @@ async def env(bridge_name: str) -> AsyncIterator[Env]:
     await made.channel.close()
     await made.server.stop()
     leftovers = await Runc(config.runc_root).list_containers()
-    # Shims are our children until they end: the spare is closed, the others end with their
-    # containers (a shim exits a moment after it has recorded the exit).
+    # Shims carry their runc root in their command line (forked from a zygote that has
+    # it); they end with their containers, a moment after recording the exit.
     for _ in range(100):
-        shims = subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "kubelet.cri.shim"],
+        shims = subprocess.run(["pgrep", "-f", f"kubelet.cri.shim .*--runc-root {config.runc_root}"],
                                capture_output=True, text=True).stdout
         if not shims:
             break

@@ -27,7 +27,7 @@ async def test_exit_code_and_logs(runc: Runc, bundles: Bundles, tmp_path: Path) 
     state, log = tmp_path / "state", tmp_path / "logs" / "app" / "0.log"
     launcher = ShimLauncher(runc.root)
     pid = await launcher.launch("shim-exit", bundle, log, state)
-    await launcher.close()  # the warm spare ends; the running shim does not
+    await launcher.close()  # the zygote ends; the running shim does not
     created = await runc.state("shim-exit")
     assert created is not None and created.status == "created" and created.pid == pid
     assert read_exit(state) is None

@@ -1,0 +1,213 @@
+"""Pod startup latency (not a test): `python -m bench.pod_startup --pods 100 --rate 10
+[--density 110] --json OUT.json`.
+
+Runs etcd, the apiserver, the scheduler and one kubelet as separate processes, as a
+user would, then creates busybox pods (imagePullPolicy IfNotPresent: no pulls) at
+the given rate and measures, per pod, from its create call to the moment a watch
+shows all its containers running — upstream's pod startup SLI (SLO: p99 <= 5 s).
+In the same run, the floor: the same pod start done directly (netns, CNI ADD, the
+pause and the app container with runc; `bench.cri`'s floor). `--density N` then
+creates N pods at once on the node and reports the time until all run. Everything
+it creates is removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.cri import floor_pod_starts, ms_quantile
+from bench.output import report
+from kubelet.agent import bridge_name
+from kubelet.runtime import Runtime
+from kubeling import errors
+from kubeling.client import Client
+from kubeling.etcd import EtcdServer
+from kubeling.netutil import free_port
+from protos.kubeling.v1 import core_pb2, meta_pb2
+
+CLUSTER_CIDR = "10.176.0.0/16"
+NODE = f"bench{os.getpid() % 10000}"
+
+
+def _pod(name: str) -> core_pb2.Pod:
+    return core_pb2.Pod(metadata=meta_pb2.ObjectMeta(name=name, namespace="default"),
+                        spec=core_pb2.PodSpec(terminationGracePeriodSeconds=1, containers=[core_pb2.Container(
+                            name="main", image="busybox", imagePullPolicy="IfNotPresent",
+                            command=["sleep", "3600"])]))
+
+
+def _all_running(pod: Any) -> bool:
+    statuses = pod.status.containerStatuses
+    return len(statuses) == len(pod.spec.containers) and all(s.state.HasField("running") for s in statuses)
+
+
+class _Watcher:
+    """Watches pods; records when each first had all its containers running."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.running: dict[str, float] = {}
+        self.bound: dict[str, float] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        _, rv = await self.client.pods.list_all("default")
+        self._task = asyncio.create_task(self._run(rv))
+
+    async def _run(self, rv: str) -> None:
+        async for ev in self.client.pods.watch("default", resource_version=rv):
+            pod = ev.object
+            if pod.spec.nodeName:
+                self.bound.setdefault(pod.metadata.name, time.perf_counter())
+            if ev.type in ("ADDED", "MODIFIED") and _all_running(pod):
+                self.running.setdefault(pod.metadata.name, time.perf_counter())
+
+    async def wait(self, names: list[str], timeout: float) -> None:
+        deadline = time.perf_counter() + timeout
+        while not all(n in self.running for n in names):
+            if time.perf_counter() > deadline:
+                missing = [n for n in names if n not in self.running]
+                raise TimeoutError(f"{len(missing)} pods not running after {timeout}s: {missing[:5]}")
+            await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, errors.ApiError):
+                pass
+
+
+async def _delete_all(client: Client, runtime: Runtime, timeout: float = 300) -> None:
+    """Delete every pod and wait until the kubelet confirmed each (grace > 0) and its
+    runtime holds nothing more."""
+    pods, _ = await client.pods.list_all("default")
+    await asyncio.gather(*(client.pods.delete(p.metadata.name, "default") for p in pods))
+    deadline = time.monotonic() + timeout
+    while (await client.pods.list_all("default"))[0]:
+        if time.monotonic() > deadline:
+            raise TimeoutError("pods were not removed")
+        await asyncio.sleep(0.2)
+    while await runtime.list_sandboxes():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the kubelet's runtime still has sandboxes")
+        await asyncio.sleep(0.2)
+
+
+async def _cluster_run(work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    etcd = EtcdServer().start()
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    logs = open(work / "components.log", "w")
+    procs = []
+    try:
+        def spawn(*argv: str) -> None:
+            procs.append(subprocess.Popen([sys.executable, *argv, "--log-level", "WARNING"], stdout=logs,
+                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+
+        spawn("-m", "apiserver", "--etcd", etcd.endpoint, "--listen", address, "--cluster-cidr", CLUSTER_CIDR)
+        spawn("-m", "scheduler", "--apiserver", address)
+        spawn("-m", "kubelet", "--node-name", NODE, "--apiserver", address, "--root-dir", str(work / "kubelet"),
+              "--pod-logs-dir", str(work / "pod-logs"), "--runc-root", str(work / "runc"),
+              "--cluster-cidr", CLUSTER_CIDR, "--max-pods", str(max(110, args.density)))
+        async with Client(address, timeout=60) as client:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    node = await client.nodes.get(NODE)
+                    if any(c.type == "Ready" and c.status == "True" for c in node.status.conditions):
+                        break
+                except errors.NotFound:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the node did not become Ready")
+                await asyncio.sleep(0.2)
+            runtime = Runtime(f"unix://{work / 'kubelet' / NODE / 'cri.sock'}")
+            watcher = _Watcher(client)
+            await watcher.start()
+            # One pod first, not measured: the first container start warms caches (layers unpacked).
+            await client.pods.create(_pod("warmup"))
+            await watcher.wait(["warmup"], 120)
+
+            created: dict[str, float] = {}
+            names = [f"p{i}" for i in range(args.pods)]
+            start = time.perf_counter()
+            tasks = []
+            for i, name in enumerate(names):
+                await asyncio.sleep(max(0.0, start + i / args.rate - time.perf_counter()))
+                created[name] = time.perf_counter()
+                tasks.append(asyncio.create_task(client.pods.create(_pod(name))))
+            await asyncio.gather(*tasks)
+            await watcher.wait(names, 300)
+            startup = [watcher.running[n] - created[n] for n in names]
+            bound = [watcher.bound[n] - created[n] for n in names]
+            result: dict[str, Any] = {
+                "startup_p50_ms": ms_quantile(startup, 0.5), "startup_p99_ms": ms_quantile(startup, 0.99),
+                "startup_max_ms": ms_quantile(startup, 1.0),
+                # where it goes: create -> bound (apiserver + scheduler), bound -> running (kubelet)
+                "bound_p50_ms": ms_quantile(bound, 0.5),
+                "kubelet_p50_ms": ms_quantile([watcher.running[n] - watcher.bound[n] for n in names], 0.5)}
+            if args.density:
+                await _delete_all(client, runtime)
+                dense = [f"d{i}" for i in range(args.density)]
+                start = time.perf_counter()
+                await asyncio.gather(*(client.pods.create(_pod(n)) for n in dense))
+                await watcher.wait(dense, 600)
+                result["density_pods"] = args.density
+                result["density_all_running_s"] = round(max(watcher.running[n] for n in dense) - start, 2)
+            await watcher.stop()
+            await _delete_all(client, runtime)
+            await runtime.close()
+        return result
+    finally:
+        for proc in reversed(procs):
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        logs.close()
+        etcd.stop()
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="kbstart-"))
+    floor_bridge = f"kbp{os.getpid() % 100000}"
+    try:
+        floor = await floor_pod_starts(work, 20, floor_bridge)
+        measured = await _cluster_run(work, args)
+    finally:
+        for bridge in (floor_bridge, bridge_name(NODE)):
+            subprocess.run(["ip", "link", "del", bridge], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+    floor_p50 = ms_quantile(floor, 0.5)
+    return {"benchmark": "pod_startup", "pods": args.pods, "rate": args.rate, **measured,
+            "floor_p50_ms": floor_p50, "p50_over_floor": round(measured["startup_p50_ms"] / floor_p50, 2),
+            "target_p99_ms": 1000, "target_p50_over_floor": 3.0}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pods", type=int, default=100)
+    parser.add_argument("--rate", type=float, default=10.0, help="pods created per second")
+    parser.add_argument("--density", type=int, default=0, help="then this many pods at once on the node")
+    parser.add_argument("--json", default="")
+    args = parser.parse_args(argv)
+    report(asyncio.run(run(args)), args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
