@@ -152,6 +152,8 @@ async def _cluster_run(work: Path, args: argparse.Namespace) -> dict[str, Any]:
             await watcher.wait(names, 300)
             startup = [watcher.running[n] - created[n] for n in names]
             bound = [watcher.bound[n] - created[n] for n in names]
+            if os.environ.get("BENCH_TRACE"):
+                print(" ".join(f"{int(x * 1000)}" for x in startup), file=sys.stderr)
             result: dict[str, Any] = {
                 "startup_p50_ms": ms_quantile(startup, 0.5), "startup_p99_ms": ms_quantile(startup, 0.99),
                 "startup_max_ms": ms_quantile(startup, 1.0),

@@ -39,10 +39,15 @@ class ContainerRecord:
 
     @property
     def config(self) -> api_pb2.ContainerConfig:
-        return api_pb2.ContainerConfig.FromString(base64.b64decode(self.config_b64))
+        """Decoded once, then shared: treat it as read-only and change it through set_config."""
+        cached = self.__dict__.get("_config")
+        if cached is None:
+            cached = self.__dict__["_config"] = api_pb2.ContainerConfig.FromString(base64.b64decode(self.config_b64))
+        return cached  # type: ignore[no-any-return]
 
     def set_config(self, config: api_pb2.ContainerConfig) -> None:
         self.config_b64 = base64.b64encode(config.SerializeToString()).decode()
+        self.__dict__["_config"] = config
 
     @property
     def name(self) -> str:
@@ -50,7 +55,13 @@ class ContainerRecord:
         return f"{metadata.name}_{self.sandbox_id}_{metadata.attempt}"
 
     def exit(self) -> ExitInfo | None:
-        return read_exit(Path(self.state_dir)) if self.state_dir else None
+        """How the container ended (kept once known: an exit never changes), or None."""
+        ended = self.__dict__.get("_exit")
+        if ended is None and self.state_dir:
+            ended = read_exit(Path(self.state_dir))
+            if ended is not None:
+                self.__dict__["_exit"] = ended
+        return ended  # type: ignore[no-any-return]
 
     def state(self) -> api_pb2.ContainerState:
         if self.exit() is not None:

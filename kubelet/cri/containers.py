@@ -221,15 +221,15 @@ class ContainerManager:
     def list_containers(self, selector: api_pb2.ContainerFilter) -> list[api_pb2.Container]:
         out: list[api_pb2.Container] = []
         for record in self.store.containers():
-            state = record.state()
             config = record.config
             if selector.id and not record.id.startswith(selector.id):
                 continue
             if selector.pod_sandbox_id and not record.sandbox_id.startswith(selector.pod_sandbox_id):
                 continue
-            if selector.HasField("state") and selector.state.state != state:
-                continue
             if any(config.labels.get(k) != v for k, v in selector.label_selector.items()):
+                continue
+            state = record.state()  # after the cheap filters: it may read the exit file
+            if selector.HasField("state") and selector.state.state != state:
                 continue
             out.append(api_pb2.Container(
                 id=record.id, pod_sandbox_id=record.sandbox_id, metadata=config.metadata,

@@ -44,7 +44,12 @@ class SandboxRecord:
 
     @property
     def config(self) -> api_pb2.PodSandboxConfig:
-        return api_pb2.PodSandboxConfig.FromString(base64.b64decode(self.config_b64))
+        """Decoded once, then shared (the config never changes): treat it as read-only."""
+        cached = self.__dict__.get("_config")
+        if cached is None:
+            cached = self.__dict__["_config"] = api_pb2.PodSandboxConfig.FromString(
+                base64.b64decode(self.config_b64))
+        return cached  # type: ignore[no-any-return]
 
     @classmethod
     def create(cls, config: api_pb2.PodSandboxConfig, runtime_handler: str, created_at: int) -> SandboxRecord:

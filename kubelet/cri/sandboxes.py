@@ -293,12 +293,12 @@ class SandboxManager:
         for record in self.store.sandboxes():
             if selector.id and not record.id.startswith(selector.id):
                 continue
+            config = record.config
+            if any(config.labels.get(k) != v for k, v in selector.label_selector.items()):
+                continue
             record = await self.refresh(record)
             state = api_pb2.SANDBOX_READY if record.state == READY else api_pb2.SANDBOX_NOTREADY
             if selector.HasField("state") and selector.state.state != state:
-                continue
-            config = record.config
-            if any(config.labels.get(k) != v for k, v in selector.label_selector.items()):
                 continue
             out.append(api_pb2.PodSandbox(id=record.id, metadata=config.metadata, state=state,
                                           created_at=record.created_at, labels=config.labels,
