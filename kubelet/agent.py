@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,7 @@ class Kubelet:
     logs: LogServer | None = None
     _parts: list[Any] = field(default_factory=list)
     _started: bool = False
+    _last_gc: dict[str, float] = field(default_factory=dict)  # pod UID -> monotonic time
     # made by start():
     recorder: EventRecorder = field(init=False)
     paths: PodPaths = field(init=False)
@@ -195,7 +197,12 @@ class Kubelet:
         if status.phase in TERMINAL:
             log.info("pod %s: %s", where, status.phase)
             self.workers.wake(uid)  # once more: stop what is left
-        await self._collect_garbage(pod, result.runtime)
+        now = time.monotonic()
+        if now - self._last_gc.get(uid, 0.0) >= self.config.container_gc_period:
+            # Not at every sync: a status just written may still name the dead container
+            # (`logs --previous` reads it), as upstream's GC runs once a minute.
+            self._last_gc[uid] = now
+            await self._collect_garbage(pod, result.runtime)
         return Outcome(retry_after=result.retry_after)
 
     async def _terminate(self, pod: Pod, deleted: bool) -> None:
@@ -221,6 +228,7 @@ class Kubelet:
             except (errors.NotFound, errors.Conflict):
                 pass  # gone already, or a new pod of the same name
         self.status.forget(uid)
+        self._last_gc.pop(uid, None)
         log.info("pod %s: terminated and removed", where)
 
     async def _collect_garbage(self, pod: Pod, state: PodRuntimeStatus) -> None:

@@ -41,7 +41,8 @@ class KubeletConfig:
     node_lease_duration_seconds: int = 40
     sync_frequency: float = 30.0  # every pod is synced at least this often
     pleg_relist_period: float = 1.0
-    housekeeping_interval: float = 2.0  # orphaned pods, garbage collection
+    housekeeping_interval: float = 2.0  # orphaned pods
+    container_gc_period: float = 60.0  # a pod's dead containers are collected at most this often
     crash_loop_backoff_initial: float = 10.0
     crash_loop_backoff_max: float = 300.0
     pod_infra_image: str = "registry.k8s.io/pause:3.10"

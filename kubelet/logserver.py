@@ -165,30 +165,35 @@ class LogServer:
         chunks = format_entries(data[:offset], timestamps)
         if tail is not None:
             chunks = list(deque(chunks, maxlen=tail)) if tail else []
-        going = await send(chunks)
-        idle = 0.0
-        while follow and going:
-            await asyncio.sleep(_POLL)
-            try:
-                with open(path, "rb") as handle:
-                    handle.seek(offset)
-                    more = handle.read()
-            except OSError:
-                more = b""
-            end = more.rfind(b"\n") + 1
-            if end:
-                offset += end
-                going = await send(format_entries(more[:end], timestamps))
-                idle = 0.0
-                continue
-            idle += _POLL
-            if idle >= 1.0:
-                idle = 0.0
+        try:
+            going = await send(chunks)
+            idle = 0.0
+            while follow and going:
+                await asyncio.sleep(_POLL)
+                if request.transport is None or request.transport.is_closing():
+                    return response  # the follower left while nothing was written
                 try:
-                    state = (await self.runtime.container_status(container_id)).state
-                except CRICallError:
-                    break
-                if state != RUNNING:
-                    break  # the container ended: so does the stream
+                    with open(path, "rb") as handle:
+                        handle.seek(offset)
+                        more = handle.read()
+                except OSError:
+                    more = b""
+                end = more.rfind(b"\n") + 1
+                if end:
+                    offset += end
+                    going = await send(format_entries(more[:end], timestamps))
+                    idle = 0.0
+                    continue
+                idle += _POLL
+                if idle >= 1.0:
+                    idle = 0.0
+                    try:
+                        state = (await self.runtime.container_status(container_id)).state
+                    except CRICallError:
+                        break
+                    if state != RUNNING:
+                        break  # the container ended: so does the stream
+        except ConnectionResetError:
+            return response  # the reader left (a follower that had enough): not an error
         await response.write_eof()
         return response

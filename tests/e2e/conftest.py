@@ -45,7 +45,7 @@ class Cluster:
         config = KubeletConfig(node_name=name, apiserver=self.apiserver.address, root_dir=self.base / "kubelets",
                                pod_logs_dir=self.base / "pod-logs", runc_root=self.base / "runc" / name,
                                cluster_cidr=CLUSTER_CIDR, node_status_update_frequency=1.0,
-                               housekeeping_interval=0.5, crash_loop_backoff_initial=1.0,
+                               housekeeping_interval=0.5, container_gc_period=2.0, crash_loop_backoff_initial=1.0,
                                crash_loop_backoff_max=4.0)
         for key, value in overrides.items():
             setattr(config, key, value)
