@@ -58,6 +58,7 @@ class Kubelet:
     _parts: list[Any] = field(default_factory=list)
     _started: bool = False
     _last_gc: dict[str, float] = field(default_factory=dict)  # pod UID -> monotonic time
+    _seen: dict[str, dict[str, int]] = field(default_factory=dict)  # pod UID -> runtime states at its last sync
     # made by start():
     recorder: EventRecorder = field(init=False)
     paths: PodPaths = field(init=False)
@@ -163,8 +164,10 @@ class Kubelet:
     async def _on_pod_deleted(self, pod: Pod) -> None:
         self.workers.update(pod, deleted=True)
 
-    def _on_pleg(self, uid: str, what: str) -> None:
-        log.debug("PLEG: pod %s: %s", uid, what)
+    def _on_pleg(self, uid: str, states: dict[str, int]) -> None:
+        if self._seen.get(uid) == states:
+            return  # the change the PLEG saw is the worker's own, and it has seen it already
+        log.debug("PLEG: pod %s changed in the runtime", uid)
         self.workers.wake(uid)
 
     # ---- one pod ----
@@ -190,6 +193,7 @@ class Kubelet:
             self.probes.forget(uid)
             return Outcome()
         result = await self.syncer.sync(pod)
+        self._seen[uid] = result.runtime.states()
         self.probes.sync(pod, result.runtime)
         status = generate_pod_status(pod, result.runtime, self._inputs(waiting=result.waiting), old=last)
         if await self.status.set_status(pod, status) is None:
@@ -229,6 +233,7 @@ class Kubelet:
                 pass  # gone already, or a new pod of the same name
         self.status.forget(uid)
         self._last_gc.pop(uid, None)
+        self._seen.pop(uid, None)
         log.info("pod %s: terminated and removed", where)
 
     async def _collect_garbage(self, pod: Pod, state: PodRuntimeStatus) -> None:

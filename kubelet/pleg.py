@@ -32,7 +32,7 @@ class RuntimeSnapshot:
 @dataclass
 class PLEG:
     runtime: Runtime
-    on_event: Callable[[str, str], None]  # (pod uid, what happened)
+    on_event: Callable[[str, dict[str, int]], None]  # (pod uid, its sandboxes' and containers' states now)
     period: float = 1.0
     last: RuntimeSnapshot | None = None
     _loop: Periodic | None = None
@@ -73,5 +73,4 @@ class PLEG:
         for uid in snap.states.keys() | previous.states.keys():
             before, after = previous.states.get(uid, {}), snap.states.get(uid, {})
             if before != after:
-                changed = sorted(i[:13] for i in before.keys() | after.keys() if before.get(i) != after.get(i))
-                self.on_event(uid, f"runtime changed: {', '.join(changed)}")
+                self.on_event(uid, after)

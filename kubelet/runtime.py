@@ -78,6 +78,13 @@ class PodRuntimeStatus:
         found = self.by_name(name, init)
         return found[0] if found else None
 
+    def states(self) -> dict[str, int]:
+        """Each sandbox's and container's state, keyed by id, as the PLEG records them
+        (sandboxes as 100 + their CRI state) so the two can be compared."""
+        out = {s.id: 100 + (api_pb2.SANDBOX_READY if s.ready else api_pb2.SANDBOX_NOTREADY) for s in self.sandboxes}
+        out.update((c.id, c.state) for c in self.containers)
+        return out
+
     @property
     def ready_sandbox(self) -> SandboxInfo | None:
         return self.sandboxes[0] if self.sandboxes and self.sandboxes[0].ready else None
