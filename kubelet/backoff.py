@@ -52,6 +52,11 @@ class Backoff:
             return 0.0
         return max(0.0, since + entry.delay - now)
 
+    def left(self, key: str) -> float:
+        """Seconds left of the delay counted from the last recorded restart (0: go)."""
+        entry = self._entries.get(key)
+        return self.remaining(key, entry.last_update) if entry is not None else 0.0
+
     def delay(self, key: str) -> float:
         entry = self._entries.get(key)
         return entry.delay if entry else 0.0

@@ -82,6 +82,10 @@ class PodSyncer:
         sandbox_id, pod_ip = actions.sandbox_id, ""
         config = sandbox_config(pod, self.paths, actions.attempt)
         if actions.create_sandbox:
+            left = self.backoff.left(f"sandbox/{uid}")
+            if left > 0:  # the last attempt failed: whatever woke us, wait out its back-off
+                result.hold(left)
+                return result
             try:
                 self.paths.log_dir(pod).mkdir(parents=True, exist_ok=True)
                 sandbox_id = await self.runtime.run_sandbox(config)
@@ -101,15 +105,13 @@ class PodSyncer:
         if pod.spec.hostNetwork:
             pod_ip = self.node_ip
 
-        specs = {c.name: (c, True) for c in pod.spec.initContainers}
-        specs.update({c.name: (c, False) for c in pod.spec.containers})
         if actions.next_init_container:
-            spec, _ = specs[actions.next_init_container]
+            spec = next(c for c in pod.spec.initContainers if c.name == actions.next_init_container)
             await self._start(pod, spec, True, status, sandbox_id, config, pod_ip, result)
         else:
+            specs = {c.name: c for c in pod.spec.containers}
             for name in actions.containers_to_start:
-                spec, _ = specs[name]
-                await self._start(pod, spec, False, status, sandbox_id, config, pod_ip, result)
+                await self._start(pod, specs[name], False, status, sandbox_id, config, pod_ip, result)
         result.runtime = await self.runtime.pod_status(uid)
         return result
 
@@ -211,9 +213,10 @@ class PodSyncer:
 
     # ---- killing ----
 
-    async def _kill_container(self, pod: Pod, container_id: str, name: str, grace: int, message: str = "") -> None:
+    async def _kill_container(self, pod: Pod, container_id: str, name: str, grace: int, message: str = "",
+                              init: bool = False) -> None:
         self.recorder.pod_event(pod, NORMAL, "Killing", message or f"Stopping container {name}",
-                                field_path=_field(name, False))
+                                field_path=_field(name, init))
         try:
             await self.runtime.stop_container(container_id, grace)
         except CRICallError as exc:
@@ -221,7 +224,7 @@ class PodSyncer:
 
     async def kill_pod(self, pod: Pod, status: PodRuntimeStatus, grace: int) -> None:
         """Stop every running container (with the grace period), then the sandboxes."""
-        await asyncio.gather(*(self._kill_container(pod, c.id, c.name, grace) for c in status.containers
+        await asyncio.gather(*(self._kill_container(pod, c.id, c.name, grace, init=c.init) for c in status.containers
                                if c.state == RUNNING))
         for sandbox in status.sandboxes:
             if sandbox.ready:

@@ -13,10 +13,12 @@ from typing import Any
 import aiohttp
 import pytest
 
+from cni import netns
 from kubelet.agent import bridge_name
 from kubelet.cri.runc import Runc
 from kubeling import errors
 from protos.kubeling.v1 import core_pb2
+from tests.contract.cni.conftest import write_plugin
 from tests.e2e.conftest import Cluster, container, pod
 
 
@@ -351,3 +353,37 @@ async def test_kubelet_process_killed_and_restarted_keeps_containers(cluster: Cl
         process.wait(30)
         subprocess.run(["ip", "link", "del", bridge_name(name)], capture_output=True)
     assert await Runc(config.runc_root).list_containers() == []  # type: ignore[arg-type]
+
+
+async def test_failing_network_gives_failed_create_pod_sandbox_and_leaves_nothing(cluster: Cluster,
+                                                                                   tmp_path: Path) -> None:
+    # A fake CNI plugin that always fails ADD (a fault the real plugins cannot be made to produce).
+    fakes, conf = tmp_path / "fake-cni", tmp_path / "net.d"
+    fakes.mkdir()
+    conf.mkdir()
+    write_plugin(fakes, "failer", """
+if [ "$CNI_COMMAND" = VERSION ]; then echo '{"cniVersion":"1.0.0","supportedVersions":["1.0.0"]}'; exit 0; fi
+if [ "$CNI_COMMAND" = DEL ]; then exit 0; fi
+cat > /dev/null
+echo '{"cniVersion":"1.0.0","code":11,"msg":"no capacity left"}'
+exit 1
+""")
+    (conf / "10-failer.conflist").write_text(
+        '{"cniVersion":"1.0.0","name":"failing","plugins":[{"type":"failer"}]}')
+    # A long back-off: the next attempt does not start while the test looks.
+    kubelet = await cluster.add_node(1, cni_conf_dir=conf, cni_bin_dirs=[str(fakes), "/usr/lib/cni"],
+                                     crash_loop_backoff_initial=60.0, crash_loop_backoff_max=120.0)
+    netns_before = set(netns.list_names())
+    await cluster.client.pods.create(pod("unlucky", container("main", "sleep", "3600")))
+    for _ in range(300):
+        events = [e for e in (await cluster.client.events.list_all("default"))[0]
+                  if e.involvedObject.name == "unlucky" and e.reason == "FailedCreatePodSandBox"]
+        if events:
+            break
+        await asyncio.sleep(0.1)
+    assert events and "no capacity left" in events[0].message and events[0].type == "Warning"
+    unlucky = await cluster.client.pods.get("unlucky", "default")
+    assert unlucky.status.phase == "Pending"
+    runtime = kubelet.runtime
+    assert runtime is not None and await runtime.list_sandboxes(unlucky.metadata.uid) == []
+    assert set(netns.list_names()) == netns_before  # the failed attempt was undone

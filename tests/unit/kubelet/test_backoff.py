@@ -16,3 +16,14 @@ def test_doubles_to_the_maximum_and_resets_after_a_long_run() -> None:
     assert backoff.next("c", now[0]) == 10
     backoff.forget("c")
     assert backoff.delay("c") == 0
+
+
+def test_left_counts_from_the_last_restart() -> None:
+    now = [50.0]
+    backoff = Backoff(10, 300, clock=lambda: now[0])
+    assert backoff.left("s") == 0
+    backoff.next("s")
+    now[0] += 4
+    assert backoff.left("s") == 6
+    now[0] += 7
+    assert backoff.left("s") == 0
