@@ -388,3 +388,23 @@ exit 1
     runtime = kubelet.runtime
     assert runtime is not None and await runtime.list_sandboxes(unlucky.metadata.uid) == []
     assert set(netns.list_names()) == netns_before  # the failed attempt was undone
+
+
+async def test_node_lease_and_status_heartbeats(cluster: Cluster) -> None:
+    kubelet = await cluster.add_node(1, node_lease_duration_seconds=4, node_status_report_frequency=1.0,
+                                     node_status_update_frequency=0.5)
+    name = kubelet.config.node_name
+    lease = await cluster.client.leases.get(name, "kube-node-lease")
+    assert lease.spec.holderIdentity == name and lease.spec.leaseDurationSeconds == 4
+    assert lease.metadata.ownerReferences[0].name == name  # goes with its Node
+    node = await cluster.client.nodes.get(name)
+    beat = {c.type: c.lastHeartbeatTime.seconds for c in node.status.conditions}
+    assert set(beat) == {"Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"}
+    await asyncio.sleep(2.5)
+    renewed = await cluster.client.leases.get(name, "kube-node-lease")
+    assert renewed.spec.renewTime.ToNanoseconds() > lease.spec.renewTime.ToNanoseconds()
+    later = await cluster.client.nodes.get(name)
+    assert all(c.lastHeartbeatTime.seconds > beat[c.type] for c in later.status.conditions)
+    # Unchanged conditions keep their transition time.
+    first = {c.type: c.lastTransitionTime.seconds for c in node.status.conditions}
+    assert {c.type: c.lastTransitionTime.seconds for c in later.status.conditions} == first
