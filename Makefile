@@ -5,10 +5,15 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test deps apt venv protos check-protos bench clean
+.PHONY: test up deps apt venv protos check-protos bench clean
 
 test: deps
 	$(PY) -m pytest -q tests
+
+# The whole cluster on this machine (Ctrl-C stops it); NODES=2 for two kubelets.
+NODES ?= 1
+up: deps
+	$(VENV)/bin/kubeling up --nodes $(NODES)
 
 deps: apt $(STAMP)
 

@@ -1,0 +1,111 @@
+"""`kubeling up --detach` / `status` / `down` as a user runs them: real processes,
+a component killed and brought back, data kept across down and up, nothing left."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from cni import netns
+from kubelet.agent import bridge_name
+from kubeling.client import Client
+from kubeling.up import ClusterPlan
+from protos.kubeling.v1 import core_pb2, meta_pb2
+
+CIDR = f"10.{170 + os.getpid() % 5}.0.0/16"
+
+
+def _kubeling(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kubeling", *args], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def _pod(name: str, node: str, *command: str) -> core_pb2.Pod:
+    return core_pb2.Pod(metadata=meta_pb2.ObjectMeta(name=name, namespace="default"),
+                        spec=core_pb2.PodSpec(nodeName=node, terminationGracePeriodSeconds=1,
+                                              restartPolicy="Never" if command[0] == "sh" else "Always",
+                                              containers=[core_pb2.Container(
+                                                  name="main", image="busybox", imagePullPolicy="IfNotPresent",
+                                                  command=list(command))]))
+
+
+async def _wait(client: Client, name: str, predicate: Any, timeout: float = 90) -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        pod = await client.pods.get(name, "default")
+        if predicate(pod):
+            return pod
+        assert asyncio.get_running_loop().time() < deadline, f"pod {name}: {pod.status}"
+        await asyncio.sleep(0.2)
+
+
+async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None:
+    state = tmp_path / "cluster"
+    prefix = f"u{os.getpid() % 1000}-"
+    nodes = [f"{prefix}1", f"{prefix}2"]
+    netns_before = set(netns.list_names())
+    up = ["up", "--nodes", "2", "--detach", "--state-dir", str(state), "--node-prefix", prefix,
+          "--cluster-cidr", CIDR]
+    started = _kubeling(*up)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert "kubeling is up: 2 node(s) Ready" in started.stdout
+        plan = ClusterPlan.load(state)
+        assert plan is not None and plan.ready and (state / "kubeconfig").exists()
+        async with Client(plan.apiserver) as client:
+            await client.pods.create(_pod("server", nodes[0], "httpd", "-f", "-p", "8080", "-h", "/etc"))
+            server = await _wait(client, "server", lambda p: p.status.phase == "Running")
+            await client.pods.create(_pod("client", nodes[1], "sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do "
+                                          f"timeout 2 wget -q -O /dev/null http://{server.status.podIP}:8080/hostname "
+                                          "&& exit 0; sleep 0.5; done; exit 1"))
+            done = await _wait(client, "client", lambda p: p.status.phase in ("Succeeded", "Failed"))
+            assert done.status.phase == "Succeeded"
+
+            status = _kubeling("status", "--state-dir", str(state))
+            assert status.returncode == 0 and "default/server" in status.stdout and nodes[1] in status.stdout
+
+            # A component killed outright comes back (same ports) and the cluster keeps working.
+            scheduler = subprocess.run(["pgrep", "-f", f"scheduler --apiserver {plan.apiserver}"],
+                                       capture_output=True, text=True).stdout.split()
+            assert len(scheduler) == 1
+            os.kill(int(scheduler[0]), signal.SIGKILL)
+            await asyncio.sleep(2.5)  # the supervisor notices and restarts it after 1 s
+            await client.pods.create(core_pb2.Pod(
+                metadata=meta_pb2.ObjectMeta(name="after-kill", namespace="default"),
+                spec=core_pb2.PodSpec(terminationGracePeriodSeconds=1, containers=[core_pb2.Container(
+                    name="main", image="busybox", imagePullPolicy="IfNotPresent", command=["sleep", "3600"])])))
+            ran = await _wait(client, "after-kill", lambda p: p.status.phase == "Running")
+            first_id = ran.status.containerStatuses[0].containerID
+        assert "scheduler restarted" in (state / "logs" / "supervisor.log").read_text()
+
+        stopped = _kubeling("down", "--state-dir", str(state))
+        assert stopped.returncode == 0, stopped.stderr
+        assert set(netns.list_names()) == netns_before
+        assert str(state) not in Path("/proc/self/mountinfo").read_text()
+        for node in nodes:
+            assert subprocess.run(["ip", "link", "show", bridge_name(node)], capture_output=True).returncode != 0
+
+        # The objects survive in etcd: up again, and the kubelets recreate the pods.
+        again = _kubeling(*up)
+        assert again.returncode == 0, again.stdout + again.stderr
+        plan = ClusterPlan.load(state)
+        assert plan is not None
+        async with Client(plan.apiserver) as client:
+            back = await _wait(client, "after-kill", lambda p: p.status.containerStatuses and
+                               p.status.containerStatuses[0].containerID not in ("", first_id) and
+                               p.status.containerStatuses[0].state.HasField("running"))
+            assert back.spec.nodeName in nodes and back.status.phase == "Running"
+    finally:
+        current = ClusterPlan.load(state)
+        if current is not None and current.supervisor_pid:
+            _kubeling("down", "--state-dir", str(state))
+        for node in nodes:
+            subprocess.run(["ip", "link", "del", bridge_name(node)], capture_output=True)
+    assert set(netns.list_names()) == netns_before
+    leftovers = subprocess.run(["pgrep", "-f", str(state)], capture_output=True, text=True).stdout
+    assert leftovers == ""
