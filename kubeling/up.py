@@ -61,6 +61,7 @@ class ClusterPlan:
     supervisor_pid: int = 0
     ready: bool = False
     error: str = ""
+    components: dict[str, int] = field(default_factory=dict)  # name -> pid, kept current by the supervisor
 
     @property
     def apiserver(self) -> str:
@@ -150,6 +151,8 @@ class Supervisor:
             component.proc = subprocess.Popen(component.argv, stdout=out, stderr=subprocess.STDOUT,
                                               stdin=subprocess.DEVNULL, start_new_session=True)
         component.started_at = time.monotonic()
+        self.plan.components[component.name] = component.proc.pid
+        self.plan.save()
 
     async def _wait(self, what: str, check: Any, component: _Component, timeout: float = 120.0) -> None:
         print(f"  waiting for {what} ...", flush=True)
@@ -447,6 +450,10 @@ def cmd_status(args: Any) -> int:
         print(f"no cluster is running from {state_dir}")
         return 1
     print(f"cluster from {state_dir}: supervisor pid {plan.supervisor_pid}, API {plan.apiserver}")
+    print("COMPONENT            PID      STATE")
+    for name, pid in plan.components.items():
+        print(f"{name:<20} {pid:<8} {'running' if _alive(pid) else 'restarting'}")
+    print()
     try:
         asyncio.run(_status(plan))
     except errors.ApiError as exc:

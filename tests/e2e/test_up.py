@@ -68,6 +68,7 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
 
             status = _kubeling("status", "--state-dir", str(state))
             assert status.returncode == 0 and "default/server" in status.stdout and nodes[1] in status.stdout
+            assert f"kubelet-{nodes[0]}" in status.stdout and "running" in status.stdout
 
             # A component killed outright comes back (same ports) and the cluster keeps working.
             scheduler = subprocess.run(["pgrep", "-f", f"scheduler --apiserver {plan.apiserver}"],
