@@ -18,7 +18,7 @@ from kubelet.agent import bridge_name
 from kubelet.cri.runc import Runc
 from kubeling import errors
 from protos.kubeling.v1 import core_pb2
-from tests.contract.cni.conftest import write_plugin
+from tests.contract.cni.conftest import write_failing_plugin
 from tests.e2e.conftest import Cluster, container, pod
 
 
@@ -362,13 +362,7 @@ async def test_failing_network_gives_failed_create_pod_sandbox_and_leaves_nothin
     fakes, conf = tmp_path / "fake-cni", tmp_path / "net.d"
     fakes.mkdir()
     conf.mkdir()
-    write_plugin(fakes, "failer", """
-if [ "$CNI_COMMAND" = VERSION ]; then echo '{"cniVersion":"1.0.0","supportedVersions":["1.0.0"]}'; exit 0; fi
-if [ "$CNI_COMMAND" = DEL ]; then exit 0; fi
-cat > /dev/null
-echo '{"cniVersion":"1.0.0","code":11,"msg":"no capacity left"}'
-exit 1
-""")
+    write_failing_plugin(fakes)
     (conf / "10-failer.conflist").write_text(
         '{"cniVersion":"1.0.0","name":"failing","plugins":[{"type":"failer"}]}')
     # A long back-off: the next attempt does not start while the test looks.

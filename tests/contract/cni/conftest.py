@@ -107,6 +107,18 @@ def write_plugin(directory: Path, name: str, body: str) -> None:
     path.chmod(0o755)
 
 
+def write_failing_plugin(directory: Path, name: str = "failer") -> None:
+    """A fake plugin whose ADD always fails with code 11 (a fault the real plugins cannot
+    be made to produce); VERSION and DEL succeed."""
+    write_plugin(directory, name, """
+if [ "$CNI_COMMAND" = VERSION ]; then echo '{"cniVersion":"1.0.0","supportedVersions":["1.0.0"]}'; exit 0; fi
+if [ "$CNI_COMMAND" = DEL ]; then exit 0; fi
+cat > /dev/null
+echo '{"cniVersion":"1.0.0","code":11,"msg":"no capacity left","details":"try another day"}'
+exit 1
+""")
+
+
 def bridge_ports(bridge: str) -> list[str]:
     out = subprocess.run(["ip", "-o", "link", "show", "master", bridge], capture_output=True, text=True).stdout
     return [line.split(":")[1].strip() for line in out.splitlines() if ":" in line]

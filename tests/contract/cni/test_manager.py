@@ -16,7 +16,7 @@ from cni.hostport import HostPortInUse, PortMapping
 from cni.manager import DEFAULT_CONFLIST, POD_CIDR_CHANGE, NetworkNotReady, NetworkPluginManager, PodNetwork
 from kubeling.netutil import free_port
 from tests.contract.cni.conftest import (
-    PLUGIN_DIR, bridge_conflist, bridge_ports, iptables_chains, ns_exec, write_plugin,
+    PLUGIN_DIR, bridge_conflist, bridge_ports, iptables_chains, ns_exec, write_failing_plugin, write_plugin,
 )
 
 
@@ -166,13 +166,7 @@ async def test_plugin_protocol_env_and_stdin(workdir: Path, make_netns, monkeypa
 async def test_failing_plugin_is_typed_and_leaves_no_ip(workdir: Path, bridge: str, make_netns) -> None:  # type: ignore[no-untyped-def]
     fakes = workdir / "fakes"
     fakes.mkdir()
-    write_plugin(fakes, "failer", """
-if [ "$CNI_COMMAND" = VERSION ]; then echo '{"cniVersion":"1.0.0","supportedVersions":["1.0.0"]}'; exit 0; fi
-if [ "$CNI_COMMAND" = DEL ]; then exit 0; fi
-cat > /dev/null
-echo '{"cniVersion":"1.0.0","code":11,"msg":"no capacity left","details":"try another day"}'
-exit 1
-""")
+    write_failing_plugin(fakes)
     conflist = bridge_conflist("failnet", bridge, "10.199.4.0/24", workdir)
     conflist["plugins"].append({"type": "failer"})
     mgr = _manager(workdir, conflist, [str(fakes), PLUGIN_DIR])
