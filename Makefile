@@ -28,12 +28,15 @@ apt:
 	command -v docker-registry >/dev/null 2>&1 || missing="$$missing docker-registry"; \
 	command -v skopeo >/dev/null 2>&1 || missing="$$missing skopeo"; \
 	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
-	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	$(PYTHON) -c 'import venv, ensurepip' >/dev/null 2>&1 || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi; \
+	if ! command -v docker-compose >/dev/null 2>&1; then \
+		echo "installing: docker-compose (without the Docker engine it recommends)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose; \
 	fi
 
 $(PY):
