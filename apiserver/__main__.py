@@ -9,6 +9,7 @@ import logging
 import sys
 
 from apiserver.server import APIServer, Config
+from kubeling import telemetry
 from kubeling.signals import wait_for_termination
 
 __all__ = ["build_parser", "main", "host_port"]
@@ -72,11 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    shutdown = telemetry.setup("apiserver")
     try:
         asyncio.run(_serve(args))
     except (OSError, RuntimeError, ConnectionError) as err:
         print(f"apiserver: {err}", file=sys.stderr)
         return 1
+    finally:
+        shutdown()
     return 0
 
 

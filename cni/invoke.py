@@ -11,7 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from kubeling.telemetry import tracer
+
 __all__ = ["PluginError", "Executor", "RawExecutor", "find_plugin"]
+
+_TRACER = tracer(__name__)
 
 
 class PluginError(Exception):
@@ -61,6 +65,17 @@ class RawExecutor:
 async def execute(executor: Executor, plugin_type: str, path: Sequence[str], command: str,
                   env: Mapping[str, str], stdin: dict[str, Any], timeout: float) -> dict[str, Any] | None:
     """One plugin call; the parsed stdout (None when empty), or PluginError."""
+    with _TRACER.start_as_current_span(f"cni {command} {plugin_type}", attributes={
+            "cni.plugin.type": plugin_type, "cni.command": command,
+            "cni.container_id": env.get("CNI_CONTAINERID", ""), "cni.ifname": env.get("CNI_IFNAME", "")}) as span:
+        result = await _execute(executor, plugin_type, path, command, env, stdin, timeout)
+        if result and result.get("ips"):
+            span.set_attribute("cni.result.ips", [str(ip.get("address", "")) for ip in result["ips"]])
+        return result
+
+
+async def _execute(executor: Executor, plugin_type: str, path: Sequence[str], command: str,
+                   env: Mapping[str, str], stdin: dict[str, Any], timeout: float) -> dict[str, Any] | None:
     binary = find_plugin(plugin_type, path)
     full_env = {**os.environ, **env, "CNI_COMMAND": command, "CNI_PATH": os.pathsep.join(path)}
     try:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kubelet.agent import Kubelet
 from kubelet.config import ConfigError, KubeletConfig, load_config_file
+from kubeling import telemetry
 from kubeling.signals import wait_for_termination
 
 __all__ = ["build_parser", "main"]
@@ -72,12 +73,15 @@ async def _run(config: KubeletConfig) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    shutdown = telemetry.setup(f"kubelet-{args.node_name}")
     try:
         config = make_config(args)
         asyncio.run(_run(config))
     except (ConfigError, OSError, TimeoutError) as err:
         print(f"kubelet: {err}", file=sys.stderr)
         return 1
+    finally:
+        shutdown()
     return 0
 
 

@@ -32,11 +32,13 @@ from kubeling.client import Client
 from kubeling.events import EventRecorder
 from kubeling.informer import Informer
 from kubeling.periodic import Periodic
+from kubeling.telemetry import pod_attributes, pod_context, tracer
 from protos.kubeling.v1 import core_pb2
 
 __all__ = ["Kubelet", "bridge_name"]
 
 log = logging.getLogger(__name__)
+_TRACER = tracer(__name__)
 
 Pod = Any
 
@@ -177,6 +179,16 @@ class Kubelet:
                             ready=self.probes.verdicts(READINESS), started=self.probes.verdicts(STARTUP), **kw)
 
     async def _sync_pod(self, pod: Pod, deleted: bool) -> Outcome:
+        """One sync, traced: a pod being started (or stopped) continues the trace its
+        Create began; routine syncs of a running pod are not traced."""
+        starting = pod.status.phase in ("", "Pending") or pod.metadata.HasField("deletionTimestamp") or deleted
+        if not starting:
+            return await self._sync(pod, deleted)
+        with _TRACER.start_as_current_span("syncPod", context=pod_context(pod.metadata.annotations),
+                                           attributes=pod_attributes(pod, self.config.node_name)):
+            return await self._sync(pod, deleted)
+
+    async def _sync(self, pod: Pod, deleted: bool) -> Outcome:
         where = f"{pod.metadata.namespace}/{pod.metadata.name}"
         uid = pod.metadata.uid
         if deleted or pod.metadata.HasField("deletionTimestamp"):

@@ -58,6 +58,7 @@ class ClusterPlan:
     apiserver_port: int
     scheduler_metrics_port: int
     cluster_cidr: str = CLUSTER_CIDR
+    otlp_endpoint: str = ""  # every component exports its spans here ("" : nowhere)
     supervisor_pid: int = 0
     ready: bool = False
     error: str = ""
@@ -147,8 +148,11 @@ class Supervisor:
     def _spawn(self, component: _Component) -> None:
         logs = self.plan.root / "logs"
         logs.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        if self.plan.otlp_endpoint:
+            env.update(OTEL_EXPORTER_OTLP_ENDPOINT=self.plan.otlp_endpoint, OTEL_EXPORTER_OTLP_INSECURE="true")
         with open(logs / f"{component.name}.log", "ab") as out:
-            component.proc = subprocess.Popen(component.argv, stdout=out, stderr=subprocess.STDOUT,
+            component.proc = subprocess.Popen(component.argv, stdout=out, stderr=subprocess.STDOUT, env=env,
                                               stdin=subprocess.DEVNULL, start_new_session=True)
         component.started_at = time.monotonic()
         self.plan.components[component.name] = component.proc.pid
@@ -288,10 +292,10 @@ async def clean_node(plan: ClusterPlan, node: str) -> None:
 # ---------------------------------------------------------------- commands
 
 
-def _new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str) -> ClusterPlan:
+def _new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_endpoint: str = "") -> ClusterPlan:
     return ClusterPlan(state_dir=str(state_dir), nodes=[f"{prefix}{i}" for i in range(1, nodes + 1)],
                        etcd_port=free_port(), etcd_peer_port=free_port(), apiserver_port=free_port(),
-                       scheduler_metrics_port=free_port(), cluster_cidr=cluster_cidr)
+                       scheduler_metrics_port=free_port(), cluster_cidr=cluster_cidr, otlp_endpoint=otlp_endpoint)
 
 
 def _alive(pid: int) -> bool:
@@ -385,13 +389,14 @@ def cmd_up(args: Any) -> int:
               "`kubeling down` first", file=sys.stderr)
         return 1
     state_dir.mkdir(parents=True, exist_ok=True)
-    plan = _new_plan(state_dir, args.nodes, args.node_prefix, args.cluster_cidr)
+    plan = _new_plan(state_dir, args.nodes, args.node_prefix, args.cluster_cidr, args.otlp_endpoint)
     plan.save()
     if not args.detach:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
         return asyncio.run(_supervise(plan, args.keep_state))
     argv = [sys.executable, "-m", "kubeling", "up", "--state-dir", str(state_dir), "--nodes", str(args.nodes),
-            "--node-prefix", args.node_prefix, "--cluster-cidr", args.cluster_cidr] + \
+            "--node-prefix", args.node_prefix, "--cluster-cidr", args.cluster_cidr,
+            "--otlp-endpoint", args.otlp_endpoint] + \
         (["--keep-state"] if args.keep_state else [])
     (state_dir / "logs").mkdir(exist_ok=True)
     with open(state_dir / "logs" / "supervisor.log", "ab") as out:
@@ -470,6 +475,8 @@ def add_parsers(commands: Any) -> None:
     up.add_argument("--keep-state", action="store_true",
                     help="on stop, leave the pods' containers and networks in place")
     up.add_argument("--cluster-cidr", default=CLUSTER_CIDR, help="pods' addresses; each node gets a /24 of it")
+    up.add_argument("--otlp-endpoint", default="", help="send every component's traces here (OTLP gRPC, "
+                                                         "e.g. http://127.0.0.1:4317); default: nowhere")
     up.add_argument("--node-prefix", default="node-", help=argparse.SUPPRESS)  # tests: names of their own
     up.set_defaults(run=cmd_up)
     down = commands.add_parser("down", help="stop the cluster started with --detach")

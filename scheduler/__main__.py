@@ -8,6 +8,7 @@ import logging
 import sys
 
 from apiserver.__main__ import host_port
+from kubeling import telemetry
 from kubeling.leaderelection import ElectionConfig
 from kubeling.signals import wait_for_termination
 from scheduler.config import ConfigError
@@ -44,6 +45,7 @@ async def _serve(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    shutdown = telemetry.setup("scheduler")
     try:
         asyncio.run(_serve(args))
     except (ConfigError, PluginLoadError, ValueError) as err:
@@ -52,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, TimeoutError) as err:
         print(f"scheduler: {err}", file=sys.stderr)
         return 1
+    finally:
+        shutdown()
     return 0
 
 

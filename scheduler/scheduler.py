@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+from opentelemetry import trace
 
+from kubeling.telemetry import pod_attributes, pod_context, tracer
 from scheduler.cache import Cache, Snapshot
 from scheduler.config import SchedulerConfig
 from scheduler.extender import MAX_EXTENDER_PRIORITY, ExtenderError, HTTPExtender
@@ -32,6 +34,7 @@ from scheduler.queue import SchedulingQueue
 __all__ = ["Scheduler", "Recorder", "FitError", "ScheduleResult", "num_feasible_nodes_to_find"]
 
 log = logging.getLogger(__name__)
+_TRACER = tracer(__name__)
 
 Pod = Any
 Node = Any
@@ -243,6 +246,13 @@ class Scheduler:
         qpi = await self.queue.pop()
         if qpi is None:
             return False
+        # In the pod's own trace (started by its Create); the binding cycle's task and
+        # its Bind call inherit this span as their parent.
+        with _TRACER.start_as_current_span("scheduling cycle", context=pod_context(qpi.pod.metadata.annotations),
+                                           attributes=pod_attributes(qpi.pod)):
+            return await self._schedule_one(qpi)
+
+    async def _schedule_one(self, qpi: QueuedPodInfo) -> bool:
         pod = qpi.pod
         fwk = self.frameworks.get(pod.spec.schedulerName)
         if fwk is None or pod.metadata.HasField("deletionTimestamp") or self.cache.is_assumed(str(pod.metadata.uid)):
@@ -288,6 +298,7 @@ class Scheduler:
             self._failure(qpi, cycle, "SchedulerError" if s.code is Code.ERROR else "Unschedulable",
                           s.message, None, error=s.code is Code.ERROR)
             return True
+        trace.get_current_span().set_attribute("k8s.node.name", result.node)
         task = asyncio.create_task(self._binding_cycle(fwk, state, qpi, assumed, result.node, cycle, started))
         self._binding_tasks.add(task)
         task.add_done_callback(self._binding_tasks.discard)
@@ -470,22 +481,8 @@ class Scheduler:
     async def _binding_cycle(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo,
                              assumed: Pod, node: str, cycle: int, started: float) -> None:
         uid = str(assumed.metadata.uid)
-        try:
-            s = await fwk.wait_on_permit(assumed)
-            if s.ok:
-                s = await fwk.run_pre_bind(state, assumed, node)
-            if s.ok:
-                binder = next((e for e in self.extenders if e.is_binder() and e.is_interested(assumed)), None)
-                if binder is not None:
-                    try:
-                        await binder.bind(assumed, node)
-                    except ExtenderError as err:
-                        s = Status.as_error(err)
-                else:
-                    s = await fwk.run_bind(state, assumed, node)
-        except Exception as err:  # a plugin raised: treat as a binding error
-            log.exception("binding pod %s to %s failed", qpi.key, node)
-            s = Status.as_error(err)
+        with _TRACER.start_as_current_span("binding cycle", attributes=pod_attributes(assumed, node)):
+            s = await self._bind(fwk, state, qpi, assumed, node)
         if not s.ok:
             self._observe(fwk, "error" if s.code is Code.ERROR else "unschedulable", started)
             fwk.run_unreserve(state, assumed, node)
@@ -504,6 +501,26 @@ class Scheduler:
         log.info("bound pod %s to node %s (attempts %d)", qpi.key, node, qpi.attempts)
         fwk.run_post_bind(state, assumed, node)
         self.recorder.scheduled(assumed, node)
+
+    async def _bind(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: Pod, node: str) -> Status:
+        """Permit wait, PreBind, then Bind (an extender's or the framework's)."""
+        try:
+            s = await fwk.wait_on_permit(assumed)
+            if s.ok:
+                s = await fwk.run_pre_bind(state, assumed, node)
+            if s.ok:
+                binder = next((e for e in self.extenders if e.is_binder() and e.is_interested(assumed)), None)
+                if binder is not None:
+                    try:
+                        await binder.bind(assumed, node)
+                    except ExtenderError as err:
+                        s = Status.as_error(err)
+                else:
+                    s = await fwk.run_bind(state, assumed, node)
+        except Exception as err:  # a plugin raised: treat as a binding error
+            log.exception("binding pod %s to %s failed", qpi.key, node)
+            s = Status.as_error(err)
+        return s
 
     def _failure(self, qpi: QueuedPodInfo, cycle: int, reason: str, message: str,
                  nominated: str | None, *, error: bool = False) -> None:

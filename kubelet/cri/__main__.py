@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kubelet.cri.server import (DEFAULT_CNI_CONF_DIR, DEFAULT_RUNC_ROOT, DEFAULT_SOCKET, DEFAULT_STATE_DIR, CRIConfig,
                                 CRIServer)
+from kubeling import telemetry
 from kubeling.signals import wait_for_termination
 
 
@@ -38,7 +39,11 @@ def main(argv: list[str] | None = None) -> int:
                        runc_root=args.runc_root, cni_cache_dir=args.cni_cache_dir)
     if args.cni_bin_dirs:
         config.cni_bin_dirs = args.cni_bin_dirs
-    asyncio.run(_serve(config))
+    shutdown = telemetry.setup("kubelet-cri")
+    try:
+        asyncio.run(_serve(config))
+    finally:
+        shutdown()
     return 0
 
 

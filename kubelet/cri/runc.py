@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from kubelet.cri.runclog import last_error
+from kubeling.telemetry import tracer
+
+_TRACER = tracer(__name__)
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +69,12 @@ class Runc:
     async def _run(self, command: str, container_id: str, *args: str, stdin: int = asyncio.subprocess.DEVNULL,
                    stdout: int = asyncio.subprocess.PIPE, stderr: int = asyncio.subprocess.DEVNULL,
                    timeout: float | None = None) -> bytes:
+        with _TRACER.start_as_current_span(f"runc {command}", attributes={"runc.container_id": container_id}):
+            return await self._exec(command, container_id, *args, stdin=stdin, stdout=stdout, stderr=stderr,
+                                    timeout=timeout)
+
+    async def _exec(self, command: str, container_id: str, *args: str, stdin: int, stdout: int, stderr: int,
+                    timeout: float | None) -> bytes:
         fd, name = tempfile.mkstemp(prefix=f".runc-{command}-", suffix=".log", dir=self.root)
         os.close(fd)
         log_path = Path(name)

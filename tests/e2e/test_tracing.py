@@ -1,0 +1,131 @@
+"""One trace per pod start, across processes: an in-process OTLP collector receives the
+spans of a real apiserver, scheduler and kubelet (each its own process and
+service.name) and the trace of one pod holds them all, correctly linked."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import pytest
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+from kubelet.agent import bridge_name
+from kubeling.client import Client
+from kubeling.etcd import EtcdServer
+from kubeling.netutil import free_port
+from kubeling.telemetry import POD_TRACE_ANNOTATION
+from protos.kubeling.v1 import core_pb2, meta_pb2
+
+
+@dataclass
+class _Span:
+    service: str
+    name: str
+    trace_id: str
+    span_id: str
+    parent_id: str
+    ended: bool
+
+
+@dataclass
+class Collector(trace_service_pb2_grpc.TraceServiceServicer):
+    spans: list[_Span] = field(default_factory=list)
+
+    async def Export(self, request: trace_service_pb2.ExportTraceServiceRequest,  # noqa: N802 (the RPC's name)
+                     context: grpc.aio.ServicerContext) -> trace_service_pb2.ExportTraceServiceResponse:
+        for resource_spans in request.resource_spans:
+            service = next((a.value.string_value for a in resource_spans.resource.attributes
+                            if a.key == "service.name"), "")
+            for scope in resource_spans.scope_spans:
+                for span in scope.spans:
+                    self.spans.append(_Span(service, span.name, span.trace_id.hex(), span.span_id.hex(),
+                                            span.parent_span_id.hex(), span.end_time_unix_nano > 0))
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+
+@pytest.fixture
+async def collector() -> AsyncIterator[tuple[Collector, int]]:
+    made = Collector()
+    server = grpc.aio.server()
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(made, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    yield made, port
+    await server.stop(0)
+
+
+async def test_one_trace_per_pod_across_components(collector: tuple[Collector, int], etcd: EtcdServer,
+                                                   prefix: str, tmp_path: Path) -> None:
+    spans, port = collector
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+           "OTEL_EXPORTER_OTLP_INSECURE": "true", "OTEL_BSP_SCHEDULE_DELAY": "200"}
+    api = f"127.0.0.1:{free_port()}"
+    node = f"t{os.getpid() % 10000}"
+    cidr = f"10.{165 + os.getpid() % 4}.0.0/16"
+    procs = [subprocess.Popen([sys.executable, "-m", *argv, "--log-level", "WARNING"], env=env,
+                              stdin=subprocess.DEVNULL)
+             for argv in (["apiserver", "--etcd", etcd.endpoint, "--listen", api, "--etcd-prefix", prefix,
+                           "--cluster-cidr", cidr],)]
+    try:
+        async with Client(api) as client:
+            await client.namespaces.get("default")
+            for argv in (["scheduler", "--apiserver", api],
+                         ["kubelet", "--node-name", node, "--apiserver", api, "--root-dir", str(tmp_path / "k"),
+                          "--pod-logs-dir", str(tmp_path / "logs"), "--runc-root", str(tmp_path / "runc"),
+                          "--cluster-cidr", cidr]):
+                procs.append(subprocess.Popen([sys.executable, "-m", *argv, "--log-level", "WARNING"], env=env,
+                                              stdin=subprocess.DEVNULL))
+            await client.pods.create(core_pb2.Pod(
+                metadata=meta_pb2.ObjectMeta(name="traced", namespace="default"),
+                spec=core_pb2.PodSpec(terminationGracePeriodSeconds=1, containers=[core_pb2.Container(
+                    name="main", image="busybox", imagePullPolicy="IfNotPresent", command=["sleep", "3600"])])))
+            for _ in range(600):
+                pod = await client.pods.get("traced", "default")
+                if pod.status.phase == "Running":
+                    break
+                await asyncio.sleep(0.1)
+            assert pod.status.phase == "Running"
+            trace_id = pod.metadata.annotations[POD_TRACE_ANNOTATION].split("-")[1]
+            await client.pods.delete("traced", "default")
+            for _ in range(300):
+                if not (await client.pods.list_all("default"))[0]:
+                    break
+                await asyncio.sleep(0.1)
+    finally:
+        for proc in reversed(procs):  # kubelet, scheduler, then the apiserver they talk to
+            proc.send_signal(signal.SIGTERM)
+            # Waited for off the loop: the collector on this loop must take their last exports.
+            await asyncio.to_thread(proc.wait, 30)
+        subprocess.run(["ip", "link", "del", bridge_name(node)], capture_output=True)
+
+    ours = [s for s in spans.spans if s.trace_id == trace_id]
+    services = {s.service for s in ours}
+    assert {"apiserver", "scheduler", f"kubelet-{node}"} <= services, services
+    names = {s.name for s in ours}
+    for expected in ("scheduling cycle", "binding cycle", "syncPod", "/kubeling.v1.Pods/Create",
+                     "/kubeling.v1.Pods/Bind", "/runtime.v1.RuntimeService/RunPodSandbox",
+                     "/runtime.v1.RuntimeService/StartContainer", "cni ADD bridge", "cni ADD loopback",
+                     "runc start"):
+        assert expected in names, (expected, sorted(names))
+    ids = {s.span_id for s in ours}
+    roots = [s for s in ours if not s.parent_id]
+    assert [r.name for r in roots] == ["/kubeling.v1.Pods/Create"]  # the create is the root
+    orphans = [(s.service, s.name) for s in ours if s.parent_id and s.parent_id not in ids]
+    assert not orphans, f"spans whose parent is missing (left open?): {orphans}"
+    assert all(s.ended for s in ours)
+    by_id = {s.span_id: s for s in ours}
+    cni = next(s for s in ours if s.name == "cni ADD bridge")
+    chain = []
+    while cni.parent_id:
+        cni = by_id[cni.parent_id]
+        chain.append(cni.name)
+    assert "/runtime.v1.RuntimeService/RunPodSandbox" in chain and "syncPod" in chain
+    assert chain[-1] == "/kubeling.v1.Pods/Create"
