@@ -100,11 +100,17 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
                     break
                 await asyncio.sleep(0.1)
     finally:
-        for proc in reversed(procs):  # kubelet, scheduler, then the apiserver they talk to
-            proc.send_signal(signal.SIGTERM)
-            # Waited for off the loop: the collector on this loop must take their last exports.
-            await asyncio.to_thread(proc.wait, 30)
-        subprocess.run(["ip", "link", "del", bridge_name(node)], capture_output=True)
+        try:
+            for proc in reversed(procs):  # kubelet, scheduler, then the apiserver they talk to
+                proc.send_signal(signal.SIGTERM)
+                # Waited for off the loop: the collector on this loop must take their last exports.
+                await asyncio.to_thread(proc.wait, 30)
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            subprocess.run(["ip", "link", "del", bridge_name(node)], capture_output=True)
 
     ours = [s for s in spans.spans if s.trace_id == trace_id]
     services = {s.service for s in ours}
