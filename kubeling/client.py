@@ -13,9 +13,12 @@ from __future__ import annotations
 import builtins
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Generic, TypeVar
+from urllib.parse import urlsplit
 
 import grpc
+import yaml
 
 from kubeling.errors import from_rpc_error
 from protos.kubeling.v1 import api_pb2, api_pb2_grpc, coordination_pb2, core_pb2, meta_pb2
@@ -166,6 +169,21 @@ class Client:
         self.events: ResourceClient[core_pb2.Event] = ResourceClient(api_pb2_grpc.EventsStub(ch), "Event", True, t, w)
         self.leases: ResourceClient[coordination_pb2.Lease] = ResourceClient(
             api_pb2_grpc.LeasesStub(ch), "Lease", True, t, w)
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | Path, **options: Any) -> Client:
+        """A client for the current context's cluster of a kubeconfig (as `kubeling up` writes)."""
+        config = yaml.safe_load(Path(path).read_text()) or {}
+        current = config.get("current-context", "")
+        context: dict[str, Any] = next((c.get("context", {}) for c in config.get("contexts", [])
+                                        if c.get("name") == current), {})
+        cluster: dict[str, Any] = next((c.get("cluster", {}) for c in config.get("clusters", [])
+                                        if c.get("name") == context.get("cluster")), {})
+        server = str(cluster.get("server", ""))
+        address = urlsplit(server).netloc if "://" in server else server
+        if not address:
+            raise ValueError(f"{path}: no server for the current context {current!r}")
+        return cls(address, **options)
 
     async def close(self) -> None:
         await self.channel.close()

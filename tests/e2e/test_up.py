@@ -57,7 +57,8 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
         assert "kubeling is up: 2 node(s) Ready" in started.stdout
         plan = ClusterPlan.load(state)
         assert plan is not None and plan.ready and (state / "kubeconfig").exists()
-        async with Client(plan.apiserver) as client:
+        async with Client.from_kubeconfig(state / "kubeconfig") as client:
+            assert client.address == plan.apiserver
             await client.pods.create(_pod("server", nodes[0], "httpd", "-f", "-p", "8080", "-h", "/etc"))
             server = await _wait(client, "server", lambda p: p.status.phase == "Running")
             await client.pods.create(_pod("client", nodes[1], "sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do "
