@@ -35,7 +35,7 @@ from kubeling.periodic import Periodic
 from kubeling.telemetry import pod_attributes, pod_context, tracer
 from protos.kubeling.v1 import core_pb2
 
-__all__ = ["Kubelet", "bridge_name"]
+__all__ = ["Kubelet", "bridge_name", "runtime_config"]
 
 log = logging.getLogger(__name__)
 _TRACER = tracer(__name__)
@@ -47,6 +47,17 @@ def bridge_name(node: str) -> str:
     """The node's Linux bridge: at most 15 characters (IFNAMSIZ - 1)."""
     name = f"kbl-{node}"
     return name if len(name) <= 15 else f"kbl-{hashlib.sha1(node.encode()).hexdigest()[:11]}"
+
+
+def runtime_config(cfg: KubeletConfig) -> CRIConfig:
+    """The CRI runtime a kubelet hosts: its state, socket, network and runc root all per node."""
+    state = cfg.state_dir
+    return CRIConfig(socket=state / "cri.sock", state_dir=state / "cri",
+                     cni_conf_dir=cfg.cni_conf_dir or state / "net.d", cni_bin_dirs=cfg.cni_bin_dirs,
+                     cni_cache_dir=state / "cni-cache",
+                     runc_root=cfg.runc_root or Path("/run/kubeling/runc") / cfg.node_name,
+                     bridge=bridge_name(cfg.node_name), cluster_cidr=cfg.cluster_cidr,
+                     ipam_data_dir=state / "cni-ipam")
 
 
 @dataclass
@@ -74,21 +85,12 @@ class Kubelet:
 
     # ---- wiring ----
 
-    def _cri_config(self) -> CRIConfig:
-        cfg, state = self.config, self.config.state_dir
-        return CRIConfig(socket=state / "cri.sock", state_dir=state / "cri",
-                         cni_conf_dir=cfg.cni_conf_dir or state / "net.d", cni_bin_dirs=cfg.cni_bin_dirs,
-                         cni_cache_dir=state / "cni-cache",
-                         runc_root=cfg.runc_root or Path("/run/kubeling/runc") / cfg.node_name,
-                         bridge=bridge_name(cfg.node_name), cluster_cidr=cfg.cluster_cidr,
-                         ipam_data_dir=state / "cni-ipam")
-
     async def start(self) -> None:
         cfg = self.config
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         endpoint = cfg.container_runtime_endpoint
         if not endpoint:
-            self.cri = CRIServer(self._cri_config())
+            self.cri = CRIServer(runtime_config(cfg))
             await self.cri.start()
             endpoint = self.cri.address
         self.runtime = runtime = Runtime(endpoint)

@@ -16,14 +16,14 @@ from pathlib import Path
 
 from kubeling.netutil import free_port
 
-__all__ = ["EtcdServer", "EtcdNotFound"]
+__all__ = ["EtcdServer", "EtcdNotFound", "etcd_binary"]
 
 
 class EtcdNotFound(RuntimeError):
     pass
 
 
-def _etcd_binary() -> str:
+def etcd_binary() -> str:
     path = shutil.which("etcd") or ("/usr/bin/etcd" if Path("/usr/bin/etcd").exists() else None)
     if path is None:
         raise EtcdNotFound("etcd is not installed: apt-get install etcd-server (or run `make test`)")
@@ -51,7 +51,7 @@ class EtcdServer:
         return self._proc.pid if self._proc else None
 
     def start(self, timeout: float = 20.0) -> EtcdServer:
-        binary = _etcd_binary()
+        binary = etcd_binary()
         if self.data_dir is None:
             self._tmp = Path(tempfile.mkdtemp(prefix="kubeling-etcd-"))
             self.data_dir = self._tmp / "data"

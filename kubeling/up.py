@@ -29,13 +29,13 @@ from typing import Any
 
 import aiohttp
 
-from kubelet.agent import Kubelet, bridge_name
+from kubelet.agent import bridge_name, runtime_config
 from kubelet.config import KubeletConfig
 from kubelet.cri.server import CRIServer
 from kubelet.runtime import CRICallError, Runtime
 from kubeling import errors
 from kubeling.client import Client
-from kubeling.etcd import _etcd_binary
+from kubeling.etcd import etcd_binary
 from kubeling.netutil import free_port
 
 __all__ = ["ClusterPlan", "Supervisor", "add_parsers"]
@@ -100,7 +100,7 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
     root = plan.root
     client, peer = f"http://127.0.0.1:{plan.etcd_port}", f"http://127.0.0.1:{plan.etcd_peer_port}"
     out = {
-        "etcd": [_etcd_binary(), "--name", "kubeling", "--data-dir", str(root / "etcd"),
+        "etcd": [etcd_binary(), "--name", "kubeling", "--data-dir", str(root / "etcd"),
                  "--listen-client-urls", client, "--advertise-client-urls", client, "--listen-peer-urls", peer,
                  "--initial-advertise-peer-urls", peer, "--initial-cluster", f"kubeling={peer}",
                  "--log-level", "warn"],
@@ -269,7 +269,7 @@ async def clean_node(plan: ClusterPlan, node: str) -> None:
     """Remove every sandbox (containers, netns, mounts) a stopped kubelet left, through
     its own CRI runtime started once more, then its bridge."""
     config = plan.kubelet_config(node)
-    cri_config = Kubelet(config)._cri_config()
+    cri_config = runtime_config(config)
     if cri_config.state_dir.exists():
         cri_config.build_builtin_images = False
         server = CRIServer(cri_config)
@@ -315,7 +315,7 @@ def _preflight() -> str:
     if not Path("/usr/lib/cni/bridge").exists():
         return "the CNI plugins are missing: apt-get install containernetworking-plugins"
     try:
-        _etcd_binary()
+        etcd_binary()
     except RuntimeError as exc:
         return str(exc)
     return ""
