@@ -216,7 +216,9 @@ async def test_stats_and_resource_updates(env: Env, tmp_path: Path) -> None:
     pod = (await env.runtime.PodSandboxStats(api_pb2.PodSandboxStatsRequest(pod_sandbox_id=sandbox[0]))).stats
     assert pod.attributes.id == sandbox[0]
     assert pod.linux.process.process_count.value >= 2  # pause, sh (or sleep)
-    assert pod.linux.memory.working_set_bytes.value >= first.memory.working_set_bytes.value
+    # The pod sums its containers (and the pause), compared within one sample: memory can
+    # shrink between two calls.
+    assert 0 < pod.linux.containers[0].memory.working_set_bytes.value <= pod.linux.memory.working_set_bytes.value
     assert pod.linux.network.default_interface.name == "eth0"
     assert pod.linux.network.default_interface.tx_bytes.value > 0
     assert [c.attributes.id for c in pod.linux.containers] == [cid]
