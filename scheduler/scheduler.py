@@ -24,7 +24,9 @@ from scheduler.cache import Cache, Snapshot
 from scheduler.config import SchedulerConfig
 from scheduler.extender import MAX_EXTENDER_PRIORITY, ExtenderError, HTTPExtender
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interface import Action, ClusterEvent, EnqueueExtensions, NodeScore, Resource
+from scheduler.framework.interface import (
+    Action, ClusterEvent, EnqueueExtensions, NodeScore, PreFilterResult, Resource,
+)
 from scheduler.framework.runtime import Framework, PluginFactory
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeInfo, PodInfo, QueuedPodInfo
@@ -266,7 +268,9 @@ class Scheduler:
             self._observe(fwk, "unschedulable", started)
             nominated = None
             if fwk.post_filter and fit.statuses:
+                t = time.perf_counter()
                 r, s = await fwk.run_post_filter(state, pod, fit.statuses)
+                self._phase(fwk, "PostFilter", _status_label(s), t)
                 if s.ok and r is not None and r.nominated_node_name:
                     nominated = r.nominated_node_name
                     self.queue.add_nominated(qpi.pod_info, nominated)
@@ -284,14 +288,18 @@ class Scheduler:
         assumed = _with_node(pod, result.node)
         assumed_info = PodInfo.of(assumed)
         self.cache.assume_pod(assumed_info, result.node)
+        t = time.perf_counter()
         s = fwk.run_reserve(state, assumed, result.node)
+        self._phase(fwk, "Reserve", _status_label(s), t)
         if not s.ok:
             fwk.run_unreserve(state, assumed, result.node)
             self.cache.forget_pod(assumed_info.uid)
             self._failure(qpi, cycle, "SchedulerError" if s.code is Code.ERROR else "Unschedulable",
                           s.message, None, error=s.code is Code.ERROR)
             return True
+        t = time.perf_counter()
         s = fwk.run_permit(state, assumed, result.node)
+        self._phase(fwk, "Permit", _status_label(s), t)
         if not s.ok and s.code is not Code.WAIT:
             fwk.run_unreserve(state, assumed, result.node)
             self.cache.forget_pod(assumed_info.uid)
@@ -304,16 +312,38 @@ class Scheduler:
         task.add_done_callback(self._binding_tasks.discard)
         return True
 
-    def _phase(self, fwk: Framework, point: str, status: str, started: float) -> None:
-        self.metrics.extension_point.labels(point, status, fwk.scheduler_name).observe(time.perf_counter() - started)
+    def _phase(self, fwk: Framework, point: str, status: str, started: float, *,
+               span: trace.Span | None = None) -> None:
+        """Record one extension point: its duration metric and, inside a recorded trace, its
+        span: `span` when the caller opened one, else one made after the fact (so that the
+        untraced path costs only this check)."""
+        elapsed = time.perf_counter() - started
+        self.metrics.extension_point.labels(point, status, fwk.scheduler_name).observe(elapsed)
+        attributes = {"scheduler.status": status, "scheduler.profile": fwk.scheduler_name}
+        if span is not None:
+            span.set_attributes(attributes)
+        elif trace.get_current_span().is_recording():
+            end = time.time_ns()
+            _TRACER.start_span(point, start_time=end - int(elapsed * 1e9), attributes=attributes).end(end_time=end)
 
     async def schedule_pod(self, fwk: Framework, state: CycleState, pod: Pod) -> ScheduleResult:
         self.cache.update_snapshot(self.snapshot)
         nodes = self.snapshot.node_infos()
         if not nodes:
             raise FitError(pod, 0, unschedulable_plugins={NO_NODES}, pre_filter_msg="no nodes available to schedule pods")
+        fit = FitError(pod, len(nodes))
         t = time.perf_counter()
-        feasible, fit = self._find_nodes_that_fit(fwk, state, pod, nodes)
+        pre, s = fwk.run_pre_filter(state, pod, nodes)
+        self._phase(fwk, "PreFilter", _status_label(s), t)
+        if not s.ok:
+            if not s.is_rejected:
+                raise _SchedulingError(f"running PreFilter plugin {s.plugin!r}: {s.message}")
+            fit.statuses = {n.name: s for n in nodes}
+            fit.pre_filter_msg = s.message
+            fit.unschedulable_plugins.add(s.plugin)
+            raise fit
+        t = time.perf_counter()
+        feasible = self._find_nodes_that_fit(fwk, state, pod, nodes, pre, fit)
         feasible = await self._extenders_filter(pod, feasible, fit)
         self._phase(fwk, "Filter", "Success" if feasible else "Unschedulable", t)
         if not feasible:
@@ -322,14 +352,14 @@ class Scheduler:
             return ScheduleResult(feasible[0].name, 1 + len(fit.statuses), 1)
         t = time.perf_counter()
         s = fwk.run_pre_score(state, pod, feasible)
-        self._phase(fwk, "PreScore", s.code.name.title(), t)
+        self._phase(fwk, "PreScore", _status_label(s), t)
         if not s.ok:
             raise _SchedulingError(f"running PreScore plugin {s.plugin!r}: {s.message}")
         t = time.perf_counter()
         index = self.snapshot.index
         rows = np.fromiter((index[n.name] for n in feasible), dtype=np.int64, count=len(feasible))
         totals, s = fwk.run_score_batch(state, pod, self.snapshot.table, rows, nodes)
-        self._phase(fwk, "Score", s.code.name.title(), t)
+        self._phase(fwk, "Score", _status_label(s), t)
         if not s.ok:
             raise _SchedulingError(f"running Score plugin {s.plugin!r}: {s.message}")
         if self.extenders:
@@ -386,17 +416,9 @@ class Scheduler:
         for ext in self.extenders:
             await ext.close()
 
-    def _find_nodes_that_fit(self, fwk: Framework, state: CycleState, pod: Pod,
-                             nodes: Sequence[NodeInfo]) -> tuple[list[NodeInfo], FitError]:
-        fit = FitError(pod, len(nodes))
-        pre, s = fwk.run_pre_filter(state, pod, nodes)
-        if not s.ok:
-            if not s.is_rejected:
-                raise _SchedulingError(f"running PreFilter plugin {s.plugin!r}: {s.message}")
-            fit.statuses = {n.name: s for n in nodes}
-            fit.pre_filter_msg = s.message
-            fit.unschedulable_plugins.add(s.plugin)
-            return [], fit
+    def _find_nodes_that_fit(self, fwk: Framework, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo],
+                             pre: PreFilterResult | None, fit: FitError) -> list[NodeInfo]:
+        """The feasible nodes (at most numFeasibleNodesToFind); the others' reasons go to `fit`."""
         # A pod nominated by preemption tries its nominated node first.
         nominated = pod.status.nominatedNodeName
         if nominated:
@@ -404,7 +426,7 @@ class Scheduler:
             if info is not None and info.node is not None:
                 status = fwk.run_filter_with_nominated_pods(state, pod, info, self.queue.nominated_for_node(nominated))
                 if status.ok:
-                    return [info], fit
+                    return [info]
         if self.queue.has_nominations():
             return self._find_per_node(fwk, state, pod, nodes, pre, fit)
         index = self.snapshot.index
@@ -414,7 +436,7 @@ class Scheduler:
             rows = np.arange(len(nodes), dtype=np.int64)
         total = len(rows)
         if total == 0:
-            return [], fit
+            return []
         to_find = num_feasible_nodes_to_find(self.percentages[fwk.scheduler_name], total)
         start = self.next_start_node_index % total
         order = np.concatenate((rows[start:], rows[:start]))  # rotate: fairness across cycles
@@ -443,17 +465,17 @@ class Scheduler:
                 if not status.ok:
                     fit.statuses[nodes[r].name] = status
                     fit.unschedulable_plugins.add(status.plugin)
-        return feasible, fit
+        return feasible
 
     def _find_per_node(self, fwk: Framework, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo],
-                       pre: Any, fit: FitError) -> tuple[list[NodeInfo], FitError]:
+                       pre: PreFilterResult | None, fit: FitError) -> list[NodeInfo]:
         """Node by node, with nominated pods added (used while preemption nominations exist)."""
         candidates = list(nodes)
         if pre is not None and pre.node_names is not None:
             candidates = [n for n in nodes if n.name in pre.node_names]
         total = len(candidates)
         if total == 0:
-            return [], fit
+            return []
         to_find = num_feasible_nodes_to_find(self.percentages[fwk.scheduler_name], total)
         feasible: list[NodeInfo] = []
         start = self.next_start_node_index % total
@@ -472,7 +494,7 @@ class Scheduler:
                 fit.statuses[info.name] = status
                 fit.unschedulable_plugins.add(status.plugin)
         self.next_start_node_index = (start + processed) % total
-        return feasible, fit
+        return feasible
 
     def _observe(self, fwk: Framework, result: str, started: float) -> None:
         self.metrics.attempts.labels(result, fwk.scheduler_name).inc()
@@ -507,16 +529,24 @@ class Scheduler:
         try:
             s = await fwk.wait_on_permit(assumed)
             if s.ok:
-                s = await fwk.run_pre_bind(state, assumed, node)
+                # Real spans here (not after the fact): these points make API calls, whose
+                # spans belong under them.
+                with _TRACER.start_as_current_span("PreBind") as span:
+                    t = time.perf_counter()
+                    s = await fwk.run_pre_bind(state, assumed, node)
+                    self._phase(fwk, "PreBind", _status_label(s), t, span=span)
             if s.ok:
-                binder = next((e for e in self.extenders if e.is_binder() and e.is_interested(assumed)), None)
-                if binder is not None:
-                    try:
-                        await binder.bind(assumed, node)
-                    except ExtenderError as err:
-                        s = Status.as_error(err)
-                else:
-                    s = await fwk.run_bind(state, assumed, node)
+                with _TRACER.start_as_current_span("Bind") as span:
+                    t = time.perf_counter()
+                    binder = next((e for e in self.extenders if e.is_binder() and e.is_interested(assumed)), None)
+                    if binder is not None:
+                        try:
+                            await binder.bind(assumed, node)
+                        except ExtenderError as err:
+                            s = Status.as_error(err)
+                    else:
+                        s = await fwk.run_bind(state, assumed, node)
+                    self._phase(fwk, "Bind", _status_label(s), t, span=span)
         except Exception as err:  # a plugin raised: treat as a binding error
             log.exception("binding pod %s to %s failed", qpi.key, node)
             s = Status.as_error(err)
@@ -548,6 +578,11 @@ class Scheduler:
 
 class _SchedulingError(Exception):
     pass
+
+
+def _status_label(s: Status) -> str:
+    """A status code as the extension point metric labels it (Success, Unschedulable, ...)."""
+    return "".join(word.title() for word in s.code.name.split("_"))
 
 
 def _with_node(pod: Pod, node: str) -> Pod:

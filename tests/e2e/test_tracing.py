@@ -121,6 +121,18 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
                      "/runtime.v1.RuntimeService/StartContainer", "cni ADD bridge", "cni ADD loopback",
                      "runc start"):
         assert expected in names, (expected, sorted(names))
+    def children(parent: str) -> set[str]:
+        """The names of the spans under every span named `parent` (a pod can take several
+        scheduling cycles: the first may come before the node registered)."""
+        parents = {s.span_id for s in ours if s.name == parent}
+        return {s.name for s in ours if s.parent_id in parents}
+
+    # The apiserver's etcd write is a child of the Create; the scheduler's extension points
+    # are children of its cycles (one node: scoring is skipped, as upstream does).
+    assert "/etcdserverpb.KV/Txn" in children("/kubeling.v1.Pods/Create")
+    assert {"PreFilter", "Filter", "Reserve", "Permit", "binding cycle"} <= children("scheduling cycle")
+    assert {"PreBind", "Bind"} <= children("binding cycle")
+    assert "/kubeling.v1.Pods/Bind" in children("Bind")
     ids = {s.span_id for s in ours}
     roots = [s for s in ours if not s.parent_id]
     assert [r.name for r in roots] == ["/kubeling.v1.Pods/Create"]  # the create is the root
