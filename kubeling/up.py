@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -299,11 +300,12 @@ def _new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_
 
 
 def _alive(pid: int) -> bool:
+    """pid runs (a zombie does not: an orphan's exit waits for whoever adopted it to reap it)."""
     try:
-        os.kill(pid, 0)
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
-    return True
+    return stat[stat.rindex(")") + 2:][:1] not in ("Z", "X")
 
 
 def _preflight() -> str:
@@ -420,9 +422,22 @@ def cmd_up(args: Any) -> int:
 def cmd_down(args: Any) -> int:
     state_dir = Path(args.state_dir).resolve()
     plan = ClusterPlan.load(state_dir)
-    if plan is None or not plan.supervisor_pid or not _alive(plan.supervisor_pid):
+    if plan is None:
         print(f"kubeling: no cluster is running from {state_dir}", file=sys.stderr)
         return 1
+    if not plan.supervisor_pid or not _alive(plan.supervisor_pid):
+        orphans = _orphans(plan)
+        if not orphans:
+            print(f"kubeling: no cluster is running from {state_dir}", file=sys.stderr)
+            return 1
+        # The supervisor died (killed, OOM) and left its components running: stop them
+        # here, in the supervisor's order, and clean up as it would have.
+        print(f"the supervisor is gone; stopping {', '.join(orphans)} ...", flush=True)
+        asyncio.run(_stop_orphans(plan, orphans, args.keep_state))
+        plan.ready, plan.supervisor_pid = False, 0
+        plan.save()
+        print("cluster stopped")
+        return 0
     os.kill(plan.supervisor_pid, signal.SIGUSR1 if args.keep_state else signal.SIGTERM)
     deadline = time.monotonic() + 300
     while _alive(plan.supervisor_pid) and time.monotonic() < deadline:
@@ -432,6 +447,48 @@ def cmd_down(args: Any) -> int:
         return 1
     print("cluster stopped")
     return 0
+
+
+def _orphans(plan: ClusterPlan) -> dict[str, int]:
+    """The plan's components still running: a pid counts only when its command line is the
+    one the supervisor started (a recycled pid belongs to somebody else)."""
+    argv = commands(plan)
+    out = {}
+    for name, pid in plan.components.items():
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+        except OSError:
+            continue
+        if name in argv and [a.decode() for a in cmdline] == argv[name]:
+            out[name] = pid
+    return out
+
+
+def _terminate_pids(pids: dict[str, int], timeout: float = 30.0) -> None:
+    for pid in pids.values():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for name, pid in pids.items():
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _alive(pid):
+            log.warning("%s did not stop in %.0fs; killing it", name, timeout)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+async def _stop_orphans(plan: ClusterPlan, orphans: dict[str, int], keep_state: bool) -> None:
+    """Supervisor.stop for processes that are not our children."""
+    def group(*names: str) -> dict[str, int]:
+        return {n: orphans[n] for n in names if n in orphans}
+
+    _terminate_pids(group(*(f"kubelet-{n}" for n in plan.nodes)))
+    if not keep_state:
+        for node in plan.nodes:
+            await clean_node(plan, node)
+    _terminate_pids(group("scheduler", "apiserver"))
+    _terminate_pids(group("etcd"))
 
 
 async def _status(plan: ClusterPlan) -> None:

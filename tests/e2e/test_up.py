@@ -102,9 +102,16 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
                                p.status.containerStatuses[0].containerID not in ("", first_id) and
                                p.status.containerStatuses[0].state.HasField("running"))
             assert back.spec.nodeName in nodes and back.status.phase == "Running"
+
+        # The supervisor dies outright: `down` still stops its components and cleans up.
+        os.kill(plan.supervisor_pid, signal.SIGKILL)
+        await asyncio.sleep(0.5)
+        recovered = _kubeling("down", "--state-dir", str(state))
+        assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+        assert "the supervisor is gone" in recovered.stdout
     finally:
         current = ClusterPlan.load(state)
-        if current is not None and current.supervisor_pid:
+        if current is not None and (current.supervisor_pid or current.components):
             _kubeling("down", "--state-dir", str(state))
         for node in nodes:
             subprocess.run(["ip", "link", "del", bridge_name(node)], capture_output=True)
