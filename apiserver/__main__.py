@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--etcd", type=host_port, default=d.etcd, help="etcd client endpoint host:port (default %(default)s)")
     p.add_argument("--listen", type=host_port, default=d.listen, help="gRPC listen address (default %(default)s; port 0 picks one)")
     p.add_argument("--metrics-listen", type=lambda t: host_port(t) if t else t, default=d.metrics_listen, help="HTTP address for /metrics, /healthz, /readyz (default: off)")
+    p.add_argument("--rest-listen", type=lambda t: host_port(t) if t else t, default=d.rest_listen, help="HTTP address of the Kubernetes REST API that kubectl uses (default: off; port 0 picks one)")
     p.add_argument("--etcd-prefix", default=d.etcd_prefix, help="key prefix in etcd (default %(default)s)")
     p.add_argument("--compaction-interval", type=float, default=d.compaction_interval, help="seconds between etcd compactions, 0 disables (default %(default)s)")
     p.add_argument("--bookmark-interval", type=float, default=d.bookmark_interval, help="seconds between watch bookmarks (default %(default)s)")
@@ -55,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    cfg = Config(etcd=args.etcd, listen=args.listen, metrics_listen=args.metrics_listen,
+    cfg = Config(etcd=args.etcd, listen=args.listen, metrics_listen=args.metrics_listen, rest_listen=args.rest_listen,
                  etcd_prefix=args.etcd_prefix, compaction_interval=args.compaction_interval,
                  bookmark_interval=args.bookmark_interval, watch_cache_size=args.watch_cache_size,
                  watcher_buffer=args.watcher_buffer, etcd_wait=args.etcd_wait, event_ttl=args.event_ttl,
@@ -65,6 +66,8 @@ async def _serve(args: argparse.Namespace) -> None:
     if args.port_file:
         with open(args.port_file, "w") as f:
             f.write(f"{server.port}\n")
+            if server.rest_port:
+                f.write(f"{server.rest_port}\n")
     await wait_for_termination()
     await server.stop()
 

@@ -21,6 +21,7 @@ from apiserver.podlogs import PodLogProxy
 from apiserver.registry import ALL_STRATEGIES
 from apiserver.registry.namespaces import SYSTEM_NAMESPACES
 from apiserver.registry.store import Registry
+from apiserver.rest.server import RestServer
 from apiserver.service import SERVICE_NAMES, service_handler
 from apiserver.storage.etcd import Storage
 from apiserver.storage.ttl import LeasePool
@@ -40,6 +41,7 @@ class Config:
     etcd: str = "127.0.0.1:2379"
     listen: str = "127.0.0.1:6443"
     metrics_listen: str = ""  # host:port for /metrics, /healthz, /readyz; empty: off
+    rest_listen: str = ""  # host:port for the Kubernetes REST API (kubectl); empty: off
     etcd_prefix: str = "/registry"
     compaction_interval: float = 300.0  # seconds; 0 disables
     bookmark_interval: float = 60.0
@@ -58,10 +60,12 @@ class APIServer:
     metrics: Metrics = field(default_factory=Metrics)
     port: int = 0
     metrics_port: int = 0
+    rest_port: int = 0
     registries: dict[str, Registry] = field(default_factory=dict)
     _storage: Storage | None = None
     _server: grpc.aio.Server | None = None
     _http: StatusServer | None = None
+    _rest: RestServer | None = None
     _compactor: Compactor | None = None
     _finalizer: NamespaceFinalizer | None = None
     _ipam: NodeIPAM | None = None
@@ -71,6 +75,11 @@ class APIServer:
     def address(self) -> str:
         host = self.config.listen.rpartition(":")[0] or "127.0.0.1"
         return f"{host}:{self.port}"
+
+    @property
+    def rest_address(self) -> str:
+        host = self.config.rest_listen.rpartition(":")[0] or "127.0.0.1"
+        return f"{host}:{self.rest_port}"
 
     async def start(self) -> None:
         cfg = self.config
@@ -125,6 +134,10 @@ class APIServer:
             self._ipam.start()
         if cfg.metrics_listen:
             await self._start_http(cfg.metrics_listen)
+        if cfg.rest_listen:
+            self._rest = RestServer(self.registries, pod_logs, self.metrics, self._ready)
+            self.rest_port = await self._rest.start(cfg.rest_listen)
+            log.info("apiserver serving the REST API on %s", self.rest_address)
         log.info("apiserver serving gRPC on %s (etcd %s)", self.address, cfg.etcd)
 
     async def stop(self, grace: float = 1.0) -> None:
@@ -135,6 +148,8 @@ class APIServer:
                 await part.stop()
         for reg in self.registries.values():
             await reg.cache.stop()
+        if self._rest is not None:
+            await self._rest.stop()
         if self._server is not None:
             await self._server.stop(grace)
         if self._http is not None:
@@ -180,11 +195,11 @@ class APIServer:
             except errors.AlreadyExists:
                 pass
 
-    async def _start_http(self, listen: str) -> None:
-        def ready() -> tuple[bool, str]:
-            if all(r.cache.ready.is_set() for r in self.registries.values()):
-                return True, "ok"
-            return False, "watch caches not ready"
+    def _ready(self) -> tuple[bool, str]:
+        if all(r.cache.ready.is_set() for r in self.registries.values()):
+            return True, "ok"
+        return False, "watch caches not ready"
 
-        self._http = StatusServer(self.metrics.registry, ready)
+    async def _start_http(self, listen: str) -> None:
+        self._http = StatusServer(self.metrics.registry, self._ready)
         self.metrics_port = await self._http.start(listen)

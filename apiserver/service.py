@@ -23,7 +23,7 @@ from kubeling import errors
 from kubeling.telemetry import POD_TRACE_ANNOTATION, inject_current
 from protos.kubeling.v1 import api_pb2, core_pb2, meta_pb2
 
-__all__ = ["service_handler", "SERVICE_NAMES"]
+__all__ = ["service_handler", "SERVICE_NAMES", "until"]
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def _watch(metrics: Metrics, registry: Registry) -> grpc.RpcMethodHandler:
                 async for data in stream:
                     yield data
             else:
-                async for data in _until(stream, deadline):
+                async for data in until(stream, deadline):
                     yield data
                 watcher.terminate()
             if watcher.error is not None:
@@ -123,11 +123,12 @@ def _watch(metrics: Metrics, registry: Registry) -> grpc.RpcMethodHandler:
     return grpc.unary_stream_rpc_method_handler(handler, response_serializer=None)
 
 
-async def _until(stream: AsyncIterator[bytes], deadline: float) -> AsyncIterator[bytes]:
+async def until(stream: AsyncIterator[bytes], deadline: float | None) -> AsyncIterator[bytes]:
+    """`stream` until the monotonic `deadline` (None: until it ends): a watch's timeoutSeconds."""
     it = stream.__aiter__()
     while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
             return
         try:
             yield await asyncio.wait_for(it.__anext__(), remaining)

@@ -125,7 +125,7 @@ def _shims(base: Path) -> str:
 async def cluster(etcd: EtcdServer, prefix: str) -> AsyncIterator[Cluster]:
     base = Path(tempfile.mkdtemp(prefix="ke2e-"))
     netns_before = set(netns.list_names())
-    apiserver = APIServer(apiserver_config(etcd, prefix, cluster_cidr=CLUSTER_CIDR))
+    apiserver = APIServer(apiserver_config(etcd, prefix, cluster_cidr=CLUSTER_CIDR, rest_listen="127.0.0.1:0"))
     await apiserver.start()
     client = Client(apiserver.address)
     scheduler = SchedulerService(apiserver.address)

@@ -1,0 +1,163 @@
+"""What the REST facade serves: each resource's group, version, names and verbs, and the
+discovery and OpenAPI documents built from them (the parts kubectl reads)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Resource", "RESOURCES", "GROUPS", "by_path", "api_versions", "api_group_list", "api_group",
+           "resource_list", "openapi_index", "openapi_document", "VERSION"]
+
+# The server's version: kubectl's wrapper on these machines runs the kubectl matching
+# this minor, and clients use it for feature checks.
+VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-kubeling", "gitCommit": "", "gitTreeState": "clean",
+           "buildDate": "2026-01-01T00:00:00Z", "goVersion": "python", "compiler": "cpython",
+           "platform": "linux/amd64"}
+
+_VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+
+
+@dataclass(frozen=True)
+class Resource:
+    plural: str
+    kind: str
+    group: str  # "" for the core group
+    version: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()  # status, binding, log
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+    @property
+    def prefix(self) -> str:
+        """The URL path of its group-version."""
+        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
+
+RESOURCES: tuple[Resource, ...] = (
+    Resource("pods", "Pod", "", "v1", True, ("po",), ("status", "binding", "log")),
+    Resource("nodes", "Node", "", "v1", False, ("no",), ("status",)),
+    Resource("namespaces", "Namespace", "", "v1", False, ("ns",), ("status",)),
+    Resource("events", "Event", "", "v1", True, ("ev",)),
+    Resource("leases", "Lease", "coordination.k8s.io", "v1", True),
+)
+GROUPS = {"coordination.k8s.io": "v1"}
+
+
+def by_path(group: str, version: str, plural: str) -> Resource | None:
+    for r in RESOURCES:
+        if r.group == group and r.version == version and r.plural == plural:
+            return r
+    return None
+
+
+def api_versions(server_address: str) -> dict[str, Any]:
+    return {"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]}
+
+
+def api_group(group: str) -> dict[str, Any]:
+    gv = {"groupVersion": f"{group}/{GROUPS[group]}", "version": GROUPS[group]}
+    return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": [gv], "preferredVersion": gv}
+
+
+def api_group_list() -> dict[str, Any]:
+    groups = [api_group(g) for g in GROUPS]
+    for g in groups:
+        del g["kind"], g["apiVersion"]
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+
+def resource_list(group: str, version: str) -> dict[str, Any] | None:
+    items: list[dict[str, Any]] = []
+    for r in RESOURCES:
+        if r.group != group or r.version != version:
+            continue
+        entry: dict[str, Any] = {"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
+                                 "kind": r.kind, "verbs": _VERBS}
+        if r.short_names:
+            entry["shortNames"] = list(r.short_names)
+        items.append(entry)
+        for sub in r.subresources:
+            verbs = {"status": ["get", "patch", "update"], "binding": ["create"], "log": ["get"]}[sub]
+            kind = {"binding": "Binding"}.get(sub, r.kind)
+            items.append({"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
+                          "kind": kind, "verbs": verbs})
+    if not items:
+        return None
+    return {"kind": "APIResourceList", "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}" if group else version, "resources": items}
+
+
+# ------------------------------------------------------------------ OpenAPI v3
+
+_GV_PATHS = {"": "api/v1", "coordination.k8s.io": "apis/coordination.k8s.io/v1"}
+
+
+def openapi_document(gv_path: str) -> dict[str, Any] | None:
+    """A small OpenAPI v3 document for one group-version: its paths, with the
+    `fieldValidation` query parameter and the GVK extension on every write, which is
+    what kubectl looks for before it leaves validation to the server."""
+    group = next((g for g, p in _GV_PATHS.items() if p == gv_path), None)
+    if group is None:
+        return None
+    paths: dict[str, Any] = {}
+    schemas: dict[str, Any] = {}
+    for r in RESOURCES:
+        if r.group != group:
+            continue
+        gvk = [{"group": r.group, "version": r.version, "kind": r.kind}]
+        field_validation = {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True},
+                            "description": "Ignore, Warn or Strict: what to do with unknown or duplicate fields"}
+        ref = {"$ref": f"#/components/schemas/{_schema_name(r)}"}
+        body = {"content": {"*/*": {"schema": ref}}, "required": True}
+        ok = {"200": {"description": "OK", "content": {"application/json": {"schema": ref}}}}
+
+        def op(verb: str, action: str, *, with_body: bool = False, r: Resource = r) -> dict[str, Any]:
+            o: dict[str, Any] = {"operationId": f"{verb}{r.kind}", "responses": ok,
+                                 "x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk[0],
+                                 "parameters": [field_validation] if with_body else []}
+            if with_body:
+                o["requestBody"] = body
+            return o
+
+        ns = "/namespaces/{namespace}" if r.namespaced else ""
+        collection = f"/{gv_path}{ns}/{r.plural}"
+        item = f"{collection}/{{name}}"
+        paths[collection] = {"get": op("list", "list"), "post": op("create", "post", with_body=True)}
+        paths[item] = {"get": op("read", "get"), "put": op("replace", "put", with_body=True),
+                       "patch": op("patch", "patch", with_body=True), "delete": op("delete", "delete")}
+        if "status" in r.subresources:
+            paths[f"{item}/status"] = {"get": op("read", "get"), "put": op("replace", "put", with_body=True),
+                                       "patch": op("patch", "patch", with_body=True)}
+        # No GVK extension on the schema: kubectl would then compute apply patches from
+        # it, and these schemas are too thin for that (it uses its built-in types instead).
+        schemas[_schema_name(r)] = {"type": "object", "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
+            "spec": {"type": "object"}, "status": {"type": "object"}}}
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": VERSION["gitVersion"]},
+            "paths": paths, "components": {"schemas": schemas}}
+
+
+def _schema_name(r: Resource) -> str:
+    group = {"": "core", "coordination.k8s.io": "coordination"}[r.group]
+    return f"io.k8s.api.{group}.{r.version}.{r.kind}"
+
+
+def openapi_index() -> dict[str, Any]:
+    """/openapi/v3: where each group-version's document is (the hash lets clients cache)."""
+    out = {}
+    for path in _GV_PATHS.values():
+        digest = hashlib.sha256(json.dumps(openapi_document(path), sort_keys=True).encode()).hexdigest()[:32].upper()
+        out[path] = {"serverRelativeURL": f"/openapi/v3/{path}?hash={digest}"}
+    return {"paths": out}

@@ -1,0 +1,490 @@
+"""The Kubernetes REST API over the apiserver's registries: what kubectl and the official
+clients use. Every verb goes to the same Registry (storage, validation, watch cache) as
+the gRPC API; this module only translates URLs, JSON, patches, tables and errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from apiserver.metrics import Metrics
+from apiserver.podlogs import PodLogProxy
+from apiserver.registry.binding import bind
+from apiserver.registry.store import Registry
+from apiserver.rest import patch as patches
+from apiserver.rest import resources as res
+from apiserver.rest.codec import from_json, to_json
+from apiserver.rest.status import MethodNotAllowed, NotAcceptable, UnsupportedMediaType, http_code, status_json
+from apiserver.rest.tables import table
+from apiserver.service import until
+from kubeling import errors
+from protos.kubeling.v1 import api_pb2, core_pb2, meta_pb2
+
+__all__ = ["RestServer"]
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request body limit
+_JSON = "application/json"
+_RESOURCE = web.RequestKey("resource", str)  # the request's resource, for metrics and errors
+_PATCH_TYPES = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
+                "application/strategic-merge-patch+json": "strategic", "application/apply-patch+yaml": "apply"}
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=_dumps(obj), status=status, content_type=_JSON, headers=headers)
+
+
+@dataclass
+class _Target:
+    """What a resource URL names."""
+
+    resource: res.Resource
+    namespace: str
+    name: str
+    sub: str
+
+
+@dataclass
+class _Output:
+    """How the client asked to see objects (Accept, includeObject)."""
+
+    as_table: bool = False
+    include_object: str = "Metadata"
+
+
+def _output(request: web.Request) -> _Output:
+    accept = request.headers.get("Accept", "")
+    wants_json = not accept
+    table_wanted = False
+    for part in accept.split(","):
+        media, *params = [p.strip() for p in part.split(";")]
+        options = dict(p.split("=", 1) for p in params if "=" in p)
+        if media in (_JSON, "*/*", "application/*", "application/yaml"):
+            if options.get("as") == "Table" and options.get("g") == "meta.k8s.io" and options.get("v") == "v1":
+                table_wanted = True
+                break
+            if "as" not in options:
+                wants_json = True
+    if not table_wanted and not wants_json:
+        raise NotAcceptable(f"only application/json is served (asked for {accept})")
+    return _Output(table_wanted, request.query.get("includeObject", "Metadata"))
+
+
+@dataclass
+class RestServer:
+    registries: dict[str, Registry]
+    pod_logs: PodLogProxy
+    metrics: Metrics
+    ready: Callable[[], tuple[bool, str]] = field(default=lambda: (True, "ok"))
+    port: int = 0
+    _runner: web.AppRunner | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self, listen: str) -> int:
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        # Cancel a handler when its client goes away: a watch must not outlive its reader.
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        await self._runner.setup()
+        host, _, port = listen.rpartition(":")
+        site = web.TCPSite(self._runner, host or "127.0.0.1", int(port))
+        await site.start()
+        self.port = int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        return self.port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.shutdown()
+            await self._runner.cleanup()
+            self._runner = None
+
+    # ------------------------------------------------------------------ routing
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        start, verb, code = time.perf_counter(), request.method, 200
+        try:
+            response = await self._route(request)
+            code = response.status
+            return response
+        except errors.ApiError as err:
+            code = http_code(err)
+            return _json_response(status_json(err, request.get(_RESOURCE, "")), code)
+        except asyncio.CancelledError:
+            code = 499  # the client went away
+            raise
+        except Exception as err:
+            log.exception("%s %s failed", request.method, request.path)
+            internal = errors.InternalError(f"{request.method} {request.path}: internal error: "
+                                            f"{type(err).__name__}: {err}")
+            code = 500
+            return _json_response(status_json(internal), 500)
+        finally:
+            elapsed = time.perf_counter() - start
+            resource = request.get(_RESOURCE, "-")
+            self.metrics.observe(f"REST_{verb}", resource, str(code), elapsed)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s %s %d %.1fms", request.method, request.path_qs, code, elapsed * 1000)
+
+    async def _route(self, request: web.Request) -> web.StreamResponse:
+        path = request.path.rstrip("/") or "/"
+        simple = self._simple(request, path)
+        if simple is not None:
+            return simple
+        target = self._target(path)
+        if target is None:
+            raise errors.NotFound("the server could not find the requested resource")
+        request[_RESOURCE] = target.resource.plural
+        return await self._resource(request, target)
+
+    def _simple(self, request: web.Request, path: str) -> web.Response | None:
+        if path in ("/healthz", "/livez"):
+            return web.Response(text="ok")
+        if path == "/readyz":
+            ok, why = self.ready()
+            return web.Response(text=why, status=200 if ok else 503)
+        if path == "/version":
+            return _json_response(res.VERSION)
+        if path == "/api":
+            return _json_response(res.api_versions(f"{request.host}"))
+        if path == "/apis":
+            return _json_response(res.api_group_list())
+        if path.startswith("/apis/") and path.count("/") == 2 and path[6:] in res.GROUPS:
+            return _json_response(res.api_group(path[6:]))
+        if path == "/openapi/v3":
+            return _json_response(res.openapi_index())
+        if path.startswith("/openapi/v3/"):
+            doc = res.openapi_document(path[len("/openapi/v3/"):])
+            if doc is None:
+                raise errors.NotFound("the server could not find the requested resource")
+            return _json_response(doc)
+        parts = path.split("/")[1:]
+        if parts[0] == "api" and len(parts) == 2 or parts[0] == "apis" and len(parts) == 3:
+            group, version = ("", parts[1]) if parts[0] == "api" else (parts[1], parts[2])
+            listing = res.resource_list(group, version)
+            if listing is None:
+                raise errors.NotFound("the server could not find the requested resource")
+            return _json_response(listing)
+        return None
+
+    @staticmethod
+    def _target(path: str) -> _Target | None:
+        parts = path.split("/")[1:]
+        if parts[0] == "api" and len(parts) >= 3:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[0] == "apis" and len(parts) >= 4:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            return None
+        namespace = ""
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            inner = res.by_path(group, version, rest[2])
+            if inner is not None and inner.namespaced:
+                namespace, rest = rest[1], rest[2:]
+        resource = res.by_path(group, version, rest[0])
+        if resource is None or len(rest) > 3:
+            return None
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        if sub and sub not in resource.subresources:
+            return None
+        if resource.namespaced and name and not namespace:
+            return None
+        return _Target(resource, namespace, name, sub)
+
+    async def _resource(self, request: web.Request, t: _Target) -> web.StreamResponse:
+        if "dryRun" in request.query:
+            raise errors.BadRequest("dryRun is not supported by this server")
+        method = request.method
+        if not t.name:
+            if method == "GET":
+                watch = request.query.get("watch", "").lower() in ("1", "true")
+                return await (self._watch(request, t) if watch else self._list(request, t))
+            if method == "POST":
+                return await self._create(request, t)
+        elif t.sub == "log":
+            if method == "GET":
+                return await self._log(request, t)
+        elif t.sub == "binding":
+            if method == "POST":
+                return await self._bind(request, t)
+        else:
+            if method == "GET":
+                return self._object_response(request, t, await self._registry(t).get(t.namespace, t.name))
+            if method == "PUT":
+                return await self._update(request, t)
+            if method == "PATCH":
+                return await self._patch(request, t)
+            if method == "DELETE":
+                return await self._delete(request, t)
+        raise MethodNotAllowed(f"the server does not allow this method on the requested resource ({method})")
+
+    def _registry(self, t: _Target) -> Registry:
+        return self.registries[t.resource.plural]
+
+    # ------------------------------------------------------------------ encoding
+
+    @staticmethod
+    def _object_json(r: res.Resource, obj: Any) -> dict[str, Any]:
+        return {"kind": r.kind, "apiVersion": r.api_version, **to_json(obj)}
+
+    def _object_response(self, request: web.Request, t: _Target, obj: Any, status: int = 200,
+                         warnings: list[str] | None = None) -> web.Response:
+        out = _output(request)
+        body = self._object_json(t.resource, obj)
+        if out.as_table:
+            body = table(t.resource.plural, [body], include_object=out.include_object)
+        headers = {"Warning": ", ".join(f'299 - "{w}"' for w in warnings)} if warnings else None
+        return _json_response(body, status, headers)
+
+    async def _body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        ctype = request.content_type
+        try:
+            if ctype in ("application/yaml", "application/apply-patch+yaml"):
+                return yaml.safe_load(raw)
+            return json.loads(raw)
+        except (ValueError, yaml.YAMLError) as err:
+            raise errors.BadRequest(f"the request body is not valid {'YAML' if 'yaml' in ctype else 'JSON'}: "
+                                    f"{err}") from None
+
+    def _decode(self, request: web.Request, t: _Target, data: Any) -> tuple[Any, list[str]]:
+        """The body as the resource's message; unknown fields refused (Strict) or returned
+        as warnings (Warn, the default) or dropped (Ignore)."""
+        r = t.resource
+        message = self._registry(t).strategy.message
+        if isinstance(data, dict):
+            kind, api_version = data.get("kind"), data.get("apiVersion")
+            if kind and kind != r.kind or api_version and api_version != r.api_version:
+                raise errors.BadRequest(f"the body is a {api_version}/{kind}, this endpoint takes "
+                                        f"{r.api_version}/{r.kind}")
+        decoded = from_json(data, message)
+        mode = request.query.get("fieldValidation", "Warn")
+        if mode not in ("Strict", "Warn", "Ignore"):
+            raise errors.BadRequest(f'fieldValidation: invalid value "{mode}": must be Ignore, Warn or Strict')
+        if decoded.unknown and mode == "Strict":
+            listed = ", ".join(f'unknown field "{p}"' for p in decoded.unknown)
+            raise errors.BadRequest(f'{r.kind} in version "{r.version}" cannot be handled as a {r.kind}: '
+                                    f"strict decoding error: {listed}")
+        warnings = [f'unknown field "{p}"' for p in decoded.unknown] if mode == "Warn" else []
+        return decoded.message, warnings
+
+    def _check_scope(self, t: _Target, obj: Any) -> None:
+        meta = obj.metadata
+        if t.resource.namespaced:
+            if not meta.namespace:
+                meta.namespace = t.namespace
+            elif t.namespace and meta.namespace != t.namespace:
+                raise errors.BadRequest("the namespace of the provided object does not match the namespace "
+                                        "sent on the request")
+        if t.name and meta.name and meta.name != t.name:
+            raise errors.BadRequest("the name of the object "
+                                    f"({meta.name}) does not match the name on the URL ({t.name})")
+        if t.name and not meta.name:
+            meta.name = t.name
+
+    # ------------------------------------------------------------------ verbs
+
+    async def _list(self, request: web.Request, t: _Target) -> web.Response:
+        out = _output(request)
+        q = request.query
+        try:
+            limit = int(q.get("limit", "0") or 0)
+        except ValueError:
+            raise errors.BadRequest(f'limit: invalid value "{q.get("limit")}"') from None
+        req = meta_pb2.ListRequest(namespace=t.namespace, labelSelector=q.get("labelSelector", ""),
+                                   fieldSelector=q.get("fieldSelector", ""), limit=limit,
+                                   resourceVersion=q.get("resourceVersion", ""), **{"continue": q.get("continue", "")})
+        items, meta = await self._registry(t).list(req)
+        list_meta = to_json(meta)
+        objects = [to_json(o) for o in items]
+        if out.as_table:
+            typed = [{"kind": t.resource.kind, "apiVersion": t.resource.api_version, **o} for o in objects]
+            return _json_response(table(t.resource.plural, typed, include_object=out.include_object,
+                                        list_meta=list_meta))
+        return _json_response({"kind": f"{t.resource.kind}List", "apiVersion": t.resource.api_version,
+                               "metadata": list_meta, "items": objects})
+
+    async def _create(self, request: web.Request, t: _Target) -> web.Response:
+        obj, warnings = self._decode(request, t, await self._body(request))
+        self._check_scope(t, obj)
+        created = await self._registry(t).create(obj)
+        return self._object_response(request, t, created, 201, warnings)
+
+    async def _update(self, request: web.Request, t: _Target) -> web.Response:
+        obj, warnings = self._decode(request, t, await self._body(request))
+        self._check_scope(t, obj)
+        updated = await self._registry(t).update(obj, status=t.sub == "status")
+        return self._object_response(request, t, updated, 200, warnings)
+
+    async def _patch(self, request: web.Request, t: _Target) -> web.Response:
+        kind = _PATCH_TYPES.get(request.content_type)
+        if kind is None:
+            raise UnsupportedMediaType(f"the body of the request was in an unknown format - accepted media types "
+                                       f"include: {', '.join(_PATCH_TYPES)}")
+        body = await self._body(request)
+        registry = self._registry(t)
+        if kind == "apply" and not request.query.get("fieldManager"):
+            raise errors.BadRequest("PATCH, fieldManager: Required value: is required for apply patch")
+        for _ in range(10):
+            try:
+                current = await registry.get(t.namespace, t.name)
+            except errors.NotFound:
+                if kind != "apply":
+                    raise
+                # Server-side apply creates what does not exist yet.
+                obj, warnings = self._decode(request, t, body)
+                self._check_scope(t, obj)
+                return self._object_response(request, t, await registry.create(obj), 201, warnings)
+            live = self._object_json(t.resource, current)
+            if kind == "json":
+                patched = patches.json_patch(live, body)
+            elif kind == "merge":
+                patched = patches.merge_patch(live, body)
+            else:
+                patched = patches.strategic_merge_patch(live, body)
+            obj, warnings = self._decode(request, t, patched)
+            self._check_scope(t, obj)
+            pinned = _patch_sets_version(kind, body)
+            if not pinned:
+                obj.metadata.resourceVersion = current.metadata.resourceVersion
+            try:
+                updated = await registry.update(obj, status=t.sub == "status")
+            except errors.Conflict:
+                if pinned:
+                    raise
+                continue  # someone wrote in between: patch the newer object
+            return self._object_response(request, t, updated, 200, warnings)
+        raise errors.Conflict(f'Operation cannot be fulfilled on {t.resource.plural} "{t.name}": '
+                              "the object kept changing while it was patched")
+
+    async def _delete(self, request: web.Request, t: _Target) -> web.Response:
+        options: dict[str, Any] = {}
+        if request.can_read_body:
+            raw = await request.read()
+            if raw.strip():
+                try:
+                    options = json.loads(raw)
+                except ValueError as err:
+                    raise errors.BadRequest(f"the DeleteOptions are not valid JSON: {err}") from None
+                if not isinstance(options, dict):
+                    raise errors.BadRequest("the DeleteOptions must be a JSON object")
+        grace: int | None = None
+        text = request.query.get("gracePeriodSeconds", options.get("gracePeriodSeconds"))
+        if text is not None:
+            try:
+                grace = int(text)
+            except (TypeError, ValueError):
+                raise errors.BadRequest(f'gracePeriodSeconds: invalid value "{text}"') from None
+        pre = None
+        if isinstance(options.get("preconditions"), dict):
+            pre = meta_pb2.Preconditions(**{k: v for k, v in options["preconditions"].items()
+                                            if k in ("uid", "resourceVersion") and isinstance(v, str)})
+        deleted = await self._registry(t).delete(t.namespace, t.name, grace_seconds=grace, preconditions=pre)
+        return self._object_response(request, t, deleted)
+
+    async def _bind(self, request: web.Request, t: _Target) -> web.Response:
+        data = await self._body(request)
+        if isinstance(data, dict) and data.get("kind") not in (None, "Binding"):
+            raise errors.BadRequest(f"pods/binding takes a Binding, not a {data.get('kind')}")
+        decoded = from_json(data, core_pb2.Binding)
+        binding: Any = decoded.message
+        binding.metadata.namespace = binding.metadata.namespace or t.namespace
+        binding.metadata.name = binding.metadata.name or t.name
+        if binding.metadata.name != t.name or binding.metadata.namespace != t.namespace:
+            raise errors.BadRequest("the binding's name and namespace must be the pod's")
+        await bind(self.registries["pods"], binding)
+        return _json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                               "code": 201}, 201)
+
+    async def _log(self, request: web.Request, t: _Target) -> web.StreamResponse:
+        q = request.query
+        req = api_pb2.PodLogRequest(namespace=t.namespace, name=t.name, container=q.get("container", ""),
+                                    follow=_flag(q.get("follow")), previous=_flag(q.get("previous")),
+                                    timestamps=_flag(q.get("timestamps")))
+        for number in ("tailLines", "limitBytes"):
+            if number in q:
+                try:
+                    setattr(req, number, int(q[number]))
+                except ValueError:
+                    raise errors.BadRequest(f'{number}: invalid value "{q[number]}"') from None
+        chunks = self.pod_logs.stream(req).__aiter__()
+        try:
+            first = await chunks.__anext__()  # errors (no such container, no node) are a Status
+        except StopAsyncIteration:
+            return web.Response(body=b"", content_type="text/plain")
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        await response.prepare(request)
+        await response.write(first.data)
+        try:
+            async for chunk in chunks:
+                await response.write(chunk.data)
+        except errors.ApiError as err:
+            log.info("log stream of %s/%s ended: %s", t.namespace, t.name, err.message)
+        await response.write_eof()
+        return response
+
+    async def _watch(self, request: web.Request, t: _Target) -> web.StreamResponse:
+        out = _output(request)
+        q = request.query
+        try:
+            timeout = int(q.get("timeoutSeconds", "0") or 0)
+        except ValueError:
+            raise errors.BadRequest(f'timeoutSeconds: invalid value "{q.get("timeoutSeconds")}"') from None
+        req = meta_pb2.WatchRequest(namespace=t.namespace, labelSelector=q.get("labelSelector", ""),
+                                    fieldSelector=q.get("fieldSelector", ""),
+                                    resourceVersion=q.get("resourceVersion", ""),
+                                    allowWatchBookmarks=_flag(q.get("allowWatchBookmarks")), timeoutSeconds=timeout)
+        registry = self._registry(t)
+        expired: errors.ApiError | None = None
+        try:
+            watcher = await registry.watch(req)
+        except errors.Expired as err:
+            expired, watcher = err, None
+        response = web.StreamResponse(headers={"Content-Type": _JSON, "Cache-Control": "no-cache"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        if watcher is None:
+            assert expired is not None
+            await response.write(_dumps({"type": "ERROR", "object": status_json(expired)}) + b"\n")
+            return response
+        event_type = registry.strategy.event_message
+        r = t.resource
+        deadline = time.monotonic() + timeout if timeout > 0 else None
+        try:
+            async for data in until(watcher.stream(), deadline):
+                event: Any = event_type.FromString(data)
+                obj = {"kind": r.kind, "apiVersion": r.api_version, **to_json(event.object)}
+                if out.as_table and event.type != "BOOKMARK":
+                    obj = table(r.plural, [obj], include_object=out.include_object)
+                await response.write(_dumps({"type": event.type, "object": obj}) + b"\n")
+            if watcher.error is not None:
+                await response.write(_dumps({"type": "ERROR", "object": status_json(watcher.error)}) + b"\n")
+        finally:
+            watcher.terminate()
+        return response
+
+
+def _flag(value: str | None) -> bool:
+    return (value or "").lower() in ("1", "true")
+
+
+def _patch_sets_version(kind: str, body: Any) -> bool:
+    """Whether the patch pins metadata.resourceVersion (then a conflict is the client's)."""
+    if kind == "json":
+        return any(isinstance(op, dict) and op.get("path") == "/metadata/resourceVersion" for op in body or [])
+    return isinstance(body, dict) and bool((body.get("metadata") or {}).get("resourceVersion"))

@@ -1,0 +1,233 @@
+"""Server-side printing: `meta.k8s.io/v1` Tables with the columns kubectl shows, computed
+as upstream's printers (pkg/printers/internalversion) compute them.
+
+Printers take the object's Kubernetes JSON (a dict), so list, get and watch share them.
+Columns with priority 1 are the `-o wide` ones; kubectl hides them otherwise.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["table", "human_duration", "pod_status"]
+
+Obj = dict[str, Any]
+_NONE = "<none>"
+
+
+def human_duration(seconds: float) -> str:
+    """apimachinery's duration.HumanDuration."""
+    s = int(seconds)
+    if s < -1:
+        return "<invalid>"
+    if s < 0:
+        return "0s"
+    if s < 120:
+        return f"{s}s"
+    minutes = s // 60
+    if minutes < 10:
+        return f"{minutes}m" if s % 60 == 0 else f"{minutes}m{s % 60}s"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = s // 3600
+    if hours < 8:
+        return f"{hours}h" if minutes % 60 == 0 else f"{hours}h{minutes % 60}m"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        return f"{hours // 24}d" if hours % 24 == 0 else f"{hours // 24}d{hours % 24}h"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        days = (hours // 24) % 365
+        return f"{hours // 24 // 365}y" if days == 0 else f"{hours // 24 // 365}y{days}d"
+    return f"{hours // 24 // 365}y"
+
+
+def _since(stamp: str | None, now: float) -> str:
+    if not stamp:
+        return "<unknown>"
+    when = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    return human_duration(now - when)
+
+
+def _age(obj: Obj, now: float) -> str:
+    return _since(obj.get("metadata", {}).get("creationTimestamp"), now)
+
+
+# ------------------------------------------------------------------ pods
+
+
+def pod_status(pod: Obj) -> tuple[str, int, int, str]:
+    """(STATUS, ready containers, restarts, time of the last restart or "") as printPod."""
+    spec, status = pod.get("spec", {}), pod.get("status", {})
+    reason = status.get("reason") or status.get("phase", "")
+    restarts, ready, last_restart = 0, 0, ""
+
+    def note_restart(cs: Obj) -> None:
+        nonlocal last_restart
+        finished = cs.get("lastState", {}).get("terminated", {}).get("finishedAt", "")
+        if finished > last_restart:
+            last_restart = finished
+
+    initializing = False
+    init_statuses = status.get("initContainerStatuses", [])
+    for i, cs in enumerate(init_statuses):
+        restarts += cs.get("restartCount", 0)
+        note_restart(cs)
+        state = cs.get("state", {})
+        term, wait = state.get("terminated"), state.get("waiting")
+        if term is not None and term.get("exitCode", 0) == 0:
+            continue
+        if term is not None:
+            if term.get("reason"):
+                reason = "Init:" + term["reason"]
+            elif term.get("signal"):
+                reason = f"Init:Signal:{term['signal']}"
+            else:
+                reason = f"Init:ExitCode:{term.get('exitCode', 0)}"
+        elif wait is not None and wait.get("reason") and wait["reason"] != "PodInitializing":
+            reason = "Init:" + wait["reason"]
+        else:
+            reason = f"Init:{i}/{len(spec.get('initContainers', []))}"
+        initializing = True
+        break
+    initialized = any(c.get("type") == "Initialized" and c.get("status") == "True"
+                      for c in status.get("conditions", []))
+    if not initializing or initialized:
+        restarts, has_running = 0, False
+        for cs in reversed(status.get("containerStatuses", [])):
+            restarts += cs.get("restartCount", 0)
+            note_restart(cs)
+            state = cs.get("state", {})
+            wait, term = state.get("waiting"), state.get("terminated")
+            if wait is not None and wait.get("reason"):
+                reason = wait["reason"]
+            elif term is not None and term.get("reason"):
+                reason = term["reason"]
+            elif term is not None:
+                reason = f"Signal:{term['signal']}" if term.get("signal") else f"ExitCode:{term.get('exitCode', 0)}"
+            elif cs.get("ready") and "running" in state:
+                has_running = True
+                ready += 1
+        if reason == "Completed" and has_running:
+            ready_condition = any(c.get("type") == "Ready" and c.get("status") == "True"
+                                  for c in status.get("conditions", []))
+            reason = "Running" if ready_condition else "NotReady"
+    if pod.get("metadata", {}).get("deletionTimestamp"):
+        if status.get("reason") == "NodeLost":
+            reason = "Unknown"
+        elif status.get("phase") not in ("Succeeded", "Failed"):
+            reason = "Terminating"
+    return reason, ready, restarts, last_restart
+
+
+def _pod_row(pod: Obj, now: float) -> list[Any]:
+    reason, ready, restarts, last = pod_status(pod)
+    spec, status = pod.get("spec", {}), pod.get("status", {})
+    restarts_text = f"{restarts} ({_since(last, now)} ago)" if last else str(restarts)
+    gates = spec.get("readinessGates", [])
+    return [pod["metadata"]["name"], f"{ready}/{len(spec.get('containers', []))}", reason, restarts_text,
+            _age(pod, now), status.get("podIP") or _NONE, spec.get("nodeName") or _NONE,
+            status.get("nominatedNodeName") or _NONE, f"{len(gates)}" if gates else _NONE]
+
+
+_POD_COLUMNS = [("Name", "string", 0), ("Ready", "string", 0), ("Status", "string", 0), ("Restarts", "string", 0),
+                ("Age", "string", 0), ("IP", "string", 1), ("Node", "string", 1), ("Nominated Node", "string", 1),
+                ("Readiness Gates", "string", 1)]
+
+
+# ------------------------------------------------------------------ nodes
+
+
+def _node_row(node: Obj, now: float) -> list[Any]:
+    meta, spec, status = node["metadata"], node.get("spec", {}), node.get("status", {})
+    ready = next((c for c in status.get("conditions", []) if c.get("type") == "Ready"), None)
+    if ready is None:
+        conditions = ["Unknown"]
+    else:
+        conditions = ["Ready" if ready.get("status") == "True" else
+                      "NotReady" if ready.get("status") == "False" else "Unknown"]
+    if spec.get("unschedulable"):
+        conditions.append("SchedulingDisabled")
+    roles = sorted({k.split("/", 1)[1] for k in meta.get("labels", {})
+                    if k.startswith("node-role.kubernetes.io/") and k.split("/", 1)[1]}
+                   | ({meta["labels"]["kubernetes.io/role"]} if meta.get("labels", {}).get("kubernetes.io/role") else set()))
+    info = status.get("nodeInfo", {})
+    addresses = status.get("addresses", [])
+
+    def address(kind: str) -> str:
+        return next((a["address"] for a in addresses if a.get("type") == kind), _NONE)
+
+    return [meta["name"], ",".join(conditions), ",".join(roles) or _NONE, _age(node, now),
+            info.get("kubeletVersion", ""), address("InternalIP"), address("ExternalIP"),
+            info.get("osImage") or "<unknown>", info.get("kernelVersion") or "<unknown>",
+            info.get("containerRuntimeVersion") or "<unknown>"]
+
+
+_NODE_COLUMNS = [("Name", "string", 0), ("Status", "string", 0), ("Roles", "string", 0), ("Age", "string", 0),
+                 ("Version", "string", 0), ("Internal-IP", "string", 1), ("External-IP", "string", 1),
+                 ("OS-Image", "string", 1), ("Kernel-Version", "string", 1), ("Container-Runtime", "string", 1)]
+
+
+# ------------------------------------------------------------------ others
+
+
+def _event_row(ev: Obj, now: float) -> list[Any]:
+    first = ev.get("firstTimestamp") or ev.get("eventTime") or ev.get("metadata", {}).get("creationTimestamp")
+    last = ev.get("lastTimestamp") or ev.get("eventTime") or first
+    ref = ev.get("involvedObject", {})
+    source = ev.get("source", {})
+    source_text = source.get("component", "") + (f", {source['host']}" if source.get("host") else "")
+    count = ev.get("count", 0)
+    return [_since(last, now), ev.get("type", ""), ev.get("reason", ""),
+            f"{ref.get('kind', '').lower()}/{ref.get('name', '')}", ref.get("fieldPath", ""),
+            source_text or ev.get("reportingComponent", ""), ev.get("message", "").strip(),
+            _since(first, now), count if count > 1 else 1, ev["metadata"]["name"]]
+
+
+_EVENT_COLUMNS = [("Last Seen", "string", 0), ("Type", "string", 0), ("Reason", "string", 0),
+                  ("Object", "string", 0), ("Subobject", "string", 1), ("Source", "string", 1),
+                  ("Message", "string", 0), ("First Seen", "string", 1), ("Count", "integer", 1),
+                  ("Name", "string", 1)]
+
+
+def _namespace_row(ns: Obj, now: float) -> list[Any]:
+    return [ns["metadata"]["name"], ns.get("status", {}).get("phase", ""), _age(ns, now)]
+
+
+def _lease_row(lease: Obj, now: float) -> list[Any]:
+    return [lease["metadata"]["name"], lease.get("spec", {}).get("holderIdentity") or _NONE, _age(lease, now)]
+
+
+_PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], list[Any]]]] = {
+    "pods": (_POD_COLUMNS, _pod_row),
+    "nodes": (_NODE_COLUMNS, _node_row),
+    "events": (_EVENT_COLUMNS, _event_row),
+    "namespaces": ([("Name", "string", 0), ("Status", "string", 0), ("Age", "string", 0)], _namespace_row),
+    "leases": ([("Name", "string", 0), ("Holder", "string", 0), ("Age", "string", 0)], _lease_row),
+}
+
+
+def table(resource: str, objects: list[Obj], *, include_object: str = "Metadata", headers: bool = True,
+          list_meta: Obj | None = None, now: float | None = None) -> Obj:
+    """A meta.k8s.io/v1 Table of `objects` (Kubernetes JSON dicts with kind/apiVersion)."""
+    columns, row = _PRINTERS[resource]
+    at = time.time() if now is None else now
+    rows = []
+    for obj in objects:
+        entry: Obj = {"cells": row(obj, at)}
+        if include_object == "Object":
+            entry["object"] = obj
+        elif include_object != "None":
+            entry["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                               "metadata": obj.get("metadata", {})}
+        rows.append(entry)
+    out: Obj = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta or {}, "rows": rows}
+    out["columnDefinitions"] = [
+        {"name": name, "type": typ, "format": "name" if name == "Name" else "", "description": "",
+         "priority": priority} for name, typ, priority in columns] if headers else []
+    return out

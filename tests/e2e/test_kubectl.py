@@ -1,0 +1,164 @@
+"""The real kubectl against the REST facade of a whole cluster (apiserver, scheduler, a
+kubelet running pods under runc): what a user types, and what kubectl prints back.
+
+kubectl runs as a subprocess awaited off the event loop, so the in-process apiserver
+keeps serving it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import Cluster
+
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels:
+    app: web
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "echo hello from web; i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.3; done"]
+    ports:
+    - containerPort: 8080
+"""
+
+
+def write_kubeconfig(path: Path, server: str) -> Path:
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "kubeling",
+        "clusters": [{"name": "kubeling", "cluster": {"server": server}}],
+        "contexts": [{"name": "kubeling", "context": {"cluster": "kubeling", "user": "admin",
+                                                      "namespace": "default"}}],
+        "users": [{"name": "admin", "user": {}}]}))
+    return path
+
+
+class Kubectl:
+    def __init__(self, kubeconfig: Path) -> None:
+        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(kubeconfig.parent)}
+
+    async def __call__(self, *args: str, ok: bool = True, stdin: str | None = None,
+                       env: dict[str, str] | None = None, timeout: float = 90) -> tuple[int, str, str]:
+        proc = await asyncio.create_subprocess_exec(
+            "kubectl", *args, env={**self.env, **(env or {})}, stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin else None), timeout)
+        assert proc.returncode is not None
+        result = proc.returncode, out.decode(), err.decode()
+        if ok:
+            assert proc.returncode == 0, f"kubectl {' '.join(args)}: {result}"
+        return result
+
+    async def start(self, *args: str) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec("kubectl", *args, env=self.env, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.PIPE)
+
+
+@pytest.fixture
+def kubectl(cluster: Cluster, tmp_path: Path) -> Kubectl:
+    return Kubectl(write_kubeconfig(tmp_path / "kubeconfig", f"http://{cluster.apiserver.rest_address}"))
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> str:
+    if proc.returncode is None:
+        proc.terminate()
+    out, _ = await proc.communicate()
+    return out.decode()
+
+
+async def test_kubectl_pod_lifecycle(cluster: Cluster, kubectl: Kubectl, tmp_path: Path) -> None:
+    await cluster.add_node(1)
+    node = next(iter(cluster.kubelets))
+    _, out, _ = await kubectl("get", "nodes", "-o", "wide")
+    header, row = out.splitlines()[:2]
+    assert header.split()[:5] == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"] and "INTERNAL-IP" in header
+    assert row.split()[:3] == [node, "Ready", "<none>"]
+
+    watch = await kubectl.start("get", "pods", "-w")
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(POD)
+    _, out, _ = await kubectl("apply", "-f", str(manifest))
+    assert out.strip() == "pod/web created"
+    await kubectl("wait", "--for=condition=Ready", "pod/web", "--timeout=60s")
+    await asyncio.sleep(0.5)
+    statuses = [line.split()[2] for line in (await _stop(watch)).splitlines()[1:]]
+    assert statuses[0] == "Pending" and "ContainerCreating" in statuses and statuses[-1] == "Running", statuses
+
+    _, out, _ = await kubectl("get", "pods")
+    assert out.splitlines()[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert out.splitlines()[1].split()[:4] == ["web", "1/1", "Running", "0"]
+    _, out, _ = await kubectl("get", "pods", "-o", "wide")
+    assert out.splitlines()[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE",
+                                           "NOMINATED", "NODE", "READINESS", "GATES"]
+    pod = json.loads((await kubectl("get", "pod", "web", "-o", "json"))[1])
+    assert out.splitlines()[1].split()[5:7] == [pod["status"]["podIP"], node]
+    assert pod["kind"] == "Pod" and pod["spec"]["containers"][0]["ports"] == [{"containerPort": 8080, "protocol": "TCP"}]
+    assert isinstance(pod["metadata"]["generation"], int)
+    _, out, _ = await kubectl("get", "pods", "-A")
+    assert out.splitlines()[0].split()[:2] == ["NAMESPACE", "NAME"] and out.splitlines()[1].split()[:2] == ["default", "web"]
+
+    # The object as YAML, applied again (server-side), changes nothing; so does a second client-side apply.
+    exported = tmp_path / "web.yaml"
+    exported.write_text((await kubectl("get", "pod", "web", "-o", "yaml"))[1])
+    version = pod["metadata"]["resourceVersion"]
+    await kubectl("apply", "--server-side", "-f", str(exported))
+    _, out, _ = await kubectl("apply", "-f", str(manifest))
+    assert out.strip() == "pod/web unchanged"
+    assert json.loads((await kubectl("get", "pod", "web", "-o", "json"))[1])["metadata"]["resourceVersion"] == version
+
+    _, out, _ = await kubectl("logs", "web")
+    assert out.startswith("hello from web\n")
+    follow = await kubectl.start("logs", "-f", "web")
+    assert follow.stdout is not None
+    first = await asyncio.wait_for(follow.stdout.readline(), 10)
+    assert first == b"hello from web\n"
+    later = await asyncio.wait_for(follow.stdout.readline(), 10)
+    assert later.startswith(b"tick ")
+    await _stop(follow)
+
+    await kubectl("label", "pod", "web", "tier=frontend")
+    await kubectl("annotate", "pod", "web", "owner=alice")
+    _, out, _ = await kubectl("get", "pods", "-l", "tier=frontend", "-o", "name")
+    assert out.strip() == "pod/web"
+    await kubectl("edit", "pod", "web", env={"KUBE_EDITOR": "sed -i s/owner:\\ alice/owner:\\ bob/"})
+    _, out, _ = await kubectl("get", "pod", "web", "-o", "jsonpath={.metadata.annotations.owner}")
+    assert out == "bob"
+
+    _, out, _ = await kubectl("describe", "pod", "web")
+    assert f"Node:             {node}/" in out.replace("Node:         ", "Node:             ") or node in out
+    assert "Scheduled" in out and "Successfully assigned default/web" in out and "Started" in out
+    _, out, _ = await kubectl("get", "events")
+    assert "pod/web" in out and "Scheduled" in out
+
+    code, _, err = await kubectl("get", "pod", "nope", ok=False)
+    assert code == 1 and err.strip() == 'Error from server (NotFound): pods "nope" not found'
+    code, _, err = await kubectl("create", "-f", str(manifest), ok=False)
+    assert code == 1 and 'Error from server (AlreadyExists): error when creating' in err and 'pods "web" already exists' in err
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text(POD.replace("name: web\n  labels", "name: web2\n  labels").replace("  containers:", "  colour: blue\n  containers:"))
+    code, _, err = await kubectl("create", "-f", str(unknown), ok=False)
+    assert code == 1 and "Error from server (BadRequest)" in err and 'strict decoding error: unknown field "spec.colour"' in err
+    invalid = tmp_path / "invalid.yaml"
+    invalid.write_text(POD.replace("name: web\n  labels", "name: web3\n  labels").replace("    image: busybox\n", ""))
+    code, _, err = await kubectl("create", "-f", str(invalid), ok=False)
+    assert code == 1 and 'The Pod "web3" is invalid' in err and "spec.containers[0].image" in err
+
+    _, out, _ = await kubectl("delete", "pod", "web")
+    assert out.strip() == 'pod "web" deleted'
+    code, _, _ = await kubectl("get", "pod", "web", ok=False)  # delete waited until it was gone
+    assert code == 1
