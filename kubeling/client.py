@@ -23,7 +23,11 @@ import yaml
 from kubeling.errors import from_rpc_error
 from protos.kubeling.v1 import api_pb2, api_pb2_grpc, coordination_pb2, core_pb2, meta_pb2
 
-__all__ = ["Client", "ResourceClient", "PodClient", "WatchEvent"]
+__all__ = ["Client", "ResourceClient", "PodClient", "WatchEvent", "GRPC_EXTENSION"]
+
+# The kubeconfig cluster extension that carries the apiserver's gRPC address (kubectl
+# ignores it and uses `server`, the REST API).
+GRPC_EXTENSION = "kubeling.io/grpc"
 
 T = TypeVar("T")
 
@@ -172,14 +176,17 @@ class Client:
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path, **options: Any) -> Client:
-        """A client for the current context's cluster of a kubeconfig (as `kubeling up` writes)."""
+        """A client for the current context's cluster of a kubeconfig (as `kubeling up` writes):
+        the gRPC address of its `kubeling.io/grpc` extension, else its server's host:port."""
         config = yaml.safe_load(Path(path).read_text()) or {}
         current = config.get("current-context", "")
         context: dict[str, Any] = next((c.get("context", {}) for c in config.get("contexts", [])
                                         if c.get("name") == current), {})
         cluster: dict[str, Any] = next((c.get("cluster", {}) for c in config.get("clusters", [])
                                         if c.get("name") == context.get("cluster")), {})
-        server = str(cluster.get("server", ""))
+        grpc_address = next((str((e.get("extension") or {}).get("address", "")) for e in cluster.get("extensions", [])
+                             if e.get("name") == GRPC_EXTENSION), "")
+        server = grpc_address or str(cluster.get("server", ""))
         address = urlsplit(server).netloc if "://" in server else server
         if not address:
             raise ValueError(f"{path}: no server for the current context {current!r}")

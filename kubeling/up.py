@@ -29,13 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import yaml
 
 from kubelet.agent import bridge_name, runtime_config
 from kubelet.config import KubeletConfig
 from kubelet.cri.server import CRIServer
 from kubelet.runtime import CRICallError, Runtime
 from kubeling import errors
-from kubeling.client import Client
+from kubeling.client import GRPC_EXTENSION, Client
 from kubeling.etcd import etcd_binary
 from kubeling.netutil import free_port
 
@@ -58,6 +59,7 @@ class ClusterPlan:
     etcd_peer_port: int
     apiserver_port: int
     scheduler_metrics_port: int
+    rest_port: int = 0  # the Kubernetes REST API (kubectl)
     cluster_cidr: str = CLUSTER_CIDR
     otlp_endpoint: str = ""  # every component exports its spans here ("" : nowhere)
     supervisor_pid: int = 0
@@ -68,6 +70,10 @@ class ClusterPlan:
     @property
     def apiserver(self) -> str:
         return f"127.0.0.1:{self.apiserver_port}"
+
+    @property
+    def rest(self) -> str:
+        return f"127.0.0.1:{self.rest_port}"
 
     @property
     def root(self) -> Path:
@@ -106,7 +112,7 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
                  "--initial-advertise-peer-urls", peer, "--initial-cluster", f"kubeling={peer}",
                  "--log-level", "warn"],
         "apiserver": _python("apiserver", "--etcd", f"127.0.0.1:{plan.etcd_port}", "--listen", plan.apiserver,
-                             "--cluster-cidr", plan.cluster_cidr),
+                             "--rest-listen", plan.rest, "--cluster-cidr", plan.cluster_cidr),
         "scheduler": _python("scheduler", "--apiserver", plan.apiserver,
                              "--metrics-listen", f"127.0.0.1:{plan.scheduler_metrics_port}"),
     }
@@ -120,12 +126,19 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
 
 
 def write_kubeconfig(plan: ClusterPlan) -> Path:
+    """kubectl's view of the cluster (the REST API); the project's own client finds the
+    gRPC address in the cluster's `kubeling.io/grpc` extension."""
     path = plan.root / "kubeconfig"
-    path.write_text(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: kubeling\n  cluster:\n"
-        f"    server: http://{plan.apiserver}\n"
-        "contexts:\n- name: kubeling\n  context:\n    cluster: kubeling\n    user: kubeling\n"
-        "current-context: kubeling\nusers:\n- name: kubeling\n  user: {}\n")
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "kubeling", "preferences": {},
+        "clusters": [{"name": "kubeling", "cluster": {
+            "server": f"http://{plan.rest}",
+            "extensions": [{"name": GRPC_EXTENSION, "extension": {"address": plan.apiserver}}]}}],
+        "contexts": [{"name": "kubeling", "context": {"cluster": "kubeling", "user": "kubeling",
+                                                      "namespace": "default"}}],
+        "users": [{"name": "kubeling", "user": {}}],
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 
 
@@ -296,7 +309,7 @@ async def clean_node(plan: ClusterPlan, node: str) -> None:
 def _new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_endpoint: str = "") -> ClusterPlan:
     return ClusterPlan(state_dir=str(state_dir), nodes=[f"{prefix}{i}" for i in range(1, nodes + 1)],
                        etcd_port=free_port(), etcd_peer_port=free_port(), apiserver_port=free_port(),
-                       scheduler_metrics_port=free_port(), cluster_cidr=cluster_cidr, otlp_endpoint=otlp_endpoint)
+                       rest_port=free_port(), scheduler_metrics_port=free_port(), cluster_cidr=cluster_cidr, otlp_endpoint=otlp_endpoint)
 
 
 def _alive(pid: int) -> bool:
@@ -366,15 +379,16 @@ def _print_summary(plan: ClusterPlan) -> None:
     root = plan.root
     print(f"""
 kubeling is up: {len(plan.nodes)} node(s) Ready
+  API (REST)   http://{plan.rest}   (kubectl)
   API (gRPC)   {plan.apiserver}
   kubeconfig   {root / 'kubeconfig'}
   logs         {root / 'logs'}/<component>.log
   metrics      scheduler http://127.0.0.1:{plan.scheduler_metrics_port}/metrics
 
 create a first pod:
-  {sys.executable} -c "import asyncio; from kubeling import Client; from protos.kubeling.v1 import core_pb2; \\
-asyncio.run(Client('{plan.apiserver}').pods.create(core_pb2.Pod(metadata={{'name': 'hello'}}, \\
-spec={{'containers': [{{'name': 'main', 'image': 'busybox', 'command': ['sleep', '3600']}}]}})))"
+  export KUBECONFIG={root / 'kubeconfig'}
+  kubectl run hello --image=busybox -- sleep 3600
+  kubectl get pods -o wide
   kubeling status --state-dir {root}
 """, flush=True)
 

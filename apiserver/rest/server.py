@@ -248,7 +248,7 @@ class RestServer:
         body = self._object_json(t.resource, obj)
         if out.as_table:
             body = table(t.resource.plural, [body], include_object=out.include_object)
-        headers = {"Warning": ", ".join(f'299 - "{w}"' for w in warnings)} if warnings else None
+        headers = {"Warning": ", ".join(_warning(w) for w in warnings)} if warnings else None
         return _json_response(body, status, headers)
 
     async def _body(self, request: web.Request) -> Any:
@@ -477,6 +477,12 @@ class RestServer:
         finally:
             watcher.terminate()
         return response
+
+
+def _warning(text: str) -> str:
+    """An RFC 7234 warning header value, as upstream sends them (code 299, agent "-")."""
+    quoted = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'299 - "{quoted}"'
 
 
 def _flag(value: str | None) -> bool:

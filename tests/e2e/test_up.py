@@ -71,6 +71,17 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
             assert status.returncode == 0 and "default/server" in status.stdout and nodes[1] in status.stdout
             assert f"kubelet-{nodes[0]}" in status.stdout and "running" in status.stdout
 
+            # kubectl, with the kubeconfig `up` wrote, as the README's quick start uses it.
+            kubectl = ["kubectl", "--kubeconfig", str(state / "kubeconfig")]
+            listed = await asyncio.to_thread(subprocess.run, kubectl + ["get", "nodes"], capture_output=True, text=True)
+            assert sorted(line.split()[:2] for line in listed.stdout.splitlines()[1:]) == [[n, "Ready"] for n in nodes]
+            ran = await asyncio.to_thread(subprocess.run, kubectl + ["run", "hello", "--image=busybox", "--", "sleep",
+                                                                     "3600"], capture_output=True, text=True)
+            assert ran.returncode == 0 and ran.stdout.strip() == "pod/hello created", ran.stderr
+            waited = await asyncio.to_thread(subprocess.run, kubectl + ["wait", "--for=condition=Ready", "pod/hello",
+                                                                        "--timeout=60s"], capture_output=True, text=True)
+            assert waited.returncode == 0, waited.stderr
+
             # A component killed outright comes back (same ports) and the cluster keeps working.
             scheduler = subprocess.run(["pgrep", "-f", f"scheduler --apiserver {plan.apiserver}"],
                                        capture_output=True, text=True).stdout.split()

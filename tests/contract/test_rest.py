@@ -1,0 +1,253 @@
+"""The REST facade against its protocol: the official `kubernetes` Python client (a real,
+independent REST client) and raw HTTP for what the client does not expose (discovery,
+OpenAPI, tables, content types). The apiserver runs on a real etcd."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes import watch as k8s_watch
+from kubernetes.client.rest import ApiException
+
+from apiserver.server import APIServer
+from kubeling.etcd import EtcdServer
+from tests.conftest import apiserver_config
+from tests.e2e.test_kubectl import write_kubeconfig
+
+T = TypeVar("T")
+
+
+@pytest.fixture
+async def rest(etcd: EtcdServer, prefix: str) -> AsyncIterator[APIServer]:
+    server = APIServer(apiserver_config(etcd, prefix, rest_listen="127.0.0.1:0"))
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop(grace=0)
+
+
+def _api(server: APIServer, tmp_path: Path) -> k8s.CoreV1Api:
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", f"http://{server.rest_address}")
+    return k8s.CoreV1Api(k8s_config.new_client_from_config(str(kubeconfig)))
+
+
+async def _sync(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """The official client blocks: run it off the loop that serves it."""
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+def _pod(name: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels},
+            "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["sleep", "60"],
+                                     "ports": [{"containerPort": 80}]}]}}
+
+
+async def test_python_client_crud_and_errors(rest: APIServer, tmp_path: Path) -> None:
+    api = _api(rest, tmp_path)
+    namespaces = await _sync(api.list_namespace)
+    assert {"default", "kube-system"} <= {n.metadata.name for n in namespaces.items}
+
+    created = await _sync(api.create_namespaced_pod, "default", _pod("a", app="web"))  # no kind/apiVersion sent
+    assert created.metadata.uid and created.spec.containers[0].ports[0].protocol == "TCP"
+    assert created.spec.termination_grace_period_seconds == 30
+    generated = await _sync(api.create_namespaced_pod, "default",
+                            {"metadata": {"generateName": "gen-"}, "spec": _pod("x")["spec"]})
+    assert generated.metadata.name.startswith("gen-") and len(generated.metadata.name) == 9
+
+    listed = await _sync(api.list_namespaced_pod, "default", label_selector="app=web")
+    assert [p.metadata.name for p in listed.items] == ["a"] and listed.metadata.resource_version
+    by_field = await _sync(api.list_pod_for_all_namespaces, field_selector="metadata.name=a")
+    assert [p.metadata.name for p in by_field.items] == ["a"]
+    page = await _sync(api.list_namespaced_pod, "default", limit=1)
+    assert len(page.items) == 1 and page.metadata._continue
+    rest_page = await _sync(api.list_namespaced_pod, "default", limit=1, _continue=page.metadata._continue)
+    assert {page.items[0].metadata.name, rest_page.items[0].metadata.name} == {"a", generated.metadata.name}
+
+    patched = await _sync(api.patch_namespaced_pod, "a", "default", {"metadata": {"labels": {"tier": "x"}}})
+    assert patched.metadata.labels == {"app": "web", "tier": "x"}
+    stale = created
+    stale.metadata.labels = {"app": "stale"}
+    with pytest.raises(ApiException) as conflict:
+        await _sync(api.replace_namespaced_pod, "a", "default", stale)
+    assert conflict.value.status == 409 and json.loads(conflict.value.body)["reason"] == "Conflict"
+
+    with pytest.raises(ApiException) as missing:
+        await _sync(api.read_namespaced_pod, "nope", "default")
+    body = json.loads(missing.value.body)
+    assert missing.value.status == 404 and body["kind"] == "Status" and body["reason"] == "NotFound"
+    assert body["message"] == 'pods "nope" not found' and body["details"] == {"name": "nope", "kind": "pods"}
+    with pytest.raises(ApiException) as exists:
+        await _sync(api.create_namespaced_pod, "default", _pod("a"))
+    assert exists.value.status == 409 and json.loads(exists.value.body)["reason"] == "AlreadyExists"
+    bad = _pod("bad")
+    bad["spec"]["containers"][0]["image"] = ""
+    with pytest.raises(ApiException) as invalid:
+        await _sync(api.create_namespaced_pod, "default", bad)
+    body = json.loads(invalid.value.body)
+    assert invalid.value.status == 422 and body["reason"] == "Invalid"
+    assert {"reason": "FieldValueRequired", "message": "Required value", "field": "spec.containers[0].image"} \
+        in body["details"]["causes"]
+
+    deleted = await _sync(api.delete_namespaced_pod, "a", "default")  # unbound: gone at once
+    assert deleted.metadata.name == "a"
+    with pytest.raises(ApiException):
+        await _sync(api.read_namespaced_pod, "a", "default")
+
+
+async def test_python_client_watch(rest: APIServer, tmp_path: Path) -> None:
+    api = _api(rest, tmp_path)
+    start = (await _sync(api.list_namespaced_pod, "default")).metadata.resource_version
+
+    def collect() -> list[tuple[str, str]]:
+        seen = []
+        w = k8s_watch.Watch()
+        for event in w.stream(api.list_namespaced_pod, "default", resource_version=start, timeout_seconds=10):
+            seen.append((event["type"], event["object"].metadata.name))
+            if event["type"] == "DELETED":
+                w.stop()
+        return seen
+
+    watching = asyncio.create_task(asyncio.to_thread(collect))
+    await asyncio.sleep(0.3)
+    await _sync(api.create_namespaced_pod, "default", _pod("w"))
+    await _sync(api.patch_namespaced_pod, "w", "default", {"metadata": {"labels": {"x": "y"}}})
+    await _sync(api.delete_namespaced_pod, "w", "default")
+    assert await asyncio.wait_for(watching, 20) == [("ADDED", "w"), ("MODIFIED", "w"), ("DELETED", "w")]
+
+
+async def test_python_client_watch_expired(prefix: str, tmp_path: Path) -> None:
+    with EtcdServer() as own_etcd:  # compaction is global to an etcd: not on the shared one
+        server = APIServer(apiserver_config(own_etcd, prefix, compaction_interval=0.2, rest_listen="127.0.0.1:0"))
+        await server.start()
+        try:
+            api = _api(server, tmp_path)
+            old = (await _sync(api.create_namespaced_pod, "default", _pod("old"))).metadata.resource_version
+            for i in range(3):
+                await _sync(api.create_namespaced_pod, "default", _pod(f"p{i}"))
+            for _ in range(100):
+                if server.metrics.compactions._value.get() >= 2:
+                    break
+                await asyncio.sleep(0.05)
+
+            def watch_from_old() -> None:
+                for _ in k8s_watch.Watch().stream(api.list_namespaced_pod, "default", resource_version=old):
+                    pass
+
+            # The client retries once on the 410 ERROR event, then raises it.
+            with pytest.raises(ApiException) as gone:
+                await asyncio.wait_for(asyncio.to_thread(watch_from_old), 20)
+            assert gone.value.status == 410 and "Expired" in str(gone.value.reason)
+        finally:
+            await server.stop(grace=0)
+
+
+# ------------------------------------------------------------------ raw HTTP
+
+
+@pytest.fixture
+async def http(rest: APIServer) -> AsyncIterator[tuple[aiohttp.ClientSession, str]]:
+    async with aiohttp.ClientSession() as session:
+        yield session, f"http://{rest.rest_address}"
+
+
+async def _get(http: tuple[aiohttp.ClientSession, str], path: str, **headers: str) -> tuple[int, Any]:
+    session, base = http
+    async with session.get(base + path, headers=headers) as r:
+        return r.status, await r.json(content_type=None)
+
+
+async def test_discovery_and_openapi(http: tuple[aiohttp.ClientSession, str]) -> None:
+    code, version = await _get(http, "/version")
+    assert code == 200 and version["major"] == "1" and 29 <= int(version["minor"]) <= 33
+    assert (await _get(http, "/api"))[1]["versions"] == ["v1"]
+    groups = (await _get(http, "/apis"))[1]
+    assert [g["name"] for g in groups["groups"]] == ["coordination.k8s.io"]
+    v1 = (await _get(http, "/api/v1"))[1]
+    names = {r["name"]: r for r in v1["resources"]}
+    assert names["pods"]["shortNames"] == ["po"] and names["nodes"]["namespaced"] is False
+    assert {"pods/log", "pods/status", "pods/binding", "events", "namespaces"} <= set(names)
+    assert names["events"]["shortNames"] == ["ev"] and names["namespaces"]["shortNames"] == ["ns"]
+    leases = (await _get(http, "/apis/coordination.k8s.io/v1"))[1]
+    assert [r["name"] for r in leases["resources"]] == ["leases"]
+    index = (await _get(http, "/openapi/v3"))[1]
+    url = index["paths"]["api/v1"]["serverRelativeURL"]
+    doc = (await _get(http, url))[1]
+    patch = doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]
+    assert patch["x-kubernetes-group-version-kind"] == {"group": "", "version": "v1", "kind": "Pod"}
+    assert any(p["name"] == "fieldValidation" for p in patch["parameters"])
+    assert (await _get(http, "/api/v2"))[0] == 404
+    assert (await _get(http, "/api/v1/widgets"))[0] == 404
+
+
+async def test_tables_field_validation_and_content_types(http: tuple[aiohttp.ClientSession, str]) -> None:
+    session, base = http
+    pods = base + "/api/v1/namespaces/default/pods"
+    body = {"apiVersion": "v1", "kind": "Pod", **_pod("t")}
+    body["spec"]["colour"] = "blue"
+    async with session.post(pods + "?fieldValidation=Strict", json=body) as r:
+        assert r.status == 400 and 'unknown field "spec.colour"' in (await r.json())["message"]
+    async with session.post(pods, json=body) as r:  # Warn (the default): created, with a warning
+        assert r.status == 201 and 'unknown field \\"spec.colour\\"' in r.headers["Warning"]
+
+    table_accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+    code, table = await _get(http, "/api/v1/namespaces/default/pods", Accept=table_accept)
+    assert code == 200 and table["kind"] == "Table"
+    columns = [(c["name"], c["priority"]) for c in table["columnDefinitions"]]
+    assert columns[:5] == [("Name", 0), ("Ready", 0), ("Status", 0), ("Restarts", 0), ("Age", 0)]
+    assert ("IP", 1) in columns and ("Node", 1) in columns
+    row = table["rows"][0]
+    assert row["cells"][:4] == ["t", "0/1", "Pending", "0"]
+    assert row["object"]["kind"] == "PartialObjectMetadata" and row["object"]["metadata"]["name"] == "t"
+    code, single = await _get(http, "/api/v1/namespaces/default/pods/t", Accept=table_accept)
+    assert single["kind"] == "Table" and len(single["rows"]) == 1
+    assert (await _get(http, "/api/v1/pods", Accept="application/vnd.kubernetes.protobuf"))[0] == 406
+
+    item = pods + "/t"
+    async with session.patch(item, data=json.dumps([{"op": "add", "path": "/metadata/labels", "value": {"json": "1"}}]),
+                             headers={"Content-Type": "application/json-patch+json"}) as r:
+        assert r.status == 200 and (await r.json())["metadata"]["labels"] == {"json": "1"}
+    smp = {"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}}
+    async with session.patch(item, data=json.dumps(smp),
+                             headers={"Content-Type": "application/strategic-merge-patch+json"}) as r:
+        result = await r.json()  # containers merged by name: pods allow an image change
+        assert r.status == 200, result
+        assert result["spec"]["containers"][0]["image"] == "busybox:2"
+        assert result["spec"]["containers"][0]["command"] == ["sleep", "60"]
+    async with session.patch(item, data="{}", headers={"Content-Type": "text/plain"}) as r:
+        assert r.status == 415 and (await r.json())["reason"] == "UnsupportedMediaType"
+    async with session.post(item, json={}) as r:
+        assert r.status == 405 and (await r.json())["reason"] == "MethodNotAllowed"
+
+    applied = {"apiVersion": "v1", "kind": "Pod", **_pod("ssa", app="ssa")}
+    async with session.patch(pods + "/ssa?fieldManager=test", data=json.dumps(applied),
+                             headers={"Content-Type": "application/apply-patch+yaml"}) as r:
+        assert r.status == 201 and (await r.json())["metadata"]["labels"] == {"app": "ssa"}
+    async with session.delete(item, json={"gracePeriodSeconds": 0}) as r:
+        assert r.status == 200 and (await r.json())["metadata"]["name"] == "t"
+
+
+async def test_http_watch(http: tuple[aiohttp.ClientSession, str]) -> None:
+    session, base = http
+    pods = base + "/api/v1/namespaces/default/pods"
+    _, listed = await _get(http, "/api/v1/namespaces/default/pods")
+    rv = listed["metadata"]["resourceVersion"]
+    async with session.post(pods, json=_pod("w1")) as r:
+        assert r.status == 201
+    # From the list's resourceVersion: the create, then bookmarks until the timeout ends it.
+    url = f"{pods}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=2"
+    async with session.get(url) as r:
+        assert r.status == 200 and r.headers["Content-Type"].startswith("application/json")
+        events = [json.loads(line) async for line in r.content if line.strip()]
+    assert events[0]["type"] == "ADDED" and events[0]["object"]["metadata"]["name"] == "w1"
+    assert events[0]["object"]["kind"] == "Pod"
+    bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
+    assert bookmarks and int(bookmarks[-1]["object"]["metadata"]["resourceVersion"]) >= int(rv)
