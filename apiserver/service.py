@@ -20,7 +20,7 @@ from apiserver.podlogs import PodLogProxy
 from apiserver.registry.binding import bind
 from apiserver.registry.store import Registry
 from kubeling import errors
-from kubeling.telemetry import POD_TRACE_ANNOTATION, inject_current
+from kubeling.telemetry import mark_pod_trace
 from protos.kubeling.v1 import api_pb2, core_pb2, meta_pb2
 
 __all__ = ["service_handler", "SERVICE_NAMES", "until"]
@@ -158,10 +158,8 @@ def service_handler(registry: Registry, metrics: Metrics,
     msg = strategy.message
 
     async def create(obj: Any) -> Any:
-        if resource == "pods" and POD_TRACE_ANNOTATION not in obj.metadata.annotations:
-            traceparent = inject_current()
-            if traceparent:  # this request is traced: the pod's start continues its trace
-                obj.metadata.annotations[POD_TRACE_ANNOTATION] = traceparent
+        if resource == "pods":
+            mark_pod_trace(obj)
         return await registry.create(obj)
 
     async def get(req: meta_pb2.GetRequest) -> Any:

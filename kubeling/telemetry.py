@@ -20,7 +20,8 @@ from typing import Any
 
 from opentelemetry import context, propagate, trace
 
-__all__ = ["setup", "POD_TRACE_ANNOTATION", "pod_context", "pod_attributes", "inject_current", "tracer"]
+__all__ = ["setup", "POD_TRACE_ANNOTATION", "pod_context", "pod_attributes", "inject_current", "tracer",
+           "mark_pod_trace"]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,15 @@ def inject_current() -> str:
     carrier: dict[str, str] = {}
     propagate.inject(carrier)
     return carrier.get("traceparent", "")
+
+
+def mark_pod_trace(pod: Any) -> None:
+    """On a pod being created inside a trace: record that trace on it, so that its
+    scheduling and start continue it (a pod that names a trace already keeps it)."""
+    if POD_TRACE_ANNOTATION not in pod.metadata.annotations:
+        traceparent = inject_current()
+        if traceparent:
+            pod.metadata.annotations[POD_TRACE_ANNOTATION] = traceparent
 
 
 def pod_context(annotations: Mapping[str, str]) -> context.Context | None:

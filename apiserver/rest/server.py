@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 from aiohttp import web
+from opentelemetry import propagate, trace
 
 from apiserver.metrics import Metrics
 from apiserver.podlogs import PodLogProxy
@@ -27,11 +28,13 @@ from apiserver.rest.status import MethodNotAllowed, NotAcceptable, UnsupportedMe
 from apiserver.rest.tables import table
 from apiserver.service import until
 from kubeling import errors
+from kubeling.telemetry import mark_pod_trace, tracer
 from protos.kubeling.v1 import api_pb2, core_pb2, meta_pb2
 
 __all__ = ["RestServer"]
 
 log = logging.getLogger(__name__)
+_TRACER = tracer(__name__)
 
 MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request body limit
 _JSON = "application/json"
@@ -56,6 +59,13 @@ class _Target:
     namespace: str
     name: str
     sub: str
+
+    @property
+    def template(self) -> str:
+        """The URL with placeholders, as a span's name."""
+        r = self.resource
+        path = r.prefix + ("/namespaces/{namespace}" if self.namespace else "") + f"/{r.plural}"
+        return path + ("/{name}" if self.name else "") + (f"/{self.sub}" if self.sub else "")
 
 
 @dataclass
@@ -149,7 +159,14 @@ class RestServer:
         if target is None:
             raise errors.NotFound("the server could not find the requested resource")
         request[_RESOURCE] = target.resource.plural
-        return await self._resource(request, target)
+        if request.method == "GET":
+            return await self._resource(request, target)
+        # Writes are traced as the gRPC ones are (a pod created here starts its trace).
+        with _TRACER.start_as_current_span(f"{request.method} {target.template}", kind=trace.SpanKind.SERVER,
+                                           context=propagate.extract(request.headers),
+                                           attributes={"http.request.method": request.method,
+                                                       "url.path": request.path}):
+            return await self._resource(request, target)
 
     def _simple(self, request: web.Request, path: str) -> web.Response | None:
         if path in ("/healthz", "/livez"):
@@ -322,6 +339,8 @@ class RestServer:
     async def _create(self, request: web.Request, t: _Target) -> web.Response:
         obj, warnings = self._decode(request, t, await self._body(request))
         self._check_scope(t, obj)
+        if t.resource.plural == "pods":
+            mark_pod_trace(obj)
         created = await self._registry(t).create(obj)
         return self._object_response(request, t, created, 201, warnings)
 

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import aiohttp
 import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
@@ -67,13 +68,13 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
     spans, port = collector
     env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
            "OTEL_EXPORTER_OTLP_INSECURE": "true", "OTEL_BSP_SCHEDULE_DELAY": "200"}
-    api = f"127.0.0.1:{free_port()}"
+    api, rest = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     node = f"t{os.getpid() % 10000}"
     cidr = f"10.{165 + os.getpid() % 4}.0.0/16"
     procs = [subprocess.Popen([sys.executable, "-m", *argv, "--log-level", "WARNING"], env=env,
                               stdin=subprocess.DEVNULL)
              for argv in (["apiserver", "--etcd", etcd.endpoint, "--listen", api, "--etcd-prefix", prefix,
-                           "--cluster-cidr", cidr],)]
+                           "--cluster-cidr", cidr, "--rest-listen", rest],)]
     try:
         async with Client(api) as client:
             await client.namespaces.get("default")
@@ -94,7 +95,20 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
                 await asyncio.sleep(0.1)
             assert pod.status.phase == "Running"
             trace_id = pod.metadata.annotations[POD_TRACE_ANNOTATION].split("-")[1]
+            # A pod created through the REST API (as kubectl does) starts a trace just the same.
+            async with aiohttp.ClientSession() as http:
+                async with http.post(f"http://{rest}/api/v1/namespaces/default/pods", json={
+                        "metadata": {"name": "via-rest"}, "spec": {"terminationGracePeriodSeconds": 1, "containers": [
+                            {"name": "main", "image": "busybox", "imagePullPolicy": "IfNotPresent",
+                             "command": ["sleep", "3600"]}]}}) as reply:
+                    assert reply.status == 201
+                    rest_trace = (await reply.json())["metadata"]["annotations"][POD_TRACE_ANNOTATION].split("-")[1]
+            for _ in range(600):
+                if (await client.pods.get("via-rest", "default")).spec.nodeName:
+                    break
+                await asyncio.sleep(0.1)
             await client.pods.delete("traced", "default")
+            await client.pods.delete("via-rest", "default")
             for _ in range(300):
                 if not (await client.pods.list_all("default"))[0]:
                     break
@@ -112,6 +126,9 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
                     proc.wait()
             subprocess.run(["ip", "link", "del", bridge_name(node)], capture_output=True)
 
+    via_rest = {(s.service, s.name, bool(s.parent_id)) for s in spans.spans if s.trace_id == rest_trace}
+    assert {("apiserver", "POST /api/v1/namespaces/{namespace}/pods", False),
+            ("scheduler", "scheduling cycle", True)} <= via_rest, via_rest
     ours = [s for s in spans.spans if s.trace_id == trace_id]
     services = {s.service for s in ours}
     assert {"apiserver", "scheduler", f"kubelet-{node}"} <= services, services
