@@ -24,6 +24,7 @@ from apiserver.registry.store import Registry
 from apiserver.rest import patch as patches
 from apiserver.rest import resources as res
 from apiserver.rest.codec import from_json, to_json
+from apiserver.rest.protobuf import PROTOBUF, decode_envelope
 from apiserver.rest.status import MethodNotAllowed, NotAcceptable, UnsupportedMediaType, http_code, status_json
 from apiserver.rest.tables import table
 from apiserver.service import until
@@ -271,6 +272,8 @@ class RestServer:
     async def _body(self, request: web.Request) -> Any:
         raw = await request.read()
         ctype = request.content_type
+        if ctype == PROTOBUF:
+            return decode_envelope(raw)
         try:
             if ctype in ("application/yaml", "application/apply-patch+yaml"):
                 return yaml.safe_load(raw)

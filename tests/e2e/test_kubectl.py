@@ -162,3 +162,27 @@ async def test_kubectl_pod_lifecycle(cluster: Cluster, kubectl: Kubectl, tmp_pat
     assert out.strip() == 'pod "web" deleted'
     code, _, _ = await kubectl("get", "pod", "web", ok=False)  # delete waited until it was gone
     assert code == 1
+
+
+async def test_kubectl_namespaces_nodes_and_leases(cluster: Cluster, kubectl: Kubectl) -> None:
+    # `create namespace` sends protobuf: the facade reads that encoding for Namespaces.
+    _, out, _ = await kubectl("create", "namespace", "team")
+    assert out.strip() == "namespace/team created"
+    _, out, _ = await kubectl("get", "ns", "team")
+    assert out.splitlines()[1].split()[:2] == ["team", "Active"]
+    _, out, _ = await kubectl("run", "idle", "-n", "team", "--image=busybox", "--", "sleep", "60")
+    assert out.strip() == "pod/idle created"
+    _, out, _ = await kubectl("get", "pods", "-n", "team", "-o", "jsonpath={.items[*].spec.containers[0].args}")
+    assert out == '["sleep","60"]'
+    _, out, _ = await kubectl("delete", "namespace", "team")  # waits for the namespace to be finalized
+    assert out.strip() == 'namespace "team" deleted'
+    code, _, err = await kubectl("get", "ns", "team", ok=False)
+    assert code == 1 and 'namespaces "team" not found' in err
+
+    await kubectl("create", "-f", "-", stdin="apiVersion: v1\nkind: Node\nmetadata:\n  name: handmade\n")
+    await kubectl("cordon", "handmade")
+    _, out, _ = await kubectl("get", "node", "handmade")
+    assert out.splitlines()[1].split()[:2] == ["handmade", "Unknown,SchedulingDisabled"]
+    await kubectl("delete", "node", "handmade")
+    _, out, _ = await kubectl("get", "leases", "-n", "kube-system")
+    assert out.splitlines()[0].split() == ["NAME", "HOLDER", "AGE"] and "kube-scheduler" in out

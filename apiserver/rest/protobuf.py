@@ -1,0 +1,77 @@
+"""Request bodies in Kubernetes' protobuf encoding, for the kinds whose wire layout is the
+same in this project's messages (field numbers as upstream's generated.proto).
+
+Some kubectl commands (`kubectl create namespace`) send protobuf: the bytes `k8s\\0` then
+a runtime.Unknown {typeMeta {apiVersion=1, kind=2} = 1, raw = 2, contentEncoding = 3,
+contentType = 4} whose raw is the object. Only Namespace is read this way (ObjectMeta,
+NamespaceSpec and NamespaceStatus number their fields as upstream does); anything else is
+refused with 415 so that the client can be told to send JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apiserver.rest.codec import to_json
+from apiserver.rest.status import UnsupportedMediaType
+from kubeling import errors
+from protos.kubeling.v1 import core_pb2
+
+__all__ = ["PROTOBUF", "decode_envelope"]
+
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+_MAGIC = b"k8s\x00"
+_SAME_LAYOUT = {("v1", "Namespace"): core_pb2.Namespace}
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise errors.BadRequest("the protobuf body is truncated")
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _fields(data: bytes) -> dict[int, bytes]:
+    """The length-delimited fields of a message (the last of each number wins)."""
+    out: dict[int, bytes] = {}
+    pos = 0
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 2:
+            length, pos = _varint(data, pos)
+            if pos + length > len(data):
+                raise errors.BadRequest("the protobuf body is truncated")
+            out[number] = data[pos:pos + length]
+            pos += length
+        elif wire == 0:
+            _, pos = _varint(data, pos)
+        elif wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+        else:
+            raise errors.BadRequest(f"the protobuf body has an unsupported wire type {wire}")
+    return out
+
+
+def decode_envelope(body: bytes) -> dict[str, Any]:
+    """The object of a protobuf request body, as Kubernetes JSON."""
+    if not body.startswith(_MAGIC):
+        raise errors.BadRequest("the protobuf body does not start with the Kubernetes magic number")
+    unknown = _fields(body[len(_MAGIC):])
+    type_meta = _fields(unknown.get(1, b""))
+    api_version, kind = type_meta.get(1, b"").decode(), type_meta.get(2, b"").decode()
+    message = _SAME_LAYOUT.get((api_version, kind))
+    if message is None:
+        raise UnsupportedMediaType(f"{PROTOBUF} is accepted for v1 Namespace only, not {api_version} {kind}: "
+                                   "send application/json")
+    if unknown.get(3):
+        raise UnsupportedMediaType(f"protobuf content encoding {unknown[3].decode()!r} is not supported")
+    obj: Any = message.FromString(unknown.get(2, b""))
+    obj.DiscardUnknownFields()  # upstream fields this server does not have (selfLink, managedFields)
+    return {"kind": kind, "apiVersion": api_version, **to_json(obj)}
