@@ -251,3 +251,33 @@ async def test_http_watch(http: tuple[aiohttp.ClientSession, str]) -> None:
     assert events[0]["object"]["kind"] == "Pod"
     bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
     assert bookmarks and int(bookmarks[-1]["object"]["metadata"]["resourceVersion"]) >= int(rv)
+
+
+async def test_binding_and_status_subresources(http: tuple[aiohttp.ClientSession, str]) -> None:
+    session, base = http
+    pods = base + "/api/v1/namespaces/default/pods"
+    async with session.post(pods, json=_pod("b")) as r:
+        assert r.status == 201
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "b"},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"}}
+    async with session.post(pods + "/b/binding", json=binding) as r:
+        assert r.status == 201 and (await r.json())["status"] == "Success"
+    async with session.post(pods + "/b/binding", json=binding) as r:  # bound once only
+        assert r.status == 409 and (await r.json())["reason"] == "Conflict"
+    _, pod = await _get(http, "/api/v1/namespaces/default/pods/b")
+    assert pod["spec"]["nodeName"] == "node-a"
+    assert any(c["type"] == "PodScheduled" and c["status"] == "True" for c in pod["status"]["conditions"])
+
+    # The status subresource changes status only; the main resource ignores status.
+    patch = json.dumps({"status": {"phase": "Running", "podIP": "10.0.0.9"}, "spec": {"activeDeadlineSeconds": 5}})
+    async with session.patch(pods + "/b/status", data=patch,
+                             headers={"Content-Type": "application/merge-patch+json"}) as r:
+        result = await r.json()
+        assert r.status == 200 and result["status"]["podIP"] == "10.0.0.9"
+        assert "activeDeadlineSeconds" not in result["spec"]
+    async with session.patch(pods + "/b", data=json.dumps({"status": {"podIP": "10.0.0.10"}}),
+                             headers={"Content-Type": "application/merge-patch+json"}) as r:
+        assert r.status == 200 and (await r.json())["status"]["podIP"] == "10.0.0.9"
+    # A bound pod's delete is graceful: the object comes back with a deletionTimestamp.
+    async with session.delete(pods + "/b") as r:
+        assert r.status == 200 and (await r.json())["metadata"]["deletionTimestamp"]
