@@ -208,8 +208,9 @@ class Kubelet:
             return Outcome()
         if last is None and pod.status.phase in ("", "Pending") and not pod.status.containerStatuses:
             # First sight of the pod: say so before the sandbox and the images take their
-            # time (containers waiting, ContainerCreating), as upstream's SyncPod does.
-            initial = generate_pod_status(pod, await runtime.pod_status(uid), self._inputs(), old=None)
+            # time (containers waiting, ContainerCreating), as upstream's SyncPod does. The
+            # runtime has nothing of a pod never seen: no need to ask it.
+            initial = generate_pod_status(pod, PodRuntimeStatus(uid), self._inputs(), old=None)
             await self.status.set_status(pod, initial)
         result = await self.syncer.sync(pod)
         self._seen[uid] = result.runtime.states()

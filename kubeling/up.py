@@ -525,7 +525,8 @@ def cmd_status(args: Any) -> int:
     if plan is None or not plan.supervisor_pid or not _alive(plan.supervisor_pid):
         print(f"no cluster is running from {state_dir}")
         return 1
-    print(f"cluster from {state_dir}: supervisor pid {plan.supervisor_pid}, API {plan.apiserver}")
+    print(f"cluster from {state_dir}: supervisor pid {plan.supervisor_pid}, API {plan.apiserver} (gRPC), "
+          f"http://{plan.rest} (REST)")
     print("COMPONENT            PID      STATE")
     for name, pid in plan.components.items():
         print(f"{name:<20} {pid:<8} {'running' if _alive(pid) else 'restarting'}")

@@ -110,7 +110,8 @@ class RestServer:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         # Cancel a handler when its client goes away: a watch must not outlive its reader.
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        # At stop, open streams (log follows) get 2 s, not aiohttp's 60, before they are cut.
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=2.0)
         await self._runner.setup()
         host, _, port = listen.rpartition(":")
         site = web.TCPSite(self._runner, host or "127.0.0.1", int(port))
