@@ -4,11 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-__all__ = ["StatusServer"]
+__all__ = ["StatusServer", "start_site"]
+
+
+async def start_site(app: web.Application, listen: str, **options: Any) -> tuple[web.AppRunner, int]:
+    """Serve `app` on host:port (port 0: a free one); the runner (to clean up) and the port."""
+    runner = web.AppRunner(app, access_log=None, **options)
+    await runner.setup()
+    host, _, port = listen.rpartition(":")
+    site = web.TCPSite(runner, host or "127.0.0.1", int(port))
+    await site.start()
+    return runner, int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
 
 
 @dataclass
@@ -34,12 +45,7 @@ class StatusServer:
         app.router.add_get("/metrics", metrics)
         app.router.add_get("/healthz", healthz)
         app.router.add_get("/readyz", readyz)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        host, _, port = listen.rpartition(":")
-        site = web.TCPSite(self._runner, host or "127.0.0.1", int(port))
-        await site.start()
-        self.port = int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        self._runner, self.port = await start_site(app, listen)
         return self.port
 
     async def stop(self) -> None:

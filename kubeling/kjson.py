@@ -1,45 +1,62 @@
 """Kubernetes JSON for kubeling's protobuf objects (the field names are already Kubernetes').
 
-Differs from protobuf's JSON mapping where Kubernetes does: int64 are numbers, times
-are RFC 3339 at second precision (metav1.Time), IntOrString is an int or a string,
-unset and empty fields are omitted.
+Differs from protobuf's JSON mapping where Kubernetes does: int64 are numbers (not
+strings), times are RFC 3339 at second precision (metav1.Time) or with microseconds
+(metav1.MicroTime fields), IntOrString is a bare int or string, unset and empty fields
+are omitted (`omitempty`) while explicitly set optional fields stay (a grace period of 0).
+The inverse, for request bodies, is `apiserver.rest.codec.from_json`.
 """
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-__all__ = ["to_json"]
+__all__ = ["to_json", "format_time"]
 
-_TS = Timestamp.DESCRIPTOR.full_name
+_TIMESTAMP = Timestamp.DESCRIPTOR.full_name
+_INT_OR_STRING = "kubeling.v1.IntOrString"
+# Fields Kubernetes types as metav1.MicroTime (RFC 3339 with microseconds).
+_MICRO_TIME = {"eventTime", "acquireTime", "renewTime"}
+
+
+def format_time(ts: Timestamp, micro: bool = False) -> str:
+    when = dt.datetime.fromtimestamp(ts.seconds, dt.timezone.utc)
+    if micro:
+        return when.strftime("%Y-%m-%dT%H:%M:%S") + f".{ts.nanos // 1000:06d}Z"
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def to_json(msg: Message) -> dict[str, Any]:
-    return _message(msg)
-
-
-def _message(msg: Message) -> Any:
-    full_name = msg.DESCRIPTOR.full_name
-    if full_name == _TS:
-        return msg.ToJsonString().split(".")[0].rstrip("Z") + "Z"  # type: ignore[attr-defined]
-    if full_name == "kubeling.v1.IntOrString":
-        return msg.strVal if msg.type == 1 else msg.intVal  # type: ignore[attr-defined]
+    """The message as Kubernetes JSON (a dict ready for json.dumps)."""
     out: dict[str, Any] = {}
-    for field, value in msg.ListFields():
-        out[field.name] = _value(field, value)
+    for fd, value in msg.ListFields():
+        out[fd.name] = _value_to_json(fd, value)
     return out
 
 
-def _value(field: FieldDescriptor, value: Any) -> Any:
-    if field.message_type is not None and field.message_type.GetOptions().map_entry:
-        vf = field.message_type.fields_by_name["value"]
-        return {k: (_message(v) if vf.message_type is not None else v) for k, v in value.items()}
-    if field.is_repeated:
-        return [_message(v) if field.message_type is not None else v for v in value]
-    if field.message_type is not None:
-        return _message(value)
-    return value
+def _value_to_json(fd: FieldDescriptor, value: Any) -> Any:
+    if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
+        value_fd = fd.message_type.fields_by_name["value"]
+        return {k: _scalar_or_message(value_fd, v) for k, v in value.items()}
+    if fd.is_repeated:
+        return [_scalar_or_message(fd, v) for v in value]
+    return _scalar_or_message(fd, value)
+
+
+def _scalar_or_message(fd: FieldDescriptor, value: Any) -> Any:
+    if fd.message_type is None:
+        if fd.type == FieldDescriptor.TYPE_BYTES:
+            return base64.b64encode(value).decode()
+        return value
+    name = fd.message_type.full_name
+    if name == _TIMESTAMP:
+        return format_time(value, fd.name in _MICRO_TIME)
+    if name == _INT_OR_STRING:
+        return value.strVal if value.type == 1 else value.intVal
+    return to_json(value)

@@ -1,12 +1,8 @@
 """Kubernetes JSON for the project's protobuf messages, both ways.
 
-The messages' field names are Kubernetes' own, so the mapping is mostly structural; what
-protobuf's own JSON mapping gets wrong for Kubernetes is handled here: int64 as numbers
-(not strings), timestamps at second precision (metav1.Time) or microseconds
-(metav1.MicroTime), IntOrString as a bare int or string, empty fields left out
-(`omitempty`) while explicitly set optional fields stay (a grace period of 0).
-
-Decoding reports unknown fields by their path (`spec.containers[0].foo`), so that the
+Encoding is `kubeling.kjson` (shared with the scheduler's HTTP extenders). Decoding is
+its inverse: int64 from numbers, times from RFC 3339, IntOrString from an int or a
+string, `null` as unset. It reports unknown fields by their path (`spec.containers[0].foo`), so that the
 REST layer can refuse them (fieldValidation=Strict) or drop them with a warning.
 """
 
@@ -22,25 +18,17 @@ from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from kubeling import errors
+from kubeling.kjson import format_time, to_json
 
-__all__ = ["to_json", "from_json", "Decoded", "format_time", "parse_time"]
+__all__ = ["to_json", "from_json", "Decoded", "format_time", "parse_time"]  # to_json, format_time: kubeling.kjson
 
 _TIMESTAMP = Timestamp.DESCRIPTOR.full_name
 _INT_OR_STRING = "kubeling.v1.IntOrString"
-# Fields Kubernetes types as metav1.MicroTime (RFC 3339 with microseconds).
-_MICRO_TIME = {"eventTime", "acquireTime", "renewTime"}
 _INTS = {FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT32,
          FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SINT64,
          FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED32,
          FieldDescriptor.TYPE_SFIXED64}
 _FLOATS = {FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE}
-
-
-def format_time(ts: Timestamp, micro: bool = False) -> str:
-    when = dt.datetime.fromtimestamp(ts.seconds, dt.timezone.utc)
-    if micro:
-        return when.strftime("%Y-%m-%dT%H:%M:%S") + f".{ts.nanos // 1000:06d}Z"
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(text: str, path: str) -> Timestamp:
@@ -54,43 +42,6 @@ def parse_time(text: str, path: str) -> Timestamp:
     ts = Timestamp()
     ts.FromNanoseconds(int(when.timestamp()) * 1_000_000_000 + when.microsecond * 1000)
     return ts
-
-
-# ------------------------------------------------------------------ proto -> JSON
-
-
-def _repeated(fd: Any) -> bool:
-    return bool(fd.is_repeated)
-
-
-def to_json(msg: Message) -> dict[str, Any]:
-    """The message as Kubernetes JSON (a dict ready for json.dumps)."""
-    out: dict[str, Any] = {}
-    for fd, value in msg.ListFields():
-        out[fd.name] = _value_to_json(fd, value)
-    return out
-
-
-def _value_to_json(fd: FieldDescriptor, value: Any) -> Any:
-    if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
-        value_fd = fd.message_type.fields_by_name["value"]
-        return {k: _scalar_or_message(value_fd, v) for k, v in value.items()}
-    if _repeated(fd):
-        return [_scalar_or_message(fd, v) for v in value]
-    return _scalar_or_message(fd, value)
-
-
-def _scalar_or_message(fd: FieldDescriptor, value: Any) -> Any:
-    if fd.message_type is None:
-        if fd.type == FieldDescriptor.TYPE_BYTES:
-            return base64.b64encode(value).decode()
-        return value
-    name = fd.message_type.full_name
-    if name == _TIMESTAMP:
-        return format_time(value, fd.name in _MICRO_TIME)
-    if name == _INT_OR_STRING:
-        return value.strVal if value.type == 1 else value.intVal
-    return to_json(value)
 
 
 # ------------------------------------------------------------------ JSON -> proto
@@ -145,7 +96,7 @@ def _fill(msg: Message, data: dict[str, Any], prefix: str, unknown: list[str]) -
                     _fill_message(target[k], v, f"{path}.{k}", unknown)
                 else:
                     target[k] = _scalar(value_fd, v, f"{path}.{k}")
-        elif _repeated(fd):
+        elif fd.is_repeated:
             if not isinstance(value, list):
                 raise _type_error(path, value, "an array")
             target = getattr(msg, key)

@@ -60,21 +60,9 @@ def _pointer(path: str) -> list[str]:
     return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
 
 
-def _parent(doc: Any, parts: list[str], path: str) -> tuple[Any, str]:
+def _walk(doc: Any, parts: list[str], path: str) -> Any:
     node = doc
-    for part in parts[:-1]:
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            raise _bad(f'path "{path}" does not exist')
-    return node, parts[-1]
-
-
-def _get(doc: Any, path: str) -> Any:
-    node = doc
-    for part in _pointer(path):
+    for part in parts:
         if isinstance(node, dict) and part in node:
             node = node[part]
         elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
@@ -82,6 +70,14 @@ def _get(doc: Any, path: str) -> Any:
         else:
             raise _bad(f'path "{path}" does not exist')
     return node
+
+
+def _parent(doc: Any, parts: list[str], path: str) -> tuple[Any, str]:
+    return _walk(doc, parts[:-1], path), parts[-1]
+
+
+def _get(doc: Any, path: str) -> Any:
+    return _walk(doc, _pointer(path), path)
 
 
 def _remove(doc: Any, path: str) -> Any:

@@ -29,6 +29,7 @@ from apiserver.rest.status import MethodNotAllowed, NotAcceptable, UnsupportedMe
 from apiserver.rest.tables import table
 from apiserver.service import until
 from kubeling import errors
+from kubeling.http import start_site
 from kubeling.telemetry import mark_pod_trace, tracer
 from protos.kubeling.v1 import api_pb2, core_pb2, meta_pb2
 
@@ -111,12 +112,7 @@ class RestServer:
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         # Cancel a handler when its client goes away: a watch must not outlive its reader.
         # At stop, open streams (log follows) get 2 s, not aiohttp's 60, before they are cut.
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=2.0)
-        await self._runner.setup()
-        host, _, port = listen.rpartition(":")
-        site = web.TCPSite(self._runner, host or "127.0.0.1", int(port))
-        await site.start()
-        self.port = int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        self._runner, self.port = await start_site(app, listen, handler_cancellation=True, shutdown_timeout=2.0)
         return self.port
 
     async def stop(self) -> None:
@@ -323,12 +319,8 @@ class RestServer:
     async def _list(self, request: web.Request, t: _Target) -> web.Response:
         out = _output(request)
         q = request.query
-        try:
-            limit = int(q.get("limit", "0") or 0)
-        except ValueError:
-            raise errors.BadRequest(f'limit: invalid value "{q.get("limit")}"') from None
         req = meta_pb2.ListRequest(namespace=t.namespace, labelSelector=q.get("labelSelector", ""),
-                                   fieldSelector=q.get("fieldSelector", ""), limit=limit,
+                                   fieldSelector=q.get("fieldSelector", ""), limit=_int_query(q, "limit"),
                                    resourceVersion=q.get("resourceVersion", ""), **{"continue": q.get("continue", "")})
         items, meta = await self._registry(t).list(req)
         list_meta = to_json(meta)
@@ -441,10 +433,7 @@ class RestServer:
                                     timestamps=_flag(q.get("timestamps")))
         for number in ("tailLines", "limitBytes"):
             if number in q:
-                try:
-                    setattr(req, number, int(q[number]))
-                except ValueError:
-                    raise errors.BadRequest(f'{number}: invalid value "{q[number]}"') from None
+                setattr(req, number, _int_query(q, number))
         chunks = self.pod_logs.stream(req).__aiter__()
         try:
             first = await chunks.__anext__()  # errors (no such container, no node) are a Status
@@ -464,10 +453,7 @@ class RestServer:
     async def _watch(self, request: web.Request, t: _Target) -> web.StreamResponse:
         out = _output(request)
         q = request.query
-        try:
-            timeout = int(q.get("timeoutSeconds", "0") or 0)
-        except ValueError:
-            raise errors.BadRequest(f'timeoutSeconds: invalid value "{q.get("timeoutSeconds")}"') from None
+        timeout = _int_query(q, "timeoutSeconds")
         req = meta_pb2.WatchRequest(namespace=t.namespace, labelSelector=q.get("labelSelector", ""),
                                     fieldSelector=q.get("fieldSelector", ""),
                                     resourceVersion=q.get("resourceVersion", ""),
@@ -506,6 +492,13 @@ def _warning(text: str) -> str:
     """An RFC 7234 warning header value, as upstream sends them (code 299, agent "-")."""
     quoted = text.replace("\\", "\\\\").replace('"', '\\"')
     return f'299 - "{quoted}"'
+
+
+def _int_query(query: Any, name: str) -> int:
+    try:
+        return int(query.get(name, "0") or 0)
+    except ValueError:
+        raise errors.BadRequest(f'{name}: invalid value "{query.get(name)}": must be an integer') from None
 
 
 def _flag(value: str | None) -> bool:
