@@ -123,6 +123,9 @@ async def test_kubectl_pod_lifecycle(cluster: Cluster, kubectl: Kubectl, tmp_pat
 
     _, out, _ = await kubectl("logs", "web")
     assert out.startswith("hello from web\n")
+    _, out, _ = await kubectl("logs", "web", "--tail=1", "--timestamps")
+    stamp, text = out.rstrip("\n").split(" ", 1)
+    assert len(out.splitlines()) == 1 and stamp.startswith("20") and text.startswith("tick ")
     follow = await kubectl.start("logs", "-f", "web")
     assert follow.stdout is not None
     first = await asyncio.wait_for(follow.stdout.readline(), 10)
