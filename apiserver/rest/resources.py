@@ -29,6 +29,7 @@ class Resource:
     namespaced: bool
     short_names: tuple[str, ...] = ()
     subresources: tuple[str, ...] = ()  # status, binding, log
+    categories: tuple[str, ...] = ()  # `kubectl get all` lists the "all" category
 
     @property
     def api_version(self) -> str:
@@ -45,7 +46,7 @@ class Resource:
 
 
 RESOURCES: tuple[Resource, ...] = (
-    Resource("pods", "Pod", "", "v1", True, ("po",), ("status", "binding", "log")),
+    Resource("pods", "Pod", "", "v1", True, ("po",), ("status", "binding", "log"), ("all",)),
     Resource("nodes", "Node", "", "v1", False, ("no",), ("status",)),
     Resource("namespaces", "Namespace", "", "v1", False, ("ns",), ("status",)),
     Resource("events", "Event", "", "v1", True, ("ev",)),
@@ -87,6 +88,8 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
                                  "kind": r.kind, "verbs": _VERBS}
         if r.short_names:
             entry["shortNames"] = list(r.short_names)
+        if r.categories:
+            entry["categories"] = list(r.categories)
         items.append(entry)
         for sub in r.subresources:
             verbs = {"status": ["get", "patch", "update"], "binding": ["create"], "log": ["get"]}[sub]

@@ -173,7 +173,8 @@ async def test_discovery_and_openapi(http: tuple[aiohttp.ClientSession, str]) ->
     assert [g["name"] for g in groups["groups"]] == ["coordination.k8s.io"]
     v1 = (await _get(http, "/api/v1"))[1]
     names = {r["name"]: r for r in v1["resources"]}
-    assert names["pods"]["shortNames"] == ["po"] and names["nodes"]["namespaced"] is False
+    assert names["pods"]["shortNames"] == ["po"] and names["pods"]["categories"] == ["all"]
+    assert names["nodes"]["namespaced"] is False
     assert {"pods/log", "pods/status", "pods/binding", "events", "namespaces"} <= set(names)
     assert names["events"]["shortNames"] == ["ev"] and names["namespaces"]["shortNames"] == ["ns"]
     leases = (await _get(http, "/apis/coordination.k8s.io/v1"))[1]
