@@ -224,6 +224,8 @@ class RestServer:
     async def _resource(self, request: web.Request, t: _Target) -> web.StreamResponse:
         if "dryRun" in request.query:
             raise errors.BadRequest("dryRun is not supported by this server")
+        if t.sub != "log":
+            _output(request)  # an answer the client cannot read is refused before anything is written
         method = request.method
         if not t.name:
             if method == "GET":
