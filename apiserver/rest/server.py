@@ -269,7 +269,7 @@ class RestServer:
         return _json_response(body, status, headers)
 
     async def _body(self, request: web.Request) -> Any:
-        raw = await request.read()
+        raw = await _read(request)
         ctype = request.content_type
         if ctype == PROTOBUF:
             return decode_envelope(raw)
@@ -392,7 +392,7 @@ class RestServer:
     async def _delete(self, request: web.Request, t: _Target) -> web.Response:
         options: dict[str, Any] = {}
         if request.can_read_body:
-            raw = await request.read()
+            raw = await _read(request)
             if raw.strip():
                 try:
                     options = json.loads(raw)
@@ -488,6 +488,13 @@ class RestServer:
         finally:
             watcher.terminate()
         return response
+
+
+async def _read(request: web.Request) -> bytes:
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise errors.RequestEntityTooLarge(f"the request body is larger than {MAX_BODY} bytes") from None
 
 
 def _warning(text: str) -> str:

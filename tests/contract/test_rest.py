@@ -282,3 +282,44 @@ async def test_binding_and_status_subresources(http: tuple[aiohttp.ClientSession
     # A bound pod's delete is graceful: the object comes back with a deletionTimestamp.
     async with session.delete(pods + "/b") as r:
         assert r.status == 200 and (await r.json())["metadata"]["deletionTimestamp"]
+
+
+async def test_watch_ends_when_its_client_goes_away(rest: APIServer, http: tuple[aiohttp.ClientSession, str]) -> None:
+    session, base = http
+    cache = rest.registries["pods"].cache
+    before = cache.watcher_count
+    response = await session.get(f"{base}/api/v1/namespaces/default/pods?watch=1")
+    assert response.status == 200
+    for _ in range(50):
+        if cache.watcher_count == before + 1:
+            break
+        await asyncio.sleep(0.02)
+    assert cache.watcher_count == before + 1
+    response.close()  # the client hangs up without a word: the server's handler is cancelled
+    for _ in range(100):
+        if cache.watcher_count == before:
+            break
+        await asyncio.sleep(0.02)
+    assert cache.watcher_count == before
+
+
+async def test_errors_are_statuses(http: tuple[aiohttp.ClientSession, str]) -> None:
+    session, base = http
+    pods = base + "/api/v1/namespaces/default/pods"
+    async with session.post(pods, data=b"{not json", headers={"Content-Type": "application/json"}) as r:
+        body = await r.json()
+        assert r.status == 400 and body["kind"] == "Status" and body["reason"] == "BadRequest"
+    async with session.post(pods, data=b"x" * (4 * 1024 * 1024), headers={"Content-Type": "application/json"}) as r:
+        assert r.status == 413 and (await r.json())["reason"] == "RequestEntityTooLarge"
+    async with session.get(pods + "?labelSelector=a%20in%20(") as r:
+        assert r.status == 400 and "unable to parse requirement" in (await r.json())["message"]
+    async with session.get(pods + "?fieldSelector=spec.colour=red") as r:
+        assert r.status == 400 and 'field label not supported: "spec.colour"' in (await r.json())["message"]
+    async with session.post(base + "/api/v1/namespaces/nowhere/pods", json=_pod("x")) as r:
+        assert r.status == 404 and (await r.json())["message"] == 'namespaces "nowhere" not found'
+    async with session.post(pods, json={"kind": "Node", "apiVersion": "v1", "metadata": {"name": "n"}}) as r:
+        assert r.status == 400 and "this endpoint takes v1/Pod" in (await r.json())["message"]
+    async with session.post(pods + "?dryRun=All", json=_pod("dry")) as r:
+        assert r.status == 400
+    _, listed = await _get(http, "/api/v1/namespaces/default/pods")
+    assert [p["metadata"]["name"] for p in listed["items"]] == []  # nothing above wrote anything
