@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-__all__ = ["to_json", "format_time"]
+__all__ = ["to_json", "format_time", "FIELDS_V1"]
 
 _TIMESTAMP = Timestamp.DESCRIPTOR.full_name
 _INT_OR_STRING = "kubeling.v1.IntOrString"
 # Fields Kubernetes types as metav1.MicroTime (RFC 3339 with microseconds).
 _MICRO_TIME = {"eventTime", "acquireTime", "renewTime"}
+FIELDS_V1 = "kubeling.v1.ManagedFieldsEntry.fieldsV1"
 
 
 def format_time(ts: Timestamp, micro: bool = False) -> str:
@@ -53,6 +55,8 @@ def _scalar_or_message(fd: FieldDescriptor, value: Any) -> Any:
     if fd.message_type is None:
         if fd.type == FieldDescriptor.TYPE_BYTES:
             return base64.b64encode(value).decode()
+        if fd.full_name == FIELDS_V1:
+            return json.loads(value) if value else {}  # stored as JSON text, shown as the object
         return value
     name = fd.message_type.full_name
     if name == _TIMESTAMP:

@@ -237,6 +237,8 @@ class Registry:
         if nm.HasField("creationTimestamp") and nm.creationTimestamp != om.creationTimestamp:
             check.invalid("metadata.creationTimestamp", nm.creationTimestamp.ToJsonString(), "field is immutable")
         nm.uid = om.uid
+        if not nm.managedFields:  # a writer that does not send them keeps them (as upstream)
+            nm.managedFields.extend(om.managedFields)
         nm.creationTimestamp.CopyFrom(om.creationTimestamp)
         nm.generation = om.generation
         nm.generateName = nm.generateName or om.generateName

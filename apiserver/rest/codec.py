@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,7 @@ from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from kubeling import errors
-from kubeling.kjson import format_time, to_json
+from kubeling.kjson import FIELDS_V1, format_time, to_json
 
 __all__ = ["to_json", "from_json", "Decoded", "format_time", "parse_time"]  # to_json, format_time: kubeling.kjson
 
@@ -133,6 +134,10 @@ def _fill_message(target: Any, value: Any, path: str, unknown: list[str]) -> Non
 
 def _scalar(fd: Any, value: Any, path: str) -> Any:
     t = fd.type
+    if fd.full_name == FIELDS_V1:
+        if not isinstance(value, dict):
+            raise _type_error(path, value, "an object")
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
     if t == FieldDescriptor.TYPE_STRING:
         if not isinstance(value, str):
             raise _type_error(path, value, "a string")

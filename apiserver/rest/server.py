@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 from aiohttp import web
+from google.protobuf.timestamp_pb2 import Timestamp
 from opentelemetry import propagate, trace
 
 from apiserver.metrics import Metrics
@@ -22,8 +23,9 @@ from apiserver.podlogs import PodLogProxy
 from apiserver.registry.binding import bind
 from apiserver.registry.store import Registry
 from apiserver.rest import patch as patches
+from apiserver.rest.apply import apply, record_update
 from apiserver.rest import resources as res
-from apiserver.rest.codec import from_json, to_json
+from apiserver.rest.codec import format_time, from_json, to_json
 from apiserver.rest.protobuf import PROTOBUF, decode_envelope
 from apiserver.rest.status import MethodNotAllowed, NotAcceptable, UnsupportedMediaType, http_code, status_json
 from apiserver.rest.tables import table
@@ -335,7 +337,10 @@ class RestServer:
                                "metadata": list_meta, "items": objects})
 
     async def _create(self, request: web.Request, t: _Target) -> web.Response:
-        obj, warnings = self._decode(request, t, await self._body(request))
+        body = await self._body(request)
+        if isinstance(body, dict):
+            record_update(None, body, _manager(request), _now())
+        obj, warnings = self._decode(request, t, body)
         self._check_scope(t, obj)
         if t.resource.plural == "pods":
             mark_pod_trace(obj)
@@ -343,7 +348,11 @@ class RestServer:
         return self._object_response(request, t, created, 201, warnings)
 
     async def _update(self, request: web.Request, t: _Target) -> web.Response:
-        obj, warnings = self._decode(request, t, await self._body(request))
+        body = await self._body(request)
+        if t.sub != "status" and isinstance(body, dict):
+            current = await self._registry(t).get(t.namespace, t.name)
+            record_update(self._object_json(t.resource, current), body, _manager(request), _now())
+        obj, warnings = self._decode(request, t, body)
         self._check_scope(t, obj)
         updated = await self._registry(t).update(obj, status=t.sub == "status")
         return self._object_response(request, t, updated, 200, warnings)
@@ -357,6 +366,7 @@ class RestServer:
         registry = self._registry(t)
         if kind == "apply" and not request.query.get("fieldManager"):
             raise errors.BadRequest("PATCH, fieldManager: Required value: is required for apply patch")
+        force = _flag(request.query.get("force"))
         for _ in range(10):
             try:
                 current = await registry.get(t.namespace, t.name)
@@ -364,16 +374,21 @@ class RestServer:
                 if kind != "apply":
                     raise
                 # Server-side apply creates what does not exist yet.
-                obj, warnings = self._decode(request, t, body)
+                obj, warnings = self._decode(request, t, apply(None, body, _manager(request), force=force, now=_now()))
                 self._check_scope(t, obj)
                 return self._object_response(request, t, await registry.create(obj), 201, warnings)
             live = self._object_json(t.resource, current)
-            if kind == "json":
-                patched = patches.json_patch(live, body)
-            elif kind == "merge":
-                patched = patches.merge_patch(live, body)
+            if kind == "apply":
+                patched = apply(live, body, _manager(request), force=force, now=_now())
             else:
-                patched = patches.strategic_merge_patch(live, body)
+                if kind == "json":
+                    patched = patches.json_patch(live, body)
+                elif kind == "merge":
+                    patched = patches.merge_patch(live, body)
+                else:
+                    patched = patches.strategic_merge_patch(live, body)
+                if t.sub != "status":
+                    record_update(live, patched, _manager(request), _now())
             obj, warnings = self._decode(request, t, patched)
             self._check_scope(t, obj)
             pinned = _patch_sets_version(kind, body)
@@ -508,6 +523,16 @@ def _int_query(query: Any, name: str) -> int:
         return int(query.get(name, "0") or 0)
     except ValueError:
         raise errors.BadRequest(f'{name}: invalid value "{query.get(name)}": must be an integer') from None
+
+
+def _manager(request: web.Request) -> str:
+    """The field manager of a write: `fieldManager`, else the client's name from its
+    User-Agent (as upstream defaults it)."""
+    return request.query.get("fieldManager") or request.headers.get("User-Agent", "").split("/", 1)[0][:128]
+
+
+def _now() -> str:
+    return format_time(Timestamp(seconds=int(time.time())))
 
 
 def _flag(value: str | None) -> bool:

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 import pytest
+import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
@@ -231,7 +232,13 @@ async def test_tables_field_validation_and_content_types(http: tuple[aiohttp.Cli
     applied = {"apiVersion": "v1", "kind": "Pod", **_pod("ssa", app="ssa")}
     async with session.patch(pods + "/ssa?fieldManager=test", data=json.dumps(applied),
                              headers={"Content-Type": "application/apply-patch+yaml"}) as r:
-        assert r.status == 201 and (await r.json())["metadata"]["labels"] == {"app": "ssa"}
+        created = await r.json()
+        assert r.status == 201 and created["metadata"]["labels"] == {"app": "ssa"}
+        assert [(e["manager"], e["operation"]) for e in created["metadata"]["managedFields"]] == [("test", "Apply")]
+    applied["metadata"] = {"name": "ssa"}  # the label is no longer applied: it goes
+    async with session.patch(pods + "/ssa?fieldManager=test", data=yaml.safe_dump(applied),
+                             headers={"Content-Type": "application/apply-patch+yaml"}) as r:
+        assert r.status == 200 and "labels" not in (await r.json())["metadata"]
     async with session.delete(item, json={"gracePeriodSeconds": 0}) as r:
         assert r.status == 200 and (await r.json())["metadata"]["name"] == "t"
 

@@ -112,11 +112,19 @@ async def test_kubectl_pod_lifecycle(cluster: Cluster, kubectl: Kubectl, tmp_pat
     _, out, _ = await kubectl("get", "pods", "-A")
     assert out.splitlines()[0].split()[:2] == ["NAMESPACE", "NAME"] and out.splitlines()[1].split()[:2] == ["default", "web"]
 
-    # The object as YAML, applied again (server-side), changes nothing; so does a second client-side apply.
+    # The object as YAML, applied server-side, changes nothing but its field ownership
+    # (kubectl moves kubectl-client-side-apply's fields to its own "kubectl" Apply entry);
+    # applied again, nothing at all; a client-side apply neither.
     exported = tmp_path / "web.yaml"
     exported.write_text((await kubectl("get", "pod", "web", "-o", "yaml"))[1])
-    version = pod["metadata"]["resourceVersion"]
     await kubectl("apply", "--server-side", "-f", str(exported))
+    after = json.loads((await kubectl("get", "pod", "web", "-o", "json", "--show-managed-fields"))[1])
+    assert ("kubectl", "Apply") in {(e["manager"], e["operation"]) for e in after["metadata"]["managedFields"]}
+    assert after["spec"] == pod["spec"] and after["metadata"]["labels"] == pod["metadata"]["labels"]
+    exported.write_text((await kubectl("get", "pod", "web", "-o", "yaml"))[1])
+    version = after["metadata"]["resourceVersion"]
+    _, out, _ = await kubectl("apply", "--server-side", "-f", str(exported))
+    assert out.strip() == "pod/web serverside-applied"
     _, out, _ = await kubectl("apply", "-f", str(manifest))
     assert out.strip() == "pod/web unchanged"
     assert json.loads((await kubectl("get", "pod", "web", "-o", "json"))[1])["metadata"]["resourceVersion"] == version

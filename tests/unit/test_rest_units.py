@@ -3,8 +3,11 @@ the table printers (STATUS as kubectl shows it, ages as HumanDuration)."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
+from apiserver.rest.apply import apply, record_update
 from apiserver.rest.codec import from_json, to_json
 from apiserver.rest.patch import json_patch, merge_patch, strategic_merge_patch
 from apiserver.rest.tables import human_duration, pod_status, table
@@ -143,3 +146,51 @@ def test_pod_row_and_human_duration() -> None:
     assert rows[0]["cells"] == ["p", "1/2", "", "1 (3h5m ago)", "3h10m", "10.0.0.5", "n1", "<none>", "<none>"]
     assert [human_duration(s) for s in (5, 119, 150, 600, 179 * 60, 3 * 3600, 9 * 3600, 50 * 3600, 400 * 86400)] == \
         ["5s", "119s", "2m30s", "10m", "179m", "3h", "9h", "2d2h", "400d"]
+
+
+# ------------------------------------------------------------------ server-side apply
+
+
+def _config(labels: dict, image: str = "busybox", env: list | None = None) -> dict:
+    container = {"name": "main", "image": image, **({"env": env} if env else {})}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": labels},
+            "spec": {"containers": [container]}}
+
+
+def test_apply_field_sets_are_fieldsv1() -> None:
+    created = apply(None, _config({"app": "web"}, env=[{"name": "A", "value": "1"}]), "alice", force=False, now="T1")
+    (entry,) = created["metadata"]["managedFields"]
+    assert (entry["manager"], entry["operation"], entry["time"]) == ("alice", "Apply", "T1")
+    assert entry["fieldsV1"] == {
+        "f:metadata": {"f:labels": {"f:app": {}}},
+        "f:spec": {"f:containers": {'k:{"name":"main"}': {
+            ".": {}, "f:name": {}, "f:image": {},
+            "f:env": {'k:{"name":"A"}': {".": {}, "f:name": {}, "f:value": {}}}}}}}
+
+
+def test_apply_removes_what_its_manager_stopped_applying_and_keeps_the_rest() -> None:
+    live = apply(None, _config({"app": "web", "tier": "fe"}), "alice", force=False, now="T1")
+    edited = copy.deepcopy(live)
+    record_update(live, edited, "bob", "T2")  # no change: nothing to own
+    assert [e["manager"] for e in edited["metadata"]["managedFields"]] == ["alice"]
+    edited["metadata"]["labels"]["owner"] = "bob"
+    record_update(live, edited, "bob", "T2")
+    assert [e["manager"] for e in edited["metadata"]["managedFields"]] == ["alice", "bob"]
+
+    again = apply(edited, _config({"app": "web"}), "alice", force=False, now="T3")
+    assert again["metadata"]["labels"] == {"app": "web", "owner": "bob"}  # tier dropped, bob's label kept
+    assert again["metadata"]["managedFields"][-1]["time"] == "T3"
+    same = apply(again, _config({"app": "web"}), "alice", force=False, now="T4")
+    assert same == again  # nothing new: not even the time
+
+
+def test_apply_conflicts_unless_forced() -> None:
+    live = apply(None, _config({"app": "web", "team": "a"}), "alice", force=False, now="T1")
+    with pytest.raises(errors.Conflict, match='Apply failed with 2 conflicts: conflicts with "alice":\n- .metadata.labels.app'):
+        apply(live, _config({"app": "api"}, image="busybox:2"), "bob", force=False, now="T2")
+    shared = apply(live, _config({"app": "web"}), "bob", force=False, now="T2")  # same values: co-owned
+    assert {e["manager"] for e in shared["metadata"]["managedFields"]} == {"alice", "bob"}
+    forced = apply(shared, _config({"app": "api"}), "bob", force=True, now="T3")
+    assert forced["metadata"]["labels"] == {"app": "api", "team": "a"}
+    alice = next(e for e in forced["metadata"]["managedFields"] if e["manager"] == "alice")
+    assert alice["fieldsV1"]["f:metadata"]["f:labels"] == {"f:team": {}}  # bob took the rest over
