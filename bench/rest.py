@@ -7,6 +7,7 @@ measures, from this load-generating process:
   (JSON over HTTP/1.1, 64 keep-alive connections) and through gRPC (8 channels);
   rest_vs_grpc is their ratio; *_p50_ms the median latency;
 - rest_get_p50_ms: single-pod GETs, 64 in flight;
+- *_apiserver_cpu_us_per_create: the apiserver process's CPU time per create, each way;
 - rest_list_ms / rest_table_ms: one list of every pod (a consistent read from etcd, as
   kubectl lists) as JSON and as a kubectl Table;
 - rest_watch_p50_ms / rest_watch_p99_ms: 50 REST watchers of the namespace while pods are
@@ -30,7 +31,7 @@ from typing import Any
 
 import aiohttp
 
-from bench.apiserver import CONCURRENCY, _pct, _pod, bench_creates
+from bench.apiserver import CONCURRENCY, _cpu_seconds, _pct, _pod, bench_creates
 from bench.output import report
 from kubeling.client import Client
 from kubeling.etcd import EtcdServer
@@ -59,7 +60,7 @@ async def _timed_workers(total: int, call: Any) -> tuple[float, float]:
     return total / (time.perf_counter() - start), statistics.median(latencies) * 1000
 
 
-async def bench_rest(base: str, creates: int) -> dict[str, float]:
+async def bench_rest(base: str, creates: int, pid: int) -> dict[str, float]:
     pods = f"{base}/api/v1/namespaces/default/pods"
     connector = aiohttp.TCPConnector(limit=CONCURRENCY)
     async with aiohttp.ClientSession(connector=connector) as http:
@@ -75,7 +76,9 @@ async def bench_rest(base: str, creates: int) -> dict[str, float]:
                     raise RuntimeError(f"get answered {r.status}")
                 await r.read()
 
+        cpu = _cpu_seconds(pid)
         create_rate, create_p50 = await _timed_workers(creates, create)
+        create_cpu = (_cpu_seconds(pid) - cpu) / creates
         _, get_p50 = await _timed_workers(creates, get)
         timings = {}
         for name, accept in (("list", "application/json"), ("table", _TABLE)):
@@ -85,6 +88,7 @@ async def bench_rest(base: str, creates: int) -> dict[str, float]:
             timings[name] = (time.perf_counter() - t) * 1000
             count = len(body.get("items", body.get("rows", [])))
     return {"rest_create_per_s": round(create_rate, 1), "rest_create_p50_ms": round(create_p50, 2),
+            "rest_apiserver_cpu_us_per_create": round(create_cpu * 1e6),
             "rest_get_p50_ms": round(get_p50, 2), "listed_pods": count,
             "rest_list_ms": round(timings["list"], 1), "rest_table_ms": round(timings["table"], 1)}
 
@@ -150,8 +154,10 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
     proc = None
     try:
         proc, grpc, base = _start_apiserver(etcd.endpoint, workdir)
+        cpu = _cpu_seconds(proc.pid)
         grpc_rate, grpc_p50 = await bench_creates(grpc, args.creates)
-        rest = await bench_rest(base, args.creates)
+        grpc_cpu = (_cpu_seconds(proc.pid) - cpu) / args.creates
+        rest = await bench_rest(base, args.creates, proc.pid)
         watch = await bench_rest_watch(base, grpc, args.watchers, args.rate, args.seconds)
     finally:
         if proc is not None and proc.poll() is None:
@@ -160,7 +166,8 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         etcd.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     return {"benchmark": "rest", "cpus": os.cpu_count(), "concurrency": CONCURRENCY, "creates": args.creates,
-            "grpc_create_per_s": round(grpc_rate, 1), "grpc_create_p50_ms": round(grpc_p50, 2), **rest,
+            "grpc_create_per_s": round(grpc_rate, 1), "grpc_create_p50_ms": round(grpc_p50, 2),
+            "grpc_apiserver_cpu_us_per_create": round(grpc_cpu * 1e6), **rest,
             "rest_vs_grpc": round(float(rest["rest_create_per_s"]) / grpc_rate, 3), **watch}
 
 
