@@ -3,10 +3,14 @@ discovery and OpenAPI documents built from them (the parts kubectl reads)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from apiserver.rest.openapi import schemas
+from protos.kubeling.v1 import coordination_pb2, core_pb2
 
 __all__ = ["Resource", "RESOURCES", "GROUPS", "by_path", "api_versions", "api_group_list", "api_group",
            "resource_list", "openapi_index", "openapi_document", "VERSION"]
@@ -17,6 +21,8 @@ VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-kubeling", "gitCo
            "buildDate": "2026-01-01T00:00:00Z", "goVersion": "python", "compiler": "cpython",
            "platform": "linux/amd64"}
 
+_MESSAGES: dict[str, Any] = {"Pod": core_pb2.Pod, "Node": core_pb2.Node, "Namespace": core_pb2.Namespace,
+                             "Event": core_pb2.Event, "Lease": coordination_pb2.Lease}
 _VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
 
@@ -107,15 +113,16 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
 _GV_PATHS = {"": "api/v1", "coordination.k8s.io": "apis/coordination.k8s.io/v1"}
 
 
+@functools.cache  # built once per group-version; callers only serialize it
 def openapi_document(gv_path: str) -> dict[str, Any] | None:
-    """A small OpenAPI v3 document for one group-version: its paths, with the
-    `fieldValidation` query parameter and the GVK extension on every write, which is
-    what kubectl looks for before it leaves validation to the server."""
+    """The OpenAPI v3 document of one group-version: its paths, with the
+    `fieldValidation` query parameter and the GVK extension on every write (what kubectl
+    looks for before it leaves validation to the server), and the kinds' schemas."""
     group = next((g for g, p in _GV_PATHS.items() if p == gv_path), None)
     if group is None:
         return None
     paths: dict[str, Any] = {}
-    schemas: dict[str, Any] = {}
+    kinds: list[tuple[Any, dict[str, str], str]] = []
     for r in RESOURCES:
         if r.group != group:
             continue
@@ -143,13 +150,9 @@ def openapi_document(gv_path: str) -> dict[str, Any] | None:
         if "status" in r.subresources:
             paths[f"{item}/status"] = {"get": op("read", "get"), "put": op("replace", "put", with_body=True),
                                        "patch": op("patch", "patch", with_body=True)}
-        # No GVK extension on the schema: kubectl would then compute apply patches from
-        # it, and these schemas are too thin for that (it uses its built-in types instead).
-        schemas[_schema_name(r)] = {"type": "object", "properties": {
-            "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
-            "spec": {"type": "object"}, "status": {"type": "object"}}}
+        kinds.append((_MESSAGES[r.kind].DESCRIPTOR, gvk[0], _schema_name(r)))
     return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": VERSION["gitVersion"]},
-            "paths": paths, "components": {"schemas": schemas}}
+            "paths": paths, "components": {"schemas": schemas(kinds)}}
 
 
 def _schema_name(r: Resource) -> str:
@@ -157,6 +160,7 @@ def _schema_name(r: Resource) -> str:
     return f"io.k8s.api.{group}.{r.version}.{r.kind}"
 
 
+@functools.cache
 def openapi_index() -> dict[str, Any]:
     """/openapi/v3: where each group-version's document is (the hash lets clients cache)."""
     out = {}

@@ -186,6 +186,11 @@ async def test_discovery_and_openapi(http: tuple[aiohttp.ClientSession, str]) ->
     patch = doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]
     assert patch["x-kubernetes-group-version-kind"] == {"group": "", "version": "v1", "kind": "Pod"}
     assert any(p["name"] == "fieldValidation" for p in patch["parameters"])
+    schemas = doc["components"]["schemas"]
+    assert schemas["io.k8s.api.core.v1.Pod"]["x-kubernetes-group-version-kind"] == [
+        {"group": "", "version": "v1", "kind": "Pod"}]
+    containers = schemas["io.kubeling.v1.PodSpec"]["properties"]["containers"]
+    assert containers["x-kubernetes-patch-merge-key"] == "name" and containers["x-kubernetes-patch-strategy"] == "merge"
     assert (await _get(http, "/api/v2"))[0] == 404
     assert (await _get(http, "/api/v1/widgets"))[0] == 404
 

@@ -195,5 +195,7 @@ async def test_kubectl_namespaces_nodes_and_leases(cluster: Cluster, kubectl: Ku
     _, out, _ = await kubectl("get", "node", "handmade")
     assert out.splitlines()[1].split()[:2] == ["handmade", "Unknown,SchedulingDisabled"]
     await kubectl("delete", "node", "handmade")
+    _, out, _ = await kubectl("explain", "pod.spec.containers")  # from the OpenAPI v3 schemas
+    assert "FIELD: containers <[]Container>" in out and "image\t<string>" in out and "livenessProbe\t<Probe>" in out
     _, out, _ = await kubectl("get", "leases", "-n", "kube-system")
     assert out.splitlines()[0].split() == ["NAME", "HOLDER", "AGE"] and "kube-scheduler" in out
