@@ -329,6 +329,10 @@ def _preflight() -> str:
             return f"{binary} is not installed (run `make up`, or apt-get install runc iproute2 iptables)"
     if not Path("/usr/lib/cni/bridge").exists():
         return "the CNI plugins are missing: apt-get install containernetworking-plugins"
+    if "overlay" not in Path("/proc/filesystems").read_text():
+        return "the kernel has no overlay filesystem (containers' root filesystems): modprobe overlay"
+    if not Path("/proc/self/ns/net").exists():
+        return "the kernel has no network namespaces"
     try:
         etcd_binary()
     except RuntimeError as exc:
@@ -384,6 +388,7 @@ kubeling is up: {len(plan.nodes)} node(s) Ready
   kubeconfig   {root / 'kubeconfig'}
   logs         {root / 'logs'}/<component>.log
   metrics      scheduler http://127.0.0.1:{plan.scheduler_metrics_port}/metrics
+  traces       {plan.otlp_endpoint + ' (OTLP)' if plan.otlp_endpoint else 'off (up --otlp-endpoint URL)'}
 
 create a first pod:
   export KUBECONFIG={root / 'kubeconfig'}

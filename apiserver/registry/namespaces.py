@@ -17,6 +17,9 @@ FINALIZER = "kubernetes"
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
+NAME_LABEL = "kubernetes.io/metadata.name"
+
+
 class NamespaceStrategy(Strategy):
     kind = "Namespace"
     plural = "namespaces"
@@ -32,6 +35,10 @@ class NamespaceStrategy(Strategy):
         out = super().fields(obj)
         out["status.phase"] = obj.status.phase
         return out
+
+    def default(self, obj: Obj) -> None:
+        # The immutable name label upstream sets, so that selectors can pick namespaces by name.
+        obj.metadata.labels[NAME_LABEL] = obj.metadata.name
 
     def prepare_for_create(self, obj: Obj) -> None:
         obj.status.Clear()
