@@ -1,11 +1,12 @@
 # kubeling: `make test` installs what is missing and runs the whole suite.
 SHELL := /bin/bash
-PYTHON ?= python3
+# Debian 12's own interpreter (3.11.2), the one the README promises, not a newer python3 on PATH.
+PYTHON ?= /usr/bin/python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test up deps apt venv protos check-protos bench clean
+.PHONY: test up deps apt venv protos check-protos bench critest clean
 
 test: deps
 	$(PY) -m pytest -q tests

@@ -203,3 +203,22 @@ def test_builtin_images(store: ImageStore, tmp_path: Path) -> None:
     assert build_builtins(store) == []
     other = build_builtins(ImageStore(tmp_path / "other"))
     assert sorted(b.id for b in other) == sorted(b.id for b in built)
+
+
+def test_unpack_keeps_owners_by_number_and_special_modes(store: ImageStore) -> None:
+    """An image's uid 33 named "root" stays 33 (the host's names mean nothing inside the
+    image), and modes a data filter would clear (setuid, sticky) stay."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, uid, mode in (("srv", 33, 0o1777), ("srv/tool", 4242, 0o4755)):
+            info = tarfile.TarInfo(name)
+            info.uid, info.gid, info.uname, info.gname, info.mode = uid, uid, "root", "root", mode
+            if name == "srv":
+                info.type = tarfile.DIRTYPE
+            tar.addfile(info, io.BytesIO(b"") if name != "srv" else None)
+    add_image(store, "owned", [buf.getvalue()])
+    image = store.get("owned")
+    assert image is not None
+    [root] = store.unpack(image)
+    assert (os.stat(root / "srv").st_uid, stat.S_IMODE(os.stat(root / "srv").st_mode)) == (33, 0o1777)
+    assert (os.stat(root / "srv/tool").st_uid, stat.S_IMODE(os.stat(root / "srv/tool").st_mode)) == (4242, 0o4755)
