@@ -4,6 +4,7 @@ and plugin errors turned into a typed exception (libcni's invoke package)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -59,7 +60,17 @@ class RawExecutor:
             proc.kill()
             await proc.wait()
             raise
+        finally:
+            await _stdin_closed(proc)
         return proc.returncode or 0, out, err
+
+
+async def _stdin_closed(proc: asyncio.subprocess.Process) -> None:
+    """A plugin that exits without reading all its config leaves a BrokenPipeError in
+    stdin's close waiter, which Python 3.11 then logs as never retrieved: retrieve it."""
+    if proc.stdin is not None:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            await proc.stdin.wait_closed()
 
 
 async def execute(executor: Executor, plugin_type: str, path: Sequence[str], command: str,

@@ -173,8 +173,14 @@ class NetworkPluginManager:
     async def tear_down_pod(self, pod: PodNetwork) -> None:
         net = self.default_network()
         async with self._lock(pod):
+            netns = pod.netns if pod.netns and Path(pod.netns).exists() else ""
+            # Loopback first, as upstream's TearDownPod: its failure is logged, never fatal
+            # (DEL also drops the cached result libcni keeps for it).
+            try:
+                await self.cni.del_network_list(_LOOPBACK, RuntimeConf(pod.sandbox_id, netns, "lo", pod.args()))
+            except PluginError as err:
+                log.warning("pod %s/%s: deleting the loopback network: %s", pod.namespace, pod.name, err)
             if net is not None:
-                netns = pod.netns if pod.netns and Path(pod.netns).exists() else ""
                 await self.cni.del_network_list(net, RuntimeConf(pod.sandbox_id, netns, "eth0", pod.args(),
                                                                  self._runtime(pod, "eth0").capability_args))
             self.ports.release(pod.sandbox_id)

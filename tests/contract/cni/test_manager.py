@@ -63,7 +63,8 @@ async def test_twenty_sandboxes_concurrently(workdir: Path, bridge: str, make_ne
     assert not set(names) & set(netns.list_names("kubeling-test-"))
     assert iptables_chains() == chains
     assert not list((workdir / "ipam" / "many").glob("10.*"))
-    assert not list((workdir / "cache" / "results").glob("many-*"))
+    # Nothing cached for any network, the loopback included (upstream's TearDownPod DELs both).
+    assert not list((workdir / "cache" / "results").iterdir())
     for _ in range(50):  # veths vanish shortly after their namespace (MACHINE-FACTS)
         if not bridge_ports(bridge):
             break
