@@ -25,6 +25,7 @@ apt:
 	test -x /usr/lib/cni/bridge || missing="$$missing containernetworking-plugins"; \
 	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
 	test -x /bin/busybox || missing="$$missing busybox-static"; \
+	test -x /usr/bin/catatonit || missing="$$missing catatonit"; \
 	command -v runc >/dev/null 2>&1 || missing="$$missing runc"; \
 	command -v docker-registry >/dev/null 2>&1 || missing="$$missing docker-registry"; \
 	command -v skopeo >/dev/null 2>&1 || missing="$$missing skopeo"; \

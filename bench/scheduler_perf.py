@@ -48,7 +48,7 @@ def make_pod(name: str, node: str = "") -> core_pb2.Pod:
     pod = core_pb2.Pod(
         metadata=meta_pb2.ObjectMeta(name=name, namespace="default", uid=f"uid-{name}"),
         spec=core_pb2.PodSpec(nodeName=node, schedulerName="default-scheduler", priority=0, containers=[
-            core_pb2.Container(name="pause", image="registry.k8s.io/pause:3.10",
+            core_pb2.Container(name="pause", image="registry.k8s.io/pause:3.10.1",
                                ports=[core_pb2.ContainerPort(containerPort=80, protocol="TCP")],
                                resources=core_pb2.ResourceRequirements(requests=res, limits=res))]))
     return pod

@@ -329,6 +329,9 @@ def _preflight() -> str:
             return f"{binary} is not installed (run `make up`, or apt-get install runc iproute2 iptables)"
     if not Path("/usr/lib/cni/bridge").exists():
         return "the CNI plugins are missing: apt-get install containernetworking-plugins"
+    for path, package in (("/bin/busybox", "busybox-static"), ("/usr/bin/catatonit", "catatonit")):
+        if not Path(path).exists():
+            return f"{path} is missing (the built-in images are made of it): apt-get install {package}"
     if "overlay" not in Path("/proc/filesystems").read_text():
         return "the kernel has no overlay filesystem (containers' root filesystems): modprobe overlay"
     if not Path("/proc/self/ns/net").exists():

@@ -1,9 +1,11 @@
-"""Built-in images made from the host's busybox-static: no registry needed.
+"""Built-in images made from the host's own binaries: no registry needed.
 
-`docker.io/library/busybox:latest` is one layer: /bin/busybox, a symlink per
-applet, a minimal /etc/passwd and /etc/group. `registry.k8s.io/pause:3.10`
-reuses that very layer (stored once) with `sleep infinity` as its entrypoint:
-the sandbox's pause process only has to hold the namespaces.
+`docker.io/library/busybox:latest` is one layer: /bin/busybox (Debian's
+busybox-static), a symlink per applet, a minimal /etc/passwd and /etc/group.
+`registry.k8s.io/pause:3.10.1` is one file, /pause: Debian's static `catatonit`,
+run as `/pause -P`, its pause mode. Like upstream's pause it holds the sandbox's
+namespaces, reaps the zombies of a shared PID namespace, exits on SIGTERM and is
+named `pause` (a `sleep` there would show up in the containers' `pgrep sleep`).
 
 Layers are built deterministically (sorted entries, zero mtimes, gzip without a
 timestamp), so the same busybox binary always gives the same image id.
@@ -24,13 +26,18 @@ from kubelet.cri.images.platforms import this_platform
 from kubelet.cri.images.store import OCI_CONFIG, OCI_MANIFEST, ImageRecord, ImageStore
 
 BUSYBOX_IMAGE = "docker.io/library/busybox:latest"
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"
 DEFAULT_BUSYBOX = Path("/bin/busybox")
+DEFAULT_PAUSE = Path("/usr/bin/catatonit")
 LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
 DEFAULT_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 PASSWD = b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/false\n"
 GROUP = b"root:x:0:\nnogroup:x:65534:\n"
+
+
+class BuiltinError(RuntimeError):
+    """A binary a built-in image is made of is missing."""
 
 
 @dataclass(frozen=True)
@@ -40,10 +47,9 @@ class BuiltinImage:
     cmd: list[str] | None
 
 
-BUILTINS = (
-    BuiltinImage(BUSYBOX_IMAGE, entrypoint=None, cmd=["sh"]),
-    BuiltinImage(PAUSE_IMAGE, entrypoint=["/bin/sleep", "infinity"], cmd=None),
-)
+BUSYBOX = BuiltinImage(BUSYBOX_IMAGE, entrypoint=None, cmd=["sh"])
+PAUSE = BuiltinImage(PAUSE_IMAGE, entrypoint=["/pause", "-P"], cmd=None)
+BUILTINS = (BUSYBOX, PAUSE)
 
 
 def _applets(busybox: Path) -> list[str]:
@@ -82,6 +88,14 @@ def busybox_layer(busybox: Path = DEFAULT_BUSYBOX) -> bytes:
     return buf.getvalue()
 
 
+def pause_layer(pause: Path = DEFAULT_PAUSE) -> bytes:
+    """The uncompressed tar of the pause image: /pause and nothing else."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        _add(tar, "pause", mode=0o755, data=pause.read_bytes())
+    return buf.getvalue()
+
+
 def _gzip(data: bytes) -> bytes:
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, compresslevel=6) as gz:
@@ -94,18 +108,21 @@ def _put_json(store: ImageStore, body: dict[str, object]) -> tuple[str, int]:
     return store.put_blob(data), len(data)
 
 
-def build_builtins(store: ImageStore, busybox: Path = DEFAULT_BUSYBOX,
+def build_builtins(store: ImageStore, busybox: Path = DEFAULT_BUSYBOX, pause: Path = DEFAULT_PAUSE,
                    only_missing: bool = True) -> list[ImageRecord]:
     """Build the built-in images into store; with only_missing, keep ones already there."""
     wanted = [b for b in BUILTINS if not (only_missing and store.get(b.name) is not None)]
-    if not wanted:
-        return []
-    layer = busybox_layer(busybox)
-    diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
-    compressed = _gzip(layer)
-    layer_digest = store.put_blob(compressed)
+    sources = {BUSYBOX.name: (busybox, "busybox-static", busybox_layer),
+               PAUSE.name: (pause, "catatonit", pause_layer)}
     built: list[ImageRecord] = []
     for image in wanted:
+        binary, package, make_layer = sources[image.name]
+        if not binary.is_file():
+            raise BuiltinError(f"{image.name} is made from {binary} (Debian package {package}), which is missing")
+        layer = make_layer(binary)
+        diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
+        compressed = _gzip(layer)
+        layer_digest = store.put_blob(compressed)
         run_config: dict[str, object] = {"Env": [DEFAULT_PATH], "WorkingDir": "/"}
         if image.entrypoint:
             run_config["Entrypoint"] = image.entrypoint
@@ -114,7 +131,7 @@ def build_builtins(store: ImageStore, busybox: Path = DEFAULT_BUSYBOX,
         config_digest, config_size = _put_json(store, {
             "architecture": this_platform()[1], "os": this_platform()[0], "config": run_config,
             "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-            "history": [{"created_by": f"kubeling image build-builtins from {busybox}"}],
+            "history": [{"created_by": f"kubeling image build-builtins from {binary}"}],
         })
         manifest_digest, _ = _put_json(store, {
             "schemaVersion": 2, "mediaType": OCI_MANIFEST,

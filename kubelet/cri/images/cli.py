@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from kubelet.cri.images.archive import import_archive
-from kubelet.cri.images.builtin import DEFAULT_BUSYBOX, build_builtins
+from kubelet.cri.images.builtin import DEFAULT_BUSYBOX, DEFAULT_PAUSE, BuiltinError, build_builtins
 from kubelet.cri.images.store import ImageRecord, ImageStore, ImageStoreError
 from kubelet.cri.images.unpack import LayerError
 
@@ -18,8 +18,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser = subparsers.add_parser("image", help="manage the local image store")
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help=f"image store (default {DEFAULT_ROOT})")
     commands = parser.add_subparsers(dest="image_command", required=True)
-    build = commands.add_parser("build-builtins", help="make busybox and pause from the host's busybox-static")
+    build = commands.add_parser("build-builtins",
+                                help="make busybox and pause from the host's busybox-static and catatonit")
     build.add_argument("--busybox", type=Path, default=DEFAULT_BUSYBOX)
+    build.add_argument("--pause", type=Path, default=DEFAULT_PAUSE, help="a static pause binary (catatonit)")
     build.add_argument("--force", action="store_true", help="rebuild even when present")
     load = commands.add_parser("import", help="load an OCI image archive")
     load.add_argument("file", type=Path)
@@ -43,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     store = ImageStore(args.root)
     try:
         if args.image_command == "build-builtins":
-            built = build_builtins(store, args.busybox, only_missing=not args.force)
+            built = build_builtins(store, args.busybox, args.pause, only_missing=not args.force)
             for image in built:
                 print(f"built {image.repo_tags[0]} {image.id}")
             if not built:
@@ -53,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"imported {image.names[0]} {image.id}")
         else:
             _print_table(store.images())
-    except (ImageStoreError, LayerError, OSError) as exc:
+    except (ImageStoreError, LayerError, BuiltinError, OSError) as exc:
         print(f"kubeling image {args.image_command}: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -16,7 +16,7 @@ from kubelet.cri.runc import Runc
 from protos.runtime.v1 import api_pb2
 from tests.contract.cri.conftest import Bundles
 
-SCRIPT = ("hostname; cat /etc/hosts; echo $GREETING; id -u; ps -o args | grep -c '^/bin/sleep infinity'; "
+SCRIPT = ("hostname; cat /etc/hosts; echo $GREETING; id -u; ps -o args | grep -c '^/pause -P'; "
           "cat /sys/fs/cgroup/memory/memory.limit_in_bytes; readlink /proc/self/ns/net")
 
 

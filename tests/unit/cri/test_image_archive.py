@@ -105,6 +105,6 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     listing = capsys.readouterr().out.splitlines()
     assert listing[0].split() == ["IMAGE", "TAG", "IMAGE", "ID", "SIZE"]
     assert {tuple(line.split()[:2]) for line in listing[1:]} == {
-        ("docker.io/library/busybox", "latest"), ("registry.k8s.io/pause", "3.10")}
+        ("docker.io/library/busybox", "latest"), ("registry.k8s.io/pause", "3.10.1")}
     assert main(["image", "--root", root, "import", str(tmp_path / "missing.tar")]) == 1
     assert "missing.tar" in capsys.readouterr().err

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kubelet.cri.images.builtin import BUSYBOX_IMAGE, PAUSE_IMAGE, build_builtins
+from kubelet.cri.images.builtin import BUSYBOX_IMAGE, PAUSE_IMAGE, BuiltinError, build_builtins
 from kubelet.cri.images.store import OCI_CONFIG, OCI_MANIFEST, ImageStore, ImageStoreError
 from kubelet.cri.images.unpack import LayerError
 
@@ -192,8 +192,10 @@ def test_builtin_images(store: ImageStore, tmp_path: Path) -> None:
     busybox, pause = store.get("busybox"), store.get(PAUSE_IMAGE)
     assert busybox is not None and pause is not None
     assert busybox.run_config["Cmd"] == ["sh"]
-    assert pause.run_config["Entrypoint"] == ["/bin/sleep", "infinity"]
-    assert busybox.layers == pause.layers  # one layer blob, stored once
+    assert pause.run_config["Entrypoint"] == ["/pause", "-P"]  # catatonit's pause mode
+    [pause_root] = store.unpack(pause)
+    assert sorted(p.name for p in pause_root.iterdir()) == ["pause"]
+    assert (pause_root / "pause").read_bytes() == Path("/usr/bin/catatonit").read_bytes()
     [root] = store.unpack(busybox)
     assert os.readlink(root / "bin/sh") == "/bin/busybox"
     assert (root / "bin/busybox").read_bytes() == Path("/bin/busybox").read_bytes()
@@ -201,6 +203,8 @@ def test_builtin_images(store: ImageStore, tmp_path: Path) -> None:
     assert (root / "etc/passwd").read_text().startswith("root:x:0:0:")
     # Present images are kept; the build is reproducible (same binary, same ids).
     assert build_builtins(store) == []
+    with pytest.raises(BuiltinError, match="catatonit"):
+        build_builtins(ImageStore(tmp_path / "none"), pause=tmp_path / "absent")
     other = build_builtins(ImageStore(tmp_path / "other"))
     assert sorted(b.id for b in other) == sorted(b.id for b in built)
 
