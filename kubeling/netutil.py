@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-__all__ = ["free_port"]
+__all__ = ["free_port", "split_host_port"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -12,3 +12,11 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def split_host_port(text: str) -> tuple[str, int]:
+    """("::1", 10010) from "[::1]:10010", ("127.0.0.1", 0) from "127.0.0.1:0"; ValueError naming the text."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
+    return host.removeprefix("[").removesuffix("]"), int(port)

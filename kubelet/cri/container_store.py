@@ -29,6 +29,8 @@ class ContainerRecord:
     started_at: int = 0
     pid: int = 0
     state_dir: str = ""
+    # The identity its process runs with (ContainerStatus.user): uid, gid, supplementary groups.
+    user: tuple[int, int, tuple[int, ...]] | None = None
 
     @classmethod
     def create(cls, sandbox_id: str, config: api_pb2.ContainerConfig, image_id: str, image_name: str,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal as signals
 import time
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from kubelet.cri.container_store import Ambiguous, ContainerRecord, ContainerSto
 from kubelet.cri.errors import CRIError, invalid, not_found
 from kubelet.cri.images import reference
 from kubelet.cri.images.store import ImageStore
-from kubelet.cri.oci_spec import SandboxContext, SpecError, container_spec, resources_spec
+from kubelet.cri.oci_spec import SandboxContext, SpecError, container_spec, resources_spec, sandbox_hostname
 from kubelet.cri.rootfs import MountError, mount_overlay, unmount
 from kubelet.cri.runc import Runc, RuncError
 from kubelet.cri.sandbox_store import READY, SandboxRecord
@@ -70,7 +71,7 @@ class ContainerManager:
         config = sandbox.config
         options = config.linux.security_context.namespace_options
         return SandboxContext(
-            hostname=config.hostname or config.metadata.name, pause_pid=sandbox.pause_pid,
+            hostname=sandbox_hostname(config), pause_pid=sandbox.pause_pid,
             netns_path=netns.path_of(sandbox.netns) if sandbox.netns else "",
             etc_dir=self.sandboxes.store.directory(sandbox.id), cgroup_parent=config.linux.cgroup_parent,
             host_ipc=options.ipc == api_pb2.NODE, host_pid=options.pid == api_pb2.NODE,
@@ -107,9 +108,12 @@ class ContainerManager:
             rootfs = await mount_overlay(layers, directory)
             spec = container_spec(record.id, config, image.run_config, rootfs, self._sandbox_context(sandbox))
             (directory / "config.json").write_text(json.dumps(spec))
+            user = spec["process"]["user"]
+            record.user = (int(user["uid"]), int(user["gid"]), tuple(int(g) for g in user.get("additionalGids", [])))
             self.store.save(record)
             record.pid = await self.shims.launch(record.id, directory, Path(log_path or directory / "container.log"),
-                                                 directory)
+                                                 directory, stdin=config.stdin, stdin_once=config.stdin_once,
+                                                 tty=config.tty)
             self.store.save(record)
         except BaseException as exc:
             await asyncio.shield(self._destroy(record))
@@ -147,7 +151,12 @@ class ContainerManager:
         return True
 
     async def stop(self, container_id: str, timeout: int) -> None:
-        record = self.get(container_id)
+        try:
+            record = self.store.get(container_id)
+        except NotFound:
+            return  # nothing to stop: success, as the CRI asks (and containerd does)
+        except Ambiguous as exc:
+            raise not_found(exc.args[0]) from None
         async with self._lock(record.id):
             await self._stop(record, timeout)
 
@@ -246,6 +255,9 @@ class ContainerManager:
             image_id=record.image_id, labels=config.labels, annotations=config.annotations,
             mounts=config.mounts, log_path=record.log_path,
             resources=api_pb2.ContainerResources(linux=config.linux.resources))
+        if record.user is not None:
+            uid, gid, groups = record.user
+            status.user.linux.CopyFrom(api_pb2.LinuxContainerUser(uid=uid, gid=gid, supplemental_groups=groups))
         ended = record.exit()
         if ended is not None:
             status.finished_at, status.exit_code = ended.finished_at, ended.exit_code
@@ -272,6 +284,15 @@ class ContainerManager:
 
     def reopen_log(self, container_id: str) -> None:
         record = self.get(container_id)
+        if record.state() != api_pb2.CONTAINER_RUNNING:
+            raise CRIError(grpc.StatusCode.FAILED_PRECONDITION, f"container {record.id} is not running")
+        # The new file exists when the RPC returns, as containerd's (the kubelet's rotation
+        # checks it); the shim, signalled, then appends to it.
+        path = Path(record.log_path or Path(record.state_dir) / "container.log")
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
+        except OSError as exc:
+            raise CRIError(grpc.StatusCode.UNKNOWN, f"container {record.id}: reopen log {path}: {exc}") from exc
         if not reopen_log(Path(record.state_dir)):
             raise CRIError(grpc.StatusCode.FAILED_PRECONDITION, f"container {record.id} is not running")
 

@@ -87,7 +87,9 @@ class ImageService(api_pb2_grpc.ImageServiceServicer):
                 record = await self.puller.pull(name, credentials)
             except PullError as exc:
                 # Whatever stopped the pull, the image cannot be had: NOT_FOUND with the reason.
-                await context.abort(grpc.StatusCode.NOT_FOUND, f"pulling image {reference.normalize(name)!r}: {exc}")
+                normalized = reference.normalize(name)
+                reason = str(exc).removeprefix(f"{normalized}: ")
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"pulling image {normalized!r}: {reason}")
         assert record is not None
         return api_pb2.PullImageResponse(image_ref=record.id)
 

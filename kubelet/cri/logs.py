@@ -9,6 +9,7 @@ containerd does.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -136,11 +137,23 @@ class CRILogWriter:
             self._file.close()
 
 
-def copy_stream(source: BinaryIO | int, writer: CRILogWriter, stream: str, chunk: int = 64 * 1024) -> None:
-    """Copy a pipe into the log until EOF (run in a thread per stream)."""
+def copy_stream(source: BinaryIO | int, writer: CRILogWriter, stream: str, chunk: int = 64 * 1024,
+                on_data: Callable[[bytes], None] | None = None) -> None:
+    """Copy a pipe (or a terminal's master) into the log until EOF, handing each chunk
+    to on_data too (attached clients); run in a thread per stream."""
     fd = source if isinstance(source, int) else source.fileno()
     try:
-        while data := os.read(fd, chunk):
+        while True:
+            try:
+                data = os.read(fd, chunk)
+            except OSError as exc:
+                if exc.errno != errno.EIO:  # EIO: a terminal whose process side is gone
+                    raise
+                data = b""
+            if not data:
+                break
             writer.write(stream, data)
+            if on_data is not None:
+                on_data(data)
     finally:
         writer.close_stream(stream)

@@ -8,10 +8,12 @@ container's command replaces the image's Entrypoint, its args replace the Cmd.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kubelet.cri.seccomp import DEFAULT_PROFILE, SeccompError, seccomp_spec
 from protos.runtime.v1 import api_pb2
 
 OCI_VERSION = "1.0.2"
@@ -29,6 +31,28 @@ ALL_CAPABILITIES = sorted({
     "CAP_LEASE", "CAP_AUDIT_CONTROL", "CAP_MAC_OVERRIDE", "CAP_MAC_ADMIN", "CAP_SYSLOG", "CAP_WAKE_ALARM",
     "CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ", "CAP_PERFMON", "CAP_BPF", "CAP_CHECKPOINT_RESTORE",
 })
+# Capability numbers (linux/capability.h), for reading a bounding set.
+_CAPABILITY_NUMBERS = [
+    "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID",
+    "CAP_SETUID", "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE", "CAP_NET_BROADCAST", "CAP_NET_ADMIN",
+    "CAP_NET_RAW", "CAP_IPC_LOCK", "CAP_IPC_OWNER", "CAP_SYS_MODULE", "CAP_SYS_RAWIO", "CAP_SYS_CHROOT",
+    "CAP_SYS_PTRACE", "CAP_SYS_PACCT", "CAP_SYS_ADMIN", "CAP_SYS_BOOT", "CAP_SYS_NICE", "CAP_SYS_RESOURCE",
+    "CAP_SYS_TIME", "CAP_SYS_TTY_CONFIG", "CAP_MKNOD", "CAP_LEASE", "CAP_AUDIT_WRITE", "CAP_AUDIT_CONTROL",
+    "CAP_SETFCAP", "CAP_MAC_OVERRIDE", "CAP_MAC_ADMIN", "CAP_SYSLOG", "CAP_WAKE_ALARM", "CAP_BLOCK_SUSPEND",
+    "CAP_AUDIT_READ", "CAP_PERFMON", "CAP_BPF", "CAP_CHECKPOINT_RESTORE",
+]
+
+
+def current_capabilities(status: Path = Path("/proc/self/status")) -> list[str]:
+    """The capabilities this process may hand on (its bounding set), as containerd's
+    WithAllCurrentCapabilities: "all" means these (a VM may lack CAP_SYS_RESOURCE, say)."""
+    for line in status.read_text().splitlines():
+        if line.startswith("CapBnd:"):
+            mask = int(line.split()[1], 16)
+            return sorted(name for bit, name in enumerate(_CAPABILITY_NUMBERS) if mask >> bit & 1)
+    return list(ALL_CAPABILITIES)
+
+
 DEFAULT_MASKED_PATHS = [
     "/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
     "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap",
@@ -49,7 +73,7 @@ class SpecError(ValueError):
 class SandboxContext:
     """What a container takes from its sandbox."""
 
-    hostname: str
+    hostname: str  # the pod's (the node's for host network): the containers' HOSTNAME
     pause_pid: int  # the sandbox's pause process: its ipc/uts (and pid, for POD mode) namespaces
     netns_path: str  # "" for host network
     etc_dir: Path  # holds the sandbox's hosts, resolv.conf, hostname
@@ -58,6 +82,7 @@ class SandboxContext:
     host_ipc: bool = False
     host_pid: bool = False
     sysctls: tuple[tuple[str, str], ...] = ()
+    seccomp_default: Path = DEFAULT_PROFILE  # the RuntimeDefault profile
 
 
 def _command(config: api_pb2.ContainerConfig, image: dict[str, Any]) -> list[str]:
@@ -72,11 +97,13 @@ def _command(config: api_pb2.ContainerConfig, image: dict[str, Any]) -> list[str
     return args
 
 
-def _env(config: api_pb2.ContainerConfig, image: dict[str, Any]) -> list[str]:
+def _env(config: api_pb2.ContainerConfig, image: dict[str, Any], hostname: str) -> list[str]:
     merged: dict[str, str] = {}
     for item in image.get("Env") or []:
         key, _, value = str(item).partition("=")
         merged[key] = value
+    if hostname:
+        merged["HOSTNAME"] = hostname  # as containerd: after the image's, before the config's own
     for kv in config.envs:
         if not kv.key:
             raise SpecError("config.envs: an environment variable has an empty name")
@@ -102,6 +129,9 @@ def _lookup(rootfs: Path, name: str, database: str) -> tuple[int, int] | None:
 
 def _user(config: api_pb2.ContainerConfig, image: dict[str, Any], rootfs: Path) -> dict[str, Any]:
     security = config.linux.security_context
+    if security.HasField("run_as_group") and not security.HasField("run_as_user") and not security.run_as_username:
+        raise SpecError("config.linux.security_context.run_as_group: a group needs a user: "
+                        "set run_as_user or run_as_username too")
     if security.HasField("run_as_user"):
         uid = security.run_as_user.value
         found = _by_uid(rootfs, uid)
@@ -116,7 +146,30 @@ def _user(config: api_pb2.ContainerConfig, image: dict[str, Any], rootfs: Path) 
         uid, gid = _image_user(str(image.get("User") or ""), rootfs)
     if security.HasField("run_as_group"):
         gid = security.run_as_group.value
-    return {"uid": uid, "gid": gid, "additionalGids": sorted(set(security.supplemental_groups))}
+    # As containerd: the primary group, the groups the image's /etc/group puts the user in
+    # (unless the policy is Strict), then the pod's supplemental groups.
+    groups = [gid]
+    if security.supplemental_groups_policy != api_pb2.Strict:
+        groups += _image_groups(rootfs, uid)
+    groups += list(security.supplemental_groups)
+    return {"uid": uid, "gid": gid, "additionalGids": list(dict.fromkeys(groups))}
+
+
+def _image_groups(rootfs: Path, uid: int) -> list[int]:
+    """Groups whose member list in the image's /etc/group names the user with this uid."""
+    names = {fields[0] for fields in _entries(rootfs, "passwd") if len(fields) > 2 and fields[2] == str(uid)}
+    out = []
+    for fields in _entries(rootfs, "group"):
+        if len(fields) > 3 and names & set(fields[3].split(",")) and fields[2].isdigit():
+            out.append(int(fields[2]))
+    return out
+
+
+def _entries(rootfs: Path, database: str) -> list[list[str]]:
+    try:
+        return [line.split(":") for line in (rootfs / "etc" / database).read_text().splitlines()]
+    except OSError:
+        return []
 
 
 def _by_uid(rootfs: Path, uid: int) -> int | None:
@@ -152,6 +205,41 @@ def _image_user(spec: str, rootfs: Path) -> tuple[int, int]:
                 raise SpecError(f"image group {group!r} is not in the image's /etc/group")
             gid = found[0]
     return uid, gid
+
+
+def mount_propagation(path: Path, mountinfo: Path = Path("/proc/self/mountinfo")) -> str:
+    """How the mount holding path propagates: "shared", "slave" or "private"."""
+    best, fields = "", [""]
+    for line in mountinfo.read_text().splitlines():
+        parts = line.split(" - ")[0].split()
+        point = parts[4].replace("\\040", " ")
+        inside = str(path) == point or str(path).startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, fields = point, parts[6:]
+    if any(f.startswith("shared:") for f in fields):
+        return "shared"
+    return "slave" if any(f.startswith("master:") for f in fields) else "private"
+
+
+def _rootfs_propagation(config: api_pb2.ContainerConfig, mountinfo: Path = Path("/proc/self/mountinfo")) -> str:
+    """As containerd: a Bidirectional mount needs a shared source and an rshared root (so its
+    mounts reach the host); HostToContainer a shared or slave source and at least rslave."""
+    wanted = ""
+    for index, mount in enumerate(config.mounts):
+        if mount.propagation == api_pb2.PROPAGATION_PRIVATE:
+            continue
+        source = Path(mount.host_path).resolve()
+        actual = mount_propagation(source, mountinfo)
+        field = f"config.mounts[{index}].propagation"
+        if mount.propagation == api_pb2.PROPAGATION_BIDIRECTIONAL:
+            if actual != "shared":
+                raise SpecError(f"{field}: Bidirectional needs {source} on a shared mount; it is {actual}")
+            wanted = "rshared"
+        elif actual == "private":
+            raise SpecError(f"{field}: HostToContainer needs {source} on a shared or slave mount; it is private")
+        elif not wanted:
+            wanted = "rslave"
+    return wanted
 
 
 def _mounts(config: api_pb2.ContainerConfig, sandbox: SandboxContext, readonly_rootfs: bool) -> list[dict[str, Any]]:
@@ -230,19 +318,20 @@ def container_spec(container_id: str, config: api_pb2.ContainerConfig, image: di
     """The config.json for one container of a sandbox."""
     security = config.linux.security_context
     privileged = security.privileged
+    current = current_capabilities()
     if privileged:
-        capabilities = list(ALL_CAPABILITIES)
+        capabilities = current
     else:
         add = {f"CAP_{c.upper().removeprefix('CAP_')}" for c in security.capabilities.add_capabilities}
         drop = {f"CAP_{c.upper().removeprefix('CAP_')}" for c in security.capabilities.drop_capabilities}
         if "CAP_ALL" in add:
-            add = set(ALL_CAPABILITIES)
+            add = set(current)
         capabilities = sorted((set(DEFAULT_CAPABILITIES) | add) - ({*ALL_CAPABILITIES} if "CAP_ALL" in drop else drop))
     process: dict[str, Any] = {
         "terminal": config.tty,
         "user": _user(config, image, rootfs),
         "args": _command(config, image),
-        "env": _env(config, image),
+        "env": _env(config, image, sandbox.hostname),
         "cwd": config.working_dir or str(image.get("WorkingDir") or "/"),
         "capabilities": {key: capabilities for key in ("bounding", "effective", "permitted")},
         "noNewPrivileges": security.no_new_privs,
@@ -278,11 +367,21 @@ def container_spec(container_id: str, config: api_pb2.ContainerConfig, image: di
     if not privileged:
         linux["maskedPaths"] = list(security.masked_paths) or DEFAULT_MASKED_PATHS
         linux["readonlyPaths"] = list(security.readonly_paths) or DEFAULT_READONLY_PATHS
+    try:
+        seccomp = seccomp_spec(security, capabilities, sandbox.seccomp_default)
+    except SeccompError as exc:
+        raise SpecError(str(exc)) from None
+    if seccomp is not None:
+        linux["seccomp"] = seccomp
+    propagation = _rootfs_propagation(config)
+    if propagation:
+        linux["rootfsPropagation"] = propagation
     return {
         "ociVersion": OCI_VERSION,
         "process": process,
         "root": {"path": str(rootfs), "readonly": security.readonly_rootfs},
-        **({"hostname": sandbox.hostname} if sandbox.netns_path else {}),
+        # No "hostname": the container joins the pause's UTS namespace, whose name the
+        # pause set (a second sethostname would only repeat it, or fail for long names).
         "mounts": _mounts(config, sandbox, security.readonly_rootfs),
         "annotations": {"io.kubernetes.cri.container-type": "container",
                         "io.kubernetes.cri.container-name": config.metadata.name},
@@ -330,6 +429,11 @@ def pause_spec(sandbox_id: str, config: api_pb2.PodSandboxConfig, image: dict[st
                   "sysctl": dict(config.linux.sysctls),
                   "maskedPaths": DEFAULT_MASKED_PATHS, "readonlyPaths": DEFAULT_READONLY_PATHS},
     }
-    if netns_path and config.hostname:
-        spec["hostname"] = config.hostname
+    if netns_path:
+        spec["hostname"] = sandbox_hostname(config)
     return spec
+
+
+def sandbox_hostname(config: api_pb2.PodSandboxConfig) -> str:
+    """The pod's hostname: the config's, or the node's when it names none (as containerd)."""
+    return config.hostname or os.uname().nodename

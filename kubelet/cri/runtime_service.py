@@ -1,8 +1,9 @@
 """runtime.v1 RuntimeService: runtime information, status, pod sandboxes and containers.
 
-Handlers translate; the work is in sandboxes.py and containers.py. Every RPC of
-protos/runtime/v1 is implemented here (a test checks it); RPCs outside that subset
-(Stream*, checkpoint, events, metrics) get gRPC's own UNIMPLEMENTED.
+Handlers translate; the work is in sandboxes.py and containers.py, and Exec,
+Attach and PortForward hand out URLs on the streaming server (streaming/). Every
+RPC of protos/runtime/v1 is implemented here (a test checks it); RPCs outside that
+subset (Stream*, checkpoint, events, metrics) get gRPC's own UNIMPLEMENTED.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import grpc
 
 from cni.manager import POD_CIDR_CHANGE, NetworkNotReady, NetworkPluginManager
 from kubelet.cri.containers import ContainerManager
-from kubelet.cri.errors import translate_errors
+from kubelet.cri.errors import CRIError, translate_errors
+from kubelet.cri.sandbox_store import READY
 from kubelet.cri.sandboxes import SandboxManager
+from kubelet.cri.streaming import StreamingServer
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -27,16 +30,13 @@ RUNTIME_API_VERSION = "v1"
 # The kubelet's runtime API version string, as containerd and CRI-O answer it.
 KUBELET_API_VERSION = "0.1.0"
 
-STREAMING_UNSUPPORTED = ("{method} is not supported by kubeling's CRI runtime yet: there is no streaming "
-                         "server; use ExecSync for commands")
-
-
 class RuntimeService(api_pb2_grpc.RuntimeServiceServicer):
     def __init__(self, network: NetworkPluginManager, sandboxes: SandboxManager,
-                 containers: ContainerManager) -> None:
+                 containers: ContainerManager, streaming: StreamingServer) -> None:
         self.network = network
         self.sandboxes = sandboxes
         self.containers = containers
+        self.streaming = streaming
 
     # ---- pod sandboxes (kubelet/cri/sandboxes.py) ----
 
@@ -169,7 +169,7 @@ class RuntimeService(api_pb2_grpc.RuntimeServiceServicer):
         return api_pb2.StatusResponse(
             status=api_pb2.RuntimeStatus(conditions=[runtime, network]), info=info,
             runtime_handlers=[api_pb2.RuntimeHandler(name="", features=api_pb2.RuntimeHandlerFeatures())],
-            features=api_pb2.RuntimeFeatures())
+            features=api_pb2.RuntimeFeatures(supplemental_groups_policy=True))
 
     @translate_errors
     async def UpdateRuntimeConfig(self, request: api_pb2.UpdateRuntimeConfigRequest,
@@ -191,20 +191,35 @@ class RuntimeService(api_pb2_grpc.RuntimeServiceServicer):
         return api_pb2.RuntimeConfigResponse(
             linux=api_pb2.LinuxRuntimeConfiguration(cgroup_driver=api_pb2.CGROUPFS))
 
+    # ---- streaming (kubelet/cri/streaming): a single-use URL on the streaming server ----
+
+    def _running_container(self, container_id: str) -> str:
+        record = self.containers.get(container_id)
+        state = record.state()
+        if state != api_pb2.CONTAINER_RUNNING:
+            raise CRIError(grpc.StatusCode.FAILED_PRECONDITION,
+                           f"container {record.id} is in {api_pb2.ContainerState.Name(state)} state, not running")
+        return record.id
+
     @translate_errors
     async def Exec(self, request: api_pb2.ExecRequest, context: grpc.aio.ServicerContext) -> api_pb2.ExecResponse:
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, STREAMING_UNSUPPORTED.format(method="Exec"))
-        raise AssertionError("unreachable")
+        if request.container_id:
+            request.container_id = self._running_container(request.container_id)
+        return api_pb2.ExecResponse(url=self.streaming.get_exec(request))
 
     @translate_errors
     async def Attach(self, request: api_pb2.AttachRequest,
                      context: grpc.aio.ServicerContext) -> api_pb2.AttachResponse:
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, STREAMING_UNSUPPORTED.format(method="Attach"))
-        raise AssertionError("unreachable")
+        if request.container_id:
+            request.container_id = self._running_container(request.container_id)
+        return api_pb2.AttachResponse(url=self.streaming.get_attach(request))
 
     @translate_errors
     async def PortForward(self, request: api_pb2.PortForwardRequest,
                           context: grpc.aio.ServicerContext) -> api_pb2.PortForwardResponse:
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, STREAMING_UNSUPPORTED.format(method="PortForward"))
-        raise AssertionError("unreachable")
-
+        if request.pod_sandbox_id:
+            sandbox = await self.sandboxes.refresh(self.sandboxes.get(request.pod_sandbox_id))
+            if sandbox.state != READY:
+                raise CRIError(grpc.StatusCode.FAILED_PRECONDITION, f"sandbox {sandbox.id} is not running")
+            request.pod_sandbox_id = sandbox.id
+        return api_pb2.PortForwardResponse(url=self.streaming.get_port_forward(request))

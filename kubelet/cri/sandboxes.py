@@ -28,7 +28,7 @@ from cni.manager import NetworkNotReady, NetworkPluginManager, PodNetwork
 from kubelet.cri.errors import CRIError, invalid, not_found
 from kubelet.cri.images.builtin import PAUSE_IMAGE
 from kubelet.cri.images.store import ImageRecord, ImageStore
-from kubelet.cri.oci_spec import SpecError, pause_spec
+from kubelet.cri.oci_spec import SpecError, pause_spec, sandbox_hostname
 from kubelet.cri.rootfs import MountError, mount_overlay, unmount
 from kubelet.cri.runc import Runc, RuncError
 from kubelet.cri.sandbox_store import (NOTREADY, READY, Ambiguous, NameReserved, NotFound, SandboxRecord,
@@ -40,12 +40,16 @@ log = logging.getLogger(__name__)
 PROTOCOLS = {api_pb2.TCP: "tcp", api_pb2.UDP: "udp", api_pb2.SCTP: "sctp"}
 LOCALHOST_HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 RUNTIME_HANDLERS = ("", "runc")
+HOST_NAME_MAX = 64  # sethostname(2) refuses longer names
 
 
 def _validate(config: api_pb2.PodSandboxConfig, runtime_handler: str) -> None:
     for name in ("name", "namespace", "uid"):
         if not getattr(config.metadata, name):
             raise invalid(f"config.metadata.{name} is required")
+    if len(config.hostname) > HOST_NAME_MAX:
+        raise invalid(f"config.hostname: must be at most {HOST_NAME_MAX} characters (the kernel's limit), "
+                      f"got {len(config.hostname)}")
     if runtime_handler not in RUNTIME_HANDLERS:
         raise invalid(f"runtime_handler {runtime_handler!r} is not configured (known: \"\", \"runc\")")
     for index, mapping in enumerate(config.port_mappings):
@@ -181,8 +185,7 @@ class SandboxManager:
 
     def _write_etc(self, directory: Path, config: api_pb2.PodSandboxConfig) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        hostname = config.hostname or (os.uname().nodename if host_network(config) else config.metadata.name)
-        (directory / "hostname").write_text(hostname + "\n")
+        (directory / "hostname").write_text(sandbox_hostname(config) + "\n")
         (directory / "hosts").write_text(Path("/etc/hosts").read_text() if host_network(config)
                                          else LOCALHOST_HOSTS)
         (directory / "resolv.conf").write_text(_resolv_conf(config))
@@ -206,7 +209,12 @@ class SandboxManager:
         raise CRIError(grpc.StatusCode.DEADLINE_EXCEEDED, f"sandbox {record.id}: pause did not stop after SIGKILL")
 
     async def stop(self, sandbox_id: str) -> None:
-        record = self.get(sandbox_id)
+        try:
+            record = self.store.get(sandbox_id)
+        except NotFound:
+            return  # nothing to stop: success, as the CRI asks (and containerd does)
+        except Ambiguous as exc:
+            raise not_found(exc.args[0]) from None
         if self.stop_containers is not None:
             await self.stop_containers(record.id)
         async with self._lock(record.id):

@@ -21,6 +21,7 @@ from kubelet.cri.container_store import ContainerStore
 from kubelet.cri.containers import ContainerManager
 from kubelet.cri.image_service import ImageService
 from kubelet.cri.images.builtin import build_builtins
+from kubelet.cri.images.hosts import RegistryHosts
 from kubelet.cri.images.pull import Puller
 from kubelet.cri.images.store import ImageStore
 from kubelet.cri.runc import Runc
@@ -28,6 +29,8 @@ from kubelet.cri.runtime_service import RuntimeService
 from kubelet.cri.sandbox_store import SandboxStore
 from kubelet.cri.sandboxes import SandboxManager
 from kubelet.cri.shims import ShimLauncher
+from kubelet.cri.streaming import StreamingConfig, StreamingServer
+from kubelet.cri.streams import RuntimeStreams
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,10 @@ class CRIConfig:
     runc_root: Path = DEFAULT_RUNC_ROOT  # runc state: tmpfs, gone with a reboot like the containers
     build_builtin_images: bool = True
     insecure_registries: tuple[str, ...] = ()  # spoken to over HTTP (loopback registries always are)
+    # containerd's hosts.toml directory: mirrors, plain HTTP, CAs per registry (images/hosts.py)
+    registry_config_dir: Path | None = None
+    # The streaming server of Exec/Attach/PortForward; port 0: a free one (containerd's default)
+    streaming_listen: str = "127.0.0.1:0"
     # The default network written when the pod CIDR arrives (UpdateRuntimeConfig):
     bridge: str = "cni0"
     cluster_cidr: str = "10.88.0.0/16"  # the only route pods get
@@ -74,6 +81,8 @@ class CRIServer:
                                            self.images, runc, ShimLauncher(config.runc_root))
         self.sandboxes.stop_containers = self.containers.stop_all_in
         self.sandboxes.remove_containers = self.containers.remove_all_in
+        self.streams = RuntimeStreams(self.containers, self.sandboxes, runc)
+        self.streaming = StreamingServer(StreamingConfig(listen=config.streaming_listen), self.streams)
         self._server: grpc.aio.Server | None = None
 
     @property
@@ -91,8 +100,12 @@ class CRIServer:
         elif socket.exists():
             raise RuntimeError(f"{socket} exists and is not a socket; refusing to replace it")
         self._server = grpc.aio.server(options=[("grpc.max_send_message_length", 32 * 1024 * 1024)])
-        api_pb2_grpc.add_RuntimeServiceServicer_to_server(RuntimeService(self.network, self.sandboxes, self.containers), self._server)
-        api_pb2_grpc.add_ImageServiceServicer_to_server(ImageService(self.images, Puller(self.images, self.config.insecure_registries)), self._server)
+        await self.streaming.start()
+        api_pb2_grpc.add_RuntimeServiceServicer_to_server(
+            RuntimeService(self.network, self.sandboxes, self.containers, self.streaming), self._server)
+        hosts = RegistryHosts(self.config.registry_config_dir, self.config.insecure_registries)
+        api_pb2_grpc.add_ImageServiceServicer_to_server(ImageService(self.images, Puller(self.images, hosts)),
+                                                        self._server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, self._server)
         names = [api_pb2.DESCRIPTOR.services_by_name[n].full_name for n in ("RuntimeService", "ImageService")]
@@ -109,6 +122,8 @@ class CRIServer:
         if self._server is not None:
             await self._server.stop(grace)
             self._server = None
+        await self.streaming.stop()
+        self.streams.close()
         await self.containers.shims.close()
         self.config.socket.unlink(missing_ok=True)
 

@@ -8,7 +8,12 @@ the pipes into the CRI log, waits for the exit and writes it to `exit.json` in
 the container's state directory. It is its own session, so a CRI server that
 stops or restarts loses nothing: logs keep flowing and the exit is on disk.
 
-    python -m kubelet.cri.shim --runc-root R --id ID --bundle B --log L --state DIR
+It also owns what attach needs (attach_hub.py): with `--stdin` a pipe to the
+container's stdin stays open, with `--tty` runc hands the shim the master of the
+container's terminal (--console-socket), whose output is the log's stdout; clients
+join through `attach.sock` in the state directory.
+
+    python -m kubelet.cri.shim --runc-root R --id ID --bundle B --log L --state DIR [--stdin [--stdin-once]] [--tty]
 
 It prints `created <pid>` (or `error <message>`) on stdout once runc create is
 done, then closes stdout. SIGUSR1 reopens the log (CRI ReopenContainerLog).
@@ -33,8 +38,12 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass, fields
 from pathlib import Path
 
+from kubelet.cri import attach_hub
+from kubelet.cri.attach_hub import AttachHub
+from kubelet.cri.console import ConsoleSocket
 from kubelet.cri.logs import STDERR, STDOUT, CRILogWriter, copy_stream
 from kubelet.cri.runclog import last_error
 
@@ -76,31 +85,77 @@ def _report(fd: int, line: str) -> None:
     os.write(fd, line.encode() + b"\n")
 
 
-def run(runc_root: str, container_id: str, bundle: str, log: str, state: Path, runc: str = "runc",
-        report_fd: int = 1) -> int:
+@dataclass(frozen=True)
+class ShimArgs:
+    runc_root: str
+    id: str
+    bundle: str
+    log: str
+    state: str
+    runc: str = "runc"
+    stdin: bool = False  # keep a pipe open to the container's stdin, for attach
+    stdin_once: bool = False  # close it after the first attach session with stdin ends
+    tty: bool = False  # the container has a terminal: the shim holds its master
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> ShimArgs:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})  # type: ignore[arg-type]
+
+
+def run(args: ShimArgs, report_fd: int = 1) -> int:
     """Be the container's shim: `report_fd` gets the outcome of runc create, then is closed."""
     _subreaper()
+    state = Path(args.state)
     state.mkdir(parents=True, exist_ok=True)
     (state / SHIM_PID_FILE).write_text(str(os.getpid()))
-    writer = CRILogWriter(Path(log))
+    writer = CRILogWriter(Path(args.log))
     signal.signal(signal.SIGUSR1, lambda *_: writer.reopen())
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
     runc_log = state / "runc-create.log"
-    create = subprocess.run(
-        [runc, "--root", runc_root, "--log", str(runc_log), "--log-format", "json", "create",
-         "--bundle", bundle, "--pid-file", str(state / "pid"), container_id],
-        stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w)
-    os.close(out_w)
-    os.close(err_w)
+    command = [args.runc, "--root", args.runc_root, "--log", str(runc_log), "--log-format", "json", "create",
+               "--bundle", args.bundle, "--pid-file", str(state / "pid")]
+    devnull = os.open(os.devnull, os.O_RDWR)
+    console: ConsoleSocket | None = None
+    stdin_r = stdin_w = out_r = out_w = err_r = err_w = -1
+    if args.tty:
+        console = ConsoleSocket(state)
+        command += ["--console-socket", console.path]
+        stdio = (devnull, devnull, devnull)
+    else:
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        if args.stdin:
+            stdin_r, stdin_w = os.pipe()
+        stdio = (stdin_r if args.stdin else devnull, out_w, err_w)
+    create = subprocess.run([*command, args.id], stdin=stdio[0], stdout=stdio[1], stderr=stdio[2])
+    for fd in (devnull, stdin_r, out_w, err_w):
+        if fd >= 0:
+            os.close(fd)
+    terminal = -1
+    if create.returncode == 0 and console is not None:
+        try:
+            terminal = console.receive(timeout=10.0)
+        except OSError as exc:
+            _report(report_fd, f"error no terminal from runc: {exc}")
+            return 1
+        finally:
+            console.close()
+    elif console is not None:
+        console.close()
     if create.returncode != 0:
         _report(report_fd, f"error {last_error(runc_log) or f'runc create exited {create.returncode}'}")
         return 1
     pid = int((state / "pid").read_text())
+    stdin_fd = terminal if args.tty and args.stdin else (stdin_w if stdin_w >= 0 else None)
+    hub = AttachHub(state, stdin_fd, terminal if terminal >= 0 else None, args.stdin_once)
+    hub.start()
     _report(report_fd, f"created {pid}")
     os.close(report_fd)  # the server reads until EOF: it must not wait for the container's life
-    copiers = [threading.Thread(target=copy_stream, args=(fd, writer, stream), daemon=True)
-               for fd, stream in ((out_r, STDOUT), (err_r, STDERR))]
+    sources = ((terminal, STDOUT, attach_hub.STDOUT),) if args.tty else \
+        ((out_r, STDOUT, attach_hub.STDOUT), (err_r, STDERR, attach_hub.STDERR))
+    copiers = [threading.Thread(target=copy_stream, args=(fd, writer, stream),
+                                kwargs={"on_data": lambda data, kind=kind: hub.publish(kind, data)}, daemon=True)
+               for fd, stream, kind in sources]
     for copier in copiers:
         copier.start()
     while True:  # reap everything orphaned to us; stop when the container's init is gone
@@ -113,17 +168,18 @@ def run(runc_root: str, container_id: str, bundle: str, log: str, state: Path, r
             break
     for copier in copiers:
         copier.join(2.0)  # a process that escaped the container may still hold a pipe
+    hub.close()
     writer.close()
-    _write_exit(state, status, _oom_killed(bundle))
+    _write_exit(state, status, _oom_killed(args.bundle))
     return 0
 
 
-def _child(sock: socket.socket, args: dict[str, str], report_fd: int) -> int:
+def _child(sock: socket.socket, args: dict[str, object], report_fd: int) -> int:
     """In a freshly forked shim: leave the zygote behind, then run."""
     sock.close()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote ignores it; a shim waits for its container
     os.setsid()  # its own session: a server stop or restart spares it (and its container)
-    state = Path(args["state"])
+    state = Path(str(args["state"]))
     state.mkdir(parents=True, exist_ok=True)
     errors = os.open(state / "shim.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -132,8 +188,7 @@ def _child(sock: socket.socket, args: dict[str, str], report_fd: int) -> int:
     os.dup2(errors, 2)
     os.close(devnull)
     os.close(errors)
-    return run(args["runc_root"], args["id"], args["bundle"], args["log"], state, args.get("runc", "runc"),
-               report_fd)
+    return run(ShimArgs.from_json(args), report_fd)
 
 
 def zygote(sock_fd: int = 3) -> int:
@@ -174,12 +229,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log")
     parser.add_argument("--state", type=Path)
     parser.add_argument("--runc", default="runc")
+    parser.add_argument("--stdin", action="store_true", help="keep the container's stdin open for attach")
+    parser.add_argument("--stdin-once", action="store_true")
+    parser.add_argument("--tty", action="store_true", help="the container has a terminal")
     args = parser.parse_args(argv)
     if args.zygote:
         return zygote(args.socket_fd)
     if not all((args.runc_root, args.id, args.bundle, args.log, args.state)):
         parser.error("--runc-root, --id, --bundle, --log and --state are required")
-    return run(args.runc_root, args.id, args.bundle, args.log, args.state, args.runc)
+    return run(ShimArgs(args.runc_root, args.id, args.bundle, args.log, str(args.state), args.runc,
+                        args.stdin, args.stdin_once, args.tty))
 
 
 if __name__ == "__main__":

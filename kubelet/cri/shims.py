@@ -89,11 +89,13 @@ class ShimLauncher:
                         raise
                     await self._stop_zygote()  # it died: start another
 
-    async def launch(self, container_id: str, bundle: Path, log_path: Path, state: Path) -> int:
+    async def launch(self, container_id: str, bundle: Path, log_path: Path, state: Path, *, stdin: bool = False,
+                     stdin_once: bool = False, tty: bool = False) -> int:
         """Hand the container to a shim, which runs `runc create`; return the container's init pid."""
         state.mkdir(parents=True, exist_ok=True)
         args = {"runc_root": str(self.runc_root), "id": container_id, "bundle": str(bundle),
-                "log": str(log_path), "state": str(state), "runc": self.runc}
+                "log": str(log_path), "state": str(state), "runc": self.runc, "stdin": stdin,
+                "stdin_once": stdin_once, "tty": tty}
         report_r, report_w = os.pipe()
         try:
             try:

@@ -4,10 +4,11 @@ Manifests are asked for with every manifest media type; a manifest list resolves
 to this platform; every blob is verified against its digest while it streams into
 the store (and the manifest against the digest the registry or the reference
 names). Registries answer 401 with a Bearer challenge: the token comes from the
-realm it names, anonymously or with the pull's credentials. `localhost` and
-loopback registries are spoken to over plain HTTP, as containerd does; others
-over HTTPS unless listed as insecure. Concurrent pulls of one reference are
-done once.
+realm it names, anonymously or with the pull's credentials. Where to pull from is
+hosts.py's answer: configured mirrors in order, then the registry itself (over
+HTTPS; plain HTTP for loopback and insecure registries, as containerd does); a host
+that fails or lacks the image hands over to the next. Concurrent pulls of one
+reference are done once.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import hashlib
 import json
 import logging
 import re
+import ssl
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +27,7 @@ from typing import Any
 import aiohttp
 
 from kubelet.cri.images import reference
+from kubelet.cri.images.hosts import PULL, RESOLVE, HostsConfigError, RegistryHost, RegistryHosts
 from kubelet.cri.images.platforms import pick_manifest
 from kubelet.cri.images.store import (DOCKER_MANIFEST, MANIFEST_LISTS, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST,
                                       ImageRecord, ImageStore, ImageStoreError)
@@ -32,7 +35,6 @@ from kubelet.cri.images.store import (DOCKER_MANIFEST, MANIFEST_LISTS, MANIFEST_
 log = logging.getLogger(__name__)
 
 ACCEPT = ", ".join([OCI_INDEX, OCI_MANIFEST, DOCKER_MANIFEST, *MANIFEST_LISTS])
-DOCKER_HUB_API = "registry-1.docker.io"
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 
 
@@ -60,15 +62,9 @@ class Credentials:
 @dataclass
 class Puller:
     store: ImageStore
-    insecure_registries: tuple[str, ...] = ()
+    hosts: RegistryHosts = field(default_factory=RegistryHosts)
     timeout: float = 300.0
     _inflight: dict[str, asyncio.Future[ImageRecord]] = field(default_factory=dict)
-
-    def _base_url(self, domain: str) -> str:
-        host = domain.split(":")[0].strip("[]")
-        plain = host in ("localhost", "127.0.0.1", "::1") or domain in self.insecure_registries
-        api = DOCKER_HUB_API if domain == reference.DEFAULT_DOMAIN else domain
-        return f"{'http' if plain else 'https'}://{api}"
 
     async def pull(self, name: str, credentials: Credentials | None = None) -> ImageRecord:
         ref = reference.parse(name)
@@ -90,19 +86,48 @@ class Puller:
             del self._inflight[key]
 
     async def _pull(self, ref: reference.Reference, credentials: Credentials) -> ImageRecord:
-        base = f"{self._base_url(ref.domain)}/v2/{ref.path}"
+        try:
+            hosts = self.hosts.hosts_for(ref.domain)
+        except (HostsConfigError, OSError) as exc:
+            raise PullError(f"{ref}: registry hosts configuration: {exc}") from None
+        need = PULL if ref.digest else RESOLVE  # a tag needs a host trusted to resolve it
+        candidates = [h for h in hosts if need in h.capabilities]
+        if not candidates:
+            raise PullError(f"{ref}: no host configured for {ref.domain} has the {need!r} capability")
+        failures: list[tuple[RegistryHost, PullError]] = []
+        for host in candidates:
+            try:
+                digest = await self._pull_from(host, ref, credentials)
+            except PullError as exc:
+                log.info("pull %s from %s failed: %s", ref, host.url, exc)
+                failures.append((host, exc))
+                continue
+            record = self.store.tag(str(ref), digest)
+            log.info("pulled %s (%s) from %s", ref, record.id, host.url)
+            return record
+        if len(failures) == 1:
+            raise failures[0][1]
+        reasons = "; ".join(f"{host.url}: {str(exc).removeprefix(f'{ref}: ')}" for host, exc in failures)
+        raise PullError(f"{ref}: every host failed: {reasons}", not_found=all(e.not_found for _, e in failures))
+
+    async def _pull_from(self, host: RegistryHost, ref: reference.Reference, credentials: Credentials) -> str:
+        """Fetch ref's manifest and missing blobs from one host into the store; the manifest digest."""
         session_timeout = aiohttp.ClientTimeout(total=self.timeout)
+        try:
+            tls = host.ssl_context()
+        except (OSError, ssl.SSLError) as exc:
+            raise PullError(f"{ref}: TLS settings for {host.url}: {exc}") from None
         async with aiohttp.ClientSession(timeout=session_timeout) as session:
-            client = _Client(session, credentials)
+            client = _Client(session, credentials, host, tls)
             try:
                 target = ref.digest or ref.tag
-                body, media_type, digest = await client.manifest(f"{base}/manifests/{target}", ref)
+                body, media_type, digest = await client.manifest(f"{ref.path}/manifests/{target}", ref)
                 if ref.digest and digest != ref.digest:
                     raise PullError(f"{ref}: manifest digest {digest} does not match the reference")
                 if media_type in MANIFEST_LISTS:
                     self.store.put_blob(body, expected=digest)
                     chosen = pick_manifest(json.loads(body), str(ref))
-                    body, media_type, digest = await client.manifest(f"{base}/manifests/{chosen['digest']}", ref)
+                    body, media_type, digest = await client.manifest(f"{ref.path}/manifests/{chosen['digest']}", ref)
                     if digest != chosen["digest"]:
                         raise PullError(f"{ref}: manifest digest {digest} does not match the list's {chosen['digest']}")
                 if media_type not in MANIFEST_TYPES:
@@ -110,26 +135,28 @@ class Puller:
                 manifest: dict[str, Any] = json.loads(body)
                 for blob in (manifest["config"], *manifest["layers"]):
                     if not self.store.has_blob(blob["digest"]):
-                        await client.blob(f"{base}/blobs/{blob['digest']}", self.store, blob["digest"],
+                        await client.blob(f"{ref.path}/blobs/{blob['digest']}", self.store, blob["digest"],
                                           int(blob["size"]), ref)
                 self.store.put_blob(body, expected=digest)
             except aiohttp.ClientError as exc:
-                raise PullError(f"{ref}: registry {ref.domain} unreachable or failing: {exc}") from exc
+                raise PullError(f"{ref}: registry {host.url} unreachable or failing: {exc}") from exc
             except ImageStoreError as exc:
                 raise PullError(f"{ref}: {exc}") from exc
-        record = self.store.tag(str(ref), digest)
-        log.info("pulled %s (%s)", ref, record.id)
-        return record
+        return digest
 
 
 @dataclass
 class _Client:
     session: aiohttp.ClientSession
     credentials: Credentials
+    host: RegistryHost
+    tls: ssl.SSLContext | bool = True
     token: str = ""
 
     def _headers(self, accept: str = "") -> dict[str, str]:
-        headers = {"Accept": accept} if accept else {}
+        headers = dict(self.host.headers)
+        if accept:
+            headers["Accept"] = accept
         token = self.token or self.credentials.registry_token
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -151,7 +178,7 @@ class _Client:
         query = {k: v for k, v in (("service", fields.get("service", "")),
                                    ("scope", fields.get("scope", f"repository:{ref.path}:pull"))) if v}
         headers = {"Authorization": self._basic()} if self.credentials.username else {}
-        async with self.session.get(fields["realm"], params=query, headers=headers) as reply:
+        async with self.session.get(fields["realm"], params=query, headers=headers, ssl=self.tls) as reply:
             if reply.status != 200:
                 raise PullError(f"{ref}: token request to {fields['realm']} failed: HTTP {reply.status}")
             data = await reply.json(content_type=None)
@@ -159,28 +186,30 @@ class _Client:
         if not self.token:
             raise PullError(f"{ref}: the token service returned no token")
 
-    async def _get(self, url: str, ref: reference.Reference, accept: str = "") -> aiohttp.ClientResponse:
+    async def _get(self, path: str, ref: reference.Reference, accept: str = "") -> aiohttp.ClientResponse:
+        url = self.host.api(path)
         for attempt in range(2):
-            reply = await self.session.get(url, headers=self._headers(accept))
+            reply = await self.session.get(url, headers=self._headers(accept), ssl=self.tls)
             if reply.status == 401 and attempt == 0:
                 challenge = reply.headers.get("WWW-Authenticate", "")
                 reply.release()
                 await self._authorize(challenge, ref)
                 continue
+            where = ref.domain if not self.host.mirror_of else f"{ref.domain}'s mirror {self.host.url}"
             if reply.status == 404:
                 reply.release()
-                raise PullError(f"{ref}: not found in {ref.domain}", not_found=True)
+                raise PullError(f"{ref}: not found in {where}", not_found=True)
             if reply.status in (401, 403):
                 reply.release()
-                raise PullError(f"{ref}: access denied by {ref.domain} (HTTP {reply.status})")
+                raise PullError(f"{ref}: access denied by {where} (HTTP {reply.status})")
             if reply.status != 200:
                 reply.release()
                 raise PullError(f"{ref}: {url} answered HTTP {reply.status}")
             return reply
         raise AssertionError("unreachable")
 
-    async def manifest(self, url: str, ref: reference.Reference) -> tuple[bytes, str, str]:
-        reply = await self._get(url, ref, ACCEPT)
+    async def manifest(self, path: str, ref: reference.Reference) -> tuple[bytes, str, str]:
+        reply = await self._get(path, ref, ACCEPT)
         async with reply:
             body = await reply.read()
             media_type = reply.headers.get("Content-Type", "").split(";")[0].strip()
@@ -191,8 +220,8 @@ class _Client:
         media_type = json.loads(body).get("mediaType") or media_type
         return body, media_type, digest
 
-    async def blob(self, url: str, store: ImageStore, digest: str, size: int, ref: reference.Reference) -> None:
-        reply = await self._get(url, ref)
+    async def blob(self, path: str, store: ImageStore, digest: str, size: int, ref: reference.Reference) -> None:
+        reply = await self._get(path, ref)
         # Spooled to a temporary file (not memory), then verified into the store.
         with tempfile.TemporaryFile(dir=store.root) as spool:
             async with reply:

@@ -90,9 +90,10 @@ class Env:
 
 
 def pod_config(name: str, **extra: object) -> api_pb2.PodSandboxConfig:
+    extra.setdefault("hostname", name)
     return api_pb2.PodSandboxConfig(
         metadata=api_pb2.PodSandboxMetadata(name=name, namespace="default", uid=f"uid-{name}"),
-        hostname=name, labels={"app": name, "tier": "web"}, annotations={"kubeling.test/keep": "as sent"},
+        labels={"app": name, "tier": "web"}, annotations={"kubeling.test/keep": "as sent"},
         dns_config=api_pb2.DNSConfig(servers=["10.96.0.10"], searches=["default.svc.cluster.local"],
                                      options=["ndots:5"]),
         **extra)  # type: ignore[arg-type]

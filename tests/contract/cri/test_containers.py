@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import grpc
@@ -166,11 +167,12 @@ async def test_bad_container_requests(env: Env, tmp_path: Path) -> None:
         await _create(env, sandbox, _container("dup", ["true"]))
     assert dup.value.code() == grpc.StatusCode.ALREADY_EXISTS
     for call, request in ((env.runtime.StartContainer, api_pb2.StartContainerRequest(container_id="nope")),
-                          (env.runtime.StopContainer, api_pb2.StopContainerRequest(container_id="nope")),
                           (env.runtime.ExecSync, api_pb2.ExecSyncRequest(container_id="nope", cmd=["true"]))):
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await call(request)  # type: ignore[operator]
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    # Stopping or removing what is not there succeeds (the CRI's idempotence).
+    await env.runtime.StopContainer(api_pb2.StopContainerRequest(container_id="nope"))
     await env.runtime.RemoveContainer(api_pb2.RemoveContainerRequest(container_id="nope"))
 
 
@@ -235,3 +237,99 @@ async def test_stats_and_resource_updates(env: Env, tmp_path: Path) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await env.runtime.UpdateContainerResources(api_pb2.UpdateContainerResourcesRequest(container_id="nope"))
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_hostnames_as_the_suite_uses_them(env: Env, tmp_path: Path) -> None:
+    """No hostname: the node's (as containerd); a pod name over 63 characters does not
+    matter then; a hostname is the container's HOSTNAME too; over 64 is refused by name."""
+    cases = ((pod_config("create-PodSandbox-for-container-" + "0123456789" * 5, hostname=""), os.uname().nodename),
+             (pod_config("named", hostname="test-hostname"), "test-hostname"))
+    for config, expected in cases:
+        config.log_directory = str(tmp_path / config.metadata.name)
+        sandbox_id = (await env.runtime.RunPodSandbox(api_pb2.RunPodSandboxRequest(config=config))).pod_sandbox_id
+        cid = await _create(env, (sandbox_id, config), _container("app", ["sleep", "3600"]))
+        await env.runtime.StartContainer(api_pb2.StartContainerRequest(container_id=cid))
+        reply = await env.runtime.ExecSync(api_pb2.ExecSyncRequest(
+            container_id=cid, cmd=["sh", "-c", "hostname; echo $HOSTNAME; cat /etc/hostname"], timeout=10))
+        assert reply.stdout.decode().split() == [expected] * 3, reply.stderr
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await env.runtime.RunPodSandbox(api_pb2.RunPodSandboxRequest(config=pod_config("long", hostname="h" * 65)))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "config.hostname" in (err.value.details() or "")
+
+
+async def test_reopened_log_exists_when_the_call_returns(env: Env, tmp_path: Path) -> None:
+    sandbox = await _sandbox(env, "reopen", tmp_path / "logs")
+    cid = await _create(env, sandbox, _container("app", ["sh", "-c", "while true; do echo tick; sleep 0.1; done"]))
+    await env.runtime.StartContainer(api_pb2.StartContainerRequest(container_id=cid))
+    log_path = tmp_path / "logs" / "app" / "0.log"
+    for _ in range(200):
+        if log_path.exists() and log_path.stat().st_size:
+            break
+        await asyncio.sleep(0.05)
+    log_path.rename(log_path.with_suffix(".old"))  # the kubelet's rotation
+    await env.runtime.ReopenContainerLog(api_pb2.ReopenContainerLogRequest(container_id=cid))
+    assert log_path.exists()  # now, not a moment later: the kubelet checks right away
+    for _ in range(200):
+        if log_path.stat().st_size:
+            break
+        await asyncio.sleep(0.05)
+    assert parse_line(log_path.read_bytes().splitlines()[0]).content == b"tick"
+
+
+async def test_terminal_container_and_the_pods_pause(env: Env, tmp_path: Path) -> None:
+    """A tty container runs on a terminal its shim holds (its output is the log's stdout);
+    the pause, visible in a shared PID namespace, is named pause (the suite greps for sleep)."""
+    sandbox = await _sandbox(env, "tty", tmp_path / "logs")
+    config = _container("term", ["sh", "-c", "tty; echo on-a-terminal; sleep 3600"], tty=True)
+    config.linux.security_context.namespace_options.pid = api_pb2.POD
+    cid = await _create(env, sandbox, config)
+    await env.runtime.StartContainer(api_pb2.StartContainerRequest(container_id=cid))
+    log_path = tmp_path / "logs" / "term" / "0.log"
+    for _ in range(200):
+        if log_path.exists() and b"on-a-terminal" in log_path.read_bytes():
+            break
+        await asyncio.sleep(0.05)
+    lines = [parse_line(line) for line in log_path.read_bytes().splitlines()]
+    assert [(e.stream, e.content.rstrip(b"\r")) for e in lines][1] == (STDOUT, b"on-a-terminal")
+    assert lines[0].content.startswith(b"/dev/pts/")
+    reply = await env.runtime.ExecSync(api_pb2.ExecSyncRequest(
+        container_id=cid, cmd=["sh", "-c", "cat /proc/1/comm; pidof sleep"], timeout=10))
+    comm, *sleepers = reply.stdout.decode().split()
+    assert comm == "pause" and len(sleepers) == 1  # only the container's own sleep
+
+
+async def test_security_context_at_runtime(env: Env, tmp_path: Path) -> None:
+    """What the full suite checks, on the built-in busybox: seccomp (a Localhost profile, the
+    RuntimeDefault one, none when privileged), masked and read-only paths, groups as
+    ContainerStatus reports them, privileged containers on a host that lacks capabilities."""
+    sandbox = await _sandbox(env, "secctx", tmp_path / "logs")
+    profile = tmp_path / "block-chmod.json"
+    profile.write_text('{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["chmod", "fchmodat"], '
+                       '"action": "SCMP_ACT_ERRNO"}]}')
+
+    async def run(name: str, script: str, **security: object) -> api_pb2.ExecSyncResponse:
+        config = _container(name, ["sleep", "3600"])
+        config.linux.security_context.CopyFrom(api_pb2.LinuxContainerSecurityContext(**security))  # type: ignore[arg-type]
+        cid = await _create(env, sandbox, config)
+        await env.runtime.StartContainer(api_pb2.StartContainerRequest(container_id=cid))
+        return await env.runtime.ExecSync(api_pb2.ExecSyncRequest(container_id=cid, cmd=["sh", "-c", script],
+                                                                  timeout=10))
+
+    local = api_pb2.SecurityProfile(profile_type=api_pb2.SecurityProfile.Localhost, localhost_ref=str(profile))
+    blocked = await run("local", "chmod 400 /", seccomp=local)
+    assert blocked.exit_code != 0 and b"Operation not permitted" in blocked.stderr
+    default = await run("default", "grep Seccomp: /proc/self/status", seccomp=api_pb2.SecurityProfile())
+    assert default.stdout.split() == [b"Seccomp:", b"2"]
+    none = await run("privileged", "grep Seccomp: /proc/self/status; chmod 400 /tmp && echo chmod-ok",
+                     seccomp=local, privileged=True)
+    assert none.stdout.split() == [b"Seccomp:", b"0", b"chmod-ok"]
+    masked = await run("masked", "cat /etc/group; touch /tmp/x", masked_paths=["/etc/group"],
+                       readonly_paths=["/tmp"])
+    assert masked.stdout == b"" and b"Read-only file system" in masked.stderr
+    groups = await run("groups", "id -G", run_as_user=api_pb2.Int64Value(value=1000), supplemental_groups=[1234])
+    assert groups.stdout.split() == [b"0", b"1234"]  # uid 1000 is in no group of the image: primary gid 0
+    listed = (await env.runtime.ListContainers(api_pb2.ListContainersRequest(
+        filter=api_pb2.ContainerFilter(label_selector={"container": "groups"})))).containers
+    status = await _status(env, listed[0].id)
+    assert (status.user.linux.uid, status.user.linux.gid, list(status.user.linux.supplemental_groups)) == \
+        (1000, 0, [0, 1234])

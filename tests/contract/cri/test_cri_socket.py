@@ -82,16 +82,25 @@ async def test_network_ready_follows_the_pod_cidr(cri: Client) -> None:
     assert not status.info  # only when verbose
 
 
-async def test_runtime_config_and_unsupported_calls(cri: Client) -> None:
+async def test_runtime_config_and_streaming_requests(cri: Client) -> None:
     config = await cri.runtime.RuntimeConfig(api_pb2.RuntimeConfigRequest())
     assert config.linux.cgroup_driver == api_pb2.CGROUPFS
-    for call, request in ((cri.runtime.Exec, api_pb2.ExecRequest(container_id="c", cmd=["sh"], stdout=True)),
-                          (cri.runtime.Attach, api_pb2.AttachRequest(container_id="c", stdout=True)),
-                          (cri.runtime.PortForward, api_pb2.PortForwardRequest(pod_sandbox_id="s", port=[80]))):
+    # Streaming RPCs check their target before handing out a URL, and refuse bad requests by field.
+    for call, request, code, words in (
+            (cri.runtime.Exec, api_pb2.ExecRequest(container_id="c", cmd=["sh"], stdout=True),
+             grpc.StatusCode.NOT_FOUND, "container 'c' not found"),
+            (cri.runtime.Attach, api_pb2.AttachRequest(container_id="c", stdout=True),
+             grpc.StatusCode.NOT_FOUND, "container 'c' not found"),
+            (cri.runtime.PortForward, api_pb2.PortForwardRequest(pod_sandbox_id="s", port=[80]),
+             grpc.StatusCode.NOT_FOUND, "'s'"),
+            (cri.runtime.Exec, api_pb2.ExecRequest(cmd=["sh"], stdout=True),
+             grpc.StatusCode.INVALID_ARGUMENT, "container_id"),
+            (cri.runtime.PortForward, api_pb2.PortForwardRequest(), grpc.StatusCode.INVALID_ARGUMENT,
+             "pod_sandbox_id")):
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await call(request)  # type: ignore[operator]
-        assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
-        assert "not supported" in (err.value.details() or "")
+        assert err.value.code() == code
+        assert words in (err.value.details() or "")
     # Every RPC of the subset has a handler (the generated base class would raise).
     methods = api_pb2.DESCRIPTOR.services_by_name["RuntimeService"].methods
     assert [m.name for m in methods if m.name not in RuntimeService.__dict__] == []

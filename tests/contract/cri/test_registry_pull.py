@@ -34,13 +34,16 @@ class Registry:
 
 
 @contextlib.contextmanager
-def _registry(tmp_path: Path, auth_yaml: str = "", push_creds: str = "") -> Iterator[Registry]:
-    """docker-registry on a free port holding team/busybox:v1 (pushed with skopeo)."""
+def _registry(tmp_path: Path, auth_yaml: str = "", push_creds: str = "", tls: tuple[Path, Path] | None = None,
+              repository: str = "team/busybox:v1") -> Iterator[Registry]:
+    """docker-registry on a free port holding `repository` (pushed with skopeo); with tls
+    (certificate, key) it speaks HTTPS."""
     port = free_port()
     data = tmp_path / "registry"
     config = tmp_path / "registry.yml"
+    tls_yaml = f"  tls:\n    certificate: {tls[0]}\n    key: {tls[1]}\n" if tls else ""
     config.write_text(f"version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {data}\n"
-                      f"http:\n  addr: 127.0.0.1:{port}\n{auth_yaml}")
+                      f"http:\n  addr: 127.0.0.1:{port}\n{tls_yaml}{auth_yaml}")
     proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     try:
@@ -58,7 +61,7 @@ def _registry(tmp_path: Path, auth_yaml: str = "", push_creds: str = "") -> Iter
         address = f"127.0.0.1:{port}"
         creds = ["--dest-creds", push_creds] if push_creds else []
         subprocess.run(["skopeo", "copy", "--quiet", "--dest-tls-verify=false", *creds, f"oci:{source.root}:latest",
-                        f"docker://{address}/team/busybox:v1"], check=True, capture_output=True, timeout=60)
+                        f"docker://{address}/{repository}"], check=True, capture_output=True, timeout=60)
         yield Registry(address, data, source)
     finally:
         proc.terminate()
@@ -81,17 +84,32 @@ def token_service(tmp_path: Path) -> Iterator[TokenService]:
         service.stop()
 
 
-@pytest.fixture
-async def images(registry: Registry) -> AsyncIterator[api_pb2_grpc.ImageServiceStub]:
+@contextlib.asynccontextmanager
+async def _image_service(registry_config_dir: Path | None = None) -> AsyncIterator[api_pb2_grpc.ImageServiceStub]:
     base = Path(tempfile.mkdtemp(prefix="kreg-"))
     server = CRIServer(CRIConfig(socket=base / "cri.sock", state_dir=base / "state", cni_conf_dir=base / "net.d",
-                                 runc_root=base / "runc", build_builtin_images=False))
+                                 runc_root=base / "runc", build_builtin_images=False,
+                                 registry_config_dir=registry_config_dir))
     await server.start()
     channel = grpc.aio.insecure_channel(server.address)
-    yield api_pb2_grpc.ImageServiceStub(channel)
-    await channel.close()
-    await server.stop()
-    shutil.rmtree(base)
+    try:
+        yield api_pb2_grpc.ImageServiceStub(channel)
+    finally:
+        await channel.close()
+        await server.stop()
+        shutil.rmtree(base)
+
+
+@pytest.fixture
+async def images(registry: Registry) -> AsyncIterator[api_pb2_grpc.ImageServiceStub]:
+    async with _image_service() as stub:
+        yield stub
+
+
+def _hosts(root: Path, registry: str, text: str) -> Path:
+    (root / registry).mkdir(parents=True, exist_ok=True)
+    (root / registry / "hosts.toml").write_text(text)
+    return root
 
 
 def _pull(name: str) -> api_pb2.PullImageRequest:
@@ -161,3 +179,72 @@ async def test_pull_with_bearer_token(tmp_path: Path, token_service: TokenServic
         assert source is not None and reply.image_ref == source.id
         assert {(r.user, r.scope, r.service, r.granted) for r in token_service.requests} == {
             ("puller", "repository:team/busybox:pull", SERVICE, True)}
+
+
+async def _status(images: api_pb2_grpc.ImageServiceStub, name: str) -> api_pb2.Image:
+    return (await images.ImageStatus(api_pb2.ImageStatusRequest(image=api_pb2.ImageSpec(image=name)))).image
+
+
+async def test_mirrors_from_hosts_toml(tmp_path: Path) -> None:
+    """Air-gapped names: mirror.example and upstream.example exist nowhere; their hosts.toml
+    send pulls to the local registry. The image keeps the name it was asked by."""
+    with _registry(tmp_path, repository="upstream.example/team/busybox:v1") as registry:
+        subprocess.run(["skopeo", "copy", "--quiet", "--dest-tls-verify=false", f"oci:{registry.source.root}:latest",
+                        f"docker://{registry.address}/team/busybox:v1"], check=True, capture_output=True, timeout=60)
+        config = tmp_path / "certs.d"
+        dead = f"127.0.0.1:{free_port()}"  # nothing listens: the next host is tried
+        _hosts(config, "mirror.example", f'''server = "https://mirror.example"
+[host."http://{dead}"]
+[host."http://{registry.address}"]
+  capabilities = ["pull", "resolve"]
+''')
+        # The mirror keeps each upstream under its name: the URL's path is the API root.
+        _hosts(config, "upstream.example", f'''[host."http://{registry.address}/v2/upstream.example"]
+  override_path = true
+''')
+        _hosts(config, "pull-only.example", f'''[host."http://{registry.address}"]
+  capabilities = ["pull"]
+''')
+        source = registry.source.get("busybox")
+        assert source is not None
+        async with _image_service(config) as images:
+            for name in ("mirror.example/team/busybox:v1", "upstream.example/team/busybox:v1"):
+                reply = await images.PullImage(_pull(name))
+                assert reply.image_ref == source.id
+                status = await _status(images, name)
+                assert name in status.repo_tags  # one image: the second pull adds its own name
+                assert any(d.startswith(name.split(":")[0] + "@sha256:") for d in status.repo_digests)
+            # A host trusted to pull but not to resolve serves digests, never tags.
+            digest = (await _status(images, "mirror.example/team/busybox:v1")).repo_digests[0].split("@")[1]
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await images.PullImage(_pull("pull-only.example/team/busybox:v1"))
+            assert "pull-only.example" in (err.value.details() or "")
+            reply = await images.PullImage(_pull(f"pull-only.example/team/busybox@{digest}"))
+            assert reply.image_ref == source.id
+            # Absent everywhere: NOT_FOUND naming each host's answer.
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await images.PullImage(_pull("mirror.example/team/absent:v1"))
+            details = err.value.details() or ""
+            assert err.value.code() == grpc.StatusCode.NOT_FOUND
+            assert f"http://{dead}" in details and f"http://{registry.address}" in details and "not found" in details
+
+
+async def test_mirror_over_tls(tmp_path: Path) -> None:
+    cert, key = tmp_path / "registry.crt", tmp_path / "registry.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    with _registry(tmp_path, tls=(cert, key)) as registry:
+        source = registry.source.get("busybox")
+        assert source is not None
+        for settings, works in (("", False), (f'ca = "{cert}"', True), ("skip_verify = true", True)):
+            config = tmp_path / f"certs-{len(settings)}"
+            _hosts(config, "secure.example", f'[host."https://{registry.address}"]\n{settings}\n')
+            async with _image_service(config) as images:
+                request = _pull("secure.example/team/busybox:v1")
+                if works:
+                    assert (await images.PullImage(request)).image_ref == source.id
+                else:
+                    with pytest.raises(grpc.aio.AioRpcError) as err:
+                        await images.PullImage(request)
+                    assert "certificate verify failed" in (err.value.details() or "")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kubelet.cri.oci_spec import ALL_CAPABILITIES, DEFAULT_CAPABILITIES, SandboxContext, SpecError, container_spec
+from kubelet.cri import oci_spec
+from kubelet.cri.oci_spec import (ALL_CAPABILITIES, DEFAULT_CAPABILITIES, SandboxContext, SpecError,
+                                  _rootfs_propagation, container_spec, current_capabilities, mount_propagation)
 from protos.runtime.v1 import api_pb2
 
 
@@ -55,7 +58,10 @@ def test_no_command_at_all(rootfs: Path, sandbox: SandboxContext) -> None:
 def test_env_and_cwd(rootfs: Path, sandbox: SandboxContext) -> None:
     out = spec(rootfs, sandbox, {"Cmd": ["sh"], "Env": ["PATH=/bin", "A=image"], "WorkingDir": "/srv"},
                envs=[api_pb2.KeyValue(key="A", value="pod"), api_pb2.KeyValue(key="B", value="x=y")])
-    assert out["process"]["env"] == ["PATH=/bin", "A=pod", "B=x=y"]
+    # HOSTNAME as containerd sets it: after the image's variables, before (and overridable by) the config's.
+    assert out["process"]["env"] == ["PATH=/bin", "A=pod", "HOSTNAME=web-0", "B=x=y"]
+    mine = spec(rootfs, sandbox, {"Cmd": ["sh"]}, envs=[api_pb2.KeyValue(key="HOSTNAME", value="own")])
+    assert mine["process"]["env"] == ["HOSTNAME=own"]
     assert out["process"]["cwd"] == "/srv"
     assert spec(rootfs, sandbox, working_dir="/w")["process"]["cwd"] == "/w"
     with pytest.raises(SpecError, match="config.working_dir"):
@@ -86,7 +92,10 @@ def test_users(rootfs: Path, sandbox: SandboxContext) -> None:
         user("ghost")
 
 
-def test_mounts(rootfs: Path, sandbox: SandboxContext, tmp_path: Path) -> None:
+def test_mounts(rootfs: Path, sandbox: SandboxContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # HostToContainer needs its source on a slave or shared mount (checked in
+    # test_mount_propagation_needs_a_fitting_source); say this one is.
+    monkeypatch.setattr(oci_spec, "mount_propagation", lambda path, mountinfo=None: "slave")
     data = tmp_path / "data"
     data.mkdir()
     link = tmp_path / "link"
@@ -100,6 +109,7 @@ def test_mounts(rootfs: Path, sandbox: SandboxContext, tmp_path: Path) -> None:
     assert by_dest["/data"] == {"destination": "/data", "type": "bind", "source": str(data),
                                 "options": ["rbind", "rprivate", "ro"]}
     assert by_dest["/etc/hosts"]["options"] == ["rbind", "rslave", "rw"]  # the container's own, once
+    assert out["linux"]["rootfsPropagation"] == "rslave"
     assert [m["destination"] for m in out["mounts"]].count("/etc/hosts") == 1
     assert by_dest["/etc/resolv.conf"]["source"] == str(sandbox.etc_dir / "resolv.conf")
     for bad, field in ((api_pb2.Mount(container_path="rel", host_path=str(data)), "container_path"),
@@ -114,7 +124,9 @@ def test_namespaces_join_the_sandbox(rootfs: Path, sandbox: SandboxContext) -> N
     namespaces = {n["type"]: n.get("path") for n in out["linux"]["namespaces"]}
     assert namespaces == {"mount": None, "pid": "/proc/4242/ns/pid", "ipc": "/proc/4242/ns/ipc",
                           "uts": "/proc/4242/ns/uts", "network": "/var/run/netns/cni-1"}
-    assert out["hostname"] == "web-0"
+    # The container joins the pause's UTS namespace, which already has the pod's name:
+    # setting it again would fail for names the kernel refuses (over 64 characters).
+    assert "hostname" not in out
     own_pid = spec(rootfs, sandbox, linux=_security(namespace_options=api_pb2.NamespaceOption(pid=api_pb2.CONTAINER)))
     assert {"type": "pid"} in own_pid["linux"]["namespaces"]
     host = SandboxContext(hostname="node", pause_pid=1, netns_path="", etc_dir=sandbox.etc_dir, host_ipc=True)
@@ -134,6 +146,12 @@ def test_resources_and_cgroup(rootfs: Path, sandbox: SandboxContext) -> None:
     assert out["linux"]["sysctl"] == {"net.ipv4.ip_forward": "0"}
 
 
+def test_current_capabilities_read_the_bounding_set(tmp_path: Path) -> None:
+    status = tmp_path / "status"
+    status.write_text("Name:\tx\nCapBnd:\t0000000000000003\n")  # bits 0 and 1
+    assert current_capabilities(status) == ["CAP_CHOWN", "CAP_DAC_OVERRIDE"]
+
+
 def test_capabilities(rootfs: Path, sandbox: SandboxContext) -> None:
     default = spec(rootfs, sandbox)["process"]["capabilities"]["bounding"]
     assert sorted(default) == sorted(DEFAULT_CAPABILITIES)
@@ -141,6 +159,73 @@ def test_capabilities(rootfs: Path, sandbox: SandboxContext) -> None:
         add_capabilities=["NET_ADMIN"], drop_capabilities=["CAP_KILL"])))["process"]["capabilities"]["effective"]
     assert "CAP_NET_ADMIN" in changed and "CAP_KILL" not in changed
     privileged = spec(rootfs, sandbox, linux=_security(privileged=True))
-    assert privileged["process"]["capabilities"]["bounding"] == ALL_CAPABILITIES
+    # "All" is what this process holds (as containerd): a VM without CAP_SYS_RESOURCE in
+    # its bounding set cannot hand it on, and runc would fail trying.
+    assert privileged["process"]["capabilities"]["bounding"] == current_capabilities()
+    assert set(current_capabilities()) <= set(ALL_CAPABILITIES)
+    added_all = spec(rootfs, sandbox, linux=_security(capabilities=api_pb2.Capability(add_capabilities=["ALL"])))
+    assert added_all["process"]["capabilities"]["bounding"] == current_capabilities()
     assert "maskedPaths" not in privileged["linux"]
     assert spec(rootfs, sandbox, linux=_security(readonly_rootfs=True))["root"]["readonly"] is True
+
+
+def test_groups_follow_the_supplemental_groups_policy(rootfs: Path, sandbox: SandboxContext) -> None:
+    (rootfs / "etc/group").write_text("root:x:0:\nstaff:x:50:\ndevs:x:60:app,other\n")
+
+    def groups(**security: Any) -> list[int]:
+        out = spec(rootfs, sandbox, {"Cmd": ["sh"], "User": "app"}, linux=_security(**security))
+        return list(out["process"]["user"]["additionalGids"])
+
+    # Merge (the default): the primary group, the image's groups naming the user, the pod's own.
+    assert groups(supplemental_groups=[1234]) == [1001, 60, 1234]
+    assert groups(supplemental_groups=[1234], supplemental_groups_policy=api_pb2.Strict) == [1001, 1234]
+    with pytest.raises(SpecError, match="run_as_group: a group needs a user"):
+        spec(rootfs, sandbox, linux=_security(run_as_group=api_pb2.Int64Value(value=5)))
+
+
+def test_seccomp_profiles(rootfs: Path, sandbox: SandboxContext, tmp_path: Path) -> None:
+    profile = tmp_path / "block-chmod.json"
+    profile.write_text(json.dumps({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+        {"names": ["chmod", "fchmodat"], "action": "SCMP_ACT_ERRNO"},
+        {"names": ["reboot"], "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_SYS_BOOT"]}}]}))
+
+    def seccomp(**security: Any) -> Any:
+        return spec(rootfs, sandbox, linux=_security(**security))["linux"].get("seccomp")
+
+    assert seccomp() is None  # no profile: unconfined
+    assert seccomp(seccomp=api_pb2.SecurityProfile(profile_type=api_pb2.SecurityProfile.Unconfined)) is None
+    local = api_pb2.SecurityProfile(profile_type=api_pb2.SecurityProfile.Localhost, localhost_ref=str(profile))
+    assert seccomp(seccomp=local) == {"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+        {"names": ["chmod", "fchmodat"], "action": "SCMP_ACT_ERRNO"}]}  # reboot needs a capability it lacks
+    with_boot = seccomp(seccomp=local, capabilities=api_pb2.Capability(add_capabilities=["SYS_BOOT"]))
+    assert [c["names"] for c in with_boot["syscalls"]] == [["chmod", "fchmodat"], ["reboot"]]
+    assert seccomp(seccomp=local, privileged=True) is None  # privileged: never filtered (containerd)
+    default = seccomp(seccomp=api_pb2.SecurityProfile())  # RuntimeDefault: Debian's containers-common
+    assert default["defaultAction"] == "SCMP_ACT_ERRNO" and default["architectures"][0].startswith("SCMP_ARCH_")
+    assert any("read" in c["names"] for c in default["syscalls"])
+    for ref, words in (("relative.json", "absolute path"), (str(tmp_path / "none.json"), "cannot read")):
+        with pytest.raises(SpecError, match=words):
+            seccomp(seccomp=api_pb2.SecurityProfile(profile_type=api_pb2.SecurityProfile.Localhost,
+                                                    localhost_ref=ref))
+
+
+def test_mount_propagation_needs_a_fitting_source(tmp_path: Path) -> None:
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text("1 0 8:1 / / rw - ext4 /dev/root rw\n"
+                         "2 1 8:1 /data /srv/shared rw shared:7 - ext4 /dev/root rw\n"
+                         "3 1 8:1 /data /srv/slave rw master:7 - ext4 /dev/root rw\n")
+    assert mount_propagation(Path("/srv/shared/a/b"), mountinfo) == "shared"
+    assert mount_propagation(Path("/srv/slave"), mountinfo) == "slave"
+    assert mount_propagation(Path("/srv/sharedness"), mountinfo) == "private"  # a prefix is not a parent
+
+    def config(path: str, propagation: int) -> api_pb2.ContainerConfig:
+        return api_pb2.ContainerConfig(mounts=[api_pb2.Mount(container_path="/m", host_path=path,
+                                                             propagation=propagation)])  # type: ignore[arg-type]
+
+    assert _rootfs_propagation(config("/srv/shared", api_pb2.PROPAGATION_BIDIRECTIONAL), mountinfo) == "rshared"
+    assert _rootfs_propagation(config("/srv/slave", api_pb2.PROPAGATION_HOST_TO_CONTAINER), mountinfo) == "rslave"
+    assert _rootfs_propagation(config("/elsewhere", api_pb2.PROPAGATION_PRIVATE), mountinfo) == ""
+    with pytest.raises(SpecError, match=r"mounts\[0\].propagation: Bidirectional needs .* it is slave"):
+        _rootfs_propagation(config("/srv/slave", api_pb2.PROPAGATION_BIDIRECTIONAL), mountinfo)
+    with pytest.raises(SpecError, match="HostToContainer needs"):
+        _rootfs_propagation(config("/elsewhere", api_pb2.PROPAGATION_HOST_TO_CONTAINER), mountinfo)
