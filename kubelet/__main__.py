@@ -37,6 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="daemon endpoint port (default 0: a free one)")
     p.add_argument("--max-pods", type=int, help="pods this node takes (default 110)")
     p.add_argument("--node-labels", help="extra node labels, k=v,k2=v2")
+    p.add_argument("--cluster-domain", help="DNS domain of the cluster: pods' FQDNs end with it (default cluster.local)")
+    p.add_argument("--registry-config-dir", type=Path,
+                   help="registry mirrors, containerd's hosts.toml layout: DIR/<registry>/hosts.toml")
+    p.add_argument("--streaming-listen", help="HOST:PORT of the runtime's exec/attach/port-forward server "
+                                              "(default 127.0.0.1:0: loopback, a free port)")
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -48,7 +53,9 @@ def make_config(args: argparse.Namespace) -> KubeletConfig:
     flags = {"root_dir": args.root_dir, "pod_logs_dir": args.pod_logs_dir,
              "container_runtime_endpoint": args.container_runtime_endpoint, "cni_conf_dir": args.cni_conf_dir,
              "cni_bin_dirs": args.cni_bin_dirs, "runc_root": args.runc_root, "cluster_cidr": args.cluster_cidr,
-             "node_ip": args.node_ip, "address": args.address, "port": args.port, "max_pods": args.max_pods}
+             "node_ip": args.node_ip, "address": args.address, "port": args.port, "max_pods": args.max_pods,
+             "cluster_domain": args.cluster_domain, "registry_config_dir": args.registry_config_dir,
+             "streaming_listen": args.streaming_listen}
     for name, value in flags.items():
         if value is not None:
             setattr(config, name, value)

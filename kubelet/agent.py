@@ -57,7 +57,8 @@ def runtime_config(cfg: KubeletConfig) -> CRIConfig:
                      cni_cache_dir=state / "cni-cache",
                      runc_root=cfg.runc_root or Path("/run/kubeling/runc") / cfg.node_name,
                      bridge=bridge_name(cfg.node_name), cluster_cidr=cfg.cluster_cidr,
-                     ipam_data_dir=state / "cni-ipam")
+                     ipam_data_dir=state / "cni-ipam", registry_config_dir=cfg.registry_config_dir,
+                     streaming_listen=cfg.streaming_listen)
 
 
 @dataclass
@@ -116,7 +117,8 @@ class Kubelet:
         self.probes = ProbeManager(runtime, self.recorder, self.workers.wake, cfg.node_ip)
         self.syncer = PodSyncer(runtime, self.paths, cfg.node_ip, self.recorder, self.probes,
                                 Backoff(cfg.crash_loop_backoff_initial, cfg.crash_loop_backoff_max),
-                                Backoff(cfg.crash_loop_backoff_initial, cfg.crash_loop_backoff_max))
+                                Backoff(cfg.crash_loop_backoff_initial, cfg.crash_loop_backoff_max),
+                                cluster_domain=cfg.cluster_domain)
         self.runtime_name = (await runtime.version()).runtime_name
         self.informer.add_handler(on_add=self._on_pod, on_update=lambda old, new: self._on_pod(new),
                                   on_delete=self._on_pod_deleted)

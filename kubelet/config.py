@@ -45,7 +45,11 @@ class KubeletConfig:
     container_gc_period: float = 60.0  # a pod's dead containers are collected at most this often
     crash_loop_backoff_initial: float = 10.0
     crash_loop_backoff_max: float = 300.0
-    pod_infra_image: str = "registry.k8s.io/pause:3.10"
+    pod_infra_image: str = "registry.k8s.io/pause:3.10.1"
+    cluster_domain: str = "cluster.local"  # pods' FQDNs: <hostname>.<subdomain>.<namespace>.svc.<this>
+    # The hosted runtime's: registry mirrors (hosts.toml directory) and its streaming server
+    registry_config_dir: Path | None = None
+    streaming_listen: str = "127.0.0.1:0"
 
     @property
     def state_dir(self) -> Path:
@@ -61,7 +65,7 @@ class KubeletConfig:
             setattr(self, name, _coerce(key, name, getattr(self, name), value))
 
 
-_OPTIONAL_PATHS = ("cni_conf_dir", "runc_root")
+_OPTIONAL_PATHS = ("cni_conf_dir", "runc_root", "registry_config_dir")
 
 
 def _coerce(key: str, name: str, current: Any, value: Any) -> Any:

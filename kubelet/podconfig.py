@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelet import labels
+from kubelet.etchosts import HostnameError, pod_hostname_and_domain, write_hosts_file
 from kubeling.quantity import QuantityError, parse_quantity
 from protos.kubeling.v1 import core_pb2
 from protos.runtime.v1 import api_pb2
@@ -21,6 +22,8 @@ Pod = Any
 # CRI's cpu shares as the kubelet computes them (MilliCPUToShares): min 2, 1024 per core.
 _MIN_SHARES = 2
 _QUOTA_PERIOD = 100_000  # µs, the CFS default
+ETC_HOSTS = "/etc/hosts"
+DEFAULT_CLUSTER_DOMAIN = "cluster.local"
 
 
 class ConfigError(ValueError):
@@ -39,6 +42,10 @@ class PodPaths:
 
     def volume_dir(self, pod: Pod, plugin: str, name: str) -> Path:
         return self.pods_dir / pod.metadata.uid / "volumes" / plugin / name
+
+    def hosts_file(self, pod: Pod) -> Path:
+        """The kubelet-managed /etc/hosts of the pod's containers."""
+        return self.pods_dir / pod.metadata.uid / "etc-hosts"
 
 
 def pod_log_dir(root: Path, pod: Pod) -> Path:
@@ -68,6 +75,13 @@ def _namespaces(pod: Pod) -> api_pb2.NamespaceOption:
 
 
 def sandbox_config(pod: Pod, paths: PodPaths, attempt: int) -> api_pb2.PodSandboxConfig:
+    """ConfigError when the pod's hostname or subdomain cannot be used."""
+    hostname = ""  # host network: the node's own name, which the runtime uses for an empty one
+    if not pod.spec.hostNetwork:
+        try:
+            hostname, _ = pod_hostname_and_domain(pod, "")
+        except HostnameError as exc:
+            raise ConfigError(str(exc)) from None
     ports = []
     for container in pod.spec.containers:
         for port in container.ports:
@@ -78,7 +92,7 @@ def sandbox_config(pod: Pod, paths: PodPaths, attempt: int) -> api_pb2.PodSandbo
     return api_pb2.PodSandboxConfig(
         metadata=api_pb2.PodSandboxMetadata(name=pod.metadata.name, namespace=pod.metadata.namespace,
                                             uid=pod.metadata.uid, attempt=attempt),
-        hostname=pod.spec.hostname or pod.metadata.name, log_directory=str(paths.log_dir(pod)),
+        hostname=hostname, log_directory=str(paths.log_dir(pod)),
         port_mappings=ports, labels={**pod.metadata.labels, **_pod_labels(pod)},
         annotations=dict(pod.metadata.annotations),
         linux=api_pb2.LinuxPodSandboxConfig(
@@ -119,6 +133,17 @@ def _resources(container: core_pb2.Container) -> api_pb2.LinuxContainerResources
     return res
 
 
+def _hosts_mount(pod: Pod, paths: PodPaths, pod_ip: str, cluster_domain: str) -> api_pb2.Mount:
+    """The pod's managed /etc/hosts, (re)written for this container, as upstream's makeMounts."""
+    try:
+        hostname, domain = pod_hostname_and_domain(pod, cluster_domain)
+    except HostnameError as exc:
+        raise ConfigError(str(exc)) from None
+    path = paths.hosts_file(pod)
+    write_hosts_file(path, [pod_ip] if pod_ip else [], hostname, domain, host_network=pod.spec.hostNetwork)
+    return api_pb2.Mount(container_path=ETC_HOSTS, host_path=str(path))
+
+
 def _mounts(pod: Pod, container: core_pb2.Container, paths: PodPaths) -> list[api_pb2.Mount]:
     volumes = {v.name: v for v in pod.spec.volumes}
     mounts = []
@@ -148,18 +173,22 @@ def _mounts(pod: Pod, container: core_pb2.Container, paths: PodPaths) -> list[ap
 
 
 def container_config(pod: Pod, container: core_pb2.Container, *, init: bool, restart_count: int,
-                     paths: PodPaths, pod_ip: str, host_ip: str) -> api_pb2.ContainerConfig:
+                     paths: PodPaths, pod_ip: str, host_ip: str,
+                     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN) -> api_pb2.ContainerConfig:
     envs = []
     for env in container.env:
         value = env.value
         if env.HasField("valueFrom"):
             value = _field_ref(pod, env.valueFrom.fieldRef.fieldPath, pod_ip, host_ip)
         envs.append(api_pb2.KeyValue(key=env.name, value=value))
+    mounts = _mounts(pod, container, paths)
+    if pod_ip and all(m.container_path != ETC_HOSTS for m in mounts):  # a volume there wins
+        mounts.append(_hosts_mount(pod, paths, pod_ip, cluster_domain))
     return api_pb2.ContainerConfig(
         metadata=api_pb2.ContainerMetadata(name=container.name, attempt=restart_count),
         image=api_pb2.ImageSpec(image=container.image, user_specified_image=container.image),
         command=list(container.command), args=list(container.args), working_dir=container.workingDir, envs=envs,
-        mounts=_mounts(pod, container, paths), log_path=f"{container.name}/{restart_count}.log",
+        mounts=mounts, log_path=f"{container.name}/{restart_count}.log",
         labels={**_pod_labels(pod), labels.CONTAINER_NAME: container.name,
                 labels.CONTAINER_TYPE: labels.INIT if init else labels.APP},
         annotations={labels.RESTART_COUNT: str(restart_count), labels.CONTAINER_HASH: container_hash(container),

@@ -55,6 +55,7 @@ class PodSyncer:
     probes: ProbeManager
     backoff: Backoff
     pull_backoff: Backoff
+    cluster_domain: str = "cluster.local"
 
     # ---- SyncPod ----
 
@@ -80,7 +81,14 @@ class PodSyncer:
             await self._prune_init_containers(pod, status)
 
         sandbox_id, pod_ip = actions.sandbox_id, ""
-        config = sandbox_config(pod, self.paths, actions.attempt)
+        try:
+            config = sandbox_config(pod, self.paths, actions.attempt)
+        except ConfigError as exc:
+            message = f"Failed to generate sandbox config for pod {_pod_name(pod)!r}: {exc}"
+            log.warning("pod %s: %s", _pod_name(pod), message)
+            self.recorder.pod_event(pod, WARNING, "FailedCreatePodSandBox", message)
+            result.hold(self.backoff.next(f"sandbox/{uid}"))
+            return result
         if actions.create_sandbox:
             left = self.backoff.left(f"sandbox/{uid}")
             if left > 0:  # the last attempt failed: whatever woke us, wait out its back-off
@@ -139,7 +147,7 @@ class PodSyncer:
         restart_count = latest.restart_count + 1 if latest is not None else 0  # continues across sandboxes
         try:
             container_cfg = container_config(pod, spec, init=init, restart_count=restart_count, paths=self.paths,
-                                             pod_ip=pod_ip, host_ip=self.node_ip)
+                                             pod_ip=pod_ip, host_ip=self.node_ip, cluster_domain=self.cluster_domain)
         except (ConfigError, OSError) as exc:
             result.waiting[name] = ("CreateContainerConfigError", str(exc))
             self.recorder.pod_event(pod, WARNING, "Failed", f"Error: {exc}", field_path=where)

@@ -62,6 +62,7 @@ class ClusterPlan:
     rest_port: int = 0  # the Kubernetes REST API (kubectl)
     cluster_cidr: str = CLUSTER_CIDR
     otlp_endpoint: str = ""  # every component exports its spans here ("" : nowhere)
+    registry_config_dir: str = ""  # the kubelets' registry mirrors (hosts.toml directory); "" : none
     supervisor_pid: int = 0
     ready: bool = False
     error: str = ""
@@ -121,7 +122,9 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
         out[f"kubelet-{node}"] = _python("kubelet", "--node-name", node, "--apiserver", plan.apiserver,
                                          "--root-dir", str(config.root_dir), "--pod-logs-dir",
                                          str(config.pod_logs_dir), "--runc-root", str(config.runc_root),
-                                         "--cluster-cidr", plan.cluster_cidr)
+                                         "--cluster-cidr", plan.cluster_cidr,
+                                         *(["--registry-config-dir", plan.registry_config_dir]
+                                           if plan.registry_config_dir else []))
     return out
 
 
@@ -306,10 +309,12 @@ async def clean_node(plan: ClusterPlan, node: str) -> None:
 # ---------------------------------------------------------------- commands
 
 
-def _new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_endpoint: str = "") -> ClusterPlan:
+def _new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_endpoint: str = "",
+              registry_config_dir: str = "") -> ClusterPlan:
     return ClusterPlan(state_dir=str(state_dir), nodes=[f"{prefix}{i}" for i in range(1, nodes + 1)],
                        etcd_port=free_port(), etcd_peer_port=free_port(), apiserver_port=free_port(),
-                       rest_port=free_port(), scheduler_metrics_port=free_port(), cluster_cidr=cluster_cidr, otlp_endpoint=otlp_endpoint)
+                       rest_port=free_port(), scheduler_metrics_port=free_port(), cluster_cidr=cluster_cidr,
+                       otlp_endpoint=otlp_endpoint, registry_config_dir=registry_config_dir)
 
 
 def _alive(pid: int) -> bool:
@@ -413,14 +418,19 @@ def cmd_up(args: Any) -> int:
               "`kubeling down` first", file=sys.stderr)
         return 1
     state_dir.mkdir(parents=True, exist_ok=True)
-    plan = _new_plan(state_dir, args.nodes, args.node_prefix, args.cluster_cidr, args.otlp_endpoint)
+    registry_config_dir = str(Path(args.registry_config_dir).resolve()) if args.registry_config_dir else ""
+    if registry_config_dir and not Path(registry_config_dir).is_dir():
+        print(f"kubeling: --registry-config-dir {registry_config_dir} is not a directory", file=sys.stderr)
+        return 1
+    plan = _new_plan(state_dir, args.nodes, args.node_prefix, args.cluster_cidr, args.otlp_endpoint,
+                     registry_config_dir)
     plan.save()
     if not args.detach:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
         return asyncio.run(_supervise(plan, args.keep_state))
     argv = [sys.executable, "-m", "kubeling", "up", "--state-dir", str(state_dir), "--nodes", str(args.nodes),
             "--node-prefix", args.node_prefix, "--cluster-cidr", args.cluster_cidr,
-            "--otlp-endpoint", args.otlp_endpoint] + \
+            "--otlp-endpoint", args.otlp_endpoint, "--registry-config-dir", registry_config_dir] + \
         (["--keep-state"] if args.keep_state else [])
     (state_dir / "logs").mkdir(exist_ok=True)
     with open(state_dir / "logs" / "supervisor.log", "ab") as out:
@@ -557,6 +567,9 @@ def add_parsers(commands: Any) -> None:
     up.add_argument("--cluster-cidr", default=CLUSTER_CIDR, help="pods' addresses; each node gets a /24 of it")
     up.add_argument("--otlp-endpoint", default="", help="send every component's traces here (OTLP gRPC, "
                                                          "e.g. http://127.0.0.1:4317); default: nowhere")
+    up.add_argument("--registry-config-dir", default="",
+                    help="registry mirrors for the kubelets' runtimes, containerd's hosts.toml layout: "
+                         "DIR/<registry>/hosts.toml (e.g. /etc/containerd/certs.d)")
     up.add_argument("--node-prefix", default="node-", help=argparse.SUPPRESS)  # tests: names of their own
     up.set_defaults(run=cmd_up)
     down = commands.add_parser("down", help="stop the cluster started with --detach")
