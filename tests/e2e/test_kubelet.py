@@ -402,3 +402,27 @@ async def test_node_lease_and_status_heartbeats(cluster: Cluster) -> None:
     # Unchanged conditions keep their transition time.
     first = {c.type: c.lastTransitionTime.seconds for c in node.status.conditions}
     assert {c.type: c.lastTransitionTime.seconds for c in later.status.conditions} == first
+
+
+async def test_pod_hostnames_and_managed_etc_hosts(cluster: Cluster) -> None:
+    """A pod name too long for a hostname is cut as upstream cuts it; spec.hostname and
+    spec.subdomain give the pod an FQDN in its kubelet-managed /etc/hosts."""
+    kubelet = await cluster.add_node(1)
+    script = "hostname; echo $HOSTNAME; grep -v '^#' /etc/hosts | tail -1; sleep 3600"
+    long_name = "a" * 60 + "-b.cdef"  # 67 characters: cut to 63 ("...-b."), then without the trailing "."
+    await cluster.client.pods.create(pod(long_name, container("main", "sh", "-c", script)))
+    await cluster.client.pods.create(pod("web-0", container("main", "sh", "-c", script),
+                                         hostname="db", subdomain="backend"))
+    expected = {long_name: ("a" * 60 + "-b", ""), "web-0": ("db", "db.backend.default.svc.cluster.local")}
+    for name, (hostname, fqdn) in expected.items():
+        running = await cluster.wait_pod(name, lambda p: p.status.phase == "Running")
+        for _ in range(100):
+            lines = (await _logs(cluster, kubelet, name, "main")).splitlines()
+            if len(lines) >= 3:
+                break
+            await asyncio.sleep(0.1)
+        assert lines[:2] == [hostname, hostname]
+        assert lines[2].split() == [running.status.podIP, *([fqdn] if fqdn else []), hostname]
+    for name in expected:
+        await cluster.client.pods.delete(name, "default")
+        await cluster.wait_gone(name)
