@@ -24,11 +24,12 @@ from pathlib import Path
 
 from kubelet.cri.console import read_master, set_size
 from kubelet.cri.runclog import last_error
-from kubelet.cri.streaming.runtime import ExecError, InputStream, OutputStream, Streams
+from kubelet.cri.streaming.runtime import ExecError, InputStream, OutputStream, Streams, TerminalSize
 
 log = logging.getLogger(__name__)
 
 OUTPUT_DRAIN = 2.0  # seconds the output may lag the process's exit
+INITIAL_SIZE_WAIT = 0.1  # seconds to wait for the client's terminal size before starting
 RUNC_FAILED = 255  # runc's status when the process could not be started at all
 
 
@@ -114,6 +115,21 @@ async def _terminal_io(master: int, runc_pid: int,
     return asyncio.create_task(output()), helpers
 
 
+async def _initial_size(master: int, sizes: asyncio.Queue[TerminalSize | None]) -> None:
+    """A client sends its terminal's size as soon as its streams are up. Give our terminal
+    that size before runc starts, so its first copy to the container's terminal (made
+    right after the command starts, as runc does) is right; a command that reads its
+    size in its first milliseconds can still see 0x0, as under any runc-based runtime."""
+    try:
+        size = await asyncio.wait_for(sizes.get(), INITIAL_SIZE_WAIT)
+    except asyncio.TimeoutError:
+        return
+    if size is None:
+        sizes.put_nowait(None)  # no more sizes: the resize task must see that too
+        return
+    set_size(master, size.width, size.height)
+
+
 @contextlib.asynccontextmanager
 async def _scratch(root: Path) -> AsyncIterator[Path]:
     directory = Path(tempfile.mkdtemp(prefix=".exec-", dir=root))
@@ -135,6 +151,8 @@ async def exec_streams(runc: str, runc_root: Path, container_id: str, cmd: list[
         if streams.tty:
             master, slave = os.openpty()
             command.append("--tty")
+            if streams.resize is not None:
+                await _initial_size(master, streams.resize)
         devnull = asyncio.subprocess.DEVNULL
         pipe = asyncio.subprocess.PIPE
         try:
