@@ -51,6 +51,14 @@ $(STAMP): pyproject.toml | $(PY)
 
 venv: $(STAMP)
 
+# The upstream CRI validation suite against kubelet.cri, offline (tests/critest/__main__.py):
+#   make critest CRITEST=/tmp/critools/bin/critest [FOCUS='\[Conformance\]'] [SKIP=RE] [REPORT=out.json]
+# Build critest as ../shared/CRITEST.md says; it is not part of `make test`.
+FOCUS ?= \[Conformance\]
+critest: deps
+	@test -n "$(CRITEST)" || { echo "usage: make critest CRITEST=/path/to/critest [FOCUS=RE] [SKIP=RE] [REPORT=FILE]"; exit 2; }
+	$(PY) -m tests.critest --critest '$(CRITEST)' --focus '$(FOCUS)' $(if $(SKIP),--skip '$(SKIP)') $(if $(REPORT),--report '$(REPORT)')
+
 # Regenerate protos/**/*_pb2*.py from the .proto files (commit the result).
 protos: deps
 	$(PY) -m protos.generate

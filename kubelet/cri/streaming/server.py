@@ -66,8 +66,8 @@ def _negotiate_spdy(request: _Request, supported: tuple[str, ...]) -> str:
     """httpstream.Handshake: the client's first protocol the server speaks."""
     offered = [p.strip() for p in request.headers.get(HEADER_PROTOCOL_VERSION, "").split(",") if p.strip()]
     if not offered:
-        raise HTTPError(403, f"unable to upgrade: header X-Stream-Protocol-Version does not exist in request "
-                             f"or names no protocol")
+        raise HTTPError(403, "unable to upgrade: header X-Stream-Protocol-Version does not exist in request "
+                             "or names no protocol")
     for protocol in offered:
         if protocol in supported:
             return protocol

@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 import pytest
 from kubernetes.client import Configuration
-from kubernetes.stream.ws_client import WSClient, create_websocket, portforward_call
+from kubernetes.stream.ws_client import WSClient, portforward_call
 from wsproto import WSConnection
 from wsproto.connection import ConnectionType
 from wsproto.events import AcceptConnection, BytesMessage, CloseConnection, Request, TextMessage

@@ -1,0 +1,1 @@
+"""An offline harness for the upstream CRI validation suite (critest): `make critest`."""
