@@ -150,6 +150,8 @@ class AttachHub:
             if client.stdin and self._stdin_once:
                 self.close_stdin()
             self._drop(client)
+            writer.join(5.0)  # it shuts the socket down; closing is ours, once nobody uses it
+            conn.close()
 
     def _read_input(self, client: _Client) -> None:
         while True:

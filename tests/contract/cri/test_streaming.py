@@ -457,3 +457,30 @@ async def test_a_hundred_execs_leak_nothing(env: Env) -> None:
     assert len(after) <= fds + 2, sorted(set(after.values()) - set(before.values()))
     assert _children() <= children  # no runc exec left behind
     assert len(env.server.streaming.cache) == 0 and not env.server.streaming._connections
+
+
+async def test_attach_sessions_leave_nothing_in_the_shim(env: Env) -> None:
+    _, cid = await _pod(env, "attach-many", ["sh"], stdin=True)
+    status = await env.runtime.ContainerStatus(api_pb2.ContainerStatusRequest(container_id=cid, verbose=True))
+    shim = int((Path(json.loads(status.info["info"])["stateDir"]) / "shim.pid").read_text())
+
+    def shim_fds() -> int:
+        return len(os.listdir(f"/proc/{shim}/fd"))
+
+    async def session(i: int) -> None:
+        url = (await env.runtime.Attach(api_pb2.AttachRequest(container_id=cid, stdin=True, stdout=True))).url
+        client = await SpdyClient.connect(url, PROTOCOLS)
+        streams = {kind: await client.open({"streamtype": kind}) for kind in ("error", "stdin", "stdout")}
+        await streams["stdin"].write(f"echo session-{i}\n".encode())
+        assert await asyncio.wait_for(streams["stdout"].read(), 10) == f"session-{i}\n".encode()
+        await client.close()  # the client leaves; the container goes on
+
+    await session(0)
+    before = shim_fds()
+    for i in range(1, 21):
+        await session(i)
+    for _ in range(100):  # the shim notices each departure a moment later
+        if shim_fds() <= before:
+            break
+        await asyncio.sleep(0.05)
+    assert shim_fds() <= before
