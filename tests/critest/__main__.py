@@ -222,7 +222,11 @@ def run_suite(args: argparse.Namespace, critest: Path, work: Path, sock: Path) -
                f"-test-images-file={images_file}", "-ginkgo.no-color", f"-ginkgo.json-report={report}",
                f"-ginkgo.focus={args.focus}", *([f"-ginkgo.skip={args.skip}"] if args.skip else []), *args.extra]
     log("running " + " ".join(command))
-    finished = subprocess.run(command, cwd=work)
+    # The suite's temporary files (log dirs, seccomp profiles, mount propagation sources it
+    # may leave mounted when a spec fails) go under the work dir, which is unmounted and removed.
+    tmp = work / "tmp"
+    tmp.mkdir()
+    finished = subprocess.run(command, cwd=work, env={**os.environ, "TMPDIR": str(tmp)})
     if not report.exists():
         return 1, Counter()
     counts = summarize(report)
