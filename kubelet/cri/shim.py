@@ -168,9 +168,9 @@ def run(args: ShimArgs, report_fd: int = 1) -> int:
             break
     for copier in copiers:
         copier.join(2.0)  # a process that escaped the container may still hold a pipe
-    hub.close()
     writer.close()
     _write_exit(state, status, _oom_killed(args.bundle))
+    hub.close()  # after the exit is on disk: a client whose attach ends sees the container exited
     return 0
 
 
