@@ -30,6 +30,7 @@ RUNTIME_API_VERSION = "v1"
 # The kubelet's runtime API version string, as containerd and CRI-O answer it.
 KUBELET_API_VERSION = "0.1.0"
 
+
 class RuntimeService(api_pb2_grpc.RuntimeServiceServicer):
     def __init__(self, network: NetworkPluginManager, sandboxes: SandboxManager,
                  containers: ContainerManager, streaming: StreamingServer) -> None:

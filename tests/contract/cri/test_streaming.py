@@ -248,7 +248,8 @@ class _WebSocketClient:
                 raise ConnectionError(f"handshake refused: {event}")
 
     async def send(self, data: bytes | str) -> None:
-        self.writer.write(self.conn.send(BytesMessage(data=data) if isinstance(data, bytes) else TextMessage(data=data)))
+        event = BytesMessage(data=data) if isinstance(data, bytes) else TextMessage(data=data)
+        self.writer.write(self.conn.send(event))
         await self.writer.drain()
 
     async def events(self) -> list[object]:
