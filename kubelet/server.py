@@ -1,0 +1,314 @@
+"""The kubelet's daemon endpoint (upstream's pkg/kubelet/server), where the apiserver
+sends what it cannot serve from storage (the Node's daemonEndpoints say where):
+
+- `/containerLogs/{namespace}/{pod}/{container}` (follow, tailLines, timestamps,
+  previous, limitBytes), read from the CRI log files;
+- `/exec/{namespace}/{pod}/{container}` (command, input, output, error, tty),
+  `/attach/{namespace}/{pod}/{container}` and `/portForward/{namespace}/{pod}` (port):
+  the runtime is asked for a streaming URL (CRI Exec, Attach, PortForward) and the
+  client's upgrade request is relayed there byte for byte, as the kubelet's proxyStream
+  does, so whatever protocol the client and the runtime agree on (SPDY, WebSocket v4/v5,
+  the port-forward tunnel) passes;
+- `/healthz`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+from aiohttp import web
+
+from kubelet.cri.logs import FULL, parse_line
+from kubelet.runtime import RUNNING, CRICallError, Runtime
+from kubeling.upgradeproxy import ProxyError, proxy_upgrade
+from protos.kubeling.v1 import core_pb2
+
+__all__ = ["DaemonServer", "format_entries"]
+
+log = logging.getLogger(__name__)
+
+Pod = Any
+_POLL = 0.1  # seconds between looks at a followed file
+
+
+def format_entries(raw: bytes, timestamps: bool) -> list[bytes]:
+    """CRI log lines -> what `kubectl logs` prints: one chunk per line, partial lines
+    joined, each prefixed with its time when asked."""
+    out: list[bytes] = []
+    pending = b""
+    for line in raw.splitlines():
+        if not line:
+            continue
+        try:
+            entry = parse_line(line)
+        except ValueError:
+            continue  # a torn line at the end of a file being written
+        if not pending and timestamps:
+            pending = entry.timestamp.encode() + b" "
+        pending += entry.content
+        if entry.tag == FULL:
+            out.append(pending + b"\n")
+            pending = b""
+    if pending:
+        out.append(pending)
+    return out
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "false").lower() in ("true", "1", "yes")
+
+
+@dataclass
+class _StreamOptions:
+    """Which of a session's streams the client asked for (remotecommand's Options)."""
+
+    stdin: bool
+    stdout: bool
+    stderr: bool
+    tty: bool
+
+
+def _stream_options(request: web.Request) -> _StreamOptions:
+    tty = _flag(request, "tty")
+    options = _StreamOptions(_flag(request, "input"), _flag(request, "output"),
+                             _flag(request, "error") and not tty, tty)  # a terminal has no separate stderr
+    if not (options.stdin or options.stdout or options.stderr):
+        raise web.HTTPBadRequest(text="you must specify at least 1 of stdin, stdout, stderr")
+    return options
+
+
+def _runtime_error(exc: CRICallError) -> web.HTTPException:
+    """A failed CRI call as the kubelet's streaming.WriteError answers it."""
+    if exc.code == grpc.StatusCode.NOT_FOUND:
+        return web.HTTPNotFound(text=exc.details or str(exc))
+    return web.HTTPInternalServerError(text=exc.details or str(exc))
+
+
+def _int(request: web.Request, name: str) -> int | None:
+    text = request.query.get(name)
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"{name}: {text!r} is not an integer") from None
+    if value < 0:
+        raise web.HTTPBadRequest(text=f"{name}: must be >= 0")
+    return value
+
+
+class DaemonServer:
+    def __init__(self, runtime: Runtime, find_pod: Callable[[str, str], tuple[Pod, core_pb2.PodStatus] | None],
+                 address: str, port: int) -> None:
+        """`find_pod`: this node's pod of that namespace and name, with its latest status."""
+        self.runtime = runtime
+        self.find_pod = find_pod
+        self.address = address
+        self.port = port
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._logs)
+        # GET and POST both: WebSocket clients must GET, SPDY ones POST.
+        for method in ("GET", "POST"):
+            app.router.add_route(method, "/exec/{namespace}/{pod}/{container}", self._exec)
+            app.router.add_route(method, "/attach/{namespace}/{pod}/{container}", self._attach)
+            app.router.add_route(method, "/portForward/{namespace}/{pod}", self._port_forward)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.address, self.port)
+        await site.start()
+        server = site._server  # aiohttp exposes the bound port only here
+        if self.port == 0 and server is not None:
+            self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        log.info("kubelet daemon endpoint on http://%s:%d", self.address, self.port)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    # ---- exec, attach, port-forward ----
+
+    def _pod(self, request: web.Request) -> Pod:
+        namespace, name = request.match_info["namespace"], request.match_info["pod"]
+        found = self.find_pod(namespace, name)
+        if found is None:
+            raise web.HTTPNotFound(text=f"pod {namespace}/{name} does not exist on this node")
+        return found[0]
+
+    async def _running_container(self, request: web.Request) -> str:
+        """The id of the named container's running instance, as the kubelet's
+        findContainer picks it from the runtime's running pod."""
+        pod, container = self._pod(request), request.match_info["container"]
+        try:
+            status = await self.runtime.pod_status(pod.metadata.uid)
+        except CRICallError as exc:
+            raise _runtime_error(exc) from None
+        found = next((c for c in status.containers if c.name == container and c.state == RUNNING), None)
+        if found is None:
+            raise web.HTTPInternalServerError(text=f'container not found ("{container}")')
+        return found.id
+
+    async def _relay(self, request: web.Request, what: str, url: str) -> web.StreamResponse:
+        log.debug("%s %s/%s: relaying to the runtime's %s", what, request.match_info["namespace"],
+                  request.match_info["pod"], url)
+        try:
+            return await proxy_upgrade(request, url)
+        except ProxyError as exc:
+            raise web.HTTPInternalServerError(text=f"the runtime's streaming server: {exc}") from None
+
+    async def _exec(self, request: web.Request) -> web.StreamResponse:
+        options = _stream_options(request)
+        command = request.query.getall("command", [])
+        if not command:
+            raise web.HTTPBadRequest(text='query parameter "command" is required')
+        container_id = await self._running_container(request)
+        try:
+            url = await self.runtime.exec_url(container_id, command, options.tty, options.stdin, options.stdout,
+                                              options.stderr)
+        except CRICallError as exc:
+            raise _runtime_error(exc) from None
+        return await self._relay(request, "exec", url)
+
+    async def _attach(self, request: web.Request) -> web.StreamResponse:
+        options = _stream_options(request)
+        container_id = await self._running_container(request)
+        try:
+            url = await self.runtime.attach_url(container_id, options.tty, options.stdin, options.stdout,
+                                                options.stderr)
+        except CRICallError as exc:
+            raise _runtime_error(exc) from None
+        return await self._relay(request, "attach", url)
+
+    async def _port_forward(self, request: web.Request) -> web.StreamResponse:
+        pod = self._pod(request)
+        ports: list[int] = []
+        for value in request.query.getall("port", []):
+            for part in value.split(","):
+                if not part.isdigit() or not 0 < int(part) < 65536:
+                    raise web.HTTPBadRequest(text=f"unable to parse {value!r} as a port: must be 1-65535")
+                ports.append(int(part))
+        try:
+            sandbox = (await self.runtime.pod_status(pod.metadata.uid)).ready_sandbox
+            if sandbox is None:
+                raise web.HTTPInternalServerError(text=f"failed to find sandbox for pod {pod.metadata.name}")
+            url = await self.runtime.port_forward_url(sandbox.id, ports)
+        except CRICallError as exc:
+            raise _runtime_error(exc) from None
+        return await self._relay(request, "port-forward", url)
+
+    # ---- logs ----
+
+    async def _container(self, request: web.Request) -> tuple[Pod, str, str]:
+        """(pod, container id, log path) as the kubelet's validateContainerLogStatus picks
+        them from the pod's status: `previous` is lastState; a container waiting to be
+        restarted shows its last run."""
+        namespace, name, container = (request.match_info[k] for k in ("namespace", "pod", "container"))
+        found = self.find_pod(namespace, name)
+        if found is None:
+            raise web.HTTPNotFound(text=f"pod {namespace}/{name} is not on this node")
+        pod, status = found
+        statuses = {s.name: s for s in [*status.initContainerStatuses, *status.containerStatuses]}
+        if container not in [c.name for c in [*pod.spec.initContainers, *pod.spec.containers]]:
+            raise web.HTTPBadRequest(text=f"container {container} is not valid for pod {name}")
+        cs = statuses.get(container)
+        if cs is None:
+            raise web.HTTPBadRequest(text=f"container \"{container}\" in pod \"{name}\" is waiting to start: "
+                                          "ContainerCreating")
+        last = cs.lastState.terminated.containerID if cs.lastState.HasField("terminated") else ""
+        if _flag(request, "previous"):
+            if not last:
+                raise web.HTTPBadRequest(text=f"previous terminated container \"{container}\" in pod \"{name}\" "
+                                              "not found")
+            full_id = last
+        elif cs.state.HasField("running"):
+            full_id = cs.containerID
+        elif cs.state.HasField("terminated"):
+            full_id = cs.state.terminated.containerID or last
+        else:
+            full_id = last
+        if not full_id:
+            reason = cs.state.waiting.reason or "ContainerCreating"
+            raise web.HTTPBadRequest(text=f"container \"{container}\" in pod \"{name}\" is waiting to start: "
+                                          f"{reason}")
+        container_id = full_id.partition("://")[2] or full_id
+        try:
+            info = await self.runtime.container_status(container_id)
+        except CRICallError:
+            raise web.HTTPNotFound(text=f"container {container_id[:13]} of pod {name} is gone from the runtime") \
+                from None
+        return pod, container_id, info.log_path
+
+    async def _logs(self, request: web.Request) -> web.StreamResponse:
+        pod, container_id, log_path = await self._container(request)
+        timestamps, follow = _flag(request, "timestamps"), _flag(request, "follow")
+        tail, limit = _int(request, "tailLines"), _int(request, "limitBytes")
+        path = Path(log_path)
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        await response.prepare(request)
+        sent = 0
+
+        async def send(chunks: list[bytes]) -> bool:
+            nonlocal sent
+            for chunk in chunks:
+                if limit is not None and sent + len(chunk) > limit:
+                    chunk = chunk[:limit - sent]
+                await response.write(chunk)
+                sent += len(chunk)
+                if limit is not None and sent >= limit:
+                    return False
+            return True
+
+        try:
+            data = path.read_bytes() if path.exists() else b""
+        except OSError as exc:
+            raise web.HTTPInternalServerError(text=f"reading {path}: {exc}") from None
+        # Only whole lines now; a torn last line is read again with the rest of it.
+        offset = data.rfind(b"\n") + 1
+        chunks = format_entries(data[:offset], timestamps)
+        if tail is not None:
+            chunks = list(deque(chunks, maxlen=tail)) if tail else []
+        try:
+            going = await send(chunks)
+            idle = 0.0
+            while follow and going:
+                await asyncio.sleep(_POLL)
+                if request.transport is None or request.transport.is_closing():
+                    return response  # the follower left while nothing was written
+                try:
+                    with open(path, "rb") as handle:
+                        handle.seek(offset)
+                        more = handle.read()
+                except OSError:
+                    more = b""
+                end = more.rfind(b"\n") + 1
+                if end:
+                    offset += end
+                    going = await send(format_entries(more[:end], timestamps))
+                    idle = 0.0
+                    continue
+                idle += _POLL
+                if idle >= 1.0:
+                    idle = 0.0
+                    try:
+                        state = (await self.runtime.container_status(container_id)).state
+                    except CRICallError:
+                        break
+                    if state != RUNNING:
+                        break  # the container ended: so does the stream
+        except ConnectionResetError:
+            return response  # the reader left (a follower that had enough): not an error
+        await response.write_eof()
+        return response
