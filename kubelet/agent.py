@@ -18,7 +18,7 @@ from typing import Any
 from kubelet.backoff import Backoff
 from kubelet.config import KubeletConfig
 from kubelet.cri.server import CRIConfig, CRIServer
-from kubelet.logserver import LogServer
+from kubelet.server import DaemonServer
 from kubelet.node import NodeManager
 from kubelet.pleg import PLEG
 from kubelet.podconfig import PodPaths, grace_period
@@ -68,7 +68,7 @@ class Kubelet:
     runtime: Runtime | None = None
     client: Client | None = None
     node: NodeManager | None = None
-    logs: LogServer | None = None
+    server: DaemonServer | None = None
     _parts: list[Any] = field(default_factory=list)
     _started: bool = False
     _last_gc: dict[str, float] = field(default_factory=dict)  # pod UID -> monotonic time
@@ -99,10 +99,10 @@ class Kubelet:
         self.recorder = EventRecorder(client, "kubelet", host=cfg.node_name)
         self.paths = PodPaths(cfg.pod_logs_dir, cfg.state_dir / "pods")
         self.informer = Informer(client.pods, field_selector=f"spec.nodeName={cfg.node_name}")
-        self.logs = LogServer(runtime, self._find_pod, cfg.address, cfg.port)
-        await self.logs.start()
+        self.server = DaemonServer(runtime, self._find_pod, cfg.address, cfg.port)
+        await self.server.start()
 
-        self.node = node = NodeManager(client, runtime, cfg.node_name, cfg.node_ip, self.logs.port, cfg.state_dir,
+        self.node = node = NodeManager(client, runtime, cfg.node_name, cfg.node_ip, self.server.port, cfg.state_dir,
                                        cfg.max_pods, dict(cfg.node_labels), cfg.node_status_update_frequency,
                                        cfg.node_status_report_frequency, cfg.node_lease_duration_seconds)
         await node.register()
@@ -135,7 +135,7 @@ class Kubelet:
         self._parts = loops
         self._started = True
         await self._housekeeping()
-        log.info("kubelet %s running (CRI %s, daemon port %d)", cfg.node_name, endpoint, self.logs.port)
+        log.info("kubelet %s running (CRI %s, daemon port %d)", cfg.node_name, endpoint, self.server.port)
 
     async def stop(self) -> None:
         """Stop the agent; pods keep running (a restarted kubelet adopts them)."""
@@ -147,8 +147,8 @@ class Kubelet:
             await self.workers.stop()
             await self.probes.close()
             await self.recorder.flush()
-        if self.logs is not None:
-            await self.logs.stop()
+        if self.server is not None:
+            await self.server.stop()
         if self.client is not None:
             await self.client.close()
         if self.runtime is not None:

@@ -189,6 +189,7 @@ def container_config(pod: Pod, container: core_pb2.Container, *, init: bool, res
         image=api_pb2.ImageSpec(image=container.image, user_specified_image=container.image),
         command=list(container.command), args=list(container.args), working_dir=container.workingDir, envs=envs,
         mounts=mounts, log_path=f"{container.name}/{restart_count}.log",
+        stdin=container.stdin, stdin_once=container.stdinOnce, tty=container.tty,
         labels={**_pod_labels(pod), labels.CONTAINER_NAME: container.name,
                 labels.CONTAINER_TYPE: labels.INIT if init else labels.APP},
         annotations={labels.RESTART_COUNT: str(restart_count), labels.CONTAINER_HASH: container_hash(container),

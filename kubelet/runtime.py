@@ -177,6 +177,24 @@ class Runtime:
             self.runtime, "ExecSync", api_pb2.ExecSyncRequest(container_id=container_id, cmd=cmd, timeout=timeout),
             timeout=timeout + 10 if timeout else None)
 
+    # ---- streaming: each answers the runtime's one-time URL for the session ----
+
+    async def exec_url(self, container_id: str, cmd: list[str], tty: bool, stdin: bool, stdout: bool,
+                       stderr: bool) -> str:
+        reply = await self._call(self.runtime, "Exec", api_pb2.ExecRequest(
+            container_id=container_id, cmd=cmd, tty=tty, stdin=stdin, stdout=stdout, stderr=stderr))
+        return reply.url  # type: ignore[attr-defined,no-any-return]
+
+    async def attach_url(self, container_id: str, tty: bool, stdin: bool, stdout: bool, stderr: bool) -> str:
+        reply = await self._call(self.runtime, "Attach", api_pb2.AttachRequest(
+            container_id=container_id, tty=tty, stdin=stdin, stdout=stdout, stderr=stderr))
+        return reply.url  # type: ignore[attr-defined,no-any-return]
+
+    async def port_forward_url(self, sandbox_id: str, ports: list[int]) -> str:
+        reply = await self._call(self.runtime, "PortForward",
+                                 api_pb2.PortForwardRequest(pod_sandbox_id=sandbox_id, port=ports))
+        return reply.url  # type: ignore[attr-defined,no-any-return]
+
     # ---- images ----
 
     async def image_present(self, image: str) -> bool:

@@ -31,7 +31,7 @@ async def test_pod_runs_with_an_ip_and_conditions_then_terminates(cluster: Clust
     node = await cluster.client.nodes.get(kubelet.config.node_name)
     assert node.spec.podCIDR and _cond(node, "Ready") == "True"
     assert node.status.capacity["pods"] == "110" and node.status.nodeInfo.kubeletVersion
-    assert node.status.daemonEndpoints.kubeletEndpoint.Port == kubelet.logs.port  # type: ignore[union-attr]
+    assert node.status.daemonEndpoints.kubeletEndpoint.Port == kubelet.server.port  # type: ignore[union-attr]
 
     await cluster.client.pods.create(pod("web", container("main", "sleep", "3600")))
     running = await cluster.wait_pod("web", lambda p: p.status.phase == "Running" and _cond(p, "Ready") == "True")
@@ -81,7 +81,7 @@ async def test_two_nodes_pods_reach_each_other_and_init_containers_run_first(clu
 
 async def _logs(cluster: Cluster, kubelet: Any, name: str, container_name: str, **query: str) -> str:
     params = "&".join(f"{k}={v}" for k, v in query.items())
-    url = f"http://127.0.0.1:{kubelet.logs.port}/containerLogs/default/{name}/{container_name}?{params}"
+    url = f"http://127.0.0.1:{kubelet.server.port}/containerLogs/default/{name}/{container_name}?{params}"
     async with aiohttp.ClientSession() as session, session.get(url) as reply:
         text = await reply.text()
         assert reply.status == 200, text
