@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from urllib.parse import quote, urlencode
 
 import aiohttp
 
-from apiserver.registry.store import Registry
+from apiserver.podlocation import PodLocator
 from kubeling import errors
 from protos.kubeling.v1 import api_pb2
 
@@ -22,43 +21,22 @@ _CHUNK = 32 * 1024
 
 
 class PodLogProxy:
-    def __init__(self, pods: Registry, nodes: Registry, connect_timeout: float = 10.0) -> None:
-        self.pods = pods
-        self.nodes = nodes
+    def __init__(self, locator: PodLocator, connect_timeout: float = 10.0) -> None:
+        self.locator = locator
         self.connect_timeout = connect_timeout
 
     async def _location(self, req: api_pb2.PodLogRequest) -> str:
-        if not req.name:
-            raise errors.BadRequest("name: Required value")
-        pod = await self.pods.get(req.namespace or "default", req.name)
-        names = [c.name for c in pod.spec.containers]
-        container = req.container
-        if not container:
-            if len(names) != 1:
-                raise errors.BadRequest(f"a container name must be specified for pod {req.name}, "
-                                        f"choose one of: [{' '.join(names)}]")
-            container = names[0]
-        elif container not in names + [c.name for c in pod.spec.initContainers]:
-            raise errors.BadRequest(f"container {container} is not valid for pod {req.name}")
-        if not pod.spec.nodeName:
-            raise errors.BadRequest(f"pod {req.name} does not have a host assigned")
-        node = await self.nodes.get("", pod.spec.nodeName)
-        address = next((a.address for a in node.status.addresses if a.type == "InternalIP"), "")
-        port = node.status.daemonEndpoints.kubeletEndpoint.Port
-        if not address or not port:
-            raise errors.ServiceUnavailable(f"node {node.metadata.name} has no kubelet endpoint")
-        query: dict[str, str] = {}
+        pod = await self.locator.pod(req.namespace, req.name)
+        query: list[tuple[str, str]] = []
         for flag in ("follow", "previous", "timestamps"):
             if getattr(req, flag):
-                query[flag] = "true"
+                query.append((flag, "true"))
         for number in ("tailLines", "limitBytes"):
             if req.HasField(number):
                 if getattr(req, number) < 0:
                     raise errors.BadRequest(f"{number}: must be >= 0")
-                query[number] = str(getattr(req, number))
-        path = "/".join(quote(part, safe="") for part in (pod.metadata.namespace, pod.metadata.name, container))
-        host = f"[{address}]" if ":" in address else address
-        return f"http://{host}:{port}/containerLogs/{path}?{urlencode(query)}"
+                query.append((number, str(getattr(req, number))))
+        return await self.locator.container_url("containerLogs", pod, req.container, query)
 
     async def stream(self, req: api_pb2.PodLogRequest) -> AsyncIterator[api_pb2.PodLogChunk]:
         url = await self._location(req)

@@ -17,7 +17,9 @@ from apiserver.compaction import Compactor
 from apiserver.metrics import Metrics
 from apiserver.namespace_finalizer import NamespaceFinalizer
 from apiserver.nodeipam import CIDRAllocator, NodeIPAM
+from apiserver.podlocation import PodLocator
 from apiserver.podlogs import PodLogProxy
+from apiserver.podstreams import PodStreams
 from apiserver.registry import ALL_STRATEGIES
 from apiserver.registry.namespaces import SYSTEM_NAMESPACES
 from apiserver.registry.store import Registry
@@ -108,7 +110,8 @@ class APIServer:
             ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
             ("grpc.http2.max_ping_strikes", 0),
         ])
-        pod_logs = PodLogProxy(self.registries["pods"], self.registries["nodes"])
+        locator = PodLocator(self.registries["pods"], self.registries["nodes"])
+        pod_logs = PodLogProxy(locator)
         self._server.add_generic_rpc_handlers(
             [service_handler(reg, self.metrics, pod_logs) for reg in self.registries.values()])
         self._health = health.aio.HealthServicer()
@@ -135,7 +138,7 @@ class APIServer:
         if cfg.metrics_listen:
             await self._start_http(cfg.metrics_listen)
         if cfg.rest_listen:
-            self._rest = RestServer(self.registries, pod_logs, self.metrics, self._ready)
+            self._rest = RestServer(self.registries, pod_logs, PodStreams(locator), self.metrics, self._ready)
             self.rest_port = await self._rest.start(cfg.rest_listen)
             log.info("apiserver serving the REST API on %s", self.rest_address)
         log.info("apiserver serving gRPC on %s (etcd %s)", self.address, cfg.etcd)

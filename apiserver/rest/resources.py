@@ -34,7 +34,7 @@ class Resource:
     version: str
     namespaced: bool
     short_names: tuple[str, ...] = ()
-    subresources: tuple[str, ...] = ()  # status, binding, log
+    subresources: tuple[str, ...] = ()  # status, binding, log, exec, attach, portforward
     categories: tuple[str, ...] = ()  # `kubectl get all` lists the "all" category
 
     @property
@@ -52,7 +52,8 @@ class Resource:
 
 
 RESOURCES: tuple[Resource, ...] = (
-    Resource("pods", "Pod", "", "v1", True, ("po",), ("status", "binding", "log"), ("all",)),
+    Resource("pods", "Pod", "", "v1", True, ("po",), ("status", "binding", "log", "exec", "attach", "portforward"),
+             ("all",)),
     Resource("nodes", "Node", "", "v1", False, ("no",), ("status",)),
     Resource("namespaces", "Namespace", "", "v1", False, ("ns",), ("status",)),
     Resource("events", "Event", "", "v1", True, ("ev",)),
@@ -98,8 +99,10 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
             entry["categories"] = list(r.categories)
         items.append(entry)
         for sub in r.subresources:
-            verbs = {"status": ["get", "patch", "update"], "binding": ["create"], "log": ["get"]}[sub]
-            kind = {"binding": "Binding"}.get(sub, r.kind)
+            verbs = {"status": ["get", "patch", "update"], "binding": ["create"], "log": ["get"]}.get(
+                sub, ["create", "get"])  # the streams: POST (SPDY) or GET (WebSocket)
+            kind = {"binding": "Binding", "exec": "PodExecOptions", "attach": "PodAttachOptions",
+                    "portforward": "PodPortForwardOptions"}.get(sub, r.kind)
             items.append({"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
                           "kind": kind, "verbs": verbs})
     if not items:

@@ -20,6 +20,7 @@ from opentelemetry import propagate, trace
 
 from apiserver.metrics import Metrics
 from apiserver.podlogs import PodLogProxy
+from apiserver.podstreams import PodStreams
 from apiserver.registry.binding import bind
 from apiserver.registry.store import Registry
 from apiserver.rest import patch as patches
@@ -33,6 +34,7 @@ from apiserver.service import until
 from kubeling import errors
 from kubeling.http import start_site
 from kubeling.telemetry import mark_pod_trace, tracer
+from kubeling.upgradeproxy import ProxyError, is_upgrade, proxy_upgrade
 from protos.kubeling.v1 import api_pb2, core_pb2, meta_pb2
 
 __all__ = ["RestServer"]
@@ -43,6 +45,7 @@ _TRACER = tracer(__name__)
 MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request body limit
 _JSON = "application/json"
 _RESOURCE = web.RequestKey("resource", str)  # the request's resource, for metrics and errors
+_STREAMS = ("exec", "attach", "portforward")  # pod subresources that upgrade the connection
 _PATCH_TYPES = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
                 "application/strategic-merge-patch+json": "strategic", "application/apply-patch+yaml": "apply"}
 
@@ -102,6 +105,7 @@ def _output(request: web.Request) -> _Output:
 class RestServer:
     registries: dict[str, Registry]
     pod_logs: PodLogProxy
+    pod_streams: PodStreams
     metrics: Metrics
     ready: Callable[[], tuple[bool, str]] = field(default=lambda: (True, "ok"))
     port: int = 0
@@ -226,7 +230,7 @@ class RestServer:
     async def _resource(self, request: web.Request, t: _Target) -> web.StreamResponse:
         if "dryRun" in request.query:
             raise errors.BadRequest("dryRun is not supported by this server")
-        if t.sub != "log":
+        if t.sub not in ("log", *_STREAMS):
             _output(request)  # an answer the client cannot read is refused before anything is written
         method = request.method
         if not t.name:
@@ -241,6 +245,9 @@ class RestServer:
         elif t.sub == "binding":
             if method == "POST":
                 return await self._bind(request, t)
+        elif t.sub in _STREAMS:
+            if method in ("GET", "POST"):
+                return await self._stream(request, t)
         else:
             if method == "GET":
                 return self._object_response(request, t, await self._registry(t).get(t.namespace, t.name))
@@ -466,6 +473,19 @@ class RestServer:
             log.info("log stream of %s/%s ended: %s", t.namespace, t.name, err.message)
         await response.write_eof()
         return response
+
+    async def _stream(self, request: web.Request, t: _Target) -> web.StreamResponse:
+        """exec, attach, portforward: relayed to the pod's kubelet once located."""
+        locate = {"exec": self.pod_streams.exec_url, "attach": self.pod_streams.attach_url,
+                  "portforward": self.pod_streams.port_forward_url}[t.sub]
+        url = await locate(t.namespace, t.name, request.query)
+        if not is_upgrade(request):
+            raise errors.BadRequest("Upgrade request required")
+        try:
+            return await proxy_upgrade(request, url)
+        except ProxyError as exc:
+            raise errors.ServiceUnavailable(f"cannot reach the kubelet of pod {t.namespace}/{t.name}: {exc}") \
+                from None
 
     async def _watch(self, request: web.Request, t: _Target) -> web.StreamResponse:
         out = _output(request)

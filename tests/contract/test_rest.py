@@ -177,6 +177,9 @@ async def test_discovery_and_openapi(http: tuple[aiohttp.ClientSession, str]) ->
     assert names["pods"]["shortNames"] == ["po"] and names["pods"]["categories"] == ["all"]
     assert names["nodes"]["namespaced"] is False
     assert {"pods/log", "pods/status", "pods/binding", "events", "namespaces"} <= set(names)
+    for sub, kind in (("exec", "PodExecOptions"), ("attach", "PodAttachOptions"),
+                      ("portforward", "PodPortForwardOptions")):
+        assert (names[f"pods/{sub}"]["kind"], names[f"pods/{sub}"]["verbs"]) == (kind, ["create", "get"])
     assert names["events"]["shortNames"] == ["ev"] and names["namespaces"]["shortNames"] == ["ns"]
     leases = (await _get(http, "/apis/coordination.k8s.io/v1"))[1]
     assert [r["name"] for r in leases["resources"]] == ["leases"]
@@ -335,3 +338,53 @@ async def test_errors_are_statuses(http: tuple[aiohttp.ClientSession, str]) -> N
         assert r.status == 400
     _, listed = await _get(http, "/api/v1/namespaces/default/pods")
     assert [p["metadata"]["name"] for p in listed["items"]] == []  # nothing above wrote anything
+
+
+async def test_pod_streams_are_located_and_checked(http: tuple[aiohttp.ClientSession, str]) -> None:
+    """pods/exec, attach and portforward: the pod, its container, its options and its
+    node's kubelet are checked before the connection is relayed; each failure a Status."""
+    session, base = http
+    pods = base + "/api/v1/namespaces/default/pods"
+    upgrade = {"Connection": "Upgrade", "Upgrade": "SPDY/3.1", "X-Stream-Protocol-Version": "v4.channel.k8s.io"}
+
+    async def refused(method: str, path: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+        async with session.request(method, pods + path, headers=upgrade if headers is None else headers) as r:
+            status = await r.json()
+            assert status["kind"] == "Status" and status["code"] == r.status
+            return r.status, status["message"]
+
+    two = _pod("two")
+    two["spec"]["containers"].append({"name": "side", "image": "busybox"})
+    two["spec"]["initContainers"] = [{"name": "setup", "image": "busybox"}]
+    for body in (_pod("one"), two):
+        async with session.post(pods, json=body) as r:
+            assert r.status == 201
+    assert await refused("POST", "/ghost/exec?command=true") == (404, 'pods "ghost" not found')
+    assert await refused("POST", "/two/exec?command=true") == (
+        400, "a container name must be specified for pod two, choose one of: [main side] "
+             "or one of the init containers: [setup]")
+    assert await refused("GET", "/two/attach?container=nope") == (400, "container nope is not valid for pod two")
+    code, message = await refused("POST", "/one/exec")
+    assert code == 400 and message.startswith("command: Required value")
+    assert await refused("POST", "/one/exec?command=true&stdout=false&stderr=0") == (
+        400, "you must specify at least 1 of stdin, stdout, stderr")
+    code, message = await refused("POST", "/one/portforward?ports=80,0")
+    assert code == 400 and message.startswith('ports: Invalid value: "0"')
+    for path in ("/one/exec?command=true", "/one/attach", "/one/portforward?ports=80"):
+        assert await refused("POST", path) == (400, "pod one does not have a host assigned")
+
+    # Bound to a node whose kubelet does not answer (port 1 of loopback refuses)
+    async with session.post(base + "/api/v1/nodes", json={"metadata": {"name": "dark"}}) as r:
+        assert r.status == 201
+    endpoint = {"status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+                           "daemonEndpoints": {"kubeletEndpoint": {"Port": 1}}}}
+    async with session.patch(base + "/api/v1/nodes/dark/status", data=json.dumps(endpoint),
+                             headers={"Content-Type": "application/merge-patch+json"}) as r:
+        assert r.status == 200
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "one"},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": "dark"}}
+    async with session.post(pods + "/one/binding", json=binding) as r:
+        assert r.status == 201
+    code, message = await refused("POST", "/one/exec?command=true")
+    assert code == 503 and message.startswith("cannot reach the kubelet of pod default/one")
+    assert await refused("GET", "/one/exec?command=true", headers={}) == (400, "Upgrade request required")
