@@ -78,6 +78,7 @@ bench: deps
 	$(PY) -m bench.cni --json bench/results/cni.json
 	$(PY) -m bench.cri --pods 20 --json bench/results/cri.json
 	$(PY) -m bench.pod_startup --pods 100 --rate 10 --density 110 --json bench/results/pod_startup.json
+	$(PY) -m bench.exec --json bench/results/exec.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info

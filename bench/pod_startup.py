@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -26,14 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.cluster import running_cluster
 from bench.cri import floor_pod_starts, ms_quantile
 from bench.output import report
 from kubelet.agent import bridge_name
 from kubelet.runtime import Runtime
 from kubeling import errors
 from kubeling.client import Client
-from kubeling.etcd import EtcdServer
-from kubeling.netutil import free_port
 from protos.kubeling.v1 import core_pb2, meta_pb2
 
 CLUSTER_CIDR = "10.176.0.0/16"
@@ -107,85 +105,46 @@ async def _delete_all(client: Client, runtime: Runtime, timeout: float = 300) ->
 
 
 async def _cluster_run(work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    etcd = EtcdServer().start()
-    port = free_port()
-    address = f"127.0.0.1:{port}"
-    logs = open(work / "components.log", "w")
-    procs = []
-    try:
-        level = os.environ.get("BENCH_LOG_LEVEL", "WARNING")
+    async with running_cluster(work, NODE, CLUSTER_CIDR, max(110, args.density)) as cluster:
+        client = cluster.client
+        runtime = Runtime(f"unix://{cluster.cri_socket}")
+        watcher = _Watcher(client)
+        await watcher.start()
+        # One pod first, not measured: the first container start warms caches (layers unpacked).
+        await client.pods.create(_pod("warmup"))
+        await watcher.wait(["warmup"], 120)
 
-        def spawn(*argv: str) -> None:
-            procs.append(subprocess.Popen([sys.executable, *argv, "--log-level", level], stdout=logs,
-                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
-
-        spawn("-m", "apiserver", "--etcd", etcd.endpoint, "--listen", address, "--cluster-cidr", CLUSTER_CIDR)
-        spawn("-m", "scheduler", "--apiserver", address)
-        spawn("-m", "kubelet", "--node-name", NODE, "--apiserver", address, "--root-dir", str(work / "kubelet"),
-              "--pod-logs-dir", str(work / "pod-logs"), "--runc-root", str(work / "runc"),
-              "--cluster-cidr", CLUSTER_CIDR, "--max-pods", str(max(110, args.density)))
-        async with Client(address, timeout=60) as client:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    node = await client.nodes.get(NODE)
-                    if any(c.type == "Ready" and c.status == "True" for c in node.status.conditions):
-                        break
-                except errors.NotFound:
-                    pass
-                if time.monotonic() > deadline:
-                    raise TimeoutError("the node did not become Ready")
-                await asyncio.sleep(0.2)
-            runtime = Runtime(f"unix://{work / 'kubelet' / NODE / 'cri.sock'}")
-            watcher = _Watcher(client)
-            await watcher.start()
-            # One pod first, not measured: the first container start warms caches (layers unpacked).
-            await client.pods.create(_pod("warmup"))
-            await watcher.wait(["warmup"], 120)
-
-            created: dict[str, float] = {}
-            names = [f"p{i}" for i in range(args.pods)]
-            start = time.perf_counter()
-            tasks = []
-            for i, name in enumerate(names):
-                await asyncio.sleep(max(0.0, start + i / args.rate - time.perf_counter()))
-                created[name] = time.perf_counter()
-                tasks.append(asyncio.create_task(client.pods.create(_pod(name))))
-            await asyncio.gather(*tasks)
-            await watcher.wait(names, 300)
-            startup = [watcher.running[n] - created[n] for n in names]
-            bound = [watcher.bound[n] - created[n] for n in names]
-            result: dict[str, Any] = {
-                "startup_p50_ms": ms_quantile(startup, 0.5), "startup_p99_ms": ms_quantile(startup, 0.99),
-                "startup_max_ms": ms_quantile(startup, 1.0),
-                # where it goes: create -> bound (apiserver + scheduler), bound -> running (kubelet)
-                "bound_p50_ms": ms_quantile(bound, 0.5),
-                "kubelet_p50_ms": ms_quantile([watcher.running[n] - watcher.bound[n] for n in names], 0.5),
-                "startup_ms_in_creation_order": [round(x * 1000) for x in startup]}
-            if args.density:
-                await _delete_all(client, runtime)
-                dense = [f"d{i}" for i in range(args.density)]
-                start = time.perf_counter()
-                await asyncio.gather(*(client.pods.create(_pod(n)) for n in dense))
-                await watcher.wait(dense, 600)
-                result["density_pods"] = args.density
-                result["density_all_running_s"] = round(max(watcher.running[n] for n in dense) - start, 2)
-            await watcher.stop()
+        created: dict[str, float] = {}
+        names = [f"p{i}" for i in range(args.pods)]
+        start = time.perf_counter()
+        tasks = []
+        for i, name in enumerate(names):
+            await asyncio.sleep(max(0.0, start + i / args.rate - time.perf_counter()))
+            created[name] = time.perf_counter()
+            tasks.append(asyncio.create_task(client.pods.create(_pod(name))))
+        await asyncio.gather(*tasks)
+        await watcher.wait(names, 300)
+        startup = [watcher.running[n] - created[n] for n in names]
+        bound = [watcher.bound[n] - created[n] for n in names]
+        result: dict[str, Any] = {
+            "startup_p50_ms": ms_quantile(startup, 0.5), "startup_p99_ms": ms_quantile(startup, 0.99),
+            "startup_max_ms": ms_quantile(startup, 1.0),
+            # where it goes: create -> bound (apiserver + scheduler), bound -> running (kubelet)
+            "bound_p50_ms": ms_quantile(bound, 0.5),
+            "kubelet_p50_ms": ms_quantile([watcher.running[n] - watcher.bound[n] for n in names], 0.5),
+            "startup_ms_in_creation_order": [round(x * 1000) for x in startup]}
+        if args.density:
             await _delete_all(client, runtime)
-            await runtime.close()
+            dense = [f"d{i}" for i in range(args.density)]
+            start = time.perf_counter()
+            await asyncio.gather(*(client.pods.create(_pod(n)) for n in dense))
+            await watcher.wait(dense, 600)
+            result["density_pods"] = args.density
+            result["density_all_running_s"] = round(max(watcher.running[n] for n in dense) - start, 2)
+        await watcher.stop()
+        await _delete_all(client, runtime)
+        await runtime.close()
         return result
-    finally:
-        for proc in reversed(procs):
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        logs.close()
-        etcd.stop()
-        if os.environ.get("BENCH_KEEP_LOG"):
-            shutil.copy(work / "components.log", os.environ["BENCH_KEEP_LOG"])
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
