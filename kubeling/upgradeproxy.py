@@ -99,22 +99,41 @@ async def proxy_upgrade(request: web.Request, url: str, connect_timeout: float =
         if status != 101:
             return await _plain_answer(status, headers, backend_reader)
         return await _relay(request, status, reason, headers, backend_reader, backend_writer)
-    except (ConnectionError, OSError, asyncio.TimeoutError) as exc:
-        raise ProxyError(f"the connection to {target.netloc} failed: {exc}") from None
+    except (ConnectionError, OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+        raise ProxyError(f"the connection to {target.netloc} failed: {exc!r}") from None
     finally:
         backend_writer.close()
 
 
 async def _plain_answer(status: int, headers: list[tuple[str, str]],
                         reader: asyncio.StreamReader) -> web.Response:
+    """The backend's answer to show the client: its status, type and body (up to 1 MiB)."""
     fields = CIMultiDict(headers)
     length = fields.get("Content-Length", "")
     if length.isdigit():
         body = await reader.readexactly(min(int(length), MAX_ERROR_BODY))
-    else:
-        body = await reader.read(MAX_ERROR_BODY)
+    elif "chunked" in fields.get("Transfer-Encoding", "").lower():
+        body = await _read_chunked(reader)
+    else:  # the body ends with the connection
+        body = b""
+        while len(body) < MAX_ERROR_BODY and (data := await reader.read(MAX_ERROR_BODY - len(body))):
+            body += data
     return web.Response(status=status, body=body,
                         content_type=fields.get("Content-Type", "text/plain").split(";")[0].strip())
+
+
+async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+    body = b""
+    while len(body) < MAX_ERROR_BODY:
+        size_line = await reader.readline()
+        try:
+            size = int(size_line.split(b";")[0].strip(), 16)
+        except ValueError:
+            raise ProxyError(f"the backend sent a bad chunk size {size_line!r}") from None
+        if size == 0:
+            break
+        body += (await reader.readexactly(size + 2))[:size]
+    return body[:MAX_ERROR_BODY]
 
 
 async def _relay(request: web.Request, status: int, reason: str, headers: list[tuple[str, str]],

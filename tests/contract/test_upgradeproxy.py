@@ -28,6 +28,14 @@ async def _start(app: web.Application) -> tuple[web.AppRunner, int]:
 async def _echo(request: web.Request) -> web.StreamResponse:
     if request.query.get("refuse"):
         return web.Response(status=500, text='container not found ("web")')
+    if request.query.get("chunked"):
+        answer = web.StreamResponse(status=404)
+        answer.enable_chunked_encoding()
+        await answer.prepare(request)
+        for part in (b"no such ", b"session"):
+            await answer.write(part)
+        await answer.write_eof()
+        return answer
     ws = web.WebSocketResponse(protocols=["v5.channel.k8s.io"])
     await ws.prepare(request)
     request.app[_SESSIONS].add(ws)
@@ -113,13 +121,16 @@ async def test_websocket_through_the_relay(relay: Relay) -> None:
 
 
 async def test_answers_other_than_101_come_back_as_they_are(relay: Relay) -> None:
+    spdy = {"Connection": "Upgrade", "Upgrade": "SPDY/3.1"}
     async with aiohttp.ClientSession() as session:
         with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
             await session.ws_connect(f"{relay.url}/x?refuse=1")
         assert refused.value.status == 500
-        async with session.get(f"{relay.url}/x?refuse=1", headers={"Connection": "Upgrade", "Upgrade": "SPDY/3.1"}) as reply:
+        async with session.get(f"{relay.url}/x?refuse=1", headers=spdy) as reply:
             assert reply.status == 500 and await reply.text() == 'container not found ("web")'
-        async with session.get(f"{relay.url}/nowhere", headers={"Connection": "Upgrade", "Upgrade": "SPDY/3.1"}) as reply:
+        async with session.get(f"{relay.url}/x?chunked=1", headers=spdy) as reply:
+            assert reply.status == 404 and await reply.text() == "no such session"
+        async with session.get(f"{relay.url}/nowhere", headers=spdy) as reply:
             assert reply.status == 503 and "cannot connect to 127.0.0.1:1" in await reply.text()
         async with session.get(f"{relay.url}/x") as reply:
             assert reply.status == 400
