@@ -163,7 +163,7 @@ class RestServer:
         if target is None:
             raise errors.NotFound("the server could not find the requested resource")
         request[_RESOURCE] = target.resource.plural
-        if request.method == "GET":
+        if request.method == "GET" or target.sub in _STREAMS:  # a session (exec's POST) is no write
             return await self._resource(request, target)
         # Writes are traced as the gRPC ones are (a pod created here starts its trace).
         with _TRACER.start_as_current_span(f"{request.method} {target.template}", kind=trace.SpanKind.SERVER,
