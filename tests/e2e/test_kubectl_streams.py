@@ -18,9 +18,9 @@ from kubernetes import config as k8s_config
 from kubernetes.stream import portforward, stream
 
 from kubelet.agent import Kubelet
+from protos.kubeling.v1 import core_pb2
 from tests.e2e.conftest import Cluster, container, pod
 from tests.e2e.kubectl import Kubectl
-from protos.kubeling.v1 import core_pb2
 
 TRANSPORTS = {"websocket": {}, "spdy": {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false",
                                        "KUBECTL_PORT_FORWARD_WEBSOCKETS": "false"}}
@@ -32,18 +32,17 @@ SERVER = ("mkdir -p /www && head -c 52428800 /dev/zero | tr '\\0' k > /www/blob 
 LISTENING = "netstat -ltn | grep -q :8080 && netstat -ltn | grep -q :9000"
 
 
-def _ready(p: object) -> bool:
-    conditions = {c.type: c.status for c in p.status.conditions}  # type: ignore[attr-defined]
-    return conditions.get("Ready") == "True"
+def _ready(p: core_pb2.Pod) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in p.status.conditions)
 
 
 async def _nodes(cluster: Cluster) -> list[Kubelet]:
     return [await cluster.add_node(1), await cluster.add_node(2)]
 
 
-async def _run(cluster: Cluster, made: object) -> None:
+async def _run(cluster: Cluster, made: core_pb2.Pod) -> None:
     await cluster.client.pods.create(made)
-    await cluster.wait_pod(made.metadata.name, _ready)  # type: ignore[attr-defined]
+    await cluster.wait_pod(made.metadata.name, _ready)
 
 
 async def test_kubectl_exec(cluster: Cluster, kubectl: Kubectl) -> None:
@@ -67,7 +66,7 @@ async def test_kubectl_exec(cluster: Cluster, kubectl: Kubectl) -> None:
         _, out, _ = await k("exec", "-i", "shell", "--", "wc", "-c", stdin=b"x" * 300_000)
         assert out.strip() == "300000", transport
         # the pod on the other node; no -c: kubectl takes the default-container annotation
-        _, out, err = await k("exec", "duo", "--", "cat", "/etc/hostname")
+        _, out, _ = await k("exec", "duo", "--", "cat", "/etc/hostname")
         assert out == "duo\n", transport
         code, _, err = await k("exec", "duo", "-c", "app", "--", "true", ok=False)
         assert code == 1 and 'error: unable to upgrade connection: container not found ("app")' in err, err
@@ -120,8 +119,8 @@ async def test_kubectl_exec_and_attach_with_a_terminal(cluster: Cluster, kubectl
 
 async def test_kubectl_attach_and_run_interactive(cluster: Cluster, kubectl: Kubectl) -> None:
     one, _ = await _nodes(cluster)
-    ticker = pod("ticker", container("main", "sh", "-c", "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.2; done"),
-                 node=one.config.node_name)
+    ticks = "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.2; done"
+    ticker = pod("ticker", container("main", "sh", "-c", ticks), node=one.config.node_name)
     await _run(cluster, ticker)
     for transport, env in TRANSPORTS.items():
         k = kubectl.with_env(**env)
@@ -223,17 +222,11 @@ async def test_kubectl_cp(cluster: Cluster, kubectl: Kubectl, tmp_path: Path) ->
         assert (back / "sub" / "data.bin").read_bytes() == payload
 
 
-def _python_client(kubeconfig: str) -> k8s.CoreV1Api:
-    api = k8s.ApiClient(configuration=k8s.Configuration())
-    k8s_config.load_kube_config(kubeconfig, client_configuration=api.configuration)
-    return k8s.CoreV1Api(api)
-
-
 def _python_client_session(kubeconfig: str) -> dict[str, object]:
     """The official client's stream(): exec (v4 WebSocket, GET), its exit code, and
     port-forward (v4 WebSocket, ports in the query). No container named: the server
     picks the pod's only one."""
-    v1 = _python_client(kubeconfig)
+    v1 = k8s.CoreV1Api(k8s_config.new_client_from_config(kubeconfig))
     out = stream(v1.connect_get_namespaced_pod_exec, "srv", "default", command=["sh", "-c", "echo out; echo err >&2"],
                  stderr=True, stdin=False, stdout=True, tty=False)
     session = stream(v1.connect_get_namespaced_pod_exec, "srv", "default", command=["sh", "-c", "exit 7"],
@@ -248,16 +241,17 @@ def _python_client_session(kubeconfig: str) -> dict[str, object]:
         answer += chunk
     sock.close()
     forward.close()
-    return {"out": out, "code": session.returncode, "page": answer.partition(b"\r\n\r\n")[2]}
+    # stdout and stderr travel on channels of their own: their order is not kept
+    return {"out": sorted(out.splitlines()), "code": session.returncode, "page": answer.partition(b"\r\n\r\n")[2]}
 
 
 async def test_python_client_stream(cluster: Cluster, kubectl: Kubectl) -> None:
     one, _ = await _nodes(cluster)
-    await _run(cluster, pod("srv", container("main", "sh", "-c", "echo ok > /index.html && exec httpd -f -p 8080 -h /"),
-                            node=one.config.node_name))
+    serve = "echo ok > /index.html && exec httpd -f -p 8080 -h /"
+    await _run(cluster, pod("srv", container("main", "sh", "-c", serve), node=one.config.node_name))
     # the synchronous client runs in a thread: the apiserver is in this process
     result = await asyncio.to_thread(_python_client_session, kubectl.env["KUBECONFIG"])
-    assert result == {"out": "out\nerr\n", "code": 7, "page": b"ok\n"}
+    assert result == {"out": ["err", "out"], "code": 7, "page": b"ok\n"}
 
 
 def _open_fds() -> int:
