@@ -44,6 +44,8 @@ __all__ = ["WatchCache", "Filter", "CacheWatcher", "Attrs"]
 log = logging.getLogger(__name__)
 
 ADDED, MODIFIED, DELETED, BOOKMARK = "ADDED", "MODIFIED", "DELETED", "BOOKMARK"
+# On the BOOKMARK that ends a WatchList's initial events (metav1.InitialEventsAnnotationKey).
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,13 +427,24 @@ class WatchCache:
         entry = self.store.get(key)
         return entry.obj if entry else None
 
-    def watch(self, flt: Filter, rv: int | None, *, bookmarks: bool) -> CacheWatcher:
-        """Register a watcher (call after `wait_for(rv)`); rv None means current state first."""
+    def watch(self, flt: Filter, rv: int | None, *, bookmarks: bool,
+              initial_events: bool | None = None) -> CacheWatcher:
+        """Register a watcher (call after `wait_for(rv)`); rv None means current state first.
+        initial_events (WatchList) overrides that: True sends the current state (the cache
+        is at rv or newer) then a BOOKMARK annotated k8s.io/initial-events-end at the
+        state's revision, and only later changes; False with rv None, only later changes."""
         index = flt.fields.exact(self.strategy.index_field) if self.strategy.index_field else None
         initial: list[bytes] = []
-        if rv is None:
+        if initial_events:
             initial = [self._encode_added(e) for _, e in sorted(self.store.items()) if flt.matches(e.attrs)]
-        elif rv < self.oldest_rv:
+            end: Any = self.strategy.message()
+            end.metadata.resourceVersion = str(self.rv)
+            end.metadata.annotations[INITIAL_EVENTS_END] = "true"
+            initial.append(self._event_type(type=BOOKMARK, object=end).SerializeToString())
+            rv = self.rv
+        elif rv is None and initial_events is None:
+            initial = [self._encode_added(e) for _, e in sorted(self.store.items()) if flt.matches(e.attrs)]
+        elif rv is not None and rv < self.oldest_rv:
             raise errors.Expired(f"too old resource version: {rv} ({self.oldest_rv})")
         w = CacheWatcher(self, flt, capacity=self.watcher_buffer, bookmarks=bookmarks, index=index,
                          initial=initial)

@@ -397,11 +397,28 @@ class Registry:
 
     async def watch(self, req: meta_pb2.WatchRequest) -> CacheWatcher:
         flt = self.parse_filter(req.namespace, req.labelSelector, req.fieldSelector)
+        initial_events = req.sendInitialEvents if req.HasField("sendInitialEvents") else None
+        _check_watch_list(req, initial_events)
         rv: int | None = None
         if req.resourceVersion not in ("", "0"):
             rv = _parse_rv(req.resourceVersion)
         await self.cache.wait_for(rv or 0)
-        return self.cache.watch(flt, rv, bookmarks=req.allowWatchBookmarks)
+        return self.cache.watch(flt, rv, bookmarks=req.allowWatchBookmarks, initial_events=initial_events)
+
+
+def _check_watch_list(req: meta_pb2.WatchRequest, initial_events: bool | None) -> None:
+    """The watch options of a WatchList, as upstream's validateWatchOptions checks them."""
+    match = req.resourceVersionMatch
+    if initial_events is not None:
+        if match != "NotOlderThan":
+            raise errors.BadRequest("resourceVersionMatch: Forbidden: sendInitialEvents requires setting "
+                                    "resourceVersionMatch to NotOlderThan")
+        if not req.allowWatchBookmarks:
+            raise errors.BadRequest("allowWatchBookmarks: Forbidden: sendInitialEvents requires setting "
+                                    "allowWatchBookmarks to true")
+    elif match:
+        raise errors.BadRequest("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch "
+                                "unless sendInitialEvents is provided")
 
 
 def _parse_rv(text: str) -> int:

@@ -494,7 +494,10 @@ class RestServer:
         req = meta_pb2.WatchRequest(namespace=t.namespace, labelSelector=q.get("labelSelector", ""),
                                     fieldSelector=q.get("fieldSelector", ""),
                                     resourceVersion=q.get("resourceVersion", ""),
-                                    allowWatchBookmarks=_flag(q.get("allowWatchBookmarks")), timeoutSeconds=timeout)
+                                    allowWatchBookmarks=_flag(q.get("allowWatchBookmarks")), timeoutSeconds=timeout,
+                                    resourceVersionMatch=q.get("resourceVersionMatch", ""))
+        if "sendInitialEvents" in q:
+            req.sendInitialEvents = _flag(q["sendInitialEvents"])
         registry = self._registry(t)
         expired: errors.ApiError | None = None
         try:

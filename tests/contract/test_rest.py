@@ -269,6 +269,50 @@ async def test_http_watch(http: tuple[aiohttp.ClientSession, str]) -> None:
     assert bookmarks and int(bookmarks[-1]["object"]["metadata"]["resourceVersion"]) >= int(rv)
 
 
+async def test_http_watch_list(http: tuple[aiohttp.ClientSession, str]) -> None:
+    """client-go's streaming list (kubectl 1.35+ waits with it): the state as ADDED
+    events, a BOOKMARK annotated k8s.io/initial-events-end at the state's revision, then
+    the changes after it."""
+    session, base = http
+    pods = base + "/api/v1/namespaces/default/pods"
+    for name in ("l1", "l2"):
+        async with session.post(pods, json=_pod(name)) as r:
+            assert r.status == 201
+    _, listed = await _get(http, "/api/v1/namespaces/default/pods")
+    url = f"{pods}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
+    async with session.get(url + f"&resourceVersion={listed['metadata']['resourceVersion']}") as r:
+        assert r.status == 200
+        events = []
+        async for line in r.content:
+            events.append(json.loads(line))
+            if events[-1]["type"] == "BOOKMARK":
+                break
+        async with session.post(pods, json=_pod("l3")) as created:
+            assert created.status == 201
+        after = json.loads(await r.content.readline())
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in events] == [
+        ("ADDED", "l1"), ("ADDED", "l2"), ("BOOKMARK", None)]
+    end = events[-1]["object"]["metadata"]
+    assert end["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert int(end["resourceVersion"]) >= int(listed["metadata"]["resourceVersion"])
+    assert (after["type"], after["object"]["metadata"]["name"]) == ("ADDED", "l3")
+    # sendInitialEvents=false: the changes only
+    async with session.get(url.replace("sendInitialEvents=true", "sendInitialEvents=false")) as r:
+        async with session.delete(pods + "/l1") as deleted:
+            assert deleted.status == 200
+        first = json.loads(await r.content.readline())
+    assert (first["type"], first["object"]["metadata"]["name"]) == ("DELETED", "l1")
+    for query, message in (
+            ("watch=1&sendInitialEvents=true&allowWatchBookmarks=true", "sendInitialEvents requires setting "
+                                                                        "resourceVersionMatch to NotOlderThan"),
+            ("watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan", "sendInitialEvents requires "
+                                                                                 "setting allowWatchBookmarks"),
+            ("watch=1&resourceVersionMatch=NotOlderThan", "resourceVersionMatch is forbidden for watch unless "
+                                                          "sendInitialEvents is provided")):
+        code, status = await _get(http, f"/api/v1/namespaces/default/pods?{query}")
+        assert code == 400 and message in status["message"], status
+
+
 async def test_binding_and_status_subresources(http: tuple[aiohttp.ClientSession, str]) -> None:
     session, base = http
     pods = base + "/api/v1/namespaces/default/pods"

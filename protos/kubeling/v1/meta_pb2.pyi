@@ -165,20 +165,24 @@ class ListRequest(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., labelSelector: _Optional[str] = ..., fieldSelector: _Optional[str] = ..., limit: _Optional[int] = ..., resourceVersion: _Optional[str] = ..., **kwargs) -> None: ...
 
 class WatchRequest(_message.Message):
-    __slots__ = ("namespace", "labelSelector", "fieldSelector", "resourceVersion", "allowWatchBookmarks", "timeoutSeconds")
+    __slots__ = ("namespace", "labelSelector", "fieldSelector", "resourceVersion", "allowWatchBookmarks", "timeoutSeconds", "sendInitialEvents", "resourceVersionMatch")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     LABELSELECTOR_FIELD_NUMBER: _ClassVar[int]
     FIELDSELECTOR_FIELD_NUMBER: _ClassVar[int]
     RESOURCEVERSION_FIELD_NUMBER: _ClassVar[int]
     ALLOWWATCHBOOKMARKS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUTSECONDS_FIELD_NUMBER: _ClassVar[int]
+    SENDINITIALEVENTS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCEVERSIONMATCH_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     labelSelector: str
     fieldSelector: str
     resourceVersion: str
     allowWatchBookmarks: bool
     timeoutSeconds: int
-    def __init__(self, namespace: _Optional[str] = ..., labelSelector: _Optional[str] = ..., fieldSelector: _Optional[str] = ..., resourceVersion: _Optional[str] = ..., allowWatchBookmarks: _Optional[bool] = ..., timeoutSeconds: _Optional[int] = ...) -> None: ...
+    sendInitialEvents: bool
+    resourceVersionMatch: str
+    def __init__(self, namespace: _Optional[str] = ..., labelSelector: _Optional[str] = ..., fieldSelector: _Optional[str] = ..., resourceVersion: _Optional[str] = ..., allowWatchBookmarks: _Optional[bool] = ..., timeoutSeconds: _Optional[int] = ..., sendInitialEvents: _Optional[bool] = ..., resourceVersionMatch: _Optional[str] = ...) -> None: ...
 
 class Preconditions(_message.Message):
     __slots__ = ("uid", "resourceVersion")
