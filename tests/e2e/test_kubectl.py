@@ -128,7 +128,7 @@ async def test_kubectl_pod_lifecycle(cluster: Cluster, kubectl: Kubectl, tmp_pat
     assert code == 1 and 'The Pod "web3" is invalid' in err and "spec.containers[0].image" in err
 
     _, out, _ = await kubectl("delete", "pod", "web")
-    assert out.strip() == 'pod "web" deleted'
+    assert out.strip() in ('pod "web" deleted', 'pod "web" deleted from default namespace')  # older and newer kubectl
     code, _, _ = await kubectl("get", "pod", "web", ok=False)  # delete waited until it was gone
     assert code == 1
 

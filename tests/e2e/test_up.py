@@ -16,6 +16,7 @@ from kubelet.agent import bridge_name
 from kubeling.client import Client
 from kubeling.up import ClusterPlan
 from protos.kubeling.v1 import core_pb2, meta_pb2
+from tests.e2e.kubectl import kubectl_binary
 
 CIDR = f"10.{170 + os.getpid() % 5}.0.0/16"
 
@@ -72,7 +73,7 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
             assert f"kubelet-{nodes[0]}" in status.stdout and "running" in status.stdout
 
             # kubectl, with the kubeconfig `up` wrote, as the README's quick start uses it.
-            kubectl = ["kubectl", "--kubeconfig", str(state / "kubeconfig")]
+            kubectl = [kubectl_binary(), "--kubeconfig", str(state / "kubeconfig")]
             listed = await asyncio.to_thread(subprocess.run, kubectl + ["get", "nodes"], capture_output=True, text=True)
             assert sorted(line.split()[:2] for line in listed.stdout.splitlines()[1:]) == [[n, "Ready"] for n in nodes]
             ran = await asyncio.to_thread(subprocess.run, kubectl + ["run", "hello", "--image=busybox", "--", "sleep",
