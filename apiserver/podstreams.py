@@ -12,6 +12,7 @@ from multidict import MultiMapping
 
 from apiserver.podlocation import PodLocator
 from kubeling import errors
+from protos.kubeling.v1 import core_pb2
 
 __all__ = ["PodStreams", "stream_params", "forward_ports"]
 
@@ -50,6 +51,13 @@ def forward_ports(query: Query) -> list[int]:
     return ports
 
 
+def _check_running(pod: core_pb2.Pod, refusal: str) -> None:
+    """A completed pod has nothing to stream to (the wording is kubectl's, which checks
+    this itself before it asks)."""
+    if pod.status.phase in ("Succeeded", "Failed"):
+        raise errors.BadRequest(refusal.format(phase=pod.status.phase))
+
+
 @dataclass
 class PodStreams:
     locator: PodLocator
@@ -61,14 +69,17 @@ class PodStreams:
                                     "container")
         params = stream_params(query) + [("command", part) for part in command]
         pod = await self.locator.pod(namespace, name)
+        _check_running(pod, "cannot exec into a container in a completed pod; current phase is {phase}")
         return await self.locator.container_url("exec", pod, query.get("container", ""), params)
 
     async def attach_url(self, namespace: str, name: str, query: Query) -> str:
         params = stream_params(query)
         pod = await self.locator.pod(namespace, name)
+        _check_running(pod, "cannot attach a container in a completed pod; current phase is {phase}")
         return await self.locator.container_url("attach", pod, query.get("container", ""), params)
 
     async def port_forward_url(self, namespace: str, name: str, query: Query) -> str:
         ports = forward_ports(query)
         pod = await self.locator.pod(namespace, name)
+        _check_running(pod, "unable to forward port because pod is not running. Current status={phase}")
         return await self.locator.port_forward_url(pod, ports)

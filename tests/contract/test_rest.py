@@ -416,6 +416,15 @@ async def test_pod_streams_are_located_and_checked(http: tuple[aiohttp.ClientSes
     assert code == 400 and message.startswith('ports: Invalid value: "0"')
     for path in ("/one/exec?command=true", "/one/attach", "/one/portforward?ports=80"):
         assert await refused("POST", path) == (400, "pod one does not have a host assigned")
+    async with session.post(pods, json=_pod("done")) as r:
+        assert r.status == 201
+    async with session.patch(pods + "/done/status", data=json.dumps({"status": {"phase": "Succeeded"}}),
+                             headers={"Content-Type": "application/merge-patch+json"}) as r:
+        assert r.status == 200
+    assert await refused("POST", "/done/exec?command=true") == (
+        400, "cannot exec into a container in a completed pod; current phase is Succeeded")
+    assert await refused("POST", "/done/portforward") == (
+        400, "unable to forward port because pod is not running. Current status=Succeeded")
 
     # Bound to a node whose kubelet does not answer (port 1 of loopback refuses)
     async with session.post(base + "/api/v1/nodes", json={"metadata": {"name": "dark"}}) as r:
