@@ -62,6 +62,8 @@ async def test_kubectl_exec(cluster: Cluster, kubectl: Kubectl) -> None:
         code, out, err = await k("exec", "shell", "--", "sh", "-c", "echo out; echo err >&2; exit 3", ok=False)
         assert (code, out) == (3, "out\n"), (transport, code, out, err)
         assert "err\n" in err and "command terminated with exit code 3" in err
+        code, _, err = await k("exec", "shell", "--", "nosuchbinary", ok=False)
+        assert code == 1 and 'exec: "nosuchbinary": executable file not found in $PATH' in err, err
         # stdin to the end, then its close: wc sees all of it and ends
         _, out, _ = await k("exec", "-i", "shell", "--", "wc", "-c", stdin=b"x" * 300_000)
         assert out.strip() == "300000", transport
@@ -258,9 +260,23 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def _children() -> int:
+    """Processes whose parent is this one (runc exec and its helpers, among others)."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text() if entry.isdigit() else ""
+        except OSError:
+            continue  # gone meanwhile
+        if stat and int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():
+            count += 1
+    return count
+
+
 async def test_exec_leaves_nothing_behind(cluster: Cluster, kubectl: Kubectl) -> None:
     """100 execs: the apiserver, the kubelet and its runtime (all in this process) hold
-    no more descriptors, tasks, cached tokens or connections than before."""
+    no more descriptors, tasks, child processes, cached tokens or connections than
+    before, and the container runs no more processes."""
     one, _ = await _nodes(cluster)
     await _run(cluster, pod("shell", container("main", "sleep", "3600"), node=one.config.node_name))
     await kubectl("exec", "shell", "--", "true")  # connections and caches made once are not leaks
@@ -274,15 +290,21 @@ async def test_exec_leaves_nothing_behind(cluster: Cluster, kubectl: Kubectl) ->
         if quiet():
             break
         await asyncio.sleep(0.1)
-    fds, tasks = _open_fds(), len(asyncio.all_tasks())
+    fds, tasks, children = _open_fds(), len(asyncio.all_tasks()), _children()
+    _, in_container, _ = await kubectl("exec", "shell", "--", "ps", "-o", "pid,args")
     for i in range(100):
         env = TRANSPORTS["spdy"] if i % 4 == 0 else {}
         _, out, _ = await kubectl("exec", "shell", "--", "echo", str(i), env=env)
         assert out == f"{i}\n"
     for _ in range(100):
-        if quiet() and _open_fds() <= fds and len(asyncio.all_tasks()) <= tasks:
+        if quiet() and _open_fds() <= fds and len(asyncio.all_tasks()) <= tasks and _children() <= children:
             break
         await asyncio.sleep(0.1)
     assert quiet(), (len(runtime.streaming.cache), runtime.streaming._connections)
+    assert _children() <= children, (children, _children())
+    # in the container: the same processes as before (ps itself aside), no exec left over
+    _, now, _ = await kubectl("exec", "shell", "--", "ps", "-o", "pid,args")
+    assert [line for line in now.splitlines() if "ps -o" not in line] == \
+        [line for line in in_container.splitlines() if "ps -o" not in line], (in_container, now)
     assert _open_fds() <= fds, (fds, _open_fds(), os.listdir("/proc/self/fd"))
     assert len(asyncio.all_tasks()) <= tasks, asyncio.all_tasks()
