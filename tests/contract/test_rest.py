@@ -270,7 +270,7 @@ async def test_http_watch(http: tuple[aiohttp.ClientSession, str]) -> None:
 
 
 async def test_http_watch_list(http: tuple[aiohttp.ClientSession, str]) -> None:
-    """client-go's streaming list (kubectl 1.35+ waits with it): the state as ADDED
+    """client-go's streaming list (recent kubectl, 1.37 here, waits with it): the state as ADDED
     events, a BOOKMARK annotated k8s.io/initial-events-end at the state's revision, then
     the changes after it."""
     session, base = http
