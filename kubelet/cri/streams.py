@@ -115,6 +115,11 @@ class RuntimeStreams:
         try:
             while data := await reader.read(64 * 1024):
                 await stream.write(data)
+        except (ConnectionError, OSError) as exc:
+            # One side went away mid-copy (a client that reset its stream): the end of this
+            # connection, not an error of the forward. containerd only logs these too; one
+            # reported on the error stream would end the client's whole port-forward.
+            log.debug("port-forward to port %d of sandbox %s ended: %s", port, sandbox_id[:13], exc)
         finally:
             sending.cancel()
             await asyncio.gather(sending, return_exceptions=True)

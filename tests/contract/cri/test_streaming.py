@@ -200,6 +200,17 @@ async def test_port_forward_over_spdy(env: Env) -> None:
     message = json.loads(error)
     assert "9999" in message["message"] and "connection refused" in message["message"]
     assert await connection(11, ECHO_PORT, b"again\n") == (b"again\n", b"")
+    # A client that resets its data stream while the pod still answers: the connection
+    # ends quietly (an error here would end kubectl's whole port-forward); others go on.
+    headers = {"streamtype": "error", "port": str(ECHO_PORT), "requestid": "12"}
+    error = await client.open(headers)
+    await error.close()
+    data = await client.open({**headers, "streamtype": "data"})
+    await data.write(b"x" * 4_000_000)
+    assert await data.read()  # the echo has begun
+    await data.reset()
+    assert await error.read_all() == b""
+    assert await connection(13, ECHO_PORT, b"after\n") == (b"after\n", b"")
     await client.close()
 
 
