@@ -26,7 +26,7 @@ import grpc
 from aiohttp import web
 
 from kubelet.cri.logs import FULL, parse_line
-from kubelet.runtime import RUNNING, CRICallError, Runtime
+from kubelet.runtime import RUNNING, SANDBOX_READY, CRICallError, Runtime
 from kubeling.upgradeproxy import ProxyError, proxy_upgrade
 from protos.kubeling.v1 import core_pb2
 
@@ -153,10 +153,10 @@ class DaemonServer:
         findContainer picks it from the runtime's running pod."""
         pod, container = self._pod(request), request.match_info["container"]
         try:
-            status = await self.runtime.pod_status(pod.metadata.uid)
+            listed = await self.runtime.list_containers(pod.metadata.uid)  # one call: no status of each
         except CRICallError as exc:
             raise _runtime_error(exc) from None
-        found = next((c for c in status.containers if c.name == container and c.state == RUNNING), None)
+        found = next((c for c in listed if c.metadata.name == container and c.state == RUNNING), None)
         if found is None:
             raise web.HTTPInternalServerError(text=f'container not found ("{container}")')
         return found.id
@@ -201,10 +201,11 @@ class DaemonServer:
                     raise web.HTTPBadRequest(text=f"unable to parse {value!r} as a port: must be 1-65535")
                 ports.append(int(part))
         try:
-            sandbox = (await self.runtime.pod_status(pod.metadata.uid)).ready_sandbox
-            if sandbox is None:
+            ready = [s for s in await self.runtime.list_sandboxes(pod.metadata.uid) if s.state == SANDBOX_READY]
+            if not ready:
                 raise web.HTTPInternalServerError(text=f"failed to find sandbox for pod {pod.metadata.name}")
-            url = await self.runtime.port_forward_url(sandbox.id, ports)
+            newest = max(ready, key=lambda s: s.created_at)
+            url = await self.runtime.port_forward_url(newest.id, ports)
         except CRICallError as exc:
             raise _runtime_error(exc) from None
         return await self._relay(request, "port-forward", url)
