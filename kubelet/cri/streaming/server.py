@@ -81,6 +81,15 @@ def _is_spdy_upgrade(request: _Request) -> bool:
     return "upgrade" in connection and "spdy/3.1" in request.headers.get("upgrade", "").lower()
 
 
+def _check_streams(request: api_pb2.ExecRequest | api_pb2.AttachRequest, none_set: str) -> None:
+    if not request.container_id:
+        raise CRIError(grpc.StatusCode.INVALID_ARGUMENT, "missing required container_id")
+    if request.tty and request.stderr:
+        raise CRIError(grpc.StatusCode.INVALID_ARGUMENT, "tty and stderr cannot both be true")
+    if not (request.stdin or request.stdout or request.stderr):
+        raise CRIError(grpc.StatusCode.INVALID_ARGUMENT, none_set)
+
+
 @dataclass
 class StreamingServer:
     config: StreamingConfig
@@ -124,23 +133,13 @@ class StreamingServer:
         return f"{self._base_url}/{kind}/{token}"
 
     def get_exec(self, request: api_pb2.ExecRequest) -> str:
-        if not request.container_id:
-            raise CRIError(grpc.StatusCode.INVALID_ARGUMENT, "missing required container_id")
-        if request.tty and request.stderr:
-            raise CRIError(grpc.StatusCode.INVALID_ARGUMENT, "tty and stderr cannot both be true")
-        if not (request.stdin or request.stdout or request.stderr):
-            raise CRIError(grpc.StatusCode.INVALID_ARGUMENT, "one of stdin, stdout, or stderr must be set")
+        _check_streams(request, "one of stdin, stdout, or stderr must be set")
         if not request.cmd:
             raise CRIError(grpc.StatusCode.INVALID_ARGUMENT, "cmd is required")
         return self._url("exec", request)
 
     def get_attach(self, request: api_pb2.AttachRequest) -> str:
-        if not request.container_id:
-            raise CRIError(grpc.StatusCode.INVALID_ARGUMENT, "missing required container_id")
-        if request.tty and request.stderr:
-            raise CRIError(grpc.StatusCode.INVALID_ARGUMENT, "tty and stderr cannot both be true")
-        if not (request.stdin or request.stdout or request.stderr):
-            raise CRIError(grpc.StatusCode.INVALID_ARGUMENT, "one of stdin, stdout, and stderr must be set")
+        _check_streams(request, "one of stdin, stdout, and stderr must be set")  # upstream's words differ
         return self._url("attach", request)
 
     def get_port_forward(self, request: api_pb2.PortForwardRequest) -> str:
