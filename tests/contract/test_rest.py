@@ -20,8 +20,8 @@ from kubernetes.client.rest import ApiException
 
 from apiserver.server import APIServer
 from kubeling.etcd import EtcdServer
+from kubeling.kubeconfig import write_kubeconfig
 from tests.conftest import apiserver_config
-from tests.e2e.kubectl import write_kubeconfig
 
 T = TypeVar("T")
 
@@ -37,7 +37,7 @@ async def rest(etcd: EtcdServer, prefix: str) -> AsyncIterator[APIServer]:
 
 
 def _api(server: APIServer, tmp_path: Path) -> k8s.CoreV1Api:
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", f"http://{server.rest_address}")
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.rest_address)
     return k8s.CoreV1Api(k8s_config.new_client_from_config(str(kubeconfig)))
 
 

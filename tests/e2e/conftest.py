@@ -26,10 +26,11 @@ from kubelet.cri.runc import Runc
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.etcd import EtcdServer
+from kubeling.kubeconfig import write_kubeconfig
 from protos.kubeling.v1 import core_pb2, meta_pb2
 from scheduler.service import SchedulerService
 from tests.conftest import apiserver_config
-from tests.e2e.kubectl import Kubectl, write_kubeconfig
+from tests.e2e.kubectl import Kubectl
 
 CLUSTER_CIDR = f"10.{180 + os.getpid() % 10}.0.0/16"
 
@@ -175,4 +176,4 @@ async def cluster(etcd: EtcdServer, prefix: str) -> AsyncIterator[Cluster]:
 @pytest.fixture
 def kubectl(cluster: Cluster, tmp_path: Path) -> Kubectl:
     """The real kubectl, configured for the cluster's REST API."""
-    return Kubectl(write_kubeconfig(tmp_path / "kubeconfig", f"http://{cluster.apiserver.rest_address}"))
+    return Kubectl(write_kubeconfig(tmp_path / "kubeconfig", cluster.apiserver.rest_address))

