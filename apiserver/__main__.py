@@ -10,17 +10,10 @@ import sys
 
 from apiserver.server import APIServer, Config
 from kubeling import telemetry
+from kubeling.netutil import host_port_arg
 from kubeling.signals import wait_for_termination
 
-__all__ = ["build_parser", "main", "host_port"]
-
-
-def host_port(text: str) -> str:
-    """HOST:PORT with a numeric port (port 0: any free port, for --listen)."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return text
+__all__ = ["build_parser", "main"]
 
 
 def cidr(text: str) -> str:
@@ -37,10 +30,10 @@ def cidr(text: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     d = Config()
     p = argparse.ArgumentParser(prog="python -m apiserver", description="kubeling apiserver: the Kubernetes API over etcd, in gRPC")
-    p.add_argument("--etcd", type=host_port, default=d.etcd, help="etcd client endpoint host:port (default %(default)s)")
-    p.add_argument("--listen", type=host_port, default=d.listen, help="gRPC listen address (default %(default)s; port 0 picks one)")
-    p.add_argument("--metrics-listen", type=lambda t: host_port(t) if t else t, default=d.metrics_listen, help="HTTP address for /metrics, /healthz, /readyz (default: off)")
-    p.add_argument("--rest-listen", type=lambda t: host_port(t) if t else t, default=d.rest_listen, help="HTTP address of the Kubernetes REST API that kubectl uses (default: off; port 0 picks one)")
+    p.add_argument("--etcd", type=host_port_arg, default=d.etcd, help="etcd client endpoint host:port (default %(default)s)")
+    p.add_argument("--listen", type=host_port_arg, default=d.listen, help="gRPC listen address (default %(default)s; port 0 picks one)")
+    p.add_argument("--metrics-listen", type=lambda t: host_port_arg(t) if t else t, default=d.metrics_listen, help="HTTP address for /metrics, /healthz, /readyz (default: off)")
+    p.add_argument("--rest-listen", type=lambda t: host_port_arg(t) if t else t, default=d.rest_listen, help="HTTP address of the Kubernetes REST API that kubectl uses (default: off; port 0 picks one)")
     p.add_argument("--etcd-prefix", default=d.etcd_prefix, help="key prefix in etcd (default %(default)s)")
     p.add_argument("--compaction-interval", type=float, default=d.compaction_interval, help="seconds between etcd compactions, 0 disables (default %(default)s)")
     p.add_argument("--bookmark-interval", type=float, default=d.bookmark_interval, help="seconds between watch bookmarks (default %(default)s)")

@@ -6,7 +6,6 @@ already encoded once by the watch cache, are written as bytes without re-encodin
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,10 +19,11 @@ from apiserver.podlogs import PodLogProxy
 from apiserver.registry.binding import bind
 from apiserver.registry.store import Registry
 from kubeling import errors
+from kubeling.deadline import until
 from kubeling.telemetry import mark_pod_trace
 from protos.kubeling.v1 import api_pb2, core_pb2, meta_pb2
 
-__all__ = ["service_handler", "SERVICE_NAMES", "until"]
+__all__ = ["service_handler", "SERVICE_NAMES"]
 
 log = logging.getLogger(__name__)
 
@@ -121,19 +121,6 @@ def _watch(metrics: Metrics, registry: Registry) -> grpc.RpcMethodHandler:
                           elapsed, context.peer())
 
     return grpc.unary_stream_rpc_method_handler(handler, response_serializer=None)
-
-
-async def until(stream: AsyncIterator[bytes], deadline: float | None) -> AsyncIterator[bytes]:
-    """`stream` until the monotonic `deadline` (None: until it ends): a watch's timeoutSeconds."""
-    it = stream.__aiter__()
-    while True:
-        remaining = None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0:
-            return
-        try:
-            yield await asyncio.wait_for(it.__anext__(), remaining)
-        except (StopAsyncIteration, TimeoutError):
-            return
 
 
 def _pod_log(metrics: Metrics, proxy: PodLogProxy) -> grpc.RpcMethodHandler:

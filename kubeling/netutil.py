@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import socket
 
-__all__ = ["free_port", "split_host_port"]
+__all__ = ["free_port", "host_port_arg", "split_host_port"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -20,3 +21,12 @@ def split_host_port(text: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         raise ValueError(f"expected HOST:PORT, got {text!r}")
     return host.removeprefix("[").removesuffix("]"), int(port)
+
+
+def host_port_arg(text: str) -> str:
+    """An argparse type for HOST:PORT flags (port 0: any free port, for listeners)."""
+    try:
+        split_host_port(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text

@@ -7,9 +7,9 @@ import asyncio
 import logging
 import sys
 
-from apiserver.__main__ import host_port
 from kubeling import telemetry
 from kubeling.leaderelection import ElectionConfig
+from kubeling.netutil import host_port_arg
 from kubeling.signals import wait_for_termination
 from scheduler.config import ConfigError
 from scheduler.plugins import PluginLoadError
@@ -20,7 +20,7 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m scheduler", description="kubeling scheduler: kube-scheduler's framework over the kubeling API")
-    p.add_argument("--apiserver", type=host_port, required=True, help="apiserver gRPC address HOST:PORT")
+    p.add_argument("--apiserver", type=host_port_arg, required=True, help="apiserver gRPC address HOST:PORT")
     p.add_argument("--config", default=None, help="KubeSchedulerConfiguration YAML (default: the default profile)")
     p.add_argument("--metrics-listen", default="", help="HTTP address for /metrics, /healthz, /readyz (default: off)")
     p.add_argument("--leader-elect", default="true", choices=["true", "false"],

@@ -30,8 +30,8 @@ from apiserver.rest.codec import format_time, from_json, to_json
 from apiserver.rest.protobuf import PROTOBUF, decode_envelope
 from apiserver.rest.status import MethodNotAllowed, NotAcceptable, UnsupportedMediaType, http_code, status_json
 from apiserver.rest.tables import table
-from apiserver.service import until
 from kubeling import errors
+from kubeling.deadline import until
 from kubeling.http import start_site
 from kubeling.telemetry import mark_pod_trace, tracer
 from kubeling.upgradeproxy import ProxyError, is_upgrade, proxy_upgrade

@@ -12,16 +12,8 @@ from pathlib import Path
 from kubelet.cri.server import (DEFAULT_CNI_CONF_DIR, DEFAULT_RUNC_ROOT, DEFAULT_SOCKET, DEFAULT_STATE_DIR, CRIConfig,
                                 CRIServer)
 from kubeling import telemetry
-from kubeling.netutil import split_host_port
+from kubeling.netutil import host_port_arg
 from kubeling.signals import wait_for_termination
-
-
-def _host_port(text: str) -> str:
-    try:
-        split_host_port(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
 
 
 async def _serve(config: CRIConfig) -> None:
@@ -45,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--registry-config-dir", type=Path, default=None,
                         help="registry hosts configuration, containerd's hosts.toml layout: "
                              "DIR/<registry>/hosts.toml with mirrors, plain HTTP, CAs (e.g. /etc/containerd/certs.d)")
-    parser.add_argument("--streaming-listen", type=_host_port, default="127.0.0.1:0",
+    parser.add_argument("--streaming-listen", type=host_port_arg, default="127.0.0.1:0",
                         help="HOST:PORT of the streaming server for exec, attach and port-forward "
                              "(default %(default)s: loopback, a free port)")
     parser.add_argument("--log-level", default="INFO")

@@ -14,7 +14,7 @@ from typing import Any
 from cni import netns
 from kubelet.agent import bridge_name
 from kubeling.client import Client
-from kubeling.up import ClusterPlan
+from cluster.plan import ClusterPlan
 from protos.kubeling.v1 import core_pb2, meta_pb2
 from tests.e2e.kubectl import kubectl_binary
 
@@ -22,7 +22,7 @@ CIDR = f"10.{170 + os.getpid() % 5}.0.0/16"
 
 
 def _kubeling(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kubeling", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "cluster", *args], capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 

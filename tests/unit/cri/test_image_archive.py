@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kubeling.__main__ import main
+from cluster.__main__ import main
 from kubelet.cri.images.archive import import_archive
 from kubelet.cri.images.platforms import this_platform
 from kubelet.cri.images.builtin import BUSYBOX_IMAGE, PAUSE_IMAGE, build_builtins

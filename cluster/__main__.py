@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cluster import commands
 from kubelet.cri.images import cli as image_cli
-from kubeling import up
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kubeling", description="a small but real Kubernetes control plane")
-    commands = parser.add_subparsers(dest="command", required=True)
-    image_cli.add_parser(commands)
-    up.add_parsers(commands)
+    subcommands = parser.add_subparsers(dest="command", required=True)
+    image_cli.add_parser(subcommands)
+    commands.add_parsers(subcommands)
     args = parser.parse_args(argv)
     return int(args.run(args))
 

@@ -1,0 +1,54 @@
+"""What a stopped node's pods left on the machine: sandboxes, containers, netns, mounts, bridge."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+
+from cluster.plan import ClusterPlan
+from cluster.processes import terminate_pids
+from kubelet.agent import bridge_name, runtime_config
+from kubelet.cri.server import CRIServer
+from kubelet.runtime import CRICallError, Runtime
+
+__all__ = ["clean_node", "stop_orphans"]
+
+log = logging.getLogger("kubeling.up")
+
+
+async def clean_node(plan: ClusterPlan, node: str) -> None:
+    """Remove every sandbox (containers, netns, mounts) a stopped kubelet left, through
+    its own CRI runtime started once more, then its bridge."""
+    config = plan.kubelet_config(node)
+    cri_config = runtime_config(config)
+    if cri_config.state_dir.exists():
+        cri_config.build_builtin_images = False
+        server = CRIServer(cri_config)
+        await server.start()
+        runtime = Runtime(server.address, timeout=60)
+        try:
+            for sandbox in await runtime.list_sandboxes():
+                try:
+                    await runtime.stop_sandbox(sandbox.id)
+                    await runtime.remove_sandbox(sandbox.id)
+                except CRICallError as exc:
+                    log.warning("node %s: sandbox %s not removed: %s", node, sandbox.id[:13], exc)
+        finally:
+            await runtime.close()
+            await server.stop()
+    subprocess.run(["ip", "link", "del", bridge_name(node)], capture_output=True)
+    shutil.rmtree(plan.runc_root(node), ignore_errors=True)
+
+
+async def stop_orphans(plan: ClusterPlan, running: dict[str, int], keep_state: bool) -> None:
+    """Supervisor.stop for processes that are not our children."""
+    def group(*names: str) -> dict[str, int]:
+        return {n: running[n] for n in names if n in running}
+
+    terminate_pids(group(*(f"kubelet-{n}" for n in plan.nodes)))
+    if not keep_state:
+        for node in plan.nodes:
+            await clean_node(plan, node)
+    terminate_pids(group("scheduler", "apiserver"))
+    terminate_pids(group("etcd"))

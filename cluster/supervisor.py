@@ -1,0 +1,164 @@
+"""Start a plan's components in order, wait for each to be healthy, restart what dies."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from cluster.cleanup import clean_node
+from cluster.plan import ClusterPlan, commands
+from kubeling import errors
+from kubeling.client import Client
+
+__all__ = ["Supervisor"]
+
+log = logging.getLogger("kubeling.up")
+
+_BACKOFF_MAX = 30.0
+
+
+@dataclass
+class _Component:
+    name: str
+    argv: list[str]
+    proc: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+    next_start: float = 0.0
+    started_at: float = 0.0
+    delay: float = 1.0
+
+
+@dataclass
+class Supervisor:
+    plan: ClusterPlan
+    components: dict[str, _Component] = field(default_factory=dict)
+    stopping: bool = False
+
+    def _spawn(self, component: _Component) -> None:
+        logs = self.plan.root / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        if self.plan.otlp_endpoint:
+            env.update(OTEL_EXPORTER_OTLP_ENDPOINT=self.plan.otlp_endpoint, OTEL_EXPORTER_OTLP_INSECURE="true")
+        with open(logs / f"{component.name}.log", "ab") as out:
+            component.proc = subprocess.Popen(component.argv, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                              stdin=subprocess.DEVNULL, start_new_session=True)
+        component.started_at = time.monotonic()
+        self.plan.components[component.name] = component.proc.pid
+        self.plan.save()
+
+    async def _wait(self, what: str, check: Callable[[], Awaitable[bool]], component: _Component,
+                    timeout: float = 120.0) -> None:
+        print(f"  waiting for {what} ...", flush=True)
+        deadline = time.monotonic() + timeout
+        while not await check():
+            assert component.proc is not None
+            if component.proc.poll() is not None:
+                raise RuntimeError(f"{component.name} exited with {component.proc.returncode}; see "
+                                   f"{self.plan.root / 'logs' / (component.name + '.log')}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{component.name}: {what} not reached in {timeout:.0f}s")
+            await asyncio.sleep(0.2)
+
+    async def start(self) -> None:
+        plan = self.plan
+        for name, argv in commands(plan).items():
+            component = self.components[name] = _Component(name, argv)
+            print(f"starting {name}", flush=True)
+            self._spawn(component)
+            if name == "etcd":
+                await self._wait(f"etcd on 127.0.0.1:{plan.etcd_port}", self._etcd_healthy, component)
+            elif name == "apiserver":
+                await self._wait(f"the apiserver on {plan.apiserver}", self._apiserver_ready, component)
+            elif name == "scheduler":
+                await self._wait("the scheduler's /healthz", self._scheduler_healthy, component)
+        for node in plan.nodes:
+            await self._wait(f"node {node} to be Ready", functools.partial(self._node_ready, node),
+                             self.components[f"kubelet-{node}"])
+
+    async def _http_ok(self, url: str) -> bool:
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session, \
+                    session.get(url) as reply:
+                return reply.status == 200
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            return False
+
+    async def _etcd_healthy(self) -> bool:
+        return await self._http_ok(f"http://127.0.0.1:{self.plan.etcd_port}/health")
+
+    async def _scheduler_healthy(self) -> bool:
+        return await self._http_ok(f"http://127.0.0.1:{self.plan.scheduler_metrics_port}/healthz")
+
+    async def _apiserver_ready(self) -> bool:
+        async with Client(self.plan.apiserver, timeout=2, wait_for_ready=False) as client:
+            try:
+                await client.namespaces.get("default")
+                return True
+            except errors.ApiError:
+                return False
+
+    async def _node_ready(self, node: str) -> bool:
+        async with Client(self.plan.apiserver, timeout=2, wait_for_ready=False) as client:
+            try:
+                found = await client.nodes.get(node)
+            except errors.ApiError:
+                return False
+        return any(c.type == "Ready" and c.status == "True" for c in found.status.conditions)
+
+    async def supervise(self) -> None:
+        """Restart what died, with back-off (1 s doubling to 30 s; reset after a minute up)."""
+        while not self.stopping:
+            for component in self.components.values():
+                proc = component.proc
+                if proc is None or proc.poll() is None or self.stopping:
+                    continue
+                now = time.monotonic()
+                if component.next_start == 0.0:
+                    if now - component.started_at > 60:
+                        component.delay = 1.0
+                    component.next_start = now + component.delay
+                    log.warning("%s exited with %s; restarting in %.0fs (see logs/%s.log)", component.name,
+                                proc.returncode, component.delay, component.name)
+                    component.delay = min(component.delay * 2, _BACKOFF_MAX)
+                elif now >= component.next_start:
+                    component.restarts += 1
+                    component.next_start = 0.0
+                    self._spawn(component)
+                    log.warning("%s restarted (restart %d)", component.name, component.restarts)
+            await asyncio.sleep(0.2)
+
+    def _terminate(self, names: list[str], timeout: float = 30.0) -> None:
+        procs = [(n, self.components[n].proc) for n in names if n in self.components]
+        for _, proc in procs:
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for name, proc in procs:
+            if proc is None:
+                continue
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                log.warning("%s did not stop in %.0fs; killing it", name, timeout)
+                proc.kill()
+                proc.wait()
+
+    async def stop(self, keep_state: bool) -> None:
+        """Kubelets first (their pods keep running), then the pods' leftovers unless
+        keep_state, then scheduler, apiserver and etcd."""
+        self.stopping = True
+        self._terminate([f"kubelet-{n}" for n in self.plan.nodes])
+        if not keep_state:
+            for node in self.plan.nodes:
+                await clean_node(self.plan, node)
+        self._terminate(["scheduler", "apiserver"])
+        self._terminate(["etcd"])
