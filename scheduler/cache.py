@@ -211,6 +211,3 @@ class Cache:
             snap.table.rebuild(snap.node_list)
             self._membership_changed = False
         snap.generation = self._generation
-
-    def node_count(self) -> int:
-        return sum(1 for i in self.nodes.values() if i.node is not None)

@@ -14,16 +14,24 @@
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
 from kubeling.kjson import to_json
-from scheduler.framework.types import NodeInfo
+from protos.kubeling.v1.core_pb2 import Pod
+from scheduler.framework.interface import NodeScore
+from scheduler.framework.status import Code, Status
+from scheduler.framework.types import MAX_NODE_SCORE, NodeInfo
 
-__all__ = ["ExtenderConfig", "HTTPExtender", "ExtenderError", "parse_extenders", "MAX_EXTENDER_PRIORITY"]
+__all__ = ["ExtenderConfig", "HTTPExtender", "ExtenderError", "parse_extenders", "MAX_EXTENDER_PRIORITY",
+           "find_nodes_that_pass_extenders", "prioritize_with_extenders", "binder_for"]
+
+log = logging.getLogger(__name__)
 
 MAX_EXTENDER_PRIORITY = 10
 
@@ -101,7 +109,7 @@ class HTTPExtender:
     def is_binder(self) -> bool:
         return bool(self.config.bind_verb)
 
-    def is_interested(self, pod: Any) -> bool:
+    def is_interested(self, pod: Pod) -> bool:
         managed = self.config.managed_resources
         if not managed:
             return True
@@ -127,12 +135,12 @@ class HTTPExtender:
         except (aiohttp.ClientError, TimeoutError) as err:
             raise ExtenderError(f"extender {url}: {type(err).__name__}: {err}") from None
 
-    def _args(self, pod: Any, nodes: list[NodeInfo]) -> dict[str, Any]:
+    def _args(self, pod: Pod, nodes: list[NodeInfo]) -> dict[str, Any]:
         if self.config.node_cache_capable:
             return {"pod": to_json(pod), "nodenames": [n.name for n in nodes]}
         return {"pod": to_json(pod), "nodes": {"items": [to_json(n.node) for n in nodes if n.node is not None]}}
 
-    async def filter(self, pod: Any, nodes: list[NodeInfo]) -> tuple[list[NodeInfo], dict[str, str], dict[str, str]]:
+    async def filter(self, pod: Pod, nodes: list[NodeInfo]) -> tuple[list[NodeInfo], dict[str, str], dict[str, str]]:
         """(nodes that pass, failed: node -> reason, failed and unresolvable: node -> reason)."""
         if not self.config.filter_verb:
             return nodes, {}, {}
@@ -146,7 +154,7 @@ class HTTPExtender:
         return ([n for n in nodes if n.name in keep], dict(result.get("failedNodes") or {}),
                 dict(result.get("failedAndUnresolvableNodes") or {}))
 
-    async def prioritize(self, pod: Any, nodes: list[NodeInfo]) -> dict[str, int]:
+    async def prioritize(self, pod: Pod, nodes: list[NodeInfo]) -> dict[str, int]:
         if not self.config.prioritize_verb:
             return {}
         result = await self._post(self.config.prioritize_verb, self._args(pod, nodes))
@@ -156,9 +164,66 @@ class HTTPExtender:
             scores[str(item.get("host"))] = min(max(score, 0), MAX_EXTENDER_PRIORITY)
         return scores
 
-    async def bind(self, pod: Any, node: str) -> None:
+    async def bind(self, pod: Pod, node: str) -> None:
         result = await self._post(self.config.bind_verb, {
             "podName": pod.metadata.name, "podNamespace": pod.metadata.namespace,
             "podUID": pod.metadata.uid, "node": node})
         if result and result.get("error"):
             raise ExtenderError(f"extender {self.name} could not bind: {result['error']}")
+
+
+# ---------------------------------------------------------------- the scheduling cycle's calls
+
+
+async def find_nodes_that_pass_extenders(extenders: Sequence[HTTPExtender], pod: Pod, feasible: list[NodeInfo],
+                                         statuses: dict[str, Status], rejected_by: set[str]) -> list[NodeInfo]:
+    """Each interested extender narrows the feasible nodes (upstream findNodesThatPassExtenders);
+    the nodes it rejects get its reasons in `statuses`, and its name goes to `rejected_by`.
+    ExtenderError from one that is not ignorable."""
+    for ext in extenders:
+        if not feasible:
+            break
+        if not ext.is_interested(pod):
+            continue
+        try:
+            passed, failed, unresolvable = await ext.filter(pod, feasible)
+        except ExtenderError as err:
+            if ext.ignorable:
+                log.info("ignorable extender %s failed: %s", ext.name, err)
+                continue
+            raise
+        for node, reason in unresolvable.items():
+            previous = statuses.get(node)
+            statuses[node] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                    (*(previous.reasons if previous else ()), reason), ext.name)
+        for node, reason in failed.items():
+            if node in unresolvable:
+                continue
+            previous = statuses.get(node)
+            statuses[node] = Status(Code.UNSCHEDULABLE, (*(previous.reasons if previous else ()), reason), ext.name)
+        rejected_by.add(ext.name)
+        feasible = passed
+    return feasible
+
+
+async def prioritize_with_extenders(extenders: Sequence[HTTPExtender], pod: Pod, nodes: list[NodeInfo],
+                                    scores: list[NodeScore]) -> list[NodeScore]:
+    """The plugins' scores plus each interested extender's, weighted and scaled to 0..100."""
+    totals = {ns.name: ns.score for ns in scores}
+    for ext in extenders:
+        if not ext.config.prioritize_verb or not ext.is_interested(pod):
+            continue
+        try:
+            extra = await ext.prioritize(pod, nodes)
+        except ExtenderError as err:  # upstream ignores prioritize errors: others still rank
+            log.info("extender %s prioritize failed: %s", ext.name, err)
+            continue
+        for node, score in extra.items():
+            if node in totals:
+                totals[node] += score * ext.config.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+    return [NodeScore(ns.name, totals[ns.name]) for ns in scores]
+
+
+def binder_for(extenders: Sequence[HTTPExtender], pod: Pod) -> HTTPExtender | None:
+    """The first interested extender that binds, if any (it binds instead of the bind plugins)."""
+    return next((e for e in extenders if e.is_binder() and e.is_interested(pod)), None)

@@ -6,26 +6,29 @@ synchronous (CPU work); Permit waits, PreBind/Bind talk to the apiserver (async)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
+from protos.kubeling.v1.core_pb2 import Pod
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
 
+if TYPE_CHECKING:  # the framework's runtime imports this module
+    from kubeling.client import Client
+    from scheduler.framework.runtime import Framework
+
 __all__ = [
     "Plugin", "PreEnqueuePlugin", "QueueSortPlugin", "PreFilterPlugin", "FilterPlugin",
     "PostFilterPlugin", "PreScorePlugin", "ScorePlugin", "ReservePlugin", "PermitPlugin",
     "PreBindPlugin", "BindPlugin", "PostBindPlugin", "EnqueueExtensions", "PreFilterResult",
-    "PostFilterResult", "ClusterEvent", "Resource", "Action", "Handle", "NodeScore",
+    "PostFilterResult", "ClusterEvent", "Resource", "Action", "Handle", "NodeScore", "Recorder", "WaitingPod",
 ]
-
-Pod = Any
 
 
 class Resource(str, Enum):
@@ -89,16 +92,99 @@ class PostFilterResult:
     nominated_node_name: str = ""
 
 
-class Handle(Protocol):
-    """What plugins may use of the scheduler (upstream framework.Handle)."""
+class Recorder(Protocol):
+    """Where the scheduler reports to the API: Events and the pod's PodScheduled condition."""
 
-    def node_infos(self) -> Sequence[NodeInfo]: ...
-    def node_info(self, name: str) -> NodeInfo | None: ...
+    def scheduled(self, pod: Pod, node: str) -> None:
+        """The pod was bound to `node` (a Scheduled Event)."""
+
+    def failed(self, pod: Pod, reason: str, message: str, nominated_node: str | None) -> None:
+        """The pod did not fit (a FailedScheduling Event, PodScheduled=False with `reason`, and
+        status.nominatedNodeName when preemption nominated a node)."""
+
+    def preempted(self, pod: Pod, message: str) -> None:
+        """The pod was evicted to make room for another (a Preempted Event)."""
+
+
+class WaitingPod(Protocol):
+    """A pod that Permit parked (upstream framework.WaitingPod): it goes on to binding once
+    every plugin that returned Wait allowed it; one rejection, or a timeout, sends it back
+    to the queue as unschedulable."""
+
     @property
-    def client(self) -> Any: ...
+    def pod(self) -> Pod: ...
+
+    def pending_plugins(self) -> list[str]:
+        """The plugins that have not allowed the pod yet."""
+        ...
+
+    def allow(self, plugin: str) -> None:
+        """`plugin` lets the pod go (a plugin that did not make it wait allows nothing)."""
+
+    def reject(self, plugin: str, message: str) -> None:
+        """The pod goes back to the queue, unschedulable for `plugin`."""
+
+
+class Handle(Protocol):
+    """What plugins may use of the scheduler (upstream framework.Handle): its contract with
+    plugin authors. A plugin gets it as its factory's second argument (None when a test
+    builds the plugin alone)."""
+
+    def node_infos(self) -> Sequence[NodeInfo]:
+        """Every node of this cycle's snapshot, with the pods on it (assumed ones included)."""
+        ...
+
+    def node_info(self, name: str) -> NodeInfo | None:
+        """One node of the snapshot; None when it is not (or no longer) in the cluster."""
+        ...
+
+    def node_table(self) -> NodeTable:
+        """The snapshot as columns (allocatable, requested, counts per node row), for the
+        `filter_batch` / `score_batch` paths."""
+        ...
+
+    def framework_for(self, pod: Pod) -> Framework:
+        """The framework of the pod's profile (spec.schedulerName): to run its filters as
+        preemption does."""
+        ...
+
+    def nominated_for_node(self, node: str) -> list[PodInfo]:
+        """Pods nominated to `node` by preemption, not bound yet."""
+        ...
+
+    def clear_lower_nominations(self, pod: Pod, node: str) -> None:
+        """Pods of lower priority than `pod` lose their nomination to `node`."""
+
+    async def evict(self, pod: Pod, message: str) -> None:
+        """Remove a preemption victim: a graceful delete through the API, and a Preempted Event."""
+
+    def iterate_over_waiting_pods(self) -> Iterator[WaitingPod]:
+        """Every pod parked by Permit, in every profile."""
+        ...
+
+    def get_waiting_pod(self, uid: str) -> WaitingPod | None:
+        """The pod with `uid` if Permit parked it."""
+        ...
+
+    def reject_waiting_pod(self, uid: str) -> bool:
+        """Reject the parked pod with `uid` (True when there was one)."""
+        ...
+
+    @property
+    def client(self) -> Client | None:
+        """The apiserver client (None when the scheduler runs without one, in tests)."""
+        ...
+
+    @property
+    def recorder(self) -> Recorder:
+        """Where Events and pod status go."""
+        ...
 
 
 class Plugin:
+    """The base of every plugin: `name` (as in the profile's configuration), the plugin's
+    `args` (pluginConfig), and the scheduler's `handle`."""
+
     name: ClassVar[str] = ""
 
     def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
@@ -114,30 +200,39 @@ class EnqueueExtensions:
 
 class PreEnqueuePlugin(Plugin):
     def pre_enqueue(self, pod: Pod) -> Status:
+        """Before a pod enters the active queue: not Success keeps it out (e.g. scheduling
+        gates) until an update lets it in."""
         raise NotImplementedError
 
 
 class QueueSortPlugin(Plugin):
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        """Whether `a` is scheduled before `b` (exactly one plugin per profile)."""
         raise NotImplementedError
 
 
 class PreFilterPlugin(Plugin):
     def pre_filter(self, state: CycleState, pod: Pod,
                    nodes: Sequence[NodeInfo]) -> tuple[PreFilterResult | None, Status]:
+        """Once per cycle, before Filter: precompute into `state`, narrow the nodes (a
+        PreFilterResult), Skip this plugin's Filter for this pod, or reject the pod."""
         raise NotImplementedError
 
     # PreFilterExtensions: keep precomputed state right when Filter runs with nominated
     # pods added (or victims removed, for preemption).
     def add_pod(self, state: CycleState, pod: Pod, added: PodInfo, node: NodeInfo) -> Status:
+        """`added` is considered on `node`: update this plugin's state in `state`."""
         return SUCCESS
 
     def remove_pod(self, state: CycleState, pod: Pod, removed: PodInfo, node: NodeInfo) -> Status:
+        """`removed` is considered gone from `node`: update this plugin's state in `state`."""
         return SUCCESS
 
 
 class FilterPlugin(Plugin):
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
+        """Whether `pod` can run on `node`: Success, Unschedulable (preemption may help),
+        UnschedulableAndUnresolvable (it cannot), or Error."""
         raise NotImplementedError
 
     def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray,
@@ -150,16 +245,21 @@ class FilterPlugin(Plugin):
 class PostFilterPlugin(Plugin):
     async def post_filter(self, state: CycleState, pod: Pod,
                           statuses: dict[str, Status]) -> tuple[PostFilterResult | None, Status]:
+        """No node fitted (`statuses`: each node's reason): make one fit, e.g. by preemption,
+        and name it in the result (the pod is nominated to it)."""
         raise NotImplementedError
 
 
 class PreScorePlugin(Plugin):
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
+        """Once per cycle, before Score, with the feasible nodes: precompute, or Skip this
+        plugin's Score for this pod."""
         raise NotImplementedError
 
 
 class ScorePlugin(Plugin):
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status]:
+        """A raw score for `node` (0..100 after `normalize_score`; weighted by the profile)."""
         raise NotImplementedError
 
     def score_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray,
@@ -178,20 +278,25 @@ class ScorePlugin(Plugin):
 
 class ReservePlugin(Plugin):
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """The pod is assumed on `node_name`: claim what this plugin tracks; not Success
+        undoes the cycle (Unreserve runs)."""
         raise NotImplementedError
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """Release what `reserve` claimed: a later point rejected the pod, or binding failed."""
         raise NotImplementedError
 
 
 class PermitPlugin(Plugin):
     def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]:
-        """(status, timeout seconds): Wait parks the pod until allowed, rejected or timed out."""
+        """(status, timeout seconds): Success lets the pod go to binding, Wait parks it until
+        a plugin allows it through the handle's waiting pods, one rejects it, or the timeout."""
         raise NotImplementedError
 
 
 class PreBindPlugin(Plugin):
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """Before Bind, in the binding cycle (e.g. provision a volume); not Success fails the binding."""
         raise NotImplementedError
 
 
@@ -203,4 +308,5 @@ class BindPlugin(Plugin):
 
 class PostBindPlugin(Plugin):
     def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """The pod is bound (informational: clean up what the cycle kept)."""
         raise NotImplementedError

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from protos.kubeling.v1.core_pb2 import Pod
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.interface import (
@@ -29,7 +30,6 @@ __all__ = ["Framework", "PluginFactory", "ExtensionPoints", "WaitingPod", "EXTEN
 
 log = logging.getLogger(__name__)
 
-Pod = Any
 PluginFactory = Callable[[dict[str, Any], Handle | None], Plugin]
 MAX_PERMIT_TIMEOUT = 15 * 60.0
 
@@ -52,14 +52,22 @@ class ExtensionPoints:
 
 
 class WaitingPod:
-    """A pod parked by Permit: it proceeds when every waiting plugin allowed it."""
+    """A pod parked by Permit: it proceeds when every waiting plugin allowed it
+    (interface.WaitingPod, what plugins reach through the handle)."""
 
     def __init__(self, pod: Pod, timeouts: dict[str, float]) -> None:
-        self.pod = pod
+        self._pod = pod
         self.pending = dict(timeouts)
         self._result: asyncio.Future[Status] = asyncio.get_running_loop().create_future()
         self._timers = [asyncio.get_running_loop().call_later(t, self.reject, name, f"rejected due to timeout after waiting {t:g}s at plugin {name}")
                         for name, t in timeouts.items()]
+
+    @property
+    def pod(self) -> Pod:
+        return self._pod
+
+    def pending_plugins(self) -> list[str]:
+        return list(self.pending)
 
     def allow(self, plugin: str) -> None:
         self.pending.pop(plugin, None)
@@ -262,34 +270,6 @@ class Framework:
             elif not s.ok:
                 return s.with_plugin(p.name)
         return SUCCESS
-
-    def run_score(self, state: CycleState, pod: Pod,
-                  nodes: Sequence[NodeInfo]) -> tuple[list[NodeScore], Status]:
-        """Per node: the sum over plugins of weight × normalized score."""
-        totals = [0] * len(nodes)
-        for p in self.score:
-            if p.name in state.skip_score:
-                continue
-            score = p.score
-            values = []
-            for info in nodes:
-                value, s = score(state, pod, info)
-                if s is not SUCCESS and not s.ok:
-                    return [], s.with_plugin(p.name)
-                values.append(value)
-            if type(p).normalize_score is not ScorePlugin.normalize_score:
-                normalized, s = p.normalize_score(
-                    state, pod, [NodeScore(info.name, v) for info, v in zip(nodes, values)])
-                if not s.ok:
-                    return [], s.with_plugin(p.name)
-                values = [ns.score for ns in normalized]
-            weight = self.weights[p.name]
-            for i, v in enumerate(values):
-                if not 0 <= v <= MAX_NODE_SCORE:
-                    return [], Status.as_error(
-                        f"plugin {p.name!r} returned an invalid score {v} for node {nodes[i].name!r}")
-                totals[i] += v * weight
-        return [NodeScore(info.name, totals[i]) for i, info in enumerate(nodes)], SUCCESS
 
     # ------------------------------------------------------------ reserve .. bind
 

@@ -45,13 +45,6 @@ def _start_time(pod: Any) -> float:
     return ct.seconds + ct.nanos / 1e9
 
 
-def _more_important(a: PodInfo, b: PodInfo) -> bool:
-    pa, pb = _priority(a.pod), _priority(b.pod)
-    if pa != pb:
-        return pa > pb
-    return _start_time(a.pod) < _start_time(b.pod)  # started earlier: more important
-
-
 class DefaultPreemption(PostFilterPlugin):
     name = "DefaultPreemption"
 
@@ -61,7 +54,9 @@ class DefaultPreemption(PostFilterPlugin):
 
     async def post_filter(self, state: CycleState, pod: Any,
                           statuses: dict[str, Status]) -> tuple[PostFilterResult | None, Status]:
-        h: Any = self.handle
+        h = self.handle
+        if h is None:
+            return None, Status.as_error("DefaultPreemption needs the scheduler's handle")
         ok, why = self._eligible(pod)
         if not ok:
             return None, Status.unschedulable(why)
@@ -113,7 +108,8 @@ class DefaultPreemption(PostFilterPlugin):
 
     def _select_victims(self, state: CycleState, pod: Any, node: NodeInfo,
                         outcome: dict[str, str]) -> list[PodInfo] | None:
-        fwk = self.handle.framework_for(pod)  # type: ignore[union-attr]
+        assert self.handle is not None  # post_filter checked it
+        fwk = self.handle.framework_for(pod)
         info = node.clone()
         st = state.clone()
         prio = _priority(pod)
@@ -126,7 +122,7 @@ class DefaultPreemption(PostFilterPlugin):
             for p in fwk.pre_filter:
                 if p.name not in st.skip_filter:
                     p.remove_pod(st, pod, pi, info)
-        nominated = self.handle.nominated_for_node(node.name)  # type: ignore[union-attr]
+        nominated = self.handle.nominated_for_node(node.name)
         fits = fwk.run_filter_with_nominated_pods(st, pod, info, nominated)
         if not fits.ok:
             outcome[node.name] = fits.message

@@ -145,9 +145,8 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         return self.handle.node_infos() if self.handle is not None else fallback
 
     def _any(self, nodes: Sequence[NodeInfo], column: str) -> bool:
-        table = getattr(self.handle, "node_table", None)
-        if table is not None:
-            return bool(getattr(table(), column).sum())
+        if self.handle is not None:
+            return bool(getattr(self.handle.node_table(), column).sum())
         attr = "pods_with_required_anti_affinity" if column == "anti_affinity_pods" else "pods_with_affinity"
         return any(getattr(n, attr) for n in nodes)
 

@@ -9,7 +9,8 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import PermitPlugin
 from scheduler.framework.status import Code, Status
 from scheduler.plugins import in_tree_registry
-from scheduler.scheduler import FitError, Scheduler, num_feasible_nodes_to_find
+from scheduler.schedule_one import FitError, num_feasible_nodes_to_find
+from scheduler.scheduler import Scheduler
 from tests.unit.scheduler.builders import FailureLog, make_node, make_pod
 from tests.unit.scheduler.harness import RecordingBinder, drain, make_scheduler
 from protos.kubeling.v1 import core_pb2
