@@ -20,7 +20,6 @@ from apiserver.registry.binding import bind
 from apiserver.registry.store import Registry
 from kubeling import errors
 from kubeling.deadline import until
-from kubeling.telemetry import mark_pod_trace
 from protos.kubeling.v1 import api_pb2, core_pb2, meta_pb2
 
 __all__ = ["service_handler", "SERVICE_NAMES"]
@@ -145,8 +144,6 @@ def service_handler(registry: Registry, metrics: Metrics,
     msg = strategy.message
 
     async def create(obj: Any) -> Any:
-        if resource == "pods":
-            mark_pod_trace(obj)
         return await registry.create(obj)
 
     async def get(req: meta_pb2.GetRequest) -> Any:

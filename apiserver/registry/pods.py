@@ -6,24 +6,15 @@ from typing import Any, ClassVar
 
 from apiserver.registry.strategy import DeletePlan, Obj, Strategy
 from apiserver.validation import Checker
-from kubeling import names
+from apiserver.validation.pods import SYSTEM_PRIORITY_CLASSES, validate_pod, validate_pod_status, validate_pod_update
 from kubeling.quantity import canonical
+from kubeling.telemetry import mark_pod_trace
 from protos.kubeling.v1 import api_pb2, core_pb2
 
 __all__ = ["PodStrategy", "SYSTEM_PRIORITY_CLASSES"]
 
 DEFAULT_SCHEDULER = "default-scheduler"
 DEFAULT_GRACE_SECONDS = 30
-# Built-in PriorityClasses (kubeling has no PriorityClass objects yet).
-SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
-_RESTART = ("Always", "OnFailure", "Never")
-_PROTOCOLS = ("TCP", "UDP", "SCTP")
-_PULL = ("Always", "IfNotPresent", "Never")
-_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-_NODE_OPS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
-_LABEL_OPS = ("In", "NotIn", "Exists", "DoesNotExist")
-_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
-_DNS = ("ClusterFirst", "ClusterFirstWithHostNet", "Default", "None")
 
 
 class PodStrategy(Strategy):
@@ -53,6 +44,8 @@ class PodStrategy(Strategy):
     # ---------------------------------------------------------------- create
 
     def prepare_for_create(self, obj: Obj) -> None:
+        # Every create path (gRPC, REST, server-side apply) starts the pod's trace here.
+        mark_pod_trace(obj)
         obj.status.Clear()
         obj.status.phase = "Pending"
         obj.status.qosClass = _qos_class(obj.spec)
@@ -81,100 +74,16 @@ class PodStrategy(Strategy):
                 tsc.nodeTaintsPolicy = "Ignore"
 
     def validate(self, obj: Obj, check: Checker) -> None:
-        spec = obj.spec
-        if check.required("spec.containers", len(spec.containers)):
-            pass
-        seen: set[str] = set()
-        for i, c in enumerate(spec.initContainers):
-            _validate_container(c, f"spec.initContainers[{i}]", seen, check, init=True)
-        for i, c in enumerate(spec.containers):
-            _validate_container(c, f"spec.containers[{i}]", seen, check, init=False)
-        _validate_host_ports(spec, check)
-        check.unsupported("spec.restartPolicy", spec.restartPolicy, _RESTART)
-        check.unsupported("spec.dnsPolicy", spec.dnsPolicy, _DNS)
-        check.non_negative("spec.terminationGracePeriodSeconds", spec.terminationGracePeriodSeconds)
-        if spec.HasField("activeDeadlineSeconds") and spec.activeDeadlineSeconds <= 0:
-            check.invalid("spec.activeDeadlineSeconds", spec.activeDeadlineSeconds, "must be between 1 and 2147483647, inclusive")
-        check.unsupported("spec.preemptionPolicy", spec.preemptionPolicy, ("PreemptLowerPriority", "Never"))
-        if spec.priorityClassName in SYSTEM_PRIORITY_CLASSES and spec.priority != SYSTEM_PRIORITY_CLASSES[spec.priorityClassName]:
-            check.invalid("spec.priority", spec.priority,
-                          f"must be {SYSTEM_PRIORITY_CLASSES[spec.priorityClassName]} for priorityClassName {spec.priorityClassName}")
-        if spec.nodeName:
-            check.name("spec.nodeName", spec.nodeName, names.dns1123_subdomain)
-        if spec.hostname:
-            check.name("spec.hostname", spec.hostname, names.dns1123_label)
-        check.labels("spec.nodeSelector", spec.nodeSelector)
-        _validate_volumes(spec, check)
-        for i, t in enumerate(spec.tolerations):
-            _validate_toleration(t, f"spec.tolerations[{i}]", check)
-        _validate_affinity(spec.affinity, check)
-        for i, tsc in enumerate(spec.topologySpreadConstraints):
-            path = f"spec.topologySpreadConstraints[{i}]"
-            if tsc.maxSkew <= 0:
-                check.invalid(f"{path}.maxSkew", tsc.maxSkew, "must be greater than zero")
-            check.required(f"{path}.topologyKey", tsc.topologyKey)
-            check.unsupported(f"{path}.whenUnsatisfiable", tsc.whenUnsatisfiable, ("DoNotSchedule", "ScheduleAnyway"))
-            if tsc.HasField("minDomains") and tsc.minDomains <= 0:
-                check.invalid(f"{path}.minDomains", tsc.minDomains, "must be greater than zero")
-            check.unsupported(f"{path}.nodeAffinityPolicy", tsc.nodeAffinityPolicy, ("Honor", "Ignore"))
-            check.unsupported(f"{path}.nodeTaintsPolicy", tsc.nodeTaintsPolicy, ("Honor", "Ignore"))
-            _validate_label_selector(tsc.labelSelector, f"{path}.labelSelector", check)
-        gates = set()
-        for i, g in enumerate(spec.schedulingGates):
-            check.name(f"spec.schedulingGates[{i}].name", g.name, names.qualified_name)
-            if g.name in gates:
-                check.add(f"spec.schedulingGates[{i}].name", f"Duplicate value: {g.name!r}")
-            gates.add(g.name)
-        for key, text in spec.overhead.items():
-            check.quantity(f"spec.overhead[{key}]", text)
-        _canonicalize_resources(spec)
+        validate_pod(obj.spec, check)
+        _canonicalize_resources(obj.spec)
 
     # ---------------------------------------------------------------- update
 
     def validate_update(self, new: Obj, old: Obj, check: Checker) -> None:
-        """Pod specs are immutable except container images, activeDeadlineSeconds,
-        added tolerations and removed scheduling gates (upstream ValidatePodUpdate)."""
-        a, b = core_pb2.PodSpec(), core_pb2.PodSpec()
-        a.CopyFrom(new.spec)
-        b.CopyFrom(old.spec)
-        for ca, cb in zip(list(a.containers) + list(a.initContainers), list(b.containers) + list(b.initContainers)):
-            ca.image = cb.image
-        for s in (a, b):
-            s.ClearField("activeDeadlineSeconds")
-            s.ClearField("tolerations")
-            s.ClearField("schedulingGates")
-        old_tolerations = [t.SerializeToString(deterministic=True) for t in old.spec.tolerations]
-        new_tolerations = [t.SerializeToString(deterministic=True) for t in new.spec.tolerations]
-        if any(t not in new_tolerations for t in old_tolerations):
-            check.add("spec.tolerations", "Forbidden: existing toleration can not be modified except its tolerationSeconds")
-        if any(g not in {x.name for x in old.spec.schedulingGates} for g in (x.name for x in new.spec.schedulingGates)):
-            check.add("spec.schedulingGates", "Forbidden: only deletion is allowed, but found new scheduling gate")
-        if a.SerializeToString(deterministic=True) != b.SerializeToString(deterministic=True):
-            check.add("spec", "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
-                              "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` "
-                              "(only additions to existing tolerations), `spec.schedulingGates` (only deletions)")
+        validate_pod_update(new, old, check)
 
     def validate_status(self, new: Obj, check: Checker) -> None:
-        status = new.status
-        if status.phase:
-            check.unsupported("status.phase", status.phase, _PHASES)
-        for i, ip in enumerate(status.podIPs):
-            check.ip(f"status.podIPs[{i}].ip", ip.ip)
-        if status.podIP:
-            check.ip("status.podIP", status.podIP)
-        if status.hostIP:
-            check.ip("status.hostIP", status.hostIP)
-        for i, cond in enumerate(status.conditions):
-            check.required(f"status.conditions[{i}].type", cond.type)
-            check.unsupported(f"status.conditions[{i}].status", cond.status, ("True", "False", "Unknown"))
-        declared = {c.name for c in new.spec.containers}
-        for i, cs in enumerate(status.containerStatuses):
-            if cs.name not in declared:
-                check.invalid(f"status.containerStatuses[{i}].name", cs.name, "must match a container in spec.containers")
-        declared_init = {c.name for c in new.spec.initContainers}
-        for i, cs in enumerate(status.initContainerStatuses):
-            if cs.name not in declared_init:
-                check.invalid(f"status.initContainerStatuses[{i}].name", cs.name, "must match a container in spec.initContainers")
+        validate_pod_status(new, check)
 
     # ---------------------------------------------------------------- delete
 
@@ -212,196 +121,6 @@ def _default_container(c: core_pb2.Container) -> None:
         if probe.HasField("httpGet"):
             probe.httpGet.path = probe.httpGet.path or "/"
             probe.httpGet.scheme = probe.httpGet.scheme or "HTTP"
-
-
-def _validate_container(c: core_pb2.Container, path: str, seen: set[str], check: Checker, *, init: bool) -> None:
-    if check.required(f"{path}.name", c.name):
-        check.name(f"{path}.name", c.name, names.dns1123_label)
-        if c.name in seen:
-            check.add(f"{path}.name", f"Duplicate value: {c.name!r}")
-        seen.add(c.name)
-    check.required(f"{path}.image", c.image.strip())
-    check.unsupported(f"{path}.imagePullPolicy", c.imagePullPolicy, _PULL)
-    port_names: set[str] = set()
-    for i, p in enumerate(c.ports):
-        pp = f"{path}.ports[{i}]"
-        if p.name:
-            check.name(f"{pp}.name", p.name, names.port_name)
-            if p.name in port_names:
-                check.add(f"{pp}.name", f"Duplicate value: {p.name!r}")
-            port_names.add(p.name)
-        check.port(f"{pp}.containerPort", p.containerPort)
-        if p.hostPort:
-            check.port(f"{pp}.hostPort", p.hostPort)
-        check.unsupported(f"{pp}.protocol", p.protocol, _PROTOCOLS)
-        if p.hostIP:
-            check.ip(f"{pp}.hostIP", p.hostIP)
-    for i, e in enumerate(c.env):
-        if check.required(f"{path}.env[{i}].name", e.name):
-            check.name(f"{path}.env[{i}].name", e.name, names.env_var_name)
-        if e.value and e.HasField("valueFrom"):
-            check.invalid(f"{path}.env[{i}].valueFrom", "", "may not be specified when `value` is not empty")
-        if e.HasField("valueFrom"):
-            check.required(f"{path}.env[{i}].valueFrom.fieldRef.fieldPath", e.valueFrom.fieldRef.fieldPath)
-    requests = check.resource_list(f"{path}.resources.requests", c.resources.requests)
-    limits = check.resource_list(f"{path}.resources.limits", c.resources.limits)
-    for name, req in requests.items():
-        lim = limits.get(name)
-        if lim is not None and req.value > lim.value:
-            check.invalid(f"{path}.resources.requests", str(req), f"must be less than or equal to {name} limit of {lim}")
-    for i, m in enumerate(c.volumeMounts):
-        check.required(f"{path}.volumeMounts[{i}].name", m.name)
-        check.required(f"{path}.volumeMounts[{i}].mountPath", m.mountPath)
-    for kind in ("livenessProbe", "readinessProbe", "startupProbe"):
-        probe = getattr(c, kind)
-        if probe.ByteSize() == 0:
-            continue
-        if init:
-            check.add(f"{path}.{kind}", "Forbidden: may not be set for init containers without restartPolicy=Always")
-            continue
-        _validate_probe(probe, f"{path}.{kind}", check, liveness_like=kind != "readinessProbe")
-
-
-def _validate_probe(p: core_pb2.Probe, path: str, check: Checker, *, liveness_like: bool) -> None:
-    handlers = [h for h in ("exec", "httpGet", "tcpSocket", "grpc") if p.HasField(h)]
-    if not handlers:
-        check.add(path, "Required value: must specify a handler type")
-    elif len(handlers) > 1:
-        check.add(f"{path}.{handlers[1]}", "Forbidden: may not specify more than 1 handler type")
-    for f in ("initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold", "failureThreshold"):
-        check.non_negative(f"{path}.{f}", getattr(p, f))
-    if liveness_like and p.successThreshold != 1:
-        check.invalid(f"{path}.successThreshold", p.successThreshold, "must be 1")
-    if p.HasField("exec"):
-        check.required(f"{path}.exec.command", len(p.exec.command))
-    if p.HasField("httpGet"):
-        _validate_probe_port(p.httpGet.port, f"{path}.httpGet.port", check)
-        check.unsupported(f"{path}.httpGet.scheme", p.httpGet.scheme, ("HTTP", "HTTPS"))
-    if p.HasField("tcpSocket"):
-        _validate_probe_port(p.tcpSocket.port, f"{path}.tcpSocket.port", check)
-    if p.HasField("grpc"):
-        check.port(f"{path}.grpc.port", p.grpc.port)
-
-
-def _validate_probe_port(port: core_pb2.IntOrString, path: str, check: Checker) -> None:
-    if port.type == 1:
-        check.name(path, port.strVal, names.port_name)
-    else:
-        check.port(path, port.intVal)
-
-
-def _validate_host_ports(spec: core_pb2.PodSpec, check: Checker) -> None:
-    used: set[tuple[str, int, str]] = set()
-    for i, c in enumerate(spec.containers):
-        for j, p in enumerate(c.ports):
-            if not p.hostPort:
-                continue
-            key = (p.protocol, p.hostPort, p.hostIP)
-            if key in used:
-                check.add(f"spec.containers[{i}].ports[{j}].hostPort", f"Duplicate value: \"{p.hostPort}/{p.protocol}\"")
-            used.add(key)
-
-
-def _validate_volumes(spec: core_pb2.PodSpec, check: Checker) -> None:
-    vol_names: set[str] = set()
-    for i, v in enumerate(spec.volumes):
-        path = f"spec.volumes[{i}]"
-        if check.required(f"{path}.name", v.name):
-            check.name(f"{path}.name", v.name, names.dns1123_label)
-            if v.name in vol_names:
-                check.add(f"{path}.name", f"Duplicate value: {v.name!r}")
-            vol_names.add(v.name)
-        sources = [s for s in ("hostPath", "emptyDir") if v.HasField(s)]
-        if len(sources) != 1:
-            check.add(path, "Required value: must specify exactly one volume type (hostPath or emptyDir)")
-        if v.HasField("hostPath"):
-            check.required(f"{path}.hostPath.path", v.hostPath.path)
-    for c in list(spec.containers) + list(spec.initContainers):
-        for m in c.volumeMounts:
-            if m.name and m.name not in vol_names:
-                check.add("spec.containers.volumeMounts.name", f"Not found: {m.name!r}")
-
-
-def _validate_toleration(t: core_pb2.Toleration, path: str, check: Checker) -> None:
-    if t.key:
-        check.name(f"{path}.key", t.key, names.qualified_name)
-    check.unsupported(f"{path}.operator", t.operator, ("Exists", "Equal"))
-    if not t.key and t.operator != "Exists":
-        check.invalid(f"{path}.operator", t.operator, "operator must be Exists when `key` is empty, which means \"match all values and all keys\"")
-    if t.operator == "Exists" and t.value:
-        check.invalid(f"{path}.operator", t.value, "value must be empty when `operator` is 'Exists'")
-    if t.effect:
-        check.unsupported(f"{path}.effect", t.effect, _TAINT_EFFECTS)
-    if t.HasField("tolerationSeconds") and t.effect != "NoExecute":
-        check.invalid(f"{path}.effect", t.effect, "effect must be 'NoExecute' when `tolerationSeconds` is set")
-
-
-def _validate_node_selector_term(term: core_pb2.NodeSelectorTerm, path: str, check: Checker) -> None:
-    for kind, reqs in (("matchExpressions", term.matchExpressions), ("matchFields", term.matchFields)):
-        for i, r in enumerate(reqs):
-            rp = f"{path}.{kind}[{i}]"
-            check.unsupported(f"{rp}.operator", r.operator, _NODE_OPS)
-            if kind == "matchFields" and r.key != "metadata.name":
-                check.invalid(f"{rp}.key", r.key, "not a valid field selector key")
-            elif kind == "matchExpressions":
-                check.name(f"{rp}.key", r.key, names.qualified_name)
-            if r.operator in ("In", "NotIn") and not r.values:
-                check.add(f"{rp}.values", "Required value: must be specified when `operator` is 'In' or 'NotIn'")
-            if r.operator in ("Exists", "DoesNotExist") and r.values:
-                check.add(f"{rp}.values", "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
-            if r.operator in ("Gt", "Lt"):
-                if len(r.values) != 1:
-                    check.add(f"{rp}.values", "Required value: must be specified single value when `operator` is 'Lt' or 'Gt'")
-                elif not r.values[0].lstrip("-").isdigit():
-                    check.invalid(f"{rp}.values[0]", r.values[0], "must be an integer")
-
-
-def _validate_label_selector(sel: object, path: str, check: Checker) -> None:
-    check.labels(f"{path}.matchLabels", sel.matchLabels)  # type: ignore[attr-defined]
-    for i, r in enumerate(sel.matchExpressions):  # type: ignore[attr-defined]
-        rp = f"{path}.matchExpressions[{i}]"
-        check.name(f"{rp}.key", r.key, names.qualified_name)
-        check.unsupported(f"{rp}.operator", r.operator, _LABEL_OPS)
-        if r.operator in ("In", "NotIn") and not r.values:
-            check.add(f"{rp}.values", "Required value: must be specified when `operator` is 'In' or 'NotIn'")
-        if r.operator in ("Exists", "DoesNotExist") and r.values:
-            check.add(f"{rp}.values", "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
-
-
-def _validate_pod_affinity_term(term: core_pb2.PodAffinityTerm, path: str, check: Checker) -> None:
-    check.required(f"{path}.topologyKey", term.topologyKey)
-    if term.topologyKey:
-        check.name(f"{path}.topologyKey", term.topologyKey, names.qualified_name)
-    _validate_label_selector(term.labelSelector, f"{path}.labelSelector", check)
-    _validate_label_selector(term.namespaceSelector, f"{path}.namespaceSelector", check)
-    for i, ns in enumerate(term.namespaces):
-        check.name(f"{path}.namespaces[{i}]", ns, names.dns1123_label)
-
-
-def _validate_affinity(aff: core_pb2.Affinity, check: Checker) -> None:
-    na = aff.nodeAffinity
-    base = "spec.affinity.nodeAffinity"
-    if na.HasField("requiredDuringSchedulingIgnoredDuringExecution"):
-        terms = na.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms
-        rp = f"{base}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
-        if not terms:
-            check.add(rp, "Required value: must have at least one node selector term")
-        for i, term in enumerate(terms):
-            _validate_node_selector_term(term, f"{rp}[{i}]", check)
-    for i, pref in enumerate(na.preferredDuringSchedulingIgnoredDuringExecution):
-        pp = f"{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-        if not 1 <= pref.weight <= 100:
-            check.invalid(f"{pp}.weight", pref.weight, "must be in the range 1-100")
-        _validate_node_selector_term(pref.preference, f"{pp}.preference", check)
-    for kind, pa in (("podAffinity", aff.podAffinity), ("podAntiAffinity", aff.podAntiAffinity)):
-        base = f"spec.affinity.{kind}"
-        for i, pod_term in enumerate(pa.requiredDuringSchedulingIgnoredDuringExecution):
-            _validate_pod_affinity_term(pod_term, f"{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]", check)
-        for i, w in enumerate(pa.preferredDuringSchedulingIgnoredDuringExecution):
-            wp = f"{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-            if not 1 <= w.weight <= 100:
-                check.invalid(f"{wp}.weight", w.weight, "must be in the range 1-100")
-            _validate_pod_affinity_term(w.podAffinityTerm, f"{wp}.podAffinityTerm", check)
 
 
 def _canonicalize_resources(spec: core_pb2.PodSpec) -> None:

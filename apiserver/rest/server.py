@@ -33,7 +33,7 @@ from apiserver.rest.tables import table
 from kubeling import errors
 from kubeling.deadline import until
 from kubeling.http import start_site
-from kubeling.telemetry import mark_pod_trace, tracer
+from kubeling.telemetry import tracer
 from kubeling.upgradeproxy import ProxyError, is_upgrade, proxy_upgrade
 from protos.kubeling.v1 import api_pb2, core_pb2, meta_pb2
 
@@ -349,8 +349,6 @@ class RestServer:
             record_update(None, body, _manager(request), _now())
         obj, warnings = self._decode(request, t, body)
         self._check_scope(t, obj)
-        if t.resource.plural == "pods":
-            mark_pod_trace(obj)
         created = await self._registry(t).create(obj)
         return self._object_response(request, t, created, 201, warnings)
 

@@ -103,12 +103,22 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
                              "command": ["sleep", "3600"]}]}}) as reply:
                     assert reply.status == 201
                     rest_trace = (await reply.json())["metadata"]["annotations"][POD_TRACE_ANNOTATION].split("-")[1]
+                # ... and one created by server-side apply (kubectl apply --server-side); gated: it stays put.
+                async with http.patch(
+                        f"http://{rest}/api/v1/namespaces/default/pods/via-apply?fieldManager=test",
+                        headers={"Content-Type": "application/apply-patch+yaml"}, json={
+                            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "via-apply"}, "spec": {
+                                "schedulingGates": [{"name": "example.com/hold"}],
+                                "containers": [{"name": "main", "image": "busybox"}]}}) as reply:
+                    assert reply.status == 201, await reply.text()
+                    apply_trace = (await reply.json())["metadata"]["annotations"][POD_TRACE_ANNOTATION].split("-")[1]
             for _ in range(600):
                 if (await client.pods.get("via-rest", "default")).spec.nodeName:
                     break
                 await asyncio.sleep(0.1)
             await client.pods.delete("traced", "default")
             await client.pods.delete("via-rest", "default")
+            await client.pods.delete("via-apply", "default")
             for _ in range(300):
                 if not (await client.pods.list_all("default"))[0]:
                     break
@@ -129,6 +139,8 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
     via_rest = {(s.service, s.name, bool(s.parent_id)) for s in spans.spans if s.trace_id == rest_trace}
     assert {("apiserver", "POST /api/v1/namespaces/{namespace}/pods", False),
             ("scheduler", "scheduling cycle", True)} <= via_rest, via_rest
+    assert ("apiserver", "PATCH /api/v1/namespaces/{namespace}/pods/{name}") in {
+        (s.service, s.name) for s in spans.spans if s.trace_id == apply_trace}
     ours = [s for s in spans.spans if s.trace_id == trace_id]
     services = {s.service for s in ours}
     assert {"apiserver", "scheduler", f"kubelet-{node}"} <= services, services
