@@ -18,11 +18,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from apiserver.cachewatcher import CacheWatcher, Filter
 from apiserver.registry.strategy import Obj, Strategy, now, timestamp
 from apiserver.storage.etcd import KV, Compacted, KeyExists, StaleRevision, Storage, prefix_end
 from apiserver.storage.ttl import LeasePool
 from apiserver.validation import Checker
-from apiserver.watchcache import CacheWatcher, Filter, WatchCache
+from apiserver.watchcache import WatchCache
 from kubeling import errors, names
 from kubeling.selectors import FieldSelector, LabelSelector, SelectorError
 from protos.kubeling.v1 import meta_pb2
@@ -253,7 +254,8 @@ class Registry:
         if om.HasField("deletionTimestamp"):
             added = set(nm.finalizers) - set(om.finalizers)
             if added:
-                check.add("metadata.finalizers", f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {sorted(added)}")
+                check.add("metadata.finalizers", "Forbidden: no new finalizers can be added if the object is being "
+                                                 f"deleted, found new finalizers {sorted(added)}")
 
     def _ready_to_delete(self, obj: Obj) -> bool:
         meta = obj.metadata
@@ -351,7 +353,8 @@ class Registry:
             raise errors.BadRequest("specifying resource version is not allowed when using continue")
         return await self._list_from_etcd(flt, req.limit, token)
 
-    async def _list_from_etcd(self, flt: Filter, limit: int, token: str) -> tuple[builtins.list[Obj], meta_pb2.ListMeta]:
+    async def _list_from_etcd(self, flt: Filter, limit: int,
+                              token: str) -> tuple[builtins.list[Obj], meta_pb2.ListMeta]:
         base = self.prefix + (f"{flt.namespace}/".encode() if flt.namespace else b"")
         end = prefix_end(base)
         revision, start = 0, base

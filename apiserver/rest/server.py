@@ -15,7 +15,6 @@ from typing import Any
 
 import yaml
 from aiohttp import web
-from google.protobuf.timestamp_pb2 import Timestamp
 from opentelemetry import propagate, trace
 
 from apiserver.metrics import Metrics
@@ -24,14 +23,26 @@ from apiserver.podstreams import PodStreams
 from apiserver.registry.binding import bind
 from apiserver.registry.store import Registry
 from apiserver.rest import patch as patches
-from apiserver.rest.apply import apply, record_update
 from apiserver.rest import resources as res
-from apiserver.rest.codec import format_time, from_json, to_json
+from apiserver.rest.apply import apply, record_update
+from apiserver.rest.codec import from_json, to_json
 from apiserver.rest.protobuf import PROTOBUF, decode_envelope
-from apiserver.rest.status import MethodNotAllowed, NotAcceptable, UnsupportedMediaType, http_code, status_json
+from apiserver.rest.request import (
+    MAX_BODY,
+    Target,
+    field_manager,
+    flag,
+    int_query,
+    json_response,
+    negotiate_output,
+    now_text,
+    read_body,
+    warning_header,
+)
+from apiserver.rest.status import MethodNotAllowed, UnsupportedMediaType, http_code, status_json
 from apiserver.rest.tables import table
+from apiserver.rest.watch import serve_watch
 from kubeling import errors
-from kubeling.deadline import until
 from kubeling.http import start_site
 from kubeling.telemetry import tracer
 from kubeling.upgradeproxy import ProxyError, is_upgrade, proxy_upgrade
@@ -42,63 +53,10 @@ __all__ = ["RestServer"]
 log = logging.getLogger(__name__)
 _TRACER = tracer(__name__)
 
-MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request body limit
-_JSON = "application/json"
 _RESOURCE = web.RequestKey("resource", str)  # the request's resource, for metrics and errors
 _STREAMS = ("exec", "attach", "portforward")  # pod subresources that upgrade the connection
 _PATCH_TYPES = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
                 "application/strategic-merge-patch+json": "strategic", "application/apply-patch+yaml": "apply"}
-
-
-def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def _json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(body=_dumps(obj), status=status, content_type=_JSON, headers=headers)
-
-
-@dataclass
-class _Target:
-    """What a resource URL names."""
-
-    resource: res.Resource
-    namespace: str
-    name: str
-    sub: str
-
-    @property
-    def template(self) -> str:
-        """The URL with placeholders, as a span's name."""
-        r = self.resource
-        path = r.prefix + ("/namespaces/{namespace}" if self.namespace else "") + f"/{r.plural}"
-        return path + ("/{name}" if self.name else "") + (f"/{self.sub}" if self.sub else "")
-
-
-@dataclass
-class _Output:
-    """How the client asked to see objects (Accept, includeObject)."""
-
-    as_table: bool = False
-    include_object: str = "Metadata"
-
-
-def _output(request: web.Request) -> _Output:
-    accept = request.headers.get("Accept", "")
-    wants_json = not accept
-    table_wanted = False
-    for part in accept.split(","):
-        media, *params = [p.strip() for p in part.split(";")]
-        options = dict(p.split("=", 1) for p in params if "=" in p)
-        if media in (_JSON, "*/*", "application/*", "application/yaml"):
-            if options.get("as") == "Table" and options.get("g") == "meta.k8s.io" and options.get("v") == "v1":
-                table_wanted = True
-                break
-            if "as" not in options:
-                wants_json = True
-    if not table_wanted and not wants_json:
-        raise NotAcceptable(f"only application/json is served (asked for {accept})")
-    return _Output(table_wanted, request.query.get("includeObject", "Metadata"))
 
 
 @dataclass
@@ -137,7 +95,7 @@ class RestServer:
             return response
         except errors.ApiError as err:
             code = http_code(err)
-            return _json_response(status_json(err, request.get(_RESOURCE, "")), code)
+            return json_response(status_json(err, request.get(_RESOURCE, "")), code)
         except asyncio.CancelledError:
             code = 499  # the client went away
             raise
@@ -146,7 +104,7 @@ class RestServer:
             internal = errors.InternalError(f"{request.method} {request.path}: internal error: "
                                             f"{type(err).__name__}: {err}")
             code = 500
-            return _json_response(status_json(internal), 500)
+            return json_response(status_json(internal), 500)
         finally:
             elapsed = time.perf_counter() - start
             resource = request.get(_RESOURCE, "-")
@@ -179,31 +137,31 @@ class RestServer:
             ok, why = self.ready()
             return web.Response(text=why, status=200 if ok else 503)
         if path == "/version":
-            return _json_response(res.VERSION)
+            return json_response(res.VERSION)
         if path == "/api":
-            return _json_response(res.api_versions(f"{request.host}"))
+            return json_response(res.api_versions(f"{request.host}"))
         if path == "/apis":
-            return _json_response(res.api_group_list())
+            return json_response(res.api_group_list())
         if path.startswith("/apis/") and path.count("/") == 2 and path[6:] in res.GROUPS:
-            return _json_response(res.api_group(path[6:]))
+            return json_response(res.api_group(path[6:]))
         if path == "/openapi/v3":
-            return _json_response(res.openapi_index())
+            return json_response(res.openapi_index())
         if path.startswith("/openapi/v3/"):
             doc = res.openapi_document(path[len("/openapi/v3/"):])
             if doc is None:
                 raise errors.NotFound("the server could not find the requested resource")
-            return _json_response(doc)
+            return json_response(doc)
         parts = path.split("/")[1:]
         if parts[0] == "api" and len(parts) == 2 or parts[0] == "apis" and len(parts) == 3:
             group, version = ("", parts[1]) if parts[0] == "api" else (parts[1], parts[2])
             listing = res.resource_list(group, version)
             if listing is None:
                 raise errors.NotFound("the server could not find the requested resource")
-            return _json_response(listing)
+            return json_response(listing)
         return None
 
     @staticmethod
-    def _target(path: str) -> _Target | None:
+    def _target(path: str) -> Target | None:
         parts = path.split("/")[1:]
         if parts[0] == "api" and len(parts) >= 3:
             group, version, rest = "", parts[1], parts[2:]
@@ -225,18 +183,18 @@ class RestServer:
             return None
         if resource.namespaced and name and not namespace:
             return None
-        return _Target(resource, namespace, name, sub)
+        return Target(resource, namespace, name, sub)
 
-    async def _resource(self, request: web.Request, t: _Target) -> web.StreamResponse:
+    async def _resource(self, request: web.Request, t: Target) -> web.StreamResponse:
         if "dryRun" in request.query:
             raise errors.BadRequest("dryRun is not supported by this server")
         if t.sub not in ("log", *_STREAMS):
-            _output(request)  # an answer the client cannot read is refused before anything is written
+            negotiate_output(request)  # an answer the client cannot read is refused before anything is written
         method = request.method
         if not t.name:
             if method == "GET":
                 watch = request.query.get("watch", "").lower() in ("1", "true")
-                return await (self._watch(request, t) if watch else self._list(request, t))
+                return await (serve_watch(request, t, self._registry(t)) if watch else self._list(request, t))
             if method == "POST":
                 return await self._create(request, t)
         elif t.sub == "log":
@@ -259,7 +217,7 @@ class RestServer:
                 return await self._delete(request, t)
         raise MethodNotAllowed(f"the server does not allow this method on the requested resource ({method})")
 
-    def _registry(self, t: _Target) -> Registry:
+    def _registry(self, t: Target) -> Registry:
         return self.registries[t.resource.plural]
 
     # ------------------------------------------------------------------ encoding
@@ -268,17 +226,17 @@ class RestServer:
     def _object_json(r: res.Resource, obj: Any) -> dict[str, Any]:
         return {"kind": r.kind, "apiVersion": r.api_version, **to_json(obj)}
 
-    def _object_response(self, request: web.Request, t: _Target, obj: Any, status: int = 200,
+    def _object_response(self, request: web.Request, t: Target, obj: Any, status: int = 200,
                          warnings: list[str] | None = None) -> web.Response:
-        out = _output(request)
+        out = negotiate_output(request)
         body = self._object_json(t.resource, obj)
         if out.as_table:
             body = table(t.resource.plural, [body], include_object=out.include_object)
-        headers = {"Warning": ", ".join(_warning(w) for w in warnings)} if warnings else None
-        return _json_response(body, status, headers)
+        headers = {"Warning": ", ".join(warning_header(w) for w in warnings)} if warnings else None
+        return json_response(body, status, headers)
 
     async def _body(self, request: web.Request) -> Any:
-        raw = await _read(request)
+        raw = await read_body(request)
         ctype = request.content_type
         if ctype == PROTOBUF:
             return decode_envelope(raw)
@@ -290,7 +248,7 @@ class RestServer:
             raise errors.BadRequest(f"the request body is not valid {'YAML' if 'yaml' in ctype else 'JSON'}: "
                                     f"{err}") from None
 
-    def _decode(self, request: web.Request, t: _Target, data: Any) -> tuple[Any, list[str]]:
+    def _decode(self, request: web.Request, t: Target, data: Any) -> tuple[Any, list[str]]:
         """The body as the resource's message; unknown fields refused (Strict) or returned
         as warnings (Warn, the default) or dropped (Ignore)."""
         r = t.resource
@@ -311,7 +269,7 @@ class RestServer:
         warnings = [f'unknown field "{p}"' for p in decoded.unknown] if mode == "Warn" else []
         return decoded.message, warnings
 
-    def _check_scope(self, t: _Target, obj: Any) -> None:
+    def _check_scope(self, t: Target, obj: Any) -> None:
         meta = obj.metadata
         if t.resource.namespaced:
             if not meta.namespace:
@@ -327,42 +285,42 @@ class RestServer:
 
     # ------------------------------------------------------------------ verbs
 
-    async def _list(self, request: web.Request, t: _Target) -> web.Response:
-        out = _output(request)
+    async def _list(self, request: web.Request, t: Target) -> web.Response:
+        out = negotiate_output(request)
         q = request.query
         req = meta_pb2.ListRequest(namespace=t.namespace, labelSelector=q.get("labelSelector", ""),
-                                   fieldSelector=q.get("fieldSelector", ""), limit=_int_query(q, "limit"),
+                                   fieldSelector=q.get("fieldSelector", ""), limit=int_query(q, "limit"),
                                    resourceVersion=q.get("resourceVersion", ""), **{"continue": q.get("continue", "")})
         items, meta = await self._registry(t).list(req)
         list_meta = to_json(meta)
         objects = [to_json(o) for o in items]
         if out.as_table:
             typed = [{"kind": t.resource.kind, "apiVersion": t.resource.api_version, **o} for o in objects]
-            return _json_response(table(t.resource.plural, typed, include_object=out.include_object,
+            return json_response(table(t.resource.plural, typed, include_object=out.include_object,
                                         list_meta=list_meta))
-        return _json_response({"kind": f"{t.resource.kind}List", "apiVersion": t.resource.api_version,
+        return json_response({"kind": f"{t.resource.kind}List", "apiVersion": t.resource.api_version,
                                "metadata": list_meta, "items": objects})
 
-    async def _create(self, request: web.Request, t: _Target) -> web.Response:
+    async def _create(self, request: web.Request, t: Target) -> web.Response:
         body = await self._body(request)
         if isinstance(body, dict):
-            record_update(None, body, _manager(request), _now())
+            record_update(None, body, field_manager(request), now_text())
         obj, warnings = self._decode(request, t, body)
         self._check_scope(t, obj)
         created = await self._registry(t).create(obj)
         return self._object_response(request, t, created, 201, warnings)
 
-    async def _update(self, request: web.Request, t: _Target) -> web.Response:
+    async def _update(self, request: web.Request, t: Target) -> web.Response:
         body = await self._body(request)
         if t.sub != "status" and isinstance(body, dict):
             current = await self._registry(t).get(t.namespace, t.name)
-            record_update(self._object_json(t.resource, current), body, _manager(request), _now())
+            record_update(self._object_json(t.resource, current), body, field_manager(request), now_text())
         obj, warnings = self._decode(request, t, body)
         self._check_scope(t, obj)
         updated = await self._registry(t).update(obj, status=t.sub == "status")
         return self._object_response(request, t, updated, 200, warnings)
 
-    async def _patch(self, request: web.Request, t: _Target) -> web.Response:
+    async def _patch(self, request: web.Request, t: Target) -> web.Response:
         kind = _PATCH_TYPES.get(request.content_type)
         if kind is None:
             raise UnsupportedMediaType(f"the body of the request was in an unknown format - accepted media types "
@@ -371,7 +329,7 @@ class RestServer:
         registry = self._registry(t)
         if kind == "apply" and not request.query.get("fieldManager"):
             raise errors.BadRequest("PATCH, fieldManager: Required value: is required for apply patch")
-        force = _flag(request.query.get("force"))
+        force = flag(request.query.get("force"))
         for _ in range(10):
             try:
                 current = await registry.get(t.namespace, t.name)
@@ -379,12 +337,13 @@ class RestServer:
                 if kind != "apply":
                     raise
                 # Server-side apply creates what does not exist yet.
-                obj, warnings = self._decode(request, t, apply(None, body, _manager(request), force=force, now=_now()))
+                applied = apply(None, body, field_manager(request), force=force, now=now_text())
+                obj, warnings = self._decode(request, t, applied)
                 self._check_scope(t, obj)
                 return self._object_response(request, t, await registry.create(obj), 201, warnings)
             live = self._object_json(t.resource, current)
             if kind == "apply":
-                patched = apply(live, body, _manager(request), force=force, now=_now())
+                patched = apply(live, body, field_manager(request), force=force, now=now_text())
             else:
                 if kind == "json":
                     patched = patches.json_patch(live, body)
@@ -393,7 +352,7 @@ class RestServer:
                 else:
                     patched = patches.strategic_merge_patch(live, body)
                 if t.sub != "status":
-                    record_update(live, patched, _manager(request), _now())
+                    record_update(live, patched, field_manager(request), now_text())
             obj, warnings = self._decode(request, t, patched)
             self._check_scope(t, obj)
             pinned = _patch_sets_version(kind, body)
@@ -409,10 +368,10 @@ class RestServer:
         raise errors.Conflict(f'Operation cannot be fulfilled on {t.resource.plural} "{t.name}": '
                               "the object kept changing while it was patched")
 
-    async def _delete(self, request: web.Request, t: _Target) -> web.Response:
+    async def _delete(self, request: web.Request, t: Target) -> web.Response:
         options: dict[str, Any] = {}
         if request.can_read_body:
-            raw = await _read(request)
+            raw = await read_body(request)
             if raw.strip():
                 try:
                     options = json.loads(raw)
@@ -434,7 +393,7 @@ class RestServer:
         deleted = await self._registry(t).delete(t.namespace, t.name, grace_seconds=grace, preconditions=pre)
         return self._object_response(request, t, deleted)
 
-    async def _bind(self, request: web.Request, t: _Target) -> web.Response:
+    async def _bind(self, request: web.Request, t: Target) -> web.Response:
         data = await self._body(request)
         if isinstance(data, dict) and data.get("kind") not in (None, "Binding"):
             raise errors.BadRequest(f"pods/binding takes a Binding, not a {data.get('kind')}")
@@ -445,17 +404,17 @@ class RestServer:
         if binding.metadata.name != t.name or binding.metadata.namespace != t.namespace:
             raise errors.BadRequest("the binding's name and namespace must be the pod's")
         await bind(self.registries["pods"], binding)
-        return _json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+        return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                                "code": 201}, 201)
 
-    async def _log(self, request: web.Request, t: _Target) -> web.StreamResponse:
+    async def _log(self, request: web.Request, t: Target) -> web.StreamResponse:
         q = request.query
         req = api_pb2.PodLogRequest(namespace=t.namespace, name=t.name, container=q.get("container", ""),
-                                    follow=_flag(q.get("follow")), previous=_flag(q.get("previous")),
-                                    timestamps=_flag(q.get("timestamps")))
+                                    follow=flag(q.get("follow")), previous=flag(q.get("previous")),
+                                    timestamps=flag(q.get("timestamps")))
         for number in ("tailLines", "limitBytes"):
             if number in q:
-                setattr(req, number, _int_query(q, number))
+                setattr(req, number, int_query(q, number))
         chunks = self.pod_logs.stream(req).__aiter__()
         try:
             first = await chunks.__anext__()  # errors (no such container, no node) are a Status
@@ -472,7 +431,7 @@ class RestServer:
         await response.write_eof()
         return response
 
-    async def _stream(self, request: web.Request, t: _Target) -> web.StreamResponse:
+    async def _stream(self, request: web.Request, t: Target) -> web.StreamResponse:
         """exec, attach, portforward: relayed to the pod's kubelet once located."""
         locate = {"exec": self.pod_streams.exec_url, "attach": self.pod_streams.attach_url,
                   "portforward": self.pod_streams.port_forward_url}[t.sub]
@@ -484,81 +443,6 @@ class RestServer:
         except ProxyError as exc:
             raise errors.ServiceUnavailable(f"cannot reach the kubelet of pod {t.namespace}/{t.name}: {exc}") \
                 from None
-
-    async def _watch(self, request: web.Request, t: _Target) -> web.StreamResponse:
-        out = _output(request)
-        q = request.query
-        timeout = _int_query(q, "timeoutSeconds")
-        req = meta_pb2.WatchRequest(namespace=t.namespace, labelSelector=q.get("labelSelector", ""),
-                                    fieldSelector=q.get("fieldSelector", ""),
-                                    resourceVersion=q.get("resourceVersion", ""),
-                                    allowWatchBookmarks=_flag(q.get("allowWatchBookmarks")), timeoutSeconds=timeout,
-                                    resourceVersionMatch=q.get("resourceVersionMatch", ""))
-        if "sendInitialEvents" in q:
-            req.sendInitialEvents = _flag(q["sendInitialEvents"])
-        registry = self._registry(t)
-        expired: errors.ApiError | None = None
-        try:
-            watcher = await registry.watch(req)
-        except errors.Expired as err:
-            expired, watcher = err, None
-        response = web.StreamResponse(headers={"Content-Type": _JSON, "Cache-Control": "no-cache"})
-        response.enable_chunked_encoding()
-        await response.prepare(request)
-        if watcher is None:
-            assert expired is not None
-            await response.write(_dumps({"type": "ERROR", "object": status_json(expired)}) + b"\n")
-            return response
-        event_type = registry.strategy.event_message
-        r = t.resource
-        deadline = time.monotonic() + timeout if timeout > 0 else None
-        try:
-            async for data in until(watcher.stream(), deadline):
-                event: Any = event_type.FromString(data)
-                obj = {"kind": r.kind, "apiVersion": r.api_version, **to_json(event.object)}
-                if out.as_table and event.type != "BOOKMARK":
-                    obj = table(r.plural, [obj], include_object=out.include_object)
-                await response.write(_dumps({"type": event.type, "object": obj}) + b"\n")
-            if watcher.error is not None:
-                await response.write(_dumps({"type": "ERROR", "object": status_json(watcher.error)}) + b"\n")
-        finally:
-            watcher.terminate()
-        return response
-
-
-async def _read(request: web.Request) -> bytes:
-    try:
-        return await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise errors.RequestEntityTooLarge(f"the request body is larger than {MAX_BODY} bytes") from None
-
-
-def _warning(text: str) -> str:
-    """An RFC 7234 warning header value, as upstream sends them (code 299, agent "-")."""
-    quoted = text.replace("\\", "\\\\").replace('"', '\\"')
-    return f'299 - "{quoted}"'
-
-
-def _int_query(query: Any, name: str) -> int:
-    try:
-        return int(query.get(name, "0") or 0)
-    except ValueError:
-        raise errors.BadRequest(f'{name}: invalid value "{query.get(name)}": must be an integer') from None
-
-
-def _manager(request: web.Request) -> str:
-    """The field manager of a write: `fieldManager`, else the client's name from its
-    User-Agent (as upstream defaults it)."""
-    return request.query.get("fieldManager") or request.headers.get("User-Agent", "").split("/", 1)[0][:128]
-
-
-def _now() -> str:
-    return format_time(Timestamp(seconds=int(time.time())))
-
-
-def _flag(value: str | None) -> bool:
-    return (value or "").lower() in ("1", "true")
-
 
 def _patch_sets_version(kind: str, body: Any) -> bool:
     """Whether the patch pins metadata.resourceVersion (then a conflict is the client's)."""

@@ -11,6 +11,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 
 from kubelet.cri.streaming import spdy
+from kubelet.cri.streaming import spdyframes as wire
 
 
 @dataclass(eq=False)
@@ -34,20 +35,20 @@ class ClientStream:
         return await asyncio.wait_for(collect(), timeout)
 
     async def write(self, data: bytes) -> None:
-        await self.client.send(spdy.data_frame(self.id, 0, data))
+        await self.client.send(wire.data_frame(self.id, 0, data))
 
     async def close(self) -> None:
-        await self.client.send(spdy.data_frame(self.id, spdy.FLAG_FIN, b""))
+        await self.client.send(wire.data_frame(self.id, wire.FLAG_FIN, b""))
 
     async def reset(self) -> None:
-        await self.client.send(spdy.control_frame(spdy.RST_STREAM, 0, struct.pack(">II", self.id, spdy.CANCEL)))
+        await self.client.send(wire.control_frame(wire.RST_STREAM, 0, struct.pack(">II", self.id, wire.CANCEL)))
 
 
 class SpdyClient:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, protocol: str) -> None:
         self.reader, self.writer, self.protocol = reader, writer, protocol
-        self.compressor = spdy.HeaderCompressor()
-        self.decompressor = spdy.HeaderDecompressor()
+        self.compressor = wire.HeaderCompressor()
+        self.decompressor = wire.HeaderDecompressor()
         self.streams: dict[int, ClientStream] = {}
         self.next_id = 1
         self.goaway: int | None = None  # the status of the server's GOAWAY
@@ -76,42 +77,42 @@ class SpdyClient:
             self.next_id += 2
             block = self.compressor.compress({k.lower(): [v] for k, v in headers.items()})
             payload = struct.pack(">IIBB", stream.id, 0, 0, 0) + block
-            self.writer.write(spdy.control_frame(spdy.SYN_STREAM, spdy.FLAG_FIN if fin else 0, payload))
+            self.writer.write(wire.control_frame(wire.SYN_STREAM, wire.FLAG_FIN if fin else 0, payload))
             await self.writer.drain()
         await asyncio.wait_for(stream.replied.wait(), 10)
         return stream
 
     async def _read(self) -> None:
         try:
-            while (frame := await spdy.read_frame(self.reader)) is not None:
+            while (frame := await wire.read_frame(self.reader)) is not None:
                 if not frame.control:
                     stream = self.streams.get(frame.stream_id)
                     if stream is not None:
                         if frame.payload:
                             await stream.inbound.put(frame.payload)
-                        if frame.flags & spdy.FLAG_FIN:
+                        if frame.flags & wire.FLAG_FIN:
                             stream.inbound.end()
                     continue
-                if frame.frame_type == spdy.SYN_REPLY:
+                if frame.frame_type == wire.SYN_REPLY:
                     stream_id = struct.unpack(">I", frame.payload[:4])[0]
                     self.decompressor.decompress(frame.payload[4:])
                     stream = self.streams[stream_id]
-                    if frame.flags & spdy.FLAG_FIN:
+                    if frame.flags & wire.FLAG_FIN:
                         stream.refused = True
                         stream.inbound.end()
                     stream.replied.set()
-                elif frame.frame_type == spdy.RST_STREAM:
+                elif frame.frame_type == wire.RST_STREAM:
                     stream_id, status = struct.unpack(">II", frame.payload)
                     stream = self.streams.get(stream_id) or ClientStream(stream_id, self)
                     self.streams.setdefault(stream_id, stream)
                     stream.reset_status = status
                     stream.inbound.end()
                     stream.replied.set()
-                elif frame.frame_type == spdy.GOAWAY:
+                elif frame.frame_type == wire.GOAWAY:
                     self.goaway = struct.unpack(">II", frame.payload)[1]
-                elif frame.frame_type == spdy.PING:
-                    await self.send(spdy.control_frame(spdy.PING, 0, frame.payload))
-        except (spdy.ProtocolError, ConnectionError, OSError):
+                elif frame.frame_type == wire.PING:
+                    await self.send(wire.control_frame(wire.PING, 0, frame.payload))
+        except (wire.ProtocolError, ConnectionError, OSError):
             pass
         finally:
             for stream in self.streams.values():

@@ -23,12 +23,10 @@ from wsproto import WSConnection
 from wsproto.connection import ConnectionType
 from wsproto.events import AcceptConnection, BytesMessage, CloseConnection, Request, TextMessage
 
-from kubelet.cri.streaming import spdy
+from kubelet.cri.streaming import spdyframes as wire
 from protos.runtime.v1 import api_pb2
 from tests.contract.cri.conftest import Env, pod_config
 from tests.contract.cri.spdyclient import SpdyClient, upgrade
-
-pytestmark = pytest.mark.slow
 
 PROTOCOLS = ["v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io"]
 ECHO_PORT = 9000
@@ -47,7 +45,9 @@ async def _pod(env: Env, name: str, command: list[str], **container: object) -> 
 
 
 async def _exec_url(env: Env, container_id: str, cmd: list[str], **flags: bool) -> str:
-    request = api_pb2.ExecRequest(container_id=container_id, cmd=cmd, **flags)
+    request = api_pb2.ExecRequest(container_id=container_id, cmd=cmd)
+    for flag, value in flags.items():
+        setattr(request, flag, value)
     return (await env.runtime.Exec(request)).url
 
 
@@ -62,7 +62,8 @@ async def _spdy_exec(url: str, streams: list[str], stdin: bytes | None = None,
     if stdin is not None:
         await opened["stdin"].write(stdin)
         await opened["stdin"].close()
-    out = {kind: await opened[kind].read_all() for kind in ("stdout", "stderr", "error") if kind in opened}
+    out: dict[str, bytes] = {kind: await opened[kind].read_all() for kind in ("stdout", "stderr", "error")
+                             if kind in opened}
     await asyncio.wait_for(client.closed.wait(), 10)  # the server hangs up once it is done
     await client.close()
     return out, client
@@ -74,7 +75,7 @@ async def test_exec_over_spdy_streams_and_exit_code(env: Env) -> None:
                           stdin=True, stdout=True, stderr=True)
     assert url.startswith(env.server.streaming.base_url + "/exec/")
     out, client = await _spdy_exec(url, ["stdin", "stdout", "stderr"], stdin=b"hello\n")
-    assert client.protocol == "v5.channel.k8s.io" and client.goaway == spdy.GOAWAY_OK
+    assert client.protocol == "v5.channel.k8s.io" and client.goaway == wire.GOAWAY_OK
     assert out["stdout"] == b"out\ngot hello\n"
     assert out["stderr"] == b"err\n"
     status = json.loads(out["error"])
@@ -203,13 +204,13 @@ async def test_port_forward_over_spdy(env: Env) -> None:
     # A client that resets its data stream while the pod still answers: the connection
     # ends quietly (an error here would end kubectl's whole port-forward); others go on.
     headers = {"streamtype": "error", "port": str(ECHO_PORT), "requestid": "12"}
-    error = await client.open(headers)
-    await error.close()
-    data = await client.open({**headers, "streamtype": "data"})
-    await data.write(b"x" * 4_000_000)
-    assert await data.read()  # the echo has begun
-    await data.reset()
-    assert await error.read_all() == b""
+    error_stream = await client.open(headers)
+    await error_stream.close()
+    data_stream = await client.open({**headers, "streamtype": "data"})
+    await data_stream.write(b"x" * 4_000_000)
+    assert await data_stream.read()  # the echo has begun
+    await data_stream.reset()
+    assert await error_stream.read_all() == b""
     assert await connection(13, ECHO_PORT, b"after\n") == (b"after\n", b"")
     await client.close()
 
@@ -344,12 +345,12 @@ async def test_bad_input_ends_one_connection_and_the_server_serves_on(env: Env) 
 
     # A DATA frame for a stream that was never opened: that stream is reset, the connection lives.
     client = await fresh_client()
-    await client.send(spdy.data_frame(99, 0, b"who?"))
+    await client.send(wire.data_frame(99, 0, b"who?"))
     for _ in range(200):
         if client.streams.get(99) and client.streams[99].reset_status:
             break
         await asyncio.sleep(0.01)
-    assert client.streams[99].reset_status == spdy.INVALID_STREAM
+    assert client.streams[99].reset_status == wire.INVALID_STREAM
     error = await client.open({"streamtype": "error"})
     stdin = await client.open({"streamtype": "stdin"})
     stdout = await client.open({"streamtype": "stdout"})
@@ -360,15 +361,15 @@ async def test_bad_input_ends_one_connection_and_the_server_serves_on(env: Env) 
     await client.close()
     # A malformed frame (SPDY version 2, then garbage): GOAWAY(PROTOCOL_ERROR), connection closed.
     client = await fresh_client()
-    await client.send(struct.pack(">HHI", 0x8002, spdy.SYN_STREAM, 10) + b"\x00" * 10)
+    await client.send(struct.pack(">HHI", 0x8002, wire.SYN_STREAM, 10) + b"\x00" * 10)
     await asyncio.wait_for(client.closed.wait(), 10)
-    assert client.goaway == spdy.GOAWAY_PROTOCOL_ERROR
+    assert client.goaway == wire.GOAWAY_PROTOCOL_ERROR
     await client.close()
     # A header block that is not zlib: the same.
     client = await fresh_client()
-    await client.send(spdy.control_frame(spdy.SYN_STREAM, 0, struct.pack(">IIBB", 1, 0, 0, 0) + b"not zlib"))
+    await client.send(wire.control_frame(wire.SYN_STREAM, 0, struct.pack(">IIBB", 1, 0, 0, 0) + b"not zlib"))
     await asyncio.wait_for(client.closed.wait(), 10)
-    assert client.goaway == spdy.GOAWAY_PROTOCOL_ERROR
+    assert client.goaway == wire.GOAWAY_PROTOCOL_ERROR
     await client.close()
     # WebSocket: bad base64 on a base64 channel, then a frame with reserved bits set.
     url = await _exec_url(env, cid, ["cat"], stdin=True, stdout=True)

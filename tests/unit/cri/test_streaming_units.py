@@ -12,6 +12,7 @@ import zlib
 import pytest
 
 from kubelet.cri.streaming import remotecommand, spdy
+from kubelet.cri.streaming import spdyframes as wire
 from kubelet.cri.streaming.request_cache import CacheFull, RequestCache
 from kubelet.cri.streaming.websocket import HandshakeError, accept_response, choose_protocol, is_websocket_request
 from protos.runtime.v1 import api_pb2
@@ -19,19 +20,19 @@ from protos.runtime.v1 import api_pb2
 
 def test_spdy_dictionary_is_the_specs() -> None:
     # SPDY/3's dictionary, byte for byte as client-go's spdystream has it (1423 bytes).
-    assert len(spdy.DICTIONARY) == 1423
-    assert hashlib.sha256(spdy.DICTIONARY).hexdigest() == \
+    assert len(wire.DICTIONARY) == 1423
+    assert hashlib.sha256(wire.DICTIONARY).hexdigest() == \
         "51d27341373f923f3cd88e1eb7162aeaa3723d7585ff2399201dc06498407f02"
 
 
 def test_header_blocks_share_one_context_per_direction() -> None:
-    out, back = spdy.HeaderCompressor(), spdy.HeaderDecompressor()
+    out, back = wire.HeaderCompressor(), wire.HeaderDecompressor()
     first = {"streamtype": ["stdout"], "port": ["80"]}
     second = {"streamtype": ["error"], "x": ["a", "b"]}
     block1, block2 = out.compress(first), out.compress(second)
     assert back.decompress(block1) == first
     assert back.decompress(block2) == second  # decodes only in order: the context moves on
-    assert spdy.decode_header_block(spdy.encode_header_block(second)) == second
+    assert wire.decode_header_block(wire.encode_header_block(second)) == second
 
 
 @pytest.mark.parametrize(("block", "words"), [
@@ -41,40 +42,40 @@ def test_header_blocks_share_one_context_per_direction() -> None:
     (struct.pack(">I", 5000), "headers in one block"),
 ])
 def test_malformed_header_blocks(block: bytes, words: str) -> None:
-    with pytest.raises(spdy.ProtocolError, match=words):
-        spdy.decode_header_block(block)
+    with pytest.raises(wire.ProtocolError, match=words):
+        wire.decode_header_block(block)
 
 
 def test_header_block_that_is_not_zlib() -> None:
-    with pytest.raises(spdy.ProtocolError, match="does not decompress"):
-        spdy.HeaderDecompressor().decompress(b"plain text")
-    bomb = zlib.compressobj(9, zlib.DEFLATED, 15, 8, zlib.Z_DEFAULT_STRATEGY, spdy.DICTIONARY)
-    huge = bomb.compress(b"\0" * (spdy.MAX_HEADER_BLOCK + 10)) + bomb.flush(zlib.Z_SYNC_FLUSH)
-    with pytest.raises(spdy.ProtocolError, match="larger than"):
-        spdy.HeaderDecompressor().decompress(huge)
+    with pytest.raises(wire.ProtocolError, match="does not decompress"):
+        wire.HeaderDecompressor().decompress(b"plain text")
+    bomb = zlib.compressobj(9, zlib.DEFLATED, 15, 8, zlib.Z_DEFAULT_STRATEGY, wire.DICTIONARY)
+    huge = bomb.compress(b"\0" * (wire.MAX_HEADER_BLOCK + 10)) + bomb.flush(zlib.Z_SYNC_FLUSH)
+    with pytest.raises(wire.ProtocolError, match="larger than"):
+        wire.HeaderDecompressor().decompress(huge)
 
 
-async def _frames(data: bytes) -> list[spdy.Frame | None]:
+async def _frames(data: bytes) -> list[wire.Frame | None]:
     reader = asyncio.StreamReader()
     reader.feed_data(data)
     reader.feed_eof()
-    out: list[spdy.Frame | None] = []
-    while (frame := await spdy.read_frame(reader)) is not None:
+    out: list[wire.Frame | None] = []
+    while (frame := await wire.read_frame(reader)) is not None:
         out.append(frame)
     return out
 
 
 async def test_frames_round_trip_and_bad_frames() -> None:
-    frames = await _frames(spdy.data_frame(3, spdy.FLAG_FIN, b"abc") +
-                           spdy.control_frame(spdy.PING, 0, struct.pack(">I", 1)))
-    assert frames[0] == spdy.Frame(False, 0, spdy.FLAG_FIN, b"abc", stream_id=3)
-    assert frames[1] == spdy.Frame(True, spdy.PING, 0, struct.pack(">I", 1))
-    for bad, words in ((struct.pack(">HHI", 0x8002, spdy.PING, 4) + b"\0" * 4, "version 2"),
-                       (spdy.control_frame(42, 0, b""), "unknown control frame type 42"),
-                       (spdy.data_frame(1, 0, b"full")[:-2], "inside a frame"),
+    frames = await _frames(wire.data_frame(3, wire.FLAG_FIN, b"abc") +
+                           wire.control_frame(wire.PING, 0, struct.pack(">I", 1)))
+    assert frames[0] == wire.Frame(False, 0, wire.FLAG_FIN, b"abc", stream_id=3)
+    assert frames[1] == wire.Frame(True, wire.PING, 0, struct.pack(">I", 1))
+    for bad, words in ((struct.pack(">HHI", 0x8002, wire.PING, 4) + b"\0" * 4, "version 2"),
+                       (wire.control_frame(42, 0, b""), "unknown control frame type 42"),
+                       (wire.data_frame(1, 0, b"full")[:-2], "inside a frame"),
                        (b"\x80\x03", "inside a frame header"),
-                       (struct.pack(">HHI", 0x8003, spdy.SETTINGS, spdy.MAX_CONTROL_PAYLOAD + 1), "limit")):
-        with pytest.raises(spdy.ProtocolError, match=words):
+                       (struct.pack(">HHI", 0x8003, wire.SETTINGS, wire.MAX_CONTROL_PAYLOAD + 1), "limit")):
+        with pytest.raises(wire.ProtocolError, match=words):
             await _frames(bad)
 
 

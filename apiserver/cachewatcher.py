@@ -1,0 +1,145 @@
+"""One client's watch on the watch cache (upstream cacher's cache_watcher.go): what selectors
+see of an object (Attrs, Filter), the cache's events, and the watcher's bounded buffer.
+
+A watcher is offered every event; it decides from the object's selector attributes
+before and after the change whether the client sees ADDED, MODIFIED, DELETED or
+nothing, and takes the encoded bytes the cache made once for every watcher. When its
+buffer is full it ends with WatcherTooSlow instead of blocking the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kubeling import errors
+from kubeling.selectors import FieldSelector, LabelSelector
+
+if TYPE_CHECKING:  # the cache creates its watchers
+    from apiserver.watchcache import WatchCache
+
+__all__ = ["ADDED", "BOOKMARK", "DELETED", "INITIAL_EVENTS_END", "MODIFIED", "Attrs", "CacheEvent", "CacheWatcher",
+           "Entry", "Filter"]
+
+ADDED, MODIFIED, DELETED, BOOKMARK = "ADDED", "MODIFIED", "DELETED", "BOOKMARK"
+# On the BOOKMARK that ends a WatchList's initial events (metav1.InitialEventsAnnotationKey).
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+@dataclass(frozen=True, slots=True)
+class Attrs:
+    """What selectors look at, computed once per object version."""
+
+    namespace: str
+    labels: dict[str, str]
+    fields: dict[str, str]
+    index: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    namespace: str = ""
+    labels: LabelSelector = field(default_factory=LabelSelector)
+    fields: FieldSelector = field(default_factory=FieldSelector)
+
+    def matches(self, a: Attrs) -> bool:
+        if self.namespace and a.namespace != self.namespace:
+            return False
+        return self.labels.matches(a.labels) and self.fields.matches(a.fields)
+
+
+@dataclass(slots=True)
+class Entry:
+    obj: Any
+    attrs: Attrs
+    rv: int
+    _added: bytes | None = None
+
+
+@dataclass(slots=True)
+class CacheEvent:
+    type: str
+    rv: int
+    key: bytes
+    obj: Any                 # new state; for DELETED the last state, with RV = the delete's
+    attrs: Attrs
+    prev: Any | None         # state before the change
+    prev_attrs: Attrs | None
+    _bytes: dict[str, bytes] = field(default_factory=dict)
+
+
+class CacheWatcher:
+    """One client's watch: a bounded buffer of encoded events, drained by `stream()`."""
+
+    def __init__(self, cache: WatchCache, flt: Filter, *, capacity: int, bookmarks: bool,
+                 index: str | None, initial: list[bytes]) -> None:
+        self.cache = cache
+        self.filter = flt
+        self.capacity = capacity
+        self.bookmarks = bookmarks
+        self.index = index
+        self._initial = initial
+        self._queue: deque[bytes] = deque()
+        self._wake = asyncio.Event()
+        self.error: errors.ApiError | None = None
+        self.done = False
+
+    def offer(self, ev: CacheEvent) -> None:
+        cur = self.filter.matches(ev.attrs) if ev.type != DELETED else False
+        was = ev.prev_attrs is not None and self.filter.matches(ev.prev_attrs)
+        if ev.type == DELETED:
+            typ = DELETED if was else None
+        elif cur and was:
+            typ = MODIFIED
+        elif cur:
+            typ = ADDED
+        elif was:
+            typ = DELETED  # no longer selected: the watcher sees it leave (upstream does the same)
+        else:
+            typ = None
+        if typ is not None:
+            self._push(self.cache.encode(ev, typ))
+
+    def offer_bookmark(self, data: bytes) -> None:
+        if self.bookmarks and not self._queue:
+            self._push(data)
+
+    def _push(self, data: bytes) -> None:
+        if self.done:
+            return
+        if len(self._queue) >= self.capacity:
+            self.terminate(errors.WatcherTooSlow(
+                f"watch of {self.cache.strategy.plural} ended: the client fell more than {self.capacity} "
+                "events behind; resume from the last resourceVersion received"))
+            return
+        self._queue.append(data)
+        self._wake.set()
+
+    def terminate(self, error: errors.ApiError | None = None) -> None:
+        if not self.done:
+            self.error = error
+            self.done = True
+            if error is not None:
+                # Ended for cause: free the backlog now; the client resumes from the last
+                # resourceVersion it received, so nothing is lost.
+                self._queue.clear()
+            self._wake.set()
+            self.cache.remove(self)
+
+    async def stream(self) -> AsyncIterator[bytes]:
+        try:
+            for data in self._initial:
+                yield data
+            self._initial = []
+            while True:
+                while self._queue:
+                    yield self._queue.popleft()
+                if self.done:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+        finally:
+            self.terminate()
