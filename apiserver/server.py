@@ -74,6 +74,11 @@ class APIServer:
     _health: health.aio.HealthServicer | None = None
 
     @property
+    def allocates_pod_cidrs(self) -> bool:
+        """Whether nodes get pod CIDRs from --cluster-cidr (the node IPAM controller runs)."""
+        return self._ipam is not None
+
+    @property
     def address(self) -> str:
         host = self.config.listen.rpartition(":")[0] or "127.0.0.1"
         return f"{host}:{self.port}"
@@ -188,7 +193,8 @@ class APIServer:
                 raise errors.NotFound(f'namespaces "{namespace}" not found',
                                       metadata={"kind": "Namespace", "name": namespace}) from None
         if ns.metadata.HasField("deletionTimestamp"):
-            raise errors.Forbidden(f"unable to create new content in namespace {namespace} because it is being terminated")
+            raise errors.Forbidden(f"unable to create new content in namespace {namespace} "
+                                   "because it is being terminated")
 
     async def _bootstrap_namespaces(self) -> None:
         namespaces = self.registries["namespaces"]

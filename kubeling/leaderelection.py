@@ -59,6 +59,12 @@ class LeaderElector:
         self._observed: tuple[str, bytes, int] | None = None  # (holder, renewTime, transitions)
         self._observed_at = 0.0
 
+    @property
+    def observed_holder(self) -> str:
+        """Who held the lease when this candidate last read it ("" before its first read), as
+        upstream's GetLeader."""
+        return self._observed[0] if self._observed is not None else ""
+
     async def run(self) -> None:
         """Campaign forever: lead while renewals succeed, step down when they do not."""
         last_renew = 0.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import AsyncIterator
 
 import grpc
 import pytest
@@ -12,12 +13,26 @@ from apiserver.server import APIServer
 from kubeling import errors
 from kubeling.client import Client, WatchEvent
 from kubeling.etcd import EtcdServer
+from protos.kubeling.v1 import core_pb2
 from tests.conftest import apiserver_config
 from tests.contract.etcd_history import history
 from tests.objects import pod
-from protos.kubeling.v1 import core_pb2
 
 Seen = list[tuple[str, str, int]]
+
+
+async def _first(stream: AsyncIterator[WatchEvent[core_pb2.Pod]]) -> WatchEvent[core_pb2.Pod]:
+    """The stream's first event (as a coroutine, for a task)."""
+    return await anext(aiter(stream))
+
+
+async def _registered(server: APIServer, count: int) -> None:
+    """Wait until `count` pod watchers are registered with the server's watch cache."""
+    cache = server.registries["pods"].cache
+    deadline = asyncio.get_running_loop().time() + 10
+    while cache.watcher_count < count:
+        assert asyncio.get_running_loop().time() < deadline, f"{cache.watcher_count} of {count} watchers registered"
+        await asyncio.sleep(0.01)
 
 
 def _key(ev: WatchEvent[core_pb2.Pod]) -> tuple[str, str, int]:
@@ -61,12 +76,17 @@ async def _churn(client: Client, n: int, seed: int = 0) -> int:
 
 
 async def test_200_watchers_see_etcd_history_in_order_exactly_once(
-        client: Client, etcd: EtcdServer, prefix: str) -> None:
+        apiserver: APIServer, client: Client, etcd: EtcdServer, prefix: str) -> None:
+    existing = [await client.pods.create(pod(f"pre-{i}")) for i in range(5)]
     start = int((await client.pods.list()).metadata.resourceVersion)
-    streams: list[Seen] = [[] for _ in range(200)]
-    # Mix resume-from-RV watchers with initial-state (RV "") watchers started before the churn.
-    ready = [asyncio.create_task(_collect(client, str(start), 1 << 62, s)) for s in streams]
-    await asyncio.sleep(0.5)
+    # A mix: 100 resume from the list's resourceVersion, 100 start from the current state
+    # (RV "": an ADDED per existing pod first), all registered before the churn.
+    resumed: list[Seen] = [[] for _ in range(100)]
+    initial: list[Seen] = [[] for _ in range(100)]
+    ready = [asyncio.create_task(_collect(client, str(start), 1 << 62, s)) for s in resumed]
+    ready += [asyncio.create_task(_collect(client, "", 1 << 62, s)) for s in initial]
+    await _registered(apiserver, 200)
+    streams = resumed + initial
     last = await _churn(client, 20)
     # A final marker write tells every watcher where the end is.
     marker = await client.pods.create(pod("zz-marker"))
@@ -82,11 +102,14 @@ async def test_200_watchers_see_etcd_history_in_order_exactly_once(
         await asyncio.sleep(0.05)
     for t in ready:
         t.cancel()
-    for s in streams:
+    for s in resumed:
         assert s == truth  # same events, same order, none missed, none repeated
+    state = [("ADDED", p.metadata.name, int(p.metadata.resourceVersion)) for p in existing]
+    for s in initial:
+        assert s == state + truth  # the state as it was, then the same history
 
 
-async def test_watch_from_zero_gives_state_then_changes(client: Client) -> None:
+async def test_watch_from_zero_gives_state_then_changes(apiserver: APIServer, client: Client) -> None:
     a = await client.pods.create(pod("a"))
     await client.pods.create(pod("b"))
     seen: list[tuple[str, str]] = []
@@ -98,7 +121,7 @@ async def test_watch_from_zero_gives_state_then_changes(client: Client) -> None:
                 return
 
     task = asyncio.create_task(run())
-    await asyncio.sleep(0.2)
+    await _registered(apiserver, 1)
     a.metadata.labels["x"] = "1"
     await client.pods.update(a)
     await client.pods.delete("b")
@@ -108,7 +131,7 @@ async def test_watch_from_zero_gives_state_then_changes(client: Client) -> None:
 
 async def test_deleted_event_carries_last_state(client: Client) -> None:
     created = await client.pods.create(pod("gone", labels={"k": "v"}))
-    task = asyncio.create_task(anext(aiter(client.pods.watch(resource_version=created.metadata.resourceVersion))))
+    task = asyncio.create_task(_first(client.pods.watch(resource_version=created.metadata.resourceVersion)))
     deleted = await client.pods.delete("gone")
     ev = await asyncio.wait_for(task, 5)
     assert ev.type == "DELETED"
@@ -139,7 +162,7 @@ async def test_selector_watch_sees_objects_enter_and_leave(client: Client) -> No
 
     # Leaving a label selection is a DELETED for that watcher.
     rv = (await client.pods.get("p")).metadata.resourceVersion
-    nxt = asyncio.create_task(anext(aiter(client.pods.watch(resource_version=rv, label_selector="a=b"))))
+    nxt = asyncio.create_task(_first(client.pods.watch(resource_version=rv, label_selector="a=b")))
     cur = await client.pods.get("p")
     del cur.metadata.labels["a"]
     await client.pods.update(cur)
@@ -147,7 +170,7 @@ async def test_selector_watch_sees_objects_enter_and_leave(client: Client) -> No
     assert (ev.type, ev.object.metadata.name) == ("DELETED", "p")
 
 
-async def test_bookmarks_keep_idle_watchers_fresh(client: Client) -> None:
+async def test_bookmarks_keep_idle_watchers_fresh(apiserver: APIServer, client: Client) -> None:
     created = await client.pods.create(pod("a"))
     await client.nodes.create(core_pb2.Node(metadata={"name": "n"}))  # moves etcd's revision, not pods'
     bookmarks: list[int] = []
@@ -164,9 +187,16 @@ async def test_bookmarks_keep_idle_watchers_fresh(client: Client) -> None:
     assert bookmarks == sorted(bookmarks)
     # The bookmark reaches past the pod's own revision: it reflects etcd progress.
     assert bookmarks[-1] > int(created.metadata.resourceVersion)
-    # Without allowWatchBookmarks, none come.
-    quiet = asyncio.create_task(anext(aiter(client.pods.watch(resource_version=created.metadata.resourceVersion))))
-    await asyncio.sleep(0.6)
+    # Without allowWatchBookmarks, none come: while a watcher that allows them gets two more.
+    rv = created.metadata.resourceVersion
+    quiet = asyncio.create_task(_first(client.pods.watch(resource_version=rv)))
+    await _registered(apiserver, 1)
+    async with asyncio.timeout(10):
+        count = 0
+        async for _ in client.pods.watch(resource_version=rv, allow_bookmarks=True):
+            count += 1
+            if count == 2:
+                break
     assert not quiet.done()
     quiet.cancel()
 
@@ -224,7 +254,7 @@ async def test_expired_after_compaction(prefix: str) -> None:
                         pass
                 # A fresh list gives a resourceVersion that works.
                 rv = (await client.pods.list()).metadata.resourceVersion
-                task = asyncio.create_task(anext(aiter(client.pods.watch(resource_version=rv))))
+                task = asyncio.create_task(_first(client.pods.watch(resource_version=rv)))
                 await client.pods.create(pod("new"))
                 assert (await asyncio.wait_for(task, 5)).object.metadata.name == "new"
         finally:
@@ -242,10 +272,10 @@ async def test_slow_watcher_does_not_delay_fast_one_and_is_ended(etcd: EtcdServe
             slow_client = Client(server.address, channel=slow_channel)
             start = (await client.pods.list()).metadata.resourceVersion
             slow_iter = aiter(slow_client.pods.watch(resource_version=start))
-            slow_first = asyncio.create_task(anext(slow_iter))  # opens the stream, reads one event
+            slow_first = asyncio.create_task(_first(slow_iter))  # opens the stream, reads one event
             fast: Seen = []
             fast_task = asyncio.create_task(_collect(client, start, 1 << 62, fast))
-            await asyncio.sleep(0.2)
+            await _registered(server, 2)
             n = 60
             payload = {"blob": "x" * 60_000}
             last = 0

@@ -32,6 +32,18 @@ spec:
 """
 
 
+async def _lines_until(proc: asyncio.subprocess.Process, last: str, timeout: float = 30) -> list[str]:
+    """What `proc` prints, line by line, up to the first line containing `last`."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    async with asyncio.timeout(timeout):
+        while not lines or last not in lines[-1]:
+            line = await proc.stdout.readline()
+            assert line, f"ended before {last!r}: {lines}"
+            lines.append(line.decode())
+    return lines
+
+
 async def _stop(proc: asyncio.subprocess.Process) -> str:
     if proc.returncode is None:
         proc.terminate()
@@ -53,8 +65,8 @@ async def test_kubectl_pod_lifecycle(cluster: Cluster, kubectl: Kubectl, tmp_pat
     _, out, _ = await kubectl("apply", "-f", str(manifest))
     assert out.strip() == "pod/web created"
     await kubectl("wait", "--for=condition=Ready", "pod/web", "--timeout=60s")
-    await asyncio.sleep(0.5)
-    statuses = [line.split()[2] for line in (await _stop(watch)).splitlines()[1:]]
+    statuses = [line.split()[2] for line in (await _lines_until(watch, " Running "))[1:]]
+    await _stop(watch)
     assert statuses[0] == "Pending" and "ContainerCreating" in statuses and statuses[-1] == "Running", statuses
 
     _, out, _ = await kubectl("get", "pods")
@@ -65,10 +77,12 @@ async def test_kubectl_pod_lifecycle(cluster: Cluster, kubectl: Kubectl, tmp_pat
                                            "NOMINATED", "NODE", "READINESS", "GATES"]
     pod = json.loads((await kubectl("get", "pod", "web", "-o", "json"))[1])
     assert out.splitlines()[1].split()[5:7] == [pod["status"]["podIP"], node]
-    assert pod["kind"] == "Pod" and pod["spec"]["containers"][0]["ports"] == [{"containerPort": 8080, "protocol": "TCP"}]
+    assert pod["kind"] == "Pod" and pod["spec"]["containers"][0]["ports"] == [{"containerPort": 8080,
+                                                                               "protocol": "TCP"}]
     assert isinstance(pod["metadata"]["generation"], int)
     _, out, _ = await kubectl("get", "pods", "-A")
-    assert out.splitlines()[0].split()[:2] == ["NAMESPACE", "NAME"] and out.splitlines()[1].split()[:2] == ["default", "web"]
+    assert out.splitlines()[0].split()[:2] == ["NAMESPACE", "NAME"] and out.splitlines()[1].split()[:2] == ["default",
+                                                                                                            "web"]
 
     # The object as YAML, applied server-side, changes nothing but its field ownership
     # (kubectl moves kubectl-client-side-apply's fields to its own "kubectl" Apply entry);
@@ -117,11 +131,14 @@ async def test_kubectl_pod_lifecycle(cluster: Cluster, kubectl: Kubectl, tmp_pat
     code, _, err = await kubectl("get", "pod", "nope", ok=False)
     assert code == 1 and err.strip() == 'Error from server (NotFound): pods "nope" not found'
     code, _, err = await kubectl("create", "-f", str(manifest), ok=False)
-    assert code == 1 and 'Error from server (AlreadyExists): error when creating' in err and 'pods "web" already exists' in err
+    assert code == 1 and "Error from server (AlreadyExists): error when creating" in err
+    assert 'pods "web" already exists' in err
     unknown = tmp_path / "unknown.yaml"
-    unknown.write_text(POD.replace("name: web\n  labels", "name: web2\n  labels").replace("  containers:", "  colour: blue\n  containers:"))
+    unknown.write_text(POD.replace("name: web\n  labels",
+                                   "name: web2\n  labels").replace("  containers:", "  colour: blue\n  containers:"))
     code, _, err = await kubectl("create", "-f", str(unknown), ok=False)
-    assert code == 1 and "Error from server (BadRequest)" in err and 'strict decoding error: unknown field "spec.colour"' in err
+    assert code == 1 and "Error from server (BadRequest)" in err
+    assert 'strict decoding error: unknown field "spec.colour"' in err
     invalid = tmp_path / "invalid.yaml"
     invalid.write_text(POD.replace("name: web\n  labels", "name: web3\n  labels").replace("    image: busybox\n", ""))
     code, _, err = await kubectl("create", "-f", str(invalid), ok=False)

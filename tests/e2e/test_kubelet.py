@@ -31,7 +31,7 @@ async def test_pod_runs_with_an_ip_and_conditions_then_terminates(cluster: Clust
     node = await cluster.client.nodes.get(kubelet.config.node_name)
     assert node.spec.podCIDR and _cond(node, "Ready") == "True"
     assert node.status.capacity["pods"] == "110" and node.status.nodeInfo.kubeletVersion
-    assert node.status.daemonEndpoints.kubeletEndpoint.Port == kubelet.server.port  # type: ignore[union-attr]
+    assert node.status.daemonEndpoints.kubeletEndpoint.Port == kubelet.server.port
 
     await cluster.client.pods.create(pod("web", container("main", "sleep", "3600")))
     running = await cluster.wait_pod("web", lambda p: p.status.phase == "Running" and _cond(p, "Ready") == "True")
@@ -331,7 +331,7 @@ async def test_kubelet_process_killed_and_restarted_keeps_containers(cluster: Cl
         await cluster.client.pods.create(pod("survivor", container("main", "sleep", "3600"), node=name))
         before = await cluster.wait_pod("survivor", lambda p: p.status.phase == "Running")
         runc = Runc(config.runc_root)  # type: ignore[arg-type]
-        running = sorted(c.id for c in await runc.list_containers())
+        running = {c.id: c.pid for c in await runc.list_containers()}  # the survivor's pause and app
         old_port = (await cluster.client.nodes.get(name)).status.daemonEndpoints.kubeletEndpoint.Port
         process.kill()
         process.wait(10)
@@ -341,14 +341,19 @@ async def test_kubelet_process_killed_and_restarted_keeps_containers(cluster: Cl
             if node.status.daemonEndpoints.kubeletEndpoint.Port not in (0, old_port):
                 break
             await asyncio.sleep(0.1)
-        await asyncio.sleep(3)  # ... and synced its pod, with PLEG relists, several times
-        assert sorted(c.id for c in await runc.list_containers()) == running  # nothing restarted
+        # ... and has run a pod created after it started: by then it has synced the pods it
+        # found at start (its first sync, before any new pod) and relisted the runtime.
+        await cluster.client.pods.create(pod("marker", container("main", "sleep", "3600"), node=name))
+        await cluster.wait_pod("marker", lambda p: p.status.phase == "Running")
+        now = {c.id: c.pid for c in await runc.list_containers() if c.id in running}
+        assert now == running  # the same containers, the same processes: nothing restarted
         after = await cluster.wait_pod("survivor", lambda p: p.status.phase == "Running" and
                                        _cond(p, "Ready") == "True")
         assert after.status.containerStatuses[0].containerID == before.status.containerStatuses[0].containerID
         assert after.status.containerStatuses[0].restartCount == 0
-        await cluster.client.pods.delete("survivor", "default")
-        await cluster.wait_gone("survivor")
+        for leftover in ("survivor", "marker"):
+            await cluster.client.pods.delete(leftover, "default")
+            await cluster.wait_gone(leftover)
     finally:
         process.terminate()
         process.wait(30)
@@ -394,10 +399,14 @@ async def test_node_lease_and_status_heartbeats(cluster: Cluster) -> None:
     node = await cluster.client.nodes.get(name)
     beat = {c.type: c.lastHeartbeatTime.seconds for c in node.status.conditions}
     assert set(beat) == {"Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"}
-    await asyncio.sleep(2.5)
-    renewed = await cluster.client.leases.get(name, "kube-node-lease")
+    for _ in range(100):  # renewed, and every condition's heartbeat moved on (second precision)
+        renewed = await cluster.client.leases.get(name, "kube-node-lease")
+        later = await cluster.client.nodes.get(name)
+        if (renewed.spec.renewTime.ToNanoseconds() > lease.spec.renewTime.ToNanoseconds()
+                and all(c.lastHeartbeatTime.seconds > beat[c.type] for c in later.status.conditions)):
+            break
+        await asyncio.sleep(0.1)
     assert renewed.spec.renewTime.ToNanoseconds() > lease.spec.renewTime.ToNanoseconds()
-    later = await cluster.client.nodes.get(name)
     assert all(c.lastHeartbeatTime.seconds > beat[c.type] for c in later.status.conditions)
     # Unchanged conditions keep their transition time.
     first = {c.type: c.lastTransitionTime.seconds for c in node.status.conditions}

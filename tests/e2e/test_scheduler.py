@@ -9,8 +9,8 @@ from collections import Counter
 from apiserver.server import APIServer
 from kubeling.client import Client
 from kubeling.quantity import parse_quantity
-from scheduler.service import SchedulerService
 from protos.kubeling.v1 import core_pb2, meta_pb2
+from scheduler.service import SchedulerService
 
 
 def _node(name: str, cpu: str, memory: str, pods: str = "110") -> core_pb2.Node:
@@ -26,7 +26,7 @@ def _pod(name: str, cpu: str, memory: str) -> core_pb2.Pod:
                                 requests={"cpu": cpu, "memory": memory}))]))
 
 
-async def _until(predicate, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+async def _until(predicate, timeout: float = 60.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not await predicate():
         assert asyncio.get_running_loop().time() < deadline, "timed out"
@@ -62,8 +62,8 @@ async def test_300_pods_on_20_nodes_all_bound_within_capacity(apiserver: APIServ
             used_mem[p.spec.nodeName] += parse_quantity(c["memory"]).int_value()
             cond = {x.type: x for x in p.status.conditions}["PodScheduled"]
             assert cond.status == "True"
-        for node, cpu in used_cpu.items():
-            assert cpu <= sizes[node][0] and used_mem[node] <= sizes[node][1], node
+        for node, milli_cpu in used_cpu.items():
+            assert milli_cpu <= sizes[node][0] and used_mem[node] <= sizes[node][1], node
         assert len(used_cpu) > 10  # spread, not piled on a few nodes
         # Each pod was bound exactly once: one Scheduled event per pod.
         await service.recorder.flush()
@@ -74,7 +74,8 @@ async def test_300_pods_on_20_nodes_all_bound_within_capacity(apiserver: APIServ
         await service.stop()
 
 
-async def test_unschedulable_pod_reported_then_scheduled_when_a_node_arrives(apiserver: APIServer, client: Client) -> None:
+async def test_unschedulable_pod_reported_then_scheduled_when_a_node_arrives(apiserver: APIServer,
+                                                                             client: Client) -> None:
     await client.nodes.create(_node("small", "1", "1Gi"))
     service = SchedulerService(apiserver.address)
     await service.start()
@@ -119,8 +120,12 @@ async def test_leader_failover_under_load(apiserver: APIServer, client: Client) 
 
     await _until(a_leads, 10)
     await b.start()
-    await asyncio.sleep(0.5)
-    assert a.leading and not b.leading  # one schedules, the other stands by
+
+    async def b_saw_a() -> bool:
+        return b.elector is not None and b.elector.observed_holder == "replica-a"
+
+    await _until(b_saw_a, 10)  # b has read the lease a holds ...
+    assert a.leading and not b.leading  # ... so one schedules, the other stands by
     crashed = False
     try:
         for i in range(120):
@@ -188,7 +193,7 @@ async def test_preemption_through_the_apiserver(apiserver: APIServer, client: Cl
         await service.stop()
 
 
-async def test_profiles_metrics_and_health(apiserver: APIServer, client: Client, tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_profiles_metrics_and_health(apiserver: APIServer, client: Client, tmp_path) -> None:
     import aiohttp
 
     from kubeling.netutil import free_port

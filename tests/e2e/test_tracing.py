@@ -5,6 +5,7 @@ service.name) and the trace of one pod holds them all, correctly linked."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from kubelet.agent import bridge_name
+from kubeling import errors
 from kubeling.client import Client
 from kubeling.etcd import EtcdServer
 from kubeling.netutil import free_port
@@ -116,14 +118,20 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
                 if (await client.pods.get("via-rest", "default")).spec.nodeName:
                     break
                 await asyncio.sleep(0.1)
-            await client.pods.delete("traced", "default")
-            await client.pods.delete("via-rest", "default")
-            await client.pods.delete("via-apply", "default")
-            for _ in range(300):
-                if not (await client.pods.list_all("default"))[0]:
-                    break
-                await asyncio.sleep(0.1)
     finally:
+        # Pods go through the API while the kubelet runs (it stops them), even when an
+        # assertion above failed: nothing may stay running on the machine.
+        try:
+            async with Client(api, timeout=5, wait_for_ready=False) as client:
+                for name in ("traced", "via-rest", "via-apply"):
+                    with contextlib.suppress(errors.NotFound):
+                        await client.pods.delete(name, "default")
+                for _ in range(300):
+                    if not (await client.pods.list_all("default"))[0]:
+                        break
+                    await asyncio.sleep(0.1)
+        except errors.ApiError:
+            pass  # the apiserver never came up: no pod was made
         try:
             for proc in reversed(procs):  # kubelet, scheduler, then the apiserver they talk to
                 proc.send_signal(signal.SIGTERM)

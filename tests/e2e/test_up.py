@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cluster.plan import ClusterPlan
+from cluster.processes import alive
 from cni import netns
 from kubelet.agent import bridge_name
 from kubeling.client import Client
-from cluster.plan import ClusterPlan
 from protos.kubeling.v1 import core_pb2, meta_pb2
 from tests.e2e.kubectl import kubectl_binary
 
@@ -79,8 +80,8 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
             ran = await asyncio.to_thread(subprocess.run, kubectl + ["run", "hello", "--image=busybox", "--", "sleep",
                                                                      "3600"], capture_output=True, text=True)
             assert ran.returncode == 0 and ran.stdout.strip() == "pod/hello created", ran.stderr
-            waited = await asyncio.to_thread(subprocess.run, kubectl + ["wait", "--for=condition=Ready", "pod/hello",
-                                                                        "--timeout=60s"], capture_output=True, text=True)
+            wait = kubectl + ["wait", "--for=condition=Ready", "pod/hello", "--timeout=60s"]
+            waited = await asyncio.to_thread(subprocess.run, wait, capture_output=True, text=True)
             assert waited.returncode == 0, waited.stderr
 
             # A component killed outright comes back (same ports) and the cluster keeps working.
@@ -88,7 +89,11 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
                                        capture_output=True, text=True).stdout.split()
             assert len(scheduler) == 1
             os.kill(int(scheduler[0]), signal.SIGKILL)
-            await asyncio.sleep(2.5)  # the supervisor notices and restarts it after 1 s
+            supervisor_log = state / "logs" / "supervisor.log"
+            for _ in range(300):  # the supervisor notices and restarts it after 1 s
+                if "scheduler restarted" in supervisor_log.read_text():
+                    break
+                await asyncio.sleep(0.1)
             await client.pods.create(core_pb2.Pod(
                 metadata=meta_pb2.ObjectMeta(name="after-kill", namespace="default"),
                 spec=core_pb2.PodSpec(terminationGracePeriodSeconds=1, containers=[core_pb2.Container(
@@ -117,7 +122,10 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
 
         # The supervisor dies outright: `down` still stops its components and cleans up.
         os.kill(plan.supervisor_pid, signal.SIGKILL)
-        await asyncio.sleep(0.5)
+        for _ in range(100):
+            if not alive(plan.supervisor_pid):
+                break
+            await asyncio.sleep(0.05)
         recovered = _kubeling("down", "--state-dir", str(state))
         assert recovered.returncode == 0, recovered.stdout + recovered.stderr
         assert "the supervisor is gone" in recovered.stdout

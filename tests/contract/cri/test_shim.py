@@ -22,6 +22,14 @@ async def _wait_exit(state: Path, timeout: float = 10.0) -> None:
     raise AssertionError(f"no exit recorded in {state}")
 
 
+async def _wait_ticks(log: Path, timeout: float = 10.0) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if log.exists() and any(line == b"tick" for _, line in read_log(log)):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no tick in {log}")
+
+
 async def test_exit_code_and_logs(runc: Runc, bundles: Bundles, tmp_path: Path) -> None:
     bundle = bundles.make("app", "busybox", ["sh", "-c", "echo out; echo err >&2; printf partial; exit 3"])
     state, log = tmp_path / "state", tmp_path / "logs" / "app" / "0.log"
@@ -46,11 +54,11 @@ async def test_killed_container_and_log_reopen(runc: Runc, bundles: Bundles, tmp
     await launcher.launch("shim-kill", bundle, log, state)
     await launcher.close()
     await runc.start("shim-kill")
-    await asyncio.sleep(0.3)
+    await _wait_ticks(log)
     # Rotate as the kubelet does: rename, then ask for a reopen (SIGUSR1 to the shim).
     log.rename(tmp_path / "0.log.1")
     assert reopen_log(state)
-    await asyncio.sleep(0.3)
+    await _wait_ticks(log)  # the reopened file gets the later ticks
     await runc.kill("shim-kill", signal.SIGKILL)
     await _wait_exit(state)
     info = read_exit(state)
