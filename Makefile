@@ -6,10 +6,28 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test up deps apt kubectl venv protos check-protos bench critest clean
+.PHONY: test check unit contract e2e up deps apt kubectl venv protos check-protos bench critest clean
 
-test: deps
+# `make check` first (seconds), then every test.
+test: deps check
 	$(PY) -m pytest -q tests
+
+# Static checks, outside pytest: lint, types, generated code up to date, import rules.
+check: deps
+	$(VENV)/bin/ruff check .
+	$(PY) -m mypy
+	$(PY) -m protos.generate --check
+	$(PY) -m tests.import_rules
+
+# Quick local loops: one layer of the suite.
+unit: deps
+	$(PY) -m pytest -q tests/unit
+
+contract: deps
+	$(PY) -m pytest -q tests/contract
+
+e2e: deps
+	$(PY) -m pytest -q tests/e2e
 
 # The whole cluster on this machine (Ctrl-C stops it); NODES=2 for two kubelets.
 NODES ?= 1

@@ -29,20 +29,33 @@ def cidr(text: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     d = Config()
-    p = argparse.ArgumentParser(prog="python -m apiserver", description="kubeling apiserver: the Kubernetes API over etcd, in gRPC")
-    p.add_argument("--etcd", type=host_port_arg, default=d.etcd, help="etcd client endpoint host:port (default %(default)s)")
-    p.add_argument("--listen", type=host_port_arg, default=d.listen, help="gRPC listen address (default %(default)s; port 0 picks one)")
-    p.add_argument("--metrics-listen", type=lambda t: host_port_arg(t) if t else t, default=d.metrics_listen, help="HTTP address for /metrics, /healthz, /readyz (default: off)")
-    p.add_argument("--rest-listen", type=lambda t: host_port_arg(t) if t else t, default=d.rest_listen, help="HTTP address of the Kubernetes REST API that kubectl uses (default: off; port 0 picks one)")
+    p = argparse.ArgumentParser(prog="python -m apiserver",
+                                description="kubeling apiserver: the Kubernetes API over etcd, in gRPC")
+    p.add_argument("--etcd", type=host_port_arg, default=d.etcd,
+                   help="etcd client endpoint host:port (default %(default)s)")
+    p.add_argument("--listen", type=host_port_arg, default=d.listen,
+                   help="gRPC listen address (default %(default)s; port 0 picks one)")
+    p.add_argument("--metrics-listen", type=lambda t: host_port_arg(t) if t else t, default=d.metrics_listen,
+                   help="HTTP address for /metrics, /healthz, /readyz (default: off)")
+    p.add_argument("--rest-listen", type=lambda t: host_port_arg(t) if t else t, default=d.rest_listen,
+                   help="HTTP address of the Kubernetes REST API that kubectl uses (default: off; port 0 picks one)")
     p.add_argument("--etcd-prefix", default=d.etcd_prefix, help="key prefix in etcd (default %(default)s)")
-    p.add_argument("--compaction-interval", type=float, default=d.compaction_interval, help="seconds between etcd compactions, 0 disables (default %(default)s)")
-    p.add_argument("--bookmark-interval", type=float, default=d.bookmark_interval, help="seconds between watch bookmarks (default %(default)s)")
-    p.add_argument("--watch-cache-size", type=int, default=d.watch_cache_size, help="events kept per resource (default %(default)s)")
-    p.add_argument("--watcher-buffer", type=int, default=d.watcher_buffer, help="events a watcher may lag before it is ended (default %(default)s)")
-    p.add_argument("--event-ttl", type=float, default=d.event_ttl, help="seconds Events are kept after their last write, 0: forever (default %(default)s)")
-    p.add_argument("--cluster-cidr", type=cidr, default=d.cluster_cidr, help="CIDR nodes' pod CIDRs are allocated from; empty: none (default %(default)s)")
-    p.add_argument("--node-cidr-mask-size", type=int, default=d.node_cidr_mask_size, help="prefix length of each node's pod CIDR (default %(default)s)")
-    p.add_argument("--etcd-wait", type=float, default=d.etcd_wait, help="seconds to wait for etcd at start (default %(default)s)")
+    p.add_argument("--compaction-interval", type=float, default=d.compaction_interval,
+                   help="seconds between etcd compactions, 0 disables (default %(default)s)")
+    p.add_argument("--bookmark-interval", type=float, default=d.bookmark_interval,
+                   help="seconds between watch bookmarks (default %(default)s)")
+    p.add_argument("--watch-cache-size", type=int, default=d.watch_cache_size,
+                   help="events kept per resource (default %(default)s)")
+    p.add_argument("--watcher-buffer", type=int, default=d.watcher_buffer,
+                   help="events a watcher may lag before it is ended (default %(default)s)")
+    p.add_argument("--event-ttl", type=float, default=d.event_ttl,
+                   help="seconds Events are kept after their last write, 0: forever (default %(default)s)")
+    p.add_argument("--cluster-cidr", type=cidr, default=d.cluster_cidr,
+                   help="CIDR nodes' pod CIDRs are allocated from; empty: none (default %(default)s)")
+    p.add_argument("--node-cidr-mask-size", type=int, default=d.node_cidr_mask_size,
+                   help="prefix length of each node's pod CIDR (default %(default)s)")
+    p.add_argument("--etcd-wait", type=float, default=d.etcd_wait,
+                   help="seconds to wait for etcd at start (default %(default)s)")
     p.add_argument("--port-file", default="", help="write the bound gRPC port here once serving")
     p.add_argument("--log-level", default="INFO")
     return p

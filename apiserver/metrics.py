@@ -18,7 +18,8 @@ class Metrics:
             "apiserver_request_total", "Requests by verb, resource and gRPC code.",
             ["verb", "resource", "code"], registry=self.registry)
         self.latency = Histogram(
-            "apiserver_request_duration_seconds", "Request latency by verb and resource (watches: until the stream ends).",
+            "apiserver_request_duration_seconds",
+            "Request latency by verb and resource (watches: until the stream ends).",
             ["verb", "resource"], registry=self.registry,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
         self.watchers = Gauge(

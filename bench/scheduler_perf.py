@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.output import report
+from protos.kubeling.v1 import core_pb2, meta_pb2
 from scheduler.config import parse_config
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import BindPlugin
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.plugins import in_tree_registry
 from scheduler.scheduler import Scheduler
-from protos.kubeling.v1 import core_pb2, meta_pb2
 
 WORKLOAD = "SchedulingBasic"
 

@@ -53,7 +53,8 @@ async def _run(a: argparse.Namespace) -> int:
         print("a network namespace is required", file=sys.stderr)
         return 2
     if not networks:
-        print(f"no valid networks found in {a.conf_dir}" + (f" named {a.network!r}" if a.network else ""), file=sys.stderr)
+        print(f"no valid networks found in {a.conf_dir}" + (f" named {a.network!r}" if a.network else ""),
+              file=sys.stderr)
         return 1
     netns = a.netns if "/" in a.netns else path_of(a.netns)
     if a.command != "del" and not Path(netns).exists():
@@ -61,7 +62,7 @@ async def _run(a: argparse.Namespace) -> int:
         return 1
     container_id = a.container_id or "cnitool-" + hashlib.sha512(netns.encode()).hexdigest()[:20]
     args = tuple(tuple(kv.split("=", 1)) for kv in a.args.split(";") if "=" in kv)
-    rt = RuntimeConf(container_id, netns if Path(netns).exists() else "", a.ifname, args)  # type: ignore[arg-type]
+    rt = RuntimeConf(container_id, netns if Path(netns).exists() else "", a.ifname, args)
     cni = CNIConfig(a.bin_dir or DEFAULT_PATH, cache_dir=a.cache_dir, timeout=a.timeout)
     net = networks[0]
     if a.command == "add":

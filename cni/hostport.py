@@ -48,7 +48,8 @@ class HostPortHolder:
                 except OSError as err:
                     s.close()
                     raise HostPortInUse(f"host port {m.host_port}/{m.protocol.upper()}"
-                                        f"{' on ' + m.host_ip if m.host_ip else ''} is already in use: {err.strerror}") from None
+                                        f"{' on ' + m.host_ip if m.host_ip else ''} is already in use: "
+                                        f"{err.strerror}") from None
                 if kind == socket.SOCK_STREAM:
                     s.listen(1)
                 sockets.append(s)

@@ -43,14 +43,16 @@ def find_plugin(plugin_type: str, path: Sequence[str]) -> str:
 class Executor(Protocol):
     """How plugins are run; tests may swap it (libcni's Exec interface)."""
 
-    async def run(self, plugin_path: str, env: Mapping[str, str], stdin: bytes, timeout: float) -> tuple[int, bytes, bytes]: ...
+    async def run(self, plugin_path: str, env: Mapping[str, str], stdin: bytes,
+                  timeout: float) -> tuple[int, bytes, bytes]: ...
 
 
 @dataclass
 class RawExecutor:
     """Runs the binary as a child process."""
 
-    async def run(self, plugin_path: str, env: Mapping[str, str], stdin: bytes, timeout: float) -> tuple[int, bytes, bytes]:
+    async def run(self, plugin_path: str, env: Mapping[str, str], stdin: bytes,
+                  timeout: float) -> tuple[int, bytes, bytes]:
         proc = await asyncio.create_subprocess_exec(
             plugin_path, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=dict(env))

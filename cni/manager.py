@@ -122,7 +122,8 @@ class NetworkPluginManager:
     def _default_conflist(self, pod_cidr: str) -> dict[str, Any]:
         bridge: dict[str, Any] = {
             "type": "bridge", "bridge": self.bridge, "isGateway": True, "ipMasq": False,
-            "hairpinMode": self.hairpin_mode == "hairpin-veth", "promiscMode": self.hairpin_mode == "promiscuous-bridge",
+            "hairpinMode": self.hairpin_mode == "hairpin-veth",
+            "promiscMode": self.hairpin_mode == "promiscuous-bridge",
             # routes to the cluster's pod network only: pods never get a route to outside
             "ipam": {"type": "host-local", "ranges": [[{"subnet": pod_cidr}]],
                      "routes": [{"dst": self.cluster_cidr}]},

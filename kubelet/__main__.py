@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="daemon endpoint port (default 0: a free one)")
     p.add_argument("--max-pods", type=int, help="pods this node takes (default 110)")
     p.add_argument("--node-labels", help="extra node labels, k=v,k2=v2")
-    p.add_argument("--cluster-domain", help="DNS domain of the cluster: pods' FQDNs end with it (default cluster.local)")
+    p.add_argument("--cluster-domain",
+                   help="DNS domain of the cluster: pods' FQDNs end with it (default cluster.local)")
     p.add_argument("--registry-config-dir", type=Path,
                    help="registry mirrors, containerd's hosts.toml layout: DIR/<registry>/hosts.toml")
     p.add_argument("--streaming-listen", help="HOST:PORT of the runtime's exec/attach/port-forward server "

@@ -5,17 +5,15 @@ probes' verdicts, so that it is testable without a runtime."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Set as AbstractSet
-from typing import Any
+from dataclasses import dataclass, field
 
 from kubelet.podconfig import container_hash
 from kubelet.runtime import EXITED, RUNNING, UNKNOWN, ContainerInfo, PodRuntimeStatus
+from protos.kubeling.v1.core_pb2 import Pod
 
 __all__ = ["PodActions", "KillInfo", "compute_pod_actions", "should_restart", "next_init_container",
            "restart_on_failure"]
-
-Pod = Any
 
 
 @dataclass

@@ -18,13 +18,13 @@ from typing import Any
 from kubelet.backoff import Backoff
 from kubelet.config import KubeletConfig
 from kubelet.cri.server import CRIConfig, CRIServer
-from kubelet.server import DaemonServer
 from kubelet.node import NodeManager
 from kubelet.pleg import PLEG
 from kubelet.podconfig import PodPaths, grace_period
 from kubelet.podworkers import Outcome, PodWorkers
 from kubelet.probes import READINESS, STARTUP, ProbeManager
 from kubelet.runtime import EXITED, RUNNING, CRICallError, PodRuntimeStatus, Runtime
+from kubelet.server import DaemonServer
 from kubelet.status import TERMINAL, StatusInputs, StatusManager, generate_pod_status
 from kubelet.syncpod import PodSyncer
 from kubeling import errors
@@ -34,13 +34,12 @@ from kubeling.informer import Informer
 from kubeling.periodic import Periodic
 from kubeling.telemetry import pod_attributes, pod_context, tracer
 from protos.kubeling.v1 import core_pb2
+from protos.kubeling.v1.core_pb2 import Pod
 
 __all__ = ["Kubelet", "bridge_name", "runtime_config"]
 
 log = logging.getLogger(__name__)
 _TRACER = tracer(__name__)
-
-Pod = Any
 
 
 def bridge_name(node: str) -> str:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+
+from protos.kubeling.v1.core_pb2 import Pod
 
 __all__ = ["HOSTNAME_MAX", "HostnameError", "pod_hostname_and_domain", "hosts_file_content", "write_hosts_file"]
 
-Pod = Any
 HOSTNAME_MAX = 63
 MANAGED_HEADER = "# Kubernetes-managed hosts file.\n"
 MANAGED_HEADER_HOST_NETWORK = "# Kubernetes-managed hosts file (host network).\n"

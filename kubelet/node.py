@@ -207,7 +207,8 @@ class NodeManager:
         return [
             _condition("MemoryPressure", memory_pressure,
                        *(("KubeletHasInsufficientMemory", "kubelet has insufficient memory available")
-                         if memory_pressure else ("KubeletHasSufficientMemory", "kubelet has sufficient memory available"))),
+                         if memory_pressure
+                         else ("KubeletHasSufficientMemory", "kubelet has sufficient memory available"))),
             _condition("DiskPressure", disk_pressure,
                        *(("KubeletHasDiskPressure", "kubelet has disk pressure")
                          if disk_pressure else ("KubeletHasNoDiskPressure", "kubelet has no disk pressure"))),

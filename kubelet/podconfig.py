@@ -7,18 +7,17 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from kubelet import labels
 from kubelet.etchosts import HostnameError, pod_hostname_and_domain, write_hosts_file
 from kubeling.quantity import QuantityError, parse_quantity
 from protos.kubeling.v1 import core_pb2
+from protos.kubeling.v1.core_pb2 import Pod
 from protos.runtime.v1 import api_pb2
 
 __all__ = ["PodPaths", "sandbox_config", "container_config", "container_hash", "pod_log_dir", "ConfigError",
            "grace_period"]
 
-Pod = Any
 # CRI's cpu shares as the kubelet computes them (MilliCPUToShares): min 2, 1024 per core.
 _MIN_SHARES = 2
 _QUOTA_PERIOD = 100_000  # µs, the CFS default

@@ -10,15 +10,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from kubeling.periodic import cancel_and_wait
+from protos.kubeling.v1.core_pb2 import Pod
 
 __all__ = ["PodWorkers", "Outcome"]
 
 log = logging.getLogger(__name__)
 
-Pod = Any
 _ERROR_RETRY = 2.0  # seconds before a sync that raised is tried again
 
 
@@ -73,7 +72,7 @@ class PodWorkers:
     async def stop(self) -> None:
         workers, self._workers = list(self._workers.values()), {}
         for worker in workers:
-            await cancel_and_wait(worker.task)  # type: ignore[arg-type]
+            await cancel_and_wait(worker.task)
 
     async def _run(self, uid: str, worker: _Worker) -> None:
         delay: float | None = 0.0

@@ -15,7 +15,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import aiohttp
 
@@ -23,12 +22,12 @@ from kubelet.runtime import RUNNING, CRICallError, PodRuntimeStatus, Runtime
 from kubeling.events import WARNING, EventRecorder
 from kubeling.periodic import cancel_and_wait
 from protos.kubeling.v1 import core_pb2
+from protos.kubeling.v1.core_pb2 import Pod
 
 __all__ = ["ProbeManager", "LIVENESS", "READINESS", "STARTUP"]
 
 log = logging.getLogger(__name__)
 
-Pod = Any
 LIVENESS, READINESS, STARTUP = "Liveness", "Readiness", "Startup"
 _FIELD = {LIVENESS: "livenessProbe", READINESS: "readinessProbe", STARTUP: "startupProbe"}
 _MAX_OUTPUT = 10 * 1024  # upstream keeps this much of a probe's output for the event
@@ -96,7 +95,7 @@ class ProbeManager:
         for key in list(self._workers):
             worker = self._workers[key]
             self._drop(key)
-            await cancel_and_wait(worker.task)  # type: ignore[arg-type]
+            await cancel_and_wait(worker.task)
         if self._session is not None:
             await self._session.close()
 
@@ -107,7 +106,8 @@ class ProbeManager:
             self._results[(kind, cid)] = ok
             self.on_change(uid)
 
-    async def _run(self, pod: Pod, ip: str, container: str, kind: str, cid: str, started_at: int, probe: core_pb2.Probe) -> None:
+    async def _run(self, pod: Pod, ip: str, container: str, kind: str, cid: str, started_at: int,
+                   probe: core_pb2.Probe) -> None:
         uid = pod.metadata.uid
         where = f"pod {pod.metadata.namespace}/{pod.metadata.name} container {container}"
         period = max(1, probe.periodSeconds or 10)
@@ -163,7 +163,8 @@ class ProbeManager:
         except (OSError, asyncio.TimeoutError, aiohttp.ClientError, ValueError) as exc:
             return False, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
-    async def _http(self, pod: Pod, ip: str, container: str, action: core_pb2.HTTPGetAction, timeout: int) -> tuple[bool, str]:
+    async def _http(self, pod: Pod, ip: str, container: str, action: core_pb2.HTTPGetAction,
+                    timeout: int) -> tuple[bool, str]:
         if self._session is None:
             self._session = aiohttp.ClientSession()
         host = action.host or ip

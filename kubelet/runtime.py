@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
+from google.protobuf.message import Message
 
 from kubelet import labels
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
@@ -104,7 +106,8 @@ class Runtime:
     async def close(self) -> None:
         await self.channel.close()
 
-    async def _call(self, stub: object, method: str, request: object, timeout: float | None = None) -> object:
+    async def _call(self, stub: object, method: str, request: Message, timeout: float | None = None) -> Any:
+        """`method` of `stub`: the reply, typed by each caller (the generated stubs are untyped)."""
         try:
             return await getattr(stub, method)(request, timeout=timeout or self.timeout, wait_for_ready=True)
         except grpc.aio.AioRpcError as err:
@@ -113,10 +116,10 @@ class Runtime:
     # ---- runtime ----
 
     async def version(self) -> api_pb2.VersionResponse:
-        return await self._call(self.runtime, "Version", api_pb2.VersionRequest())  # type: ignore[return-value]
+        return await self._call(self.runtime, "Version", api_pb2.VersionRequest())
 
     async def status(self) -> api_pb2.StatusResponse:
-        return await self._call(self.runtime, "Status", api_pb2.StatusRequest())  # type: ignore[return-value]
+        return await self._call(self.runtime, "Status", api_pb2.StatusRequest())
 
     async def update_pod_cidr(self, cidr: str) -> None:
         await self._call(self.runtime, "UpdateRuntimeConfig", api_pb2.UpdateRuntimeConfigRequest(
@@ -126,12 +129,12 @@ class Runtime:
 
     async def run_sandbox(self, config: api_pb2.PodSandboxConfig) -> str:
         reply = await self._call(self.runtime, "RunPodSandbox", api_pb2.RunPodSandboxRequest(config=config))
-        return reply.pod_sandbox_id  # type: ignore[attr-defined,no-any-return]
+        return reply.pod_sandbox_id
 
     async def sandbox_status(self, sandbox_id: str) -> api_pb2.PodSandboxStatus:
         reply = await self._call(self.runtime, "PodSandboxStatus",
                                  api_pb2.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id))
-        return reply.status  # type: ignore[attr-defined,no-any-return]
+        return reply.status
 
     async def stop_sandbox(self, sandbox_id: str) -> None:
         await self._call(self.runtime, "StopPodSandbox", api_pb2.StopPodSandboxRequest(pod_sandbox_id=sandbox_id))
@@ -142,7 +145,7 @@ class Runtime:
     async def list_sandboxes(self, uid: str = "") -> list[api_pb2.PodSandbox]:
         flt = api_pb2.PodSandboxFilter(label_selector={labels.POD_UID: uid} if uid else {})
         reply = await self._call(self.runtime, "ListPodSandbox", api_pb2.ListPodSandboxRequest(filter=flt))
-        return list(reply.items)  # type: ignore[attr-defined]
+        return list(reply.items)
 
     # ---- containers ----
 
@@ -150,7 +153,7 @@ class Runtime:
                                sandbox_config: api_pb2.PodSandboxConfig) -> str:
         reply = await self._call(self.runtime, "CreateContainer", api_pb2.CreateContainerRequest(
             pod_sandbox_id=sandbox_id, config=config, sandbox_config=sandbox_config))
-        return reply.container_id  # type: ignore[attr-defined,no-any-return]
+        return reply.container_id
 
     async def start_container(self, container_id: str) -> None:
         await self._call(self.runtime, "StartContainer", api_pb2.StartContainerRequest(container_id=container_id))
@@ -166,15 +169,15 @@ class Runtime:
     async def list_containers(self, uid: str = "") -> list[api_pb2.Container]:
         flt = api_pb2.ContainerFilter(label_selector={labels.POD_UID: uid} if uid else {})
         reply = await self._call(self.runtime, "ListContainers", api_pb2.ListContainersRequest(filter=flt))
-        return list(reply.containers)  # type: ignore[attr-defined]
+        return list(reply.containers)
 
     async def container_status(self, container_id: str) -> api_pb2.ContainerStatus:
         reply = await self._call(self.runtime, "ContainerStatus",
                                  api_pb2.ContainerStatusRequest(container_id=container_id))
-        return reply.status  # type: ignore[attr-defined,no-any-return]
+        return reply.status
 
     async def exec_sync(self, container_id: str, cmd: list[str], timeout: int) -> api_pb2.ExecSyncResponse:
-        return await self._call(  # type: ignore[return-value]
+        return await self._call(
             self.runtime, "ExecSync", api_pb2.ExecSyncRequest(container_id=container_id, cmd=cmd, timeout=timeout),
             timeout=timeout + 10 if timeout else None)
 
@@ -184,29 +187,29 @@ class Runtime:
                        stderr: bool) -> str:
         reply = await self._call(self.runtime, "Exec", api_pb2.ExecRequest(
             container_id=container_id, cmd=cmd, tty=tty, stdin=stdin, stdout=stdout, stderr=stderr))
-        return reply.url  # type: ignore[attr-defined,no-any-return]
+        return reply.url
 
     async def attach_url(self, container_id: str, tty: bool, stdin: bool, stdout: bool, stderr: bool) -> str:
         reply = await self._call(self.runtime, "Attach", api_pb2.AttachRequest(
             container_id=container_id, tty=tty, stdin=stdin, stdout=stdout, stderr=stderr))
-        return reply.url  # type: ignore[attr-defined,no-any-return]
+        return reply.url
 
     async def port_forward_url(self, sandbox_id: str, ports: list[int]) -> str:
         reply = await self._call(self.runtime, "PortForward",
                                  api_pb2.PortForwardRequest(pod_sandbox_id=sandbox_id, port=ports))
-        return reply.url  # type: ignore[attr-defined,no-any-return]
+        return reply.url
 
     # ---- images ----
 
     async def image_present(self, image: str) -> bool:
         reply = await self._call(self.images, "ImageStatus",
                                  api_pb2.ImageStatusRequest(image=api_pb2.ImageSpec(image=image)))
-        return reply.HasField("image")  # type: ignore[attr-defined,no-any-return]
+        return reply.HasField("image")
 
     async def pull_image(self, image: str, sandbox_config: api_pb2.PodSandboxConfig) -> str:
         reply = await self._call(self.images, "PullImage", api_pb2.PullImageRequest(
             image=api_pb2.ImageSpec(image=image), sandbox_config=sandbox_config))
-        return reply.image_ref  # type: ignore[attr-defined,no-any-return]
+        return reply.image_ref
 
     # ---- one pod's state ----
 

@@ -20,7 +20,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import grpc
 from aiohttp import web
@@ -29,12 +28,12 @@ from kubelet.cri.logs import FULL, parse_line
 from kubelet.runtime import RUNNING, SANDBOX_READY, CRICallError, Runtime
 from kubeling.upgradeproxy import ProxyError, proxy_upgrade
 from protos.kubeling.v1 import core_pb2
+from protos.kubeling.v1.core_pb2 import Pod
 
 __all__ = ["DaemonServer", "format_entries"]
 
 log = logging.getLogger(__name__)
 
-Pod = Any
 _POLL = 0.1  # seconds between looks at a followed file
 
 

@@ -8,7 +8,6 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -17,12 +16,12 @@ from kubeling import errors
 from kubeling.client import Client
 from kubeling.quantity import parse_quantity
 from protos.kubeling.v1 import core_pb2
+from protos.kubeling.v1.core_pb2 import Pod
 
 __all__ = ["StatusInputs", "generate_pod_status", "StatusManager", "TERMINAL", "qos_class"]
 
 log = logging.getLogger(__name__)
 
-Pod = Any
 TERMINAL = ("Succeeded", "Failed")
 
 
@@ -57,7 +56,8 @@ def _terminated(info: ContainerInfo, runtime_name: str) -> core_pb2.ContainerSta
 
 
 def _container_status(pod: Pod, container: core_pb2.Container, runtime: PodRuntimeStatus, inputs: StatusInputs,
-                      init: bool, old: core_pb2.ContainerStatus | None, default_waiting: str) -> core_pb2.ContainerStatus:
+                      init: bool, old: core_pb2.ContainerStatus | None,
+                      default_waiting: str) -> core_pb2.ContainerStatus:
     instances = runtime.by_name(container.name, init)
     status = core_pb2.ContainerStatus(name=container.name, image=container.image, ready=False, started=False)
     latest = instances[0] if instances else None

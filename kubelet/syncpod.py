@@ -9,7 +9,6 @@ import logging
 import shutil
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from kubelet.actions import PodActions, compute_pod_actions
 from kubelet.backoff import Backoff
@@ -18,13 +17,12 @@ from kubelet.probes import LIVENESS, STARTUP, ProbeManager
 from kubelet.runtime import EXITED, RUNNING, CRICallError, PodRuntimeStatus, Runtime
 from kubeling.events import NORMAL, WARNING, EventRecorder
 from protos.kubeling.v1 import core_pb2
+from protos.kubeling.v1.core_pb2 import Pod
 from protos.runtime.v1 import api_pb2
 
 __all__ = ["PodSyncer", "SyncResult"]
 
 log = logging.getLogger(__name__)
-
-Pod = Any
 
 
 @dataclass

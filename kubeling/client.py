@@ -67,10 +67,10 @@ class ResourceClient(Generic[T]):
             raise from_rpc_error(err) from None
 
     async def create(self, obj: T) -> T:
-        return await self._call("Create", obj)  # type: ignore[no-any-return]
+        return await self._call("Create", obj)
 
     async def get(self, name: str, namespace: str = "") -> T:
-        return await self._call("Get", meta_pb2.GetRequest(namespace=namespace, name=name))  # type: ignore[no-any-return]
+        return await self._call("Get", meta_pb2.GetRequest(namespace=namespace, name=name))
 
     async def list(self, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
                    limit: int = 0, continue_token: str = "", resource_version: str = "") -> Any:
@@ -94,10 +94,10 @@ class ResourceClient(Generic[T]):
                 return items, page.metadata.resourceVersion
 
     async def update(self, obj: T) -> T:
-        return await self._call("Update", obj)  # type: ignore[no-any-return]
+        return await self._call("Update", obj)
 
     async def update_status(self, obj: T) -> T:
-        return await self._call("UpdateStatus", obj)  # type: ignore[no-any-return]
+        return await self._call("UpdateStatus", obj)
 
     async def delete(self, name: str, namespace: str = "", *, grace_period_seconds: int | None = None,
                      uid: str | None = None, resource_version: str | None = None) -> T:
@@ -108,7 +108,7 @@ class ResourceClient(Generic[T]):
             req.preconditions.uid = uid
         if resource_version is not None:
             req.preconditions.resourceVersion = resource_version
-        return await self._call("Delete", req)  # type: ignore[no-any-return]
+        return await self._call("Delete", req)
 
     async def watch(self, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
                     resource_version: str = "", allow_bookmarks: bool = False,
@@ -136,7 +136,7 @@ class PodClient(ResourceClient[core_pb2.Pod]):
         b = core_pb2.Binding(metadata=meta_pb2.ObjectMeta(name=name, namespace=namespace, uid=uid,
                                                           annotations=annotations or {}),
                              target=meta_pb2.ObjectReference(kind="Node", name=node))
-        return await self._call("Bind", b)  # type: ignore[no-any-return]
+        return await self._call("Bind", b)
 
     async def logs(self, name: str, namespace: str = "", *, container: str = "", follow: bool = False,
                    previous: bool = False, tail_lines: int | None = None, timestamps: bool = False,

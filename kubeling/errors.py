@@ -62,7 +62,7 @@ class ApiError(Exception):
 
 def _pack(msg: object) -> any_pb2.Any:
     packed = any_pb2.Any()
-    packed.Pack(msg)  # type: ignore[arg-type]
+    packed.Pack(msg)
     return packed
 
 
@@ -141,10 +141,10 @@ _BY_CODE: dict[grpc.StatusCode, type[ApiError]] = {
 
 def from_rpc_error(err: grpc.RpcError) -> ApiError:
     """The typed ApiError for a failed call (by ErrorInfo reason, else by status code)."""
-    code = err.code()  # type: ignore[attr-defined]
-    message = err.details() or ""  # type: ignore[attr-defined]
+    code = err.code()
+    message = err.details() or ""
     reason, metadata, violations = "", {}, []
-    for key, value in err.trailing_metadata() or ():  # type: ignore[attr-defined]
+    for key, value in err.trailing_metadata() or ():
         if key != _DETAILS_KEY:
             continue
         status = status_pb2.Status.FromString(value)

@@ -19,7 +19,8 @@ __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m scheduler", description="kubeling scheduler: kube-scheduler's framework over the kubeling API")
+    p = argparse.ArgumentParser(prog="python -m scheduler",
+                                description="kubeling scheduler: kube-scheduler's framework over the kubeling API")
     p.add_argument("--apiserver", type=host_port_arg, required=True, help="apiserver gRPC address HOST:PORT")
     p.add_argument("--config", default=None, help="KubeSchedulerConfiguration YAML (default: the default profile)")
     p.add_argument("--metrics-listen", default="", help="HTTP address for /metrics, /healthz, /readyz (default: off)")

@@ -12,8 +12,8 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from protos.kubeling.v1.core_pb2 import Node, Pod
 from scheduler.framework.helpers import normalized_image_name
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.types import ImageStateSummary, NodeInfo, PodInfo
@@ -21,9 +21,6 @@ from scheduler.framework.types import ImageStateSummary, NodeInfo, PodInfo
 __all__ = ["Cache", "Snapshot"]
 
 log = logging.getLogger(__name__)
-
-Pod = Any
-Node = Any
 
 
 @dataclass(slots=True)

@@ -35,7 +35,8 @@ class ConfigError(ValueError):
 DEFAULT_PLUGINS: list[tuple[str, int]] = [
     ("SchedulingGates", 0), ("PrioritySort", 0), ("NodeUnschedulable", 0), ("NodeName", 0),
     ("TaintToleration", 3), ("NodeAffinity", 2), ("NodePorts", 0), ("NodeResourcesFit", 1),
-    ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DefaultPreemption", 0), ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1), ("DefaultBinder", 0),
+    ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DefaultPreemption", 0),
+    ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1), ("DefaultBinder", 0),
 ]
 
 
@@ -73,7 +74,8 @@ def _number(data: dict[str, Any], key: str, default: float, lo: float, hi: float
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{where}{key}: Invalid value: {value!r}: must be a number")
     if value < lo or (hi is not None and value > hi):
-        raise ConfigError(f"{where}{key}: Invalid value: {value!r}: must be in the range [{lo:g}, {hi if hi is not None else 'inf'}]")
+        upper = hi if hi is not None else "inf"
+        raise ConfigError(f"{where}{key}: Invalid value: {value!r}: must be in the range [{lo:g}, {upper}]")
     return float(value)
 
 

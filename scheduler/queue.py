@@ -17,15 +17,14 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from protos.kubeling.v1.core_pb2 import Pod
 from scheduler.framework.interface import ClusterEvent
 from scheduler.framework.status import Status
 from scheduler.framework.types import PodInfo, QueuedPodInfo, pod_key
 
 __all__ = ["SchedulingQueue", "QueueStats"]
 
-Pod = Any
 Less = Callable[[QueuedPodInfo, QueuedPodInfo], bool]
 
 
@@ -57,7 +56,7 @@ class _Heap:
     less: Less
     heap: list[_Entry] = field(default_factory=list)
     items: dict[str, _Entry] = field(default_factory=dict)
-    seq: itertools.count = field(default_factory=itertools.count)  # type: ignore[type-arg]
+    seq: itertools.count = field(default_factory=itertools.count)
 
     def push(self, qpi: QueuedPodInfo) -> None:
         self.remove(qpi.key)

@@ -4,19 +4,17 @@ PodScheduled condition (plus nominatedNodeName), as kube-scheduler does."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.events import NORMAL, WARNING, EventRecorder
-from scheduler.framework.types import pod_key
 from protos.kubeling.v1 import core_pb2
+from protos.kubeling.v1.core_pb2 import Pod
+from scheduler.framework.types import pod_key
 
 __all__ = ["ApiRecorder"]
 
 log = logging.getLogger(__name__)
-
-Pod = Any
 
 
 class ApiRecorder:

@@ -23,11 +23,21 @@ from kubeling.telemetry import pod_attributes, pod_context, tracer
 from protos.kubeling.v1.core_pb2 import Pod
 from scheduler.cache import Cache, Snapshot
 from scheduler.extender import (
-    ExtenderError, HTTPExtender, binder_for, find_nodes_that_pass_extenders, prioritize_with_extenders,
+    ExtenderError,
+    HTTPExtender,
+    binder_for,
+    find_nodes_that_pass_extenders,
+    prioritize_with_extenders,
 )
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import (
-    Action, ClusterEvent, FilterPlugin, NodeScore, PreFilterResult, Recorder, Resource,
+    Action,
+    ClusterEvent,
+    FilterPlugin,
+    NodeScore,
+    PreFilterResult,
+    Recorder,
+    Resource,
 )
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
@@ -175,7 +185,8 @@ class ScheduleOne:
         self.cache.update_snapshot(self.snapshot)
         nodes = self.snapshot.node_infos()
         if not nodes:
-            raise FitError(pod, 0, unschedulable_plugins={NO_NODES}, pre_filter_msg="no nodes available to schedule pods")
+            raise FitError(pod, 0, unschedulable_plugins={NO_NODES},
+                           pre_filter_msg="no nodes available to schedule pods")
         fit = FitError(pod, len(nodes))
         t = time.perf_counter()
         pre, s = fwk.run_pre_filter(state, pod, nodes)
@@ -212,8 +223,8 @@ class ScheduleOne:
         if not s.ok:
             raise SchedulingError(f"running Score plugin {s.plugin!r}: {s.message}")
         if self.extenders:
-            scores = await prioritize_with_extenders(
-                self.extenders, pod, feasible, [NodeScore(n.name, int(v)) for n, v in zip(feasible, totals)])
+            plugin_scores = [NodeScore(n.name, int(v)) for n, v in zip(feasible, totals, strict=True)]
+            scores = await prioritize_with_extenders(self.extenders, pod, feasible, plugin_scores)
             totals = np.array([ns.score for ns in scores], dtype=np.int64)
         top = np.flatnonzero(totals == totals.max())
         chosen = feasible[int(top[self.rng.randrange(len(top))])]

@@ -13,11 +13,11 @@ from kubeling.http import StatusServer
 from kubeling.informer import Informer
 from kubeling.leaderelection import ElectionConfig, LeaderElector
 from kubeling.periodic import cancel_and_wait
+from protos.kubeling.v1 import core_pb2
 from scheduler.config import load_config
 from scheduler.plugins import registry
 from scheduler.recorder import ApiRecorder
 from scheduler.scheduler import Scheduler
-from protos.kubeling.v1 import core_pb2
 
 __all__ = ["SchedulerService"]
 

@@ -21,9 +21,11 @@ async def bind(pods: Registry, binding: core_pb2.Binding) -> Obj:
     if not target.name:
         violations.append(errors.FieldViolation("target.name", "Required value"))
     elif names.dns1123_subdomain(target.name):
-        violations.append(errors.FieldViolation("target.name", f"Invalid value: {target.name!r}: not a valid node name"))
+        violations.append(errors.FieldViolation("target.name",
+                                                f"Invalid value: {target.name!r}: not a valid node name"))
     if target.kind not in ("", "Node"):
-        violations.append(errors.FieldViolation("target.kind", f"Unsupported value: {target.kind!r}: supported values: \"Node\""))
+        violations.append(errors.FieldViolation("target.kind",
+                                                f"Unsupported value: {target.kind!r}: supported values: \"Node\""))
     if violations:
         raise errors.Invalid(f'Binding "{meta.name}" is invalid: ' + ", ".join(map(str, violations)),
                              violations=violations)

@@ -105,7 +105,8 @@ def _default_container(c: core_pb2.Container) -> None:
         p.protocol = p.protocol or "TCP"
     if not c.imagePullPolicy:
         tag = c.image.rsplit("/", 1)[-1]
-        c.imagePullPolicy = "Always" if (":" not in tag or tag.endswith(":latest")) and "@" not in tag else "IfNotPresent"
+        untagged_or_latest = (":" not in tag or tag.endswith(":latest")) and "@" not in tag
+        c.imagePullPolicy = "Always" if untagged_or_latest else "IfNotPresent"
     c.terminationMessagePath = c.terminationMessagePath or "/dev/termination-log"
     # Limits without requests: the requests are the limits (upstream defaulting).
     for name, value in c.resources.limits.items():

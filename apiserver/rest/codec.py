@@ -151,7 +151,8 @@ def _scalar(fd: Any, value: Any, path: str) -> Any:
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise _type_error(path, value, "an integer")
-        bits = 32 if t in (FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SFIXED32) else 64
+        int32 = (FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SFIXED32)
+        bits = 32 if t in int32 else 64
         if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
             raise errors.BadRequest(f"{path}: {value} does not fit in int{bits}",
                                     violations=[errors.FieldViolation(path, f"out of range for int{bits}")])

@@ -136,7 +136,9 @@ def openapi_document(gv_path: str) -> dict[str, Any] | None:
         body = {"content": {"*/*": {"schema": ref}}, "required": True}
         ok = {"200": {"description": "OK", "content": {"application/json": {"schema": ref}}}}
 
-        def op(verb: str, action: str, *, with_body: bool = False, r: Resource = r) -> dict[str, Any]:
+        def op(verb: str, action: str, *, with_body: bool = False, r: Resource = r, ok: dict[str, Any] = ok,
+               gvk: list[dict[str, str]] = gvk, field_validation: dict[str, Any] = field_validation,
+               body: dict[str, Any] = body) -> dict[str, Any]:
             o: dict[str, Any] = {"operationId": f"{verb}{r.kind}", "responses": ok,
                                  "x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk[0],
                                  "parameters": [field_validation] if with_body else []}

@@ -155,7 +155,8 @@ def _node_row(node: Obj, now: float) -> list[Any]:
         conditions.append("SchedulingDisabled")
     roles = sorted({k.split("/", 1)[1] for k in meta.get("labels", {})
                     if k.startswith("node-role.kubernetes.io/") and k.split("/", 1)[1]}
-                   | ({meta["labels"]["kubernetes.io/role"]} if meta.get("labels", {}).get("kubernetes.io/role") else set()))
+                   | ({meta["labels"]["kubernetes.io/role"]}
+                      if meta.get("labels", {}).get("kubernetes.io/role") else set()))
     info = status.get("nodeInfo", {})
     addresses = status.get("addresses", [])
 

@@ -39,11 +39,13 @@ def validate_pod(spec: core_pb2.PodSpec, check: Checker) -> None:
     check.unsupported("spec.dnsPolicy", spec.dnsPolicy, _DNS)
     check.non_negative("spec.terminationGracePeriodSeconds", spec.terminationGracePeriodSeconds)
     if spec.HasField("activeDeadlineSeconds") and spec.activeDeadlineSeconds <= 0:
-        check.invalid("spec.activeDeadlineSeconds", spec.activeDeadlineSeconds, "must be between 1 and 2147483647, inclusive")
+        check.invalid("spec.activeDeadlineSeconds", spec.activeDeadlineSeconds,
+                      "must be between 1 and 2147483647, inclusive")
     check.unsupported("spec.preemptionPolicy", spec.preemptionPolicy, ("PreemptLowerPriority", "Never"))
-    if spec.priorityClassName in SYSTEM_PRIORITY_CLASSES and spec.priority != SYSTEM_PRIORITY_CLASSES[spec.priorityClassName]:
+    system_priority = SYSTEM_PRIORITY_CLASSES.get(spec.priorityClassName)
+    if system_priority is not None and spec.priority != system_priority:
         check.invalid("spec.priority", spec.priority,
-                      f"must be {SYSTEM_PRIORITY_CLASSES[spec.priorityClassName]} for priorityClassName {spec.priorityClassName}")
+                      f"must be {system_priority} for priorityClassName {spec.priorityClassName}")
     if spec.nodeName:
         check.name("spec.nodeName", spec.nodeName, names.dns1123_subdomain)
     if spec.hostname:
@@ -80,7 +82,9 @@ def validate_pod_update(new: core_pb2.Pod, old: core_pb2.Pod, check: Checker) ->
     a, b = core_pb2.PodSpec(), core_pb2.PodSpec()
     a.CopyFrom(new.spec)
     b.CopyFrom(old.spec)
-    for ca, cb in zip(list(a.containers) + list(a.initContainers), list(b.containers) + list(b.initContainers)):
+    # strict=False: a changed number of containers is caught by the comparison below
+    for ca, cb in zip(list(a.containers) + list(a.initContainers), list(b.containers) + list(b.initContainers),
+                      strict=False):
         ca.image = cb.image
     for s in (a, b):
         s.ClearField("activeDeadlineSeconds")
@@ -119,7 +123,8 @@ def validate_pod_status(new: core_pb2.Pod, check: Checker) -> None:
     declared_init = {c.name for c in new.spec.initContainers}
     for i, cs in enumerate(status.initContainerStatuses):
         if cs.name not in declared_init:
-            check.invalid(f"status.initContainerStatuses[{i}].name", cs.name, "must match a container in spec.initContainers")
+            check.invalid(f"status.initContainerStatuses[{i}].name", cs.name,
+                          "must match a container in spec.initContainers")
 
 
 def _validate_container(c: core_pb2.Container, path: str, seen: set[str], check: Checker, *, init: bool) -> None:
@@ -156,7 +161,8 @@ def _validate_container(c: core_pb2.Container, path: str, seen: set[str], check:
     for name, req in requests.items():
         lim = limits.get(name)
         if lim is not None and req.value > lim.value:
-            check.invalid(f"{path}.resources.requests", str(req), f"must be less than or equal to {name} limit of {lim}")
+            check.invalid(f"{path}.resources.requests", str(req),
+                          f"must be less than or equal to {name} limit of {lim}")
     for i, m in enumerate(c.volumeMounts):
         check.required(f"{path}.volumeMounts[{i}].name", m.name)
         check.required(f"{path}.volumeMounts[{i}].mountPath", m.mountPath)
@@ -206,7 +212,8 @@ def _validate_host_ports(spec: core_pb2.PodSpec, check: Checker) -> None:
                 continue
             key = (p.protocol, p.hostPort, p.hostIP)
             if key in used:
-                check.add(f"spec.containers[{i}].ports[{j}].hostPort", f"Duplicate value: \"{p.hostPort}/{p.protocol}\"")
+                check.add(f"spec.containers[{i}].ports[{j}].hostPort",
+                          f"Duplicate value: \"{p.hostPort}/{p.protocol}\"")
             used.add(key)
 
 
@@ -235,7 +242,8 @@ def _validate_toleration(t: core_pb2.Toleration, path: str, check: Checker) -> N
         check.name(f"{path}.key", t.key, names.qualified_name)
     check.unsupported(f"{path}.operator", t.operator, ("Exists", "Equal"))
     if not t.key and t.operator != "Exists":
-        check.invalid(f"{path}.operator", t.operator, "operator must be Exists when `key` is empty, which means \"match all values and all keys\"")
+        check.invalid(f"{path}.operator", t.operator,
+                      "operator must be Exists when `key` is empty, which means \"match all values and all keys\"")
     if t.operator == "Exists" and t.value:
         check.invalid(f"{path}.operator", t.value, "value must be empty when `operator` is 'Exists'")
     if t.effect:
@@ -256,10 +264,12 @@ def _validate_node_selector_term(term: core_pb2.NodeSelectorTerm, path: str, che
             if r.operator in ("In", "NotIn") and not r.values:
                 check.add(f"{rp}.values", "Required value: must be specified when `operator` is 'In' or 'NotIn'")
             if r.operator in ("Exists", "DoesNotExist") and r.values:
-                check.add(f"{rp}.values", "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+                check.add(f"{rp}.values",
+                          "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
             if r.operator in ("Gt", "Lt"):
                 if len(r.values) != 1:
-                    check.add(f"{rp}.values", "Required value: must be specified single value when `operator` is 'Lt' or 'Gt'")
+                    check.add(f"{rp}.values",
+                              "Required value: must be specified single value when `operator` is 'Lt' or 'Gt'")
                 elif not r.values[0].lstrip("-").isdigit():
                     check.invalid(f"{rp}.values[0]", r.values[0], "must be an integer")
 

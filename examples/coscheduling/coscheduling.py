@@ -67,7 +67,8 @@ class Coscheduling(PermitPlugin, ReservePlugin):
             return SUCCESS, 0.0
         text = pod.metadata.annotations.get(MIN_AVAILABLE_ANNOTATION, "1")
         if not text.isdigit() or int(text) < 1:
-            return Status.unresolvable(f"annotation {MIN_AVAILABLE_ANNOTATION}: {text!r} is not a positive integer"), 0.0
+            why = f"annotation {MIN_AVAILABLE_ANNOTATION}: {text!r} is not a positive integer"
+            return Status.unresolvable(why), 0.0
         # The snapshot was taken before this pod was assumed: it counts once more.
         if self._assigned(group) + 1 < int(text):
             return Status(Code.WAIT, (f"waiting for pod group {group[1]!r}: {text} members",)), self.timeout

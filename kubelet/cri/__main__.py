@@ -9,8 +9,14 @@ import logging
 import sys
 from pathlib import Path
 
-from kubelet.cri.server import (DEFAULT_CNI_CONF_DIR, DEFAULT_RUNC_ROOT, DEFAULT_SOCKET, DEFAULT_STATE_DIR, CRIConfig,
-                                CRIServer)
+from kubelet.cri.server import (
+    DEFAULT_CNI_CONF_DIR,
+    DEFAULT_RUNC_ROOT,
+    DEFAULT_SOCKET,
+    DEFAULT_STATE_DIR,
+    CRIConfig,
+    CRIServer,
+)
 from kubeling import telemetry
 from kubeling.netutil import host_port_arg
 from kubeling.signals import wait_for_termination

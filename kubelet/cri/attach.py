@@ -9,7 +9,7 @@ import logging
 import struct
 from pathlib import Path
 
-from kubelet.cri.attach_hub import HEADER, ATTACH_SOCKET, RESIZE, STDERR, STDIN, STDIN_CLOSE, STDOUT, frame
+from kubelet.cri.attach_hub import ATTACH_SOCKET, HEADER, RESIZE, STDERR, STDIN, STDIN_CLOSE, STDOUT, frame
 from kubelet.cri.console import connect_unix
 from kubelet.cri.streaming.runtime import ExecError, Streams
 

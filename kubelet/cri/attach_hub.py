@@ -27,7 +27,6 @@ from pathlib import Path
 
 from kubelet.cri.console import EOT, listen_unix, set_size
 
-
 ATTACH_SOCKET = "attach.sock"
 STDIN, STDOUT, STDERR, STDIN_CLOSE, RESIZE = 0, 1, 2, 3, 4
 HEADER = struct.Struct(">BI")

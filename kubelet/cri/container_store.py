@@ -45,7 +45,7 @@ class ContainerRecord:
         cached = self.__dict__.get("_config")
         if cached is None:
             cached = self.__dict__["_config"] = api_pb2.ContainerConfig.FromString(base64.b64decode(self.config_b64))
-        return cached  # type: ignore[no-any-return]
+        return cached
 
     def set_config(self, config: api_pb2.ContainerConfig) -> None:
         self.config_b64 = base64.b64encode(config.SerializeToString()).decode()
@@ -63,7 +63,7 @@ class ContainerRecord:
             ended = read_exit(Path(self.state_dir))
             if ended is not None:
                 self.__dict__["_exit"] = ended
-        return ended  # type: ignore[no-any-return]
+        return ended
 
     def state(self) -> api_pb2.ContainerState:
         if self.exit() is not None:

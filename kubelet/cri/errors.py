@@ -32,5 +32,5 @@ def translate_errors(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awai
             return await handler(self, request, context)
         except CRIError as exc:
             await context.abort(exc.code, exc.message)
-            raise AssertionError("unreachable")  # abort raises
+            raise AssertionError("unreachable") from None  # abort raises
     return wrapper

@@ -11,7 +11,7 @@ import grpc
 
 from kubelet.cri.images import reference
 from kubelet.cri.images.builtin import PAUSE_IMAGE
-from kubelet.cri.images.pull import Credentials, PullError, Puller
+from kubelet.cri.images.pull import Credentials, Puller, PullError
 from kubelet.cri.images.store import ImageRecord, ImageStore
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
 

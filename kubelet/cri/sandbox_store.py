@@ -49,7 +49,7 @@ class SandboxRecord:
         if cached is None:
             cached = self.__dict__["_config"] = api_pb2.PodSandboxConfig.FromString(
                 base64.b64decode(self.config_b64))
-        return cached  # type: ignore[no-any-return]
+        return cached
 
     @classmethod
     def create(cls, config: api_pb2.PodSandboxConfig, runtime_handler: str, created_at: int) -> SandboxRecord:

@@ -31,8 +31,7 @@ from kubelet.cri.images.store import ImageRecord, ImageStore
 from kubelet.cri.oci_spec import SpecError, pause_spec, sandbox_hostname
 from kubelet.cri.rootfs import MountError, mount_overlay, unmount
 from kubelet.cri.runc import Runc, RuncError
-from kubelet.cri.sandbox_store import (NOTREADY, READY, Ambiguous, NameReserved, NotFound, SandboxRecord,
-                                       SandboxStore)
+from kubelet.cri.sandbox_store import NOTREADY, READY, Ambiguous, NameReserved, NotFound, SandboxRecord, SandboxStore
 from protos.runtime.v1 import api_pb2
 
 log = logging.getLogger(__name__)

@@ -17,12 +17,26 @@ import numpy as np
 
 from protos.kubeling.v1.core_pb2 import Pod
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.interface import (
-    BindPlugin, FilterPlugin, Handle, NodeScore, PermitPlugin, Plugin, PostBindPlugin,
-    PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,
-    PreFilterResult, PreScorePlugin, QueueSortPlugin, ReservePlugin, ScorePlugin,
+    BindPlugin,
+    FilterPlugin,
+    Handle,
+    NodeScore,
+    PermitPlugin,
+    Plugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
 )
+from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeInfo, PodInfo, QueuedPodInfo
 
@@ -59,7 +73,8 @@ class WaitingPod:
         self._pod = pod
         self.pending = dict(timeouts)
         self._result: asyncio.Future[Status] = asyncio.get_running_loop().create_future()
-        self._timers = [asyncio.get_running_loop().call_later(t, self.reject, name, f"rejected due to timeout after waiting {t:g}s at plugin {name}")
+        self._timers = [asyncio.get_running_loop().call_later(
+                            t, self.reject, name, f"rejected due to timeout after waiting {t:g}s at plugin {name}")
                         for name, t in timeouts.items()]
 
     @property
@@ -216,7 +231,7 @@ class Framework:
                 normalized = p.normalize_batch(state, pod, values)
                 if normalized is None:
                     ns, s = p.normalize_score(state, pod, [NodeScore(nodes[r].name, int(v))
-                                                           for r, v in zip(rows, values)])
+                                                           for r, v in zip(rows, values, strict=True)])
                     if not s.ok:
                         return totals, s.with_plugin(p.name)
                     normalized = np.array([x.score for x in ns], dtype=np.int64)

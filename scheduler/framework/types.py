@@ -7,14 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubeling.quantity import parse_quantity
+from protos.kubeling.v1.core_pb2 import Node, Pod
 
 __all__ = [
     "Resource", "PodInfo", "NodeInfo", "QueuedPodInfo", "ImageStateSummary",
     "pod_key", "DEFAULT_MILLI_CPU_REQUEST", "DEFAULT_MEMORY_REQUEST", "MAX_NODE_SCORE",
 ]
 
-Pod = Any   # protos.kubeling.v1.core_pb2.Pod
-Node = Any  # protos.kubeling.v1.core_pb2.Node
 
 MAX_NODE_SCORE = 100
 # What scoring assumes for a container that requests nothing (upstream schedutil).

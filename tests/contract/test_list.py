@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kubeling import errors
@@ -18,7 +20,7 @@ async def test_list_returns_revision_and_selectors(client: Client) -> None:
     assert sorted(p.metadata.name for p in page.items) == ["a", "b", "c"]
     assert int(page.metadata.resourceVersion) >= int(last.metadata.resourceVersion)
 
-    async def names(**kw: str) -> list[str]:
+    async def names(**kw: Any) -> list[str]:
         ns = kw.pop("namespace", "")
         return sorted(p.metadata.name for p in (await client.pods.list(ns, **kw)).items)
 

@@ -34,7 +34,6 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 REGISTRY = "gcr.io/k8s-staging-cri-tools"
 E2E = "registry.k8s.io/e2e-test-images"
 DEFAULT_IMAGE = f"{E2E}/busybox:1.29-2"

@@ -152,7 +152,7 @@ async def cluster(etcd: EtcdServer, prefix: str) -> AsyncIterator[Cluster]:
             await scheduler.stop()
             await client.close()
             await made.apiserver.stop(grace=0)
-        leftovers = {name: await Runc(k.config.runc_root or base).list_containers()  # type: ignore[arg-type]
+        leftovers = {name: await Runc(k.config.runc_root or base).list_containers()
                      for name, k in made.kubelets.items()}
         for _ in range(100):
             shims = _shims(base)

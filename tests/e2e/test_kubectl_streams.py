@@ -164,7 +164,7 @@ async def _checksum(port: int, data: bytes) -> str:
 
 async def _forwarded_ports(proc: asyncio.subprocess.Process, count: int) -> list[int]:
     assert proc.stdout is not None
-    ports = []
+    ports: list[int] = []
     while len(ports) < count:
         line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
         assert line, "kubectl port-forward ended"
@@ -191,7 +191,8 @@ async def test_kubectl_port_forward(cluster: Cluster, kubectl: Kubectl) -> None:
             pages = await asyncio.gather(*(_http_get(http, "/index.html") for _ in range(8)),
                                          _http_get(http, "/blob"), _checksum(sums, b"small"))
             assert pages[:8] == [b"ok\n"] * 8, transport
-            assert hashlib.sha256(pages[8]).hexdigest() == expected, transport
+            blob = pages[8]
+            assert isinstance(blob, bytes) and hashlib.sha256(blob).hexdigest() == expected, transport
             assert pages[9] == hashlib.sha256(b"small").hexdigest()
             assert await _checksum(sums, upload) == hashlib.sha256(upload).hexdigest(), transport
             # A client that goes away in the middle leaves the forward working

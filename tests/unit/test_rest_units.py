@@ -4,6 +4,7 @@ the table printers (STATUS as kubectl shows it, ages as HumanDuration)."""
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 
@@ -52,7 +53,7 @@ def test_codec_names_unknown_fields_and_type_errors() -> None:
 
 # ------------------------------------------------------------------ patches
 
-LIVE = {"metadata": {"name": "p", "labels": {"a": "1", "b": "2"}, "finalizers": ["x"]},
+LIVE: dict[str, Any] = {"metadata": {"name": "p", "labels": {"a": "1", "b": "2"}, "finalizers": ["x"]},
         "spec": {"containers": [{"name": "one", "image": "i1", "env": [{"name": "A", "value": "1"}]},
                                 {"name": "two", "image": "i2"}],
                  "tolerations": [{"key": "k1"}]}}
@@ -186,7 +187,8 @@ def test_apply_removes_what_its_manager_stopped_applying_and_keeps_the_rest() ->
 
 def test_apply_conflicts_unless_forced() -> None:
     live = apply(None, _config({"app": "web", "team": "a"}), "alice", force=False, now="T1")
-    with pytest.raises(errors.Conflict, match='Apply failed with 2 conflicts: conflicts with "alice":\n- .metadata.labels.app'):
+    with pytest.raises(errors.Conflict,
+                       match='Apply failed with 2 conflicts: conflicts with "alice":\n- .metadata.labels.app'):
         apply(live, _config({"app": "api"}, image="busybox:2"), "bob", force=False, now="T2")
     shared = apply(live, _config({"app": "web"}), "bob", force=False, now="T2")  # same values: co-owned
     assert {e["manager"] for e in shared["metadata"]["managedFields"]} == {"alice", "bob"}

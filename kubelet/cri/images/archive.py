@@ -10,8 +10,17 @@ from typing import Any
 
 from kubelet.cri.images import reference
 from kubelet.cri.images.platforms import pick_manifest
-from kubelet.cri.images.store import (DOCKER_MANIFEST, MANIFEST_LISTS, MANIFEST_TYPES, NAME_ANNOTATION,
-                                      REF_NAME_ANNOTATION, ImageRecord, ImageStore, ImageStoreError)
+from kubelet.cri.images.store import (
+    DOCKER_MANIFEST,
+    MANIFEST_LISTS,
+    MANIFEST_TYPES,
+    NAME_ANNOTATION,
+    REF_NAME_ANNOTATION,
+    ImageRecord,
+    ImageStore,
+    ImageStoreError,
+)
+
 
 class _Archive:
     def __init__(self, tar: tarfile.TarFile, path: Path) -> None:

@@ -38,7 +38,7 @@ def _print_table(images: list[ImageRecord]) -> None:
             rows.append((repo, tag, image.id.removeprefix("sha256:")[:13], f"{image.size / 1e6:.1f}MB"))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
 
 
 def run(args: argparse.Namespace) -> int:

@@ -29,8 +29,16 @@ import aiohttp
 from kubelet.cri.images import reference
 from kubelet.cri.images.hosts import PULL, RESOLVE, HostsConfigError, RegistryHost, RegistryHosts
 from kubelet.cri.images.platforms import pick_manifest
-from kubelet.cri.images.store import (DOCKER_MANIFEST, MANIFEST_LISTS, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST,
-                                      ImageRecord, ImageStore, ImageStoreError)
+from kubelet.cri.images.store import (
+    DOCKER_MANIFEST,
+    MANIFEST_LISTS,
+    MANIFEST_TYPES,
+    OCI_INDEX,
+    OCI_MANIFEST,
+    ImageRecord,
+    ImageStore,
+    ImageStoreError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -228,4 +236,4 @@ class _Client:
                 async for chunk in reply.content.iter_chunked(1 << 20):
                     spool.write(chunk)
             spool.seek(0)
-            await asyncio.to_thread(store.put_blob_stream, spool, digest, size)  # type: ignore[arg-type]
+            await asyncio.to_thread(store.put_blob_stream, spool, digest, size)

@@ -193,7 +193,8 @@ class ImageStore:
             manifest = json.loads(manifest_bytes)
             media_type = manifest.get("mediaType") or OCI_MANIFEST
             if media_type not in MANIFEST_TYPES:
-                raise ImageStoreError(f"manifest {manifest_digest} has media type {media_type!r}, not an image manifest")
+                raise ImageStoreError(f"manifest {manifest_digest} has media type {media_type!r}, "
+                                      "not an image manifest")
             config_desc = manifest["config"]
             config = json.loads(self.read_blob(config_desc["digest"]))
             diff_ids = list(config["rootfs"]["diff_ids"])
@@ -204,7 +205,7 @@ class ImageStore:
             raise ImageStoreError(
                 f"manifest {manifest_digest} has {len(layer_descs)} layers but its config {len(diff_ids)} diff ids")
         layers = [Layer(digest=d["digest"], media_type=d["mediaType"], size=int(d["size"]), diff_id=diff)
-                  for d, diff in zip(layer_descs, diff_ids)]
+                  for d, diff in zip(layer_descs, diff_ids, strict=True)]
         size = len(manifest_bytes) + int(config_desc["size"]) + sum(layer.size for layer in layers)
         return ImageRecord(id=config_desc["digest"], manifest_digest=manifest_digest, layers=layers,
                            config=config, size=size)

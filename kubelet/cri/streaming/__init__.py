@@ -1,7 +1,14 @@
 """The runtime's streaming server: Exec, Attach and PortForward over SPDY/3.1 and WebSocket."""
 
-from kubelet.cri.streaming.runtime import (DuplexStream, ExecError, InputStream, OutputStream, Streams,
-                                           StreamingRuntime, TerminalSize)
+from kubelet.cri.streaming.runtime import (
+    DuplexStream,
+    ExecError,
+    InputStream,
+    OutputStream,
+    StreamingRuntime,
+    Streams,
+    TerminalSize,
+)
 from kubelet.cri.streaming.server import StreamingConfig, StreamingServer
 
 __all__ = ["StreamingConfig", "StreamingServer", "StreamingRuntime", "Streams", "TerminalSize", "ExecError",

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubelet.cri.streaming.runtime import ExecError, InputStream, OutputStream, Streams, StreamingRuntime, TerminalSize
+from kubelet.cri.streaming.runtime import ExecError, InputStream, OutputStream, StreamingRuntime, Streams, TerminalSize
 from kubelet.cri.streaming.spdy import SpdySession, SpdyStream
 from kubelet.cri.streaming.websocket import ChannelConnection
 

@@ -20,11 +20,19 @@ import h11
 
 from kubelet.cri.errors import CRIError
 from kubelet.cri.streaming import portforward, remotecommand
-from kubelet.cri.streaming.request_cache import CacheFull, CachedRequest, RequestCache
+from kubelet.cri.streaming.request_cache import CachedRequest, CacheFull, RequestCache
 from kubelet.cri.streaming.runtime import StreamingRuntime
 from kubelet.cri.streaming.spdy import SpdySession, StreamValidator
-from kubelet.cri.streaming.websocket import (ChannelConnection, HandshakeError, TunnelReader, TunnelWriter, WebSocket,
-                                             accept_response, choose_protocol, is_websocket_request)
+from kubelet.cri.streaming.websocket import (
+    ChannelConnection,
+    HandshakeError,
+    TunnelReader,
+    TunnelWriter,
+    WebSocket,
+    accept_response,
+    choose_protocol,
+    is_websocket_request,
+)
 from kubeling.netutil import split_host_port
 from protos.runtime.v1 import api_pb2
 

@@ -74,7 +74,8 @@ class DefaultPreemption(PostFilterPlugin):
                 f"preemption: 0/{len(statuses)} nodes are available: {summary}.")
         best = self._select(candidates)
         for victim in best.victims:
-            await h.evict(victim.pod, f"Preempted by pod {pod.metadata.namespace}/{pod.metadata.name} on node {best.node}")
+            await h.evict(victim.pod,
+                          f"Preempted by pod {pod.metadata.namespace}/{pod.metadata.name} on node {best.node}")
         h.clear_lower_nominations(pod, best.node)
         return PostFilterResult(best.node), Status()
 

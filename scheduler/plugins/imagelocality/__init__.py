@@ -11,8 +11,8 @@ import numpy as np
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.helpers import normalized_image_name
 from scheduler.framework.interface import ScorePlugin
-from scheduler.framework.status import SUCCESS, Status
 from scheduler.framework.nodetable import NodeTable
+from scheduler.framework.status import SUCCESS, Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeInfo
 
 __all__ = ["ImageLocality"]

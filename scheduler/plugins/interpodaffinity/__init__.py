@@ -21,8 +21,17 @@ from typing import Any
 from kubeling.selectors import LabelSelector, Requirement, from_label_selector_proto
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import (
-    Action, ClusterEvent, EnqueueExtensions, FilterPlugin, Handle, NodeScore, PreFilterPlugin, PreFilterResult,
-    PreScorePlugin, Resource, ScorePlugin,
+    Action,
+    ClusterEvent,
+    EnqueueExtensions,
+    FilterPlugin,
+    Handle,
+    NodeScore,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    Resource,
+    ScorePlugin,
 )
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeInfo, PodInfo
@@ -63,7 +72,8 @@ class _Terms:
 def _term(owner: Any, t: Any, weight: int = 0) -> _Term:
     sel = from_label_selector_proto(t.labelSelector) if t.HasField("labelSelector") else None
     if sel is not None:
-        extra = [Requirement(k, "in", (owner.metadata.labels[k],)) for k in t.matchLabelKeys if k in owner.metadata.labels]
+        extra = [Requirement(k, "in", (owner.metadata.labels[k],
+                                       )) for k in t.matchLabelKeys if k in owner.metadata.labels]
         extra += [Requirement(k, "notin", (owner.metadata.labels[k],)) for k in t.mismatchLabelKeys
                   if k in owner.metadata.labels]
         sel = LabelSelector(sel.requirements + tuple(extra))
@@ -96,8 +106,10 @@ def terms_of(pi: PodInfo) -> _Terms:
             cached = _Terms(
                 tuple(_term(pod, t) for t in pa.requiredDuringSchedulingIgnoredDuringExecution),
                 tuple(_term(pod, t) for t in paa.requiredDuringSchedulingIgnoredDuringExecution),
-                tuple(_term(pod, w.podAffinityTerm, w.weight) for w in pa.preferredDuringSchedulingIgnoredDuringExecution),
-                tuple(_term(pod, w.podAffinityTerm, w.weight) for w in paa.preferredDuringSchedulingIgnoredDuringExecution))
+                tuple(_term(pod, w.podAffinityTerm, w.weight)
+                      for w in pa.preferredDuringSchedulingIgnoredDuringExecution),
+                tuple(_term(pod, w.podAffinityTerm, w.weight)
+                      for w in paa.preferredDuringSchedulingIgnoredDuringExecution))
         pi.derived["interpodaffinity"] = cached
     return cached
 
@@ -242,7 +254,8 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         def process(ts: Sequence[_Term], target: Any, sign: int, weight: int | None = None) -> None:
             for t in ts:
                 if t.topology_key in labels and t.matches(target):
-                    _add(scores, (t.topology_key, labels[t.topology_key]), sign * (t.weight if weight is None else weight))
+                    _add(scores, (t.topology_key, labels[t.topology_key]),
+                         sign * (t.weight if weight is None else weight))
 
         theirs = terms_of(pi)
         process(terms.preferred_affinity, pi.pod, 1)

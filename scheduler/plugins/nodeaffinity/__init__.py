@@ -10,8 +10,16 @@ import numpy as np
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.helpers import default_normalize, default_normalize_array, node_selector_matches, term_matches
 from scheduler.framework.interface import (
-    Action, ClusterEvent, EnqueueExtensions, FilterPlugin, NodeScore, PreFilterPlugin, PreFilterResult,
-    PreScorePlugin, Resource, ScorePlugin,
+    Action,
+    ClusterEvent,
+    EnqueueExtensions,
+    FilterPlugin,
+    NodeScore,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    Resource,
+    ScorePlugin,
 )
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.types import NodeInfo

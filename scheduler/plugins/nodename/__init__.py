@@ -9,8 +9,8 @@ import numpy as np
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import Action, ClusterEvent, EnqueueExtensions, FilterPlugin, Resource
-from scheduler.framework.status import SUCCESS, Status
 from scheduler.framework.nodetable import NodeTable
+from scheduler.framework.status import SUCCESS, Status
 from scheduler.framework.types import NodeInfo
 
 __all__ = ["NodeName"]

@@ -9,10 +9,16 @@ import numpy as np
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import (
-    Action, ClusterEvent, EnqueueExtensions, FilterPlugin, PreFilterPlugin, PreFilterResult, Resource,
+    Action,
+    ClusterEvent,
+    EnqueueExtensions,
+    FilterPlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    Resource,
 )
-from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.nodetable import NodeTable
+from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.types import NodeInfo
 
 __all__ = ["NodePorts"]

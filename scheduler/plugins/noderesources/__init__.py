@@ -16,11 +16,19 @@ import numpy as np
 from scheduler.config import ConfigError
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import (
-    Action, ClusterEvent, EnqueueExtensions, FilterPlugin, Handle, PreFilterPlugin, PreFilterResult,
-    PreScorePlugin, Resource, ScorePlugin,
+    Action,
+    ClusterEvent,
+    EnqueueExtensions,
+    FilterPlugin,
+    Handle,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    Resource,
+    ScorePlugin,
 )
-from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.nodetable import NodeTable
+from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeInfo, pod_requests
 from scheduler.framework.types import Resource as Amounts
 
@@ -45,7 +53,8 @@ def _resource_specs(args: dict[str, Any], where: str) -> list[_ResourceSpec]:
         if not name:
             raise ConfigError(f"{where}.resources[{i}].name: Required value")
         if not isinstance(weight, int) or not 1 <= weight <= 100:
-            raise ConfigError(f"{where}.resources[{i}].weight: Invalid value: {weight!r}: must be in the range [1, 100]")
+            raise ConfigError(f"{where}.resources[{i}].weight: Invalid value: {weight!r}: "
+                              "must be in the range [1, 100]")
         specs.append(_ResourceSpec(name, weight))
     return specs
 
@@ -101,11 +110,14 @@ class Fit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExt
             for i, p in enumerate(points):
                 u, s = p.get("utilization"), p.get("score")
                 if not isinstance(u, int) or not 0 <= u <= _MAX_UTILIZATION:
-                    raise ConfigError(f"{where}.requestedToCapacityRatio.shape[{i}].utilization: Invalid value: {u!r}: must be in the range [0, 100]")
+                    raise ConfigError(f"{where}.requestedToCapacityRatio.shape[{i}].utilization: Invalid value: "
+                                      f"{u!r}: must be in the range [0, 100]")
                 if not isinstance(s, int) or not 0 <= s <= _MAX_CUSTOM_SCORE:
-                    raise ConfigError(f"{where}.requestedToCapacityRatio.shape[{i}].score: Invalid value: {s!r}: must be in the range [0, 10]")
+                    raise ConfigError(f"{where}.requestedToCapacityRatio.shape[{i}].score: Invalid value: "
+                                      f"{s!r}: must be in the range [0, 10]")
                 if shape and u <= shape[-1][0]:
-                    raise ConfigError(f"{where}.requestedToCapacityRatio.shape[{i}].utilization: Invalid value: {u!r}: utilization values must be sorted in increasing order")
+                    raise ConfigError(f"{where}.requestedToCapacityRatio.shape[{i}].utilization: Invalid value: "
+                                      f"{u!r}: utilization values must be sorted in increasing order")
                 shape.append((u, s * (MAX_NODE_SCORE // _MAX_CUSTOM_SCORE)))
             self._rtcr = _broken_linear(shape)
         elif self.strategy not in ("LeastAllocated", "MostAllocated"):

@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 
+from protos.kubeling.v1 import core_pb2
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.helpers import tolerates
 from scheduler.framework.interface import Action, ClusterEvent, EnqueueExtensions, FilterPlugin, Resource
-from scheduler.framework.status import SUCCESS, Status
 from scheduler.framework.nodetable import NodeTable
+from scheduler.framework.status import SUCCESS, Status
 from scheduler.framework.types import NodeInfo
-from protos.kubeling.v1 import core_pb2
 
 __all__ = ["NodeUnschedulable"]
 

@@ -20,8 +20,16 @@ from kubeling.selectors import LabelSelector, Requirement, from_label_selector_p
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.helpers import find_untolerated, node_selector_matches
 from scheduler.framework.interface import (
-    Action, ClusterEvent, EnqueueExtensions, FilterPlugin, NodeScore, PreFilterPlugin, PreFilterResult,
-    PreScorePlugin, Resource, ScorePlugin,
+    Action,
+    ClusterEvent,
+    EnqueueExtensions,
+    FilterPlugin,
+    NodeScore,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    Resource,
+    ScorePlugin,
 )
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeInfo, PodInfo
@@ -204,7 +212,7 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
         if node.name in ignored or node.node is None:
             return 0, SUCCESS
         total = 0.0
-        for c, w in zip(constraints, weights):
+        for c, w in zip(constraints, weights, strict=True):
             value = node.node.metadata.labels.get(c.key)
             if value is None:
                 continue
@@ -234,5 +242,6 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [ClusterEvent(Resource.POD, Action.ALL), ClusterEvent(Resource.NODE, Action.ADD),
-                ClusterEvent(Resource.NODE, Action.UPDATE_NODE_LABEL), ClusterEvent(Resource.NODE, Action.UPDATE_NODE_TAINT)]
+                ClusterEvent(Resource.NODE, Action.UPDATE_NODE_LABEL),
+                ClusterEvent(Resource.NODE, Action.UPDATE_NODE_TAINT)]
 

@@ -11,10 +11,17 @@ import numpy as np
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.helpers import default_normalize, default_normalize_array, find_untolerated, tolerates
 from scheduler.framework.interface import (
-    Action, ClusterEvent, EnqueueExtensions, FilterPlugin, NodeScore, PreScorePlugin, Resource, ScorePlugin,
+    Action,
+    ClusterEvent,
+    EnqueueExtensions,
+    FilterPlugin,
+    NodeScore,
+    PreScorePlugin,
+    Resource,
+    ScorePlugin,
 )
-from scheduler.framework.status import SUCCESS, Status
 from scheduler.framework.nodetable import NodeTable
+from scheduler.framework.status import SUCCESS, Status
 from scheduler.framework.types import NodeInfo
 
 __all__ = ["TaintToleration"]

@@ -11,7 +11,7 @@ from tests.contract.cni.conftest import PLUGIN_DIR, bridge_conflist, ns_exec
 LOOPBACK = parse_conflist({"cniVersion": "1.0.0", "name": "cni-loopback", "plugins": [{"type": "loopback"}]})
 
 
-async def test_add_check_del_lifecycle(workdir: Path, bridge: str, make_netns) -> None:  # type: ignore[no-untyped-def]
+async def test_add_check_del_lifecycle(workdir: Path, bridge: str, make_netns) -> None:
     name = await make_netns()
     path = netns.path_of(name)
     net = parse_conflist(bridge_conflist("testnet", bridge, "10.199.1.0/24", workdir))
@@ -41,7 +41,7 @@ async def test_add_check_del_lifecycle(workdir: Path, bridge: str, make_netns) -
     await cni.del_network_list(net, RuntimeConf("c0ffee01", path, "eth0"))
 
 
-async def test_gc_forgets_stale_attachments(workdir: Path, bridge: str, make_netns) -> None:  # type: ignore[no-untyped-def]
+async def test_gc_forgets_stale_attachments(workdir: Path, bridge: str, make_netns) -> None:
     net = parse_conflist(bridge_conflist("gcnet", bridge, "10.199.10.0/24", workdir))
     cni = CNIConfig([PLUGIN_DIR], cache_dir=workdir / "cache")
     keep, stale = await make_netns("k"), await make_netns("s")
@@ -54,7 +54,7 @@ async def test_gc_forgets_stale_attachments(workdir: Path, bridge: str, make_net
     await cni.del_network_list(net, RuntimeConf("keep", netns.path_of(keep), "eth0"))
 
 
-async def test_cli_add_check_del(workdir: Path, bridge: str, make_netns) -> None:  # type: ignore[no-untyped-def]
+async def test_cli_add_check_del(workdir: Path, bridge: str, make_netns) -> None:
     import subprocess
     import sys
     conf = workdir / "net.d"

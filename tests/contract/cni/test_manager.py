@@ -16,11 +16,17 @@ from cni.hostport import HostPortInUse, PortMapping
 from cni.manager import DEFAULT_CONFLIST, POD_CIDR_CHANGE, NetworkNotReady, NetworkPluginManager, PodNetwork
 from kubeling.netutil import free_port
 from tests.contract.cni.conftest import (
-    PLUGIN_DIR, bridge_conflist, bridge_ports, iptables_chains, ns_exec, write_failing_plugin, write_plugin,
+    PLUGIN_DIR,
+    bridge_conflist,
+    bridge_ports,
+    iptables_chains,
+    ns_exec,
+    write_failing_plugin,
+    write_plugin,
 )
 
 
-def _manager(workdir: Path, conflist: dict | None, bin_dirs: list[str] | None = None, **kw) -> NetworkPluginManager:  # type: ignore[no-untyped-def,type-arg]
+def _manager(workdir: Path, conflist: dict | None, bin_dirs: list[str] | None = None, **kw) -> NetworkPluginManager:
     conf = workdir / "net.d"
     conf.mkdir(exist_ok=True)
     if conflist is not None:
@@ -32,7 +38,7 @@ def _pod(name: str, ns_name: str, ports: tuple[PortMapping, ...] = ()) -> PodNet
     return PodNetwork("default", name, f"uid-{name}", f"sandbox-{name}", netns.path_of(ns_name), ports)
 
 
-async def test_two_pods_reach_each_other_over_the_bridge(workdir: Path, bridge: str, make_netns) -> None:  # type: ignore[no-untyped-def]
+async def test_two_pods_reach_each_other_over_the_bridge(workdir: Path, bridge: str, make_netns) -> None:
     mgr = _manager(workdir, bridge_conflist("podnet", bridge, "10.199.2.0/24", workdir))
     a, b = await make_netns("a"), await make_netns("b")
     ip_a = (await mgr.set_up_pod(_pod("a", a)))[0]
@@ -47,7 +53,7 @@ async def test_two_pods_reach_each_other_over_the_bridge(workdir: Path, bridge: 
     assert not list((workdir / "ipam" / "podnet").glob("10.*"))
 
 
-async def test_twenty_sandboxes_concurrently(workdir: Path, bridge: str, make_netns) -> None:  # type: ignore[no-untyped-def]
+async def test_twenty_sandboxes_concurrently(workdir: Path, bridge: str, make_netns) -> None:
     mgr = _manager(workdir, bridge_conflist("many", bridge, "10.199.3.0/24", workdir))
     chains = iptables_chains()
     names = [await make_netns(f"n{i}") for i in range(20)]
@@ -90,7 +96,7 @@ async def test_config_dir_choice_reload_and_status(workdir: Path, bridge: str) -
     net = mgr.default_network()
     assert net is not None and net.name == "single" and [p.type for p in net.plugins] == ["bridge"]
     (conf / "10-first.conflist").write_text(json.dumps(bridge_conflist("first", bridge, "10.199.8.0/24", workdir)))
-    assert mgr.default_network().name == "first"  # type: ignore[union-attr]  # sorted: 10- before 20-
+    assert mgr.default_network().name == "first"  # sorted: 10- before 20-
 
 
 async def test_pod_cidr_event_writes_a_default_network(workdir: Path) -> None:
@@ -107,9 +113,10 @@ async def test_pod_cidr_event_writes_a_default_network(workdir: Path) -> None:
     assert bridge["ipam"]["dataDir"] == str(workdir / "ipam")
     assert doc["plugins"][1]["type"] == "portmap"
     # a user's own config wins
-    (workdir / "net.d" / "05-user.conflist").write_text(json.dumps(bridge_conflist("user", "kbu0", "10.199.6.0/24", workdir)))
+    (workdir / "net.d" / "05-user.conflist").write_text(json.dumps(bridge_conflist("user", "kbu0", "10.199.6.0/24",
+                                                                                   workdir)))
     mgr.event(POD_CIDR_CHANGE, {"podCIDR": "10.88.8.0/24"})
-    assert mgr.default_network().name == "user"  # type: ignore[union-attr]
+    assert mgr.default_network().name == "user"
 
 
 RECORDER = """
@@ -122,7 +129,7 @@ esac
 """
 
 
-async def test_plugin_protocol_env_and_stdin(workdir: Path, make_netns, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+async def test_plugin_protocol_env_and_stdin(workdir: Path, make_netns, monkeypatch: pytest.MonkeyPatch) -> None:
     fakes = workdir / "fakes"
     fakes.mkdir()
     write_plugin(fakes, "recorder", RECORDER)
@@ -164,7 +171,7 @@ async def test_plugin_protocol_env_and_stdin(workdir: Path, make_netns, monkeypa
     await mgr2.tear_down_pod(pod)
 
 
-async def test_failing_plugin_is_typed_and_leaves_no_ip(workdir: Path, bridge: str, make_netns) -> None:  # type: ignore[no-untyped-def]
+async def test_failing_plugin_is_typed_and_leaves_no_ip(workdir: Path, bridge: str, make_netns) -> None:
     fakes = workdir / "fakes"
     fakes.mkdir()
     write_failing_plugin(fakes)
@@ -179,7 +186,7 @@ async def test_failing_plugin_is_typed_and_leaves_no_ip(workdir: Path, bridge: s
     assert not list((workdir / "ipam" / "failnet").glob("10.*"))  # the bridge's IP was released
 
 
-async def test_hanging_plugin_times_out(workdir: Path, make_netns) -> None:  # type: ignore[no-untyped-def]
+async def test_hanging_plugin_times_out(workdir: Path, make_netns) -> None:
     fakes = workdir / "fakes"
     fakes.mkdir()
     write_plugin(fakes, "sleeper", """
@@ -194,7 +201,8 @@ exec sleep 30
         await mgr.set_up_pod(_pod("s", ns))
 
 
-async def test_host_port_in_use_is_refused_and_untouched(workdir: Path, bridge: str, make_netns, iptables_guard) -> None:  # type: ignore[no-untyped-def]
+async def test_host_port_in_use_is_refused_and_untouched(workdir: Path, bridge: str, make_netns,
+                                                         iptables_guard) -> None:
     mgr = _manager(workdir, bridge_conflist("ports", bridge, "10.199.5.0/24", workdir, portmap=True))
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
@@ -217,7 +225,7 @@ async def test_host_port_in_use_is_refused_and_untouched(workdir: Path, bridge: 
         busy.close()
 
 
-async def test_free_host_port_is_held_and_mapped(workdir: Path, bridge: str, make_netns, iptables_guard) -> None:  # type: ignore[no-untyped-def]
+async def test_free_host_port_is_held_and_mapped(workdir: Path, bridge: str, make_netns, iptables_guard) -> None:
     mgr = _manager(workdir, bridge_conflist("mapped", bridge, "10.199.7.0/24", workdir, portmap=True))
     ns = await make_netns()
     port = free_port()

@@ -16,13 +16,12 @@ import grpc
 import pytest
 
 from cni import netns
-from kubelet.cri.server import CRIConfig, CRIServer
-from protos.runtime.v1 import api_pb2, api_pb2_grpc
-from tests.contract.cni.conftest import bridge_conflist, iptables_chains
-
 from kubelet.cri.images.builtin import build_builtins
 from kubelet.cri.images.store import ImageStore
 from kubelet.cri.runc import Runc
+from kubelet.cri.server import CRIConfig, CRIServer
+from protos.runtime.v1 import api_pb2, api_pb2_grpc
+from tests.contract.cni.conftest import bridge_conflist, iptables_chains
 
 
 @dataclass

@@ -46,7 +46,7 @@ async def _wait_state(env: Env, container_id: str, state: int, timeout: float = 
         if status.state == state:
             return status
         await asyncio.sleep(0.05)
-    raise AssertionError(f"{container_id} never reached {api_pb2.ContainerState.Name(state)}")  # type: ignore[arg-type]
+    raise AssertionError(f"{container_id} never reached {api_pb2.ContainerState.Name(state)}")
 
 
 async def test_container_lifecycle(env: Env, tmp_path: Path) -> None:
@@ -169,7 +169,7 @@ async def test_bad_container_requests(env: Env, tmp_path: Path) -> None:
     for call, request in ((env.runtime.StartContainer, api_pb2.StartContainerRequest(container_id="nope")),
                           (env.runtime.ExecSync, api_pb2.ExecSyncRequest(container_id="nope", cmd=["true"]))):
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await call(request)  # type: ignore[operator]
+            await call(request)
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
     # Stopping or removing what is not there succeeds (the CRI's idempotence).
     await env.runtime.StopContainer(api_pb2.StopContainerRequest(container_id="nope"))

@@ -98,7 +98,7 @@ async def test_runtime_config_and_streaming_requests(cri: Client) -> None:
             (cri.runtime.PortForward, api_pb2.PortForwardRequest(), grpc.StatusCode.INVALID_ARGUMENT,
              "pod_sandbox_id")):
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await call(request)  # type: ignore[operator]
+            await call(request)
         assert err.value.code() == code
         assert words in (err.value.details() or "")
     # Every RPC of the subset has a handler (the generated base class would raise).

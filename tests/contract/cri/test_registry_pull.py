@@ -54,7 +54,7 @@ def _registry(tmp_path: Path, auth_yaml: str = "", push_creds: str = "", tls: tu
                 break
             except OSError:
                 if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("docker-registry did not start")
+                    raise RuntimeError("docker-registry did not start") from None
                 time.sleep(0.05)
         source = ImageStore(tmp_path / "source")
         build_builtins(source)

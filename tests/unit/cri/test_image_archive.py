@@ -11,8 +11,8 @@ import pytest
 
 from cluster.__main__ import main
 from kubelet.cri.images.archive import import_archive
-from kubelet.cri.images.platforms import this_platform
 from kubelet.cri.images.builtin import BUSYBOX_IMAGE, PAUSE_IMAGE, build_builtins
+from kubelet.cri.images.platforms import this_platform
 from kubelet.cri.images.store import OCI_INDEX, REF_NAME_ANNOTATION, ImageStore, ImageStoreError
 
 

@@ -78,7 +78,7 @@ def test_blobs_are_verified(store: ImageStore) -> None:
 def test_tag_refuses_an_image_with_missing_layers(store: ImageStore) -> None:
     layer = make_tar([("file", "a", b"1")])
     digest = add_image(store, "app:v1", [layer])
-    store.blob_path(store.get("app:v1").layers[0].digest).unlink()  # type: ignore[union-attr]
+    store.blob_path(store.get("app:v1").layers[0].digest).unlink()
     with pytest.raises(ImageStoreError, match="is not in the store"):
         store.tag("app:v2", digest)
 

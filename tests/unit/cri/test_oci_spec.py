@@ -9,8 +9,16 @@ from typing import Any
 import pytest
 
 from kubelet.cri import oci_spec
-from kubelet.cri.oci_spec import (ALL_CAPABILITIES, DEFAULT_CAPABILITIES, SandboxContext, SpecError,
-                                  _rootfs_propagation, container_spec, current_capabilities, mount_propagation)
+from kubelet.cri.oci_spec import (
+    ALL_CAPABILITIES,
+    DEFAULT_CAPABILITIES,
+    SandboxContext,
+    SpecError,
+    _rootfs_propagation,
+    container_spec,
+    current_capabilities,
+    mount_propagation,
+)
 from protos.runtime.v1 import api_pb2
 
 

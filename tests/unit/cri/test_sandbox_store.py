@@ -6,8 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from kubelet.cri.sandbox_store import (CHECKPOINT, NOTREADY, Ambiguous, NameReserved, NotFound, SandboxRecord,
-                                       SandboxStore)
+from kubelet.cri.sandbox_store import (
+    CHECKPOINT,
+    NOTREADY,
+    Ambiguous,
+    NameReserved,
+    NotFound,
+    SandboxRecord,
+    SandboxStore,
+)
 from protos.runtime.v1 import api_pb2
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import itertools
 
-from scheduler.framework.types import NodeInfo, PodInfo
 from protos.kubeling.v1 import core_pb2
+from scheduler.framework.types import NodeInfo, PodInfo
 
 _uids = itertools.count()
 
@@ -58,13 +58,13 @@ class SnapshotHandle:
         self.snap = snap
         self.client = None
 
-    def node_infos(self):  # type: ignore[no-untyped-def]
+    def node_infos(self):
         return self.snap.node_infos()  # type: ignore[attr-defined]
 
-    def node_info(self, name: str):  # type: ignore[no-untyped-def]
+    def node_info(self, name: str):
         return self.snap.get(name)  # type: ignore[attr-defined]
 
-    def node_table(self):  # type: ignore[no-untyped-def]
+    def node_table(self):
         return self.snap.table  # type: ignore[attr-defined]
 
 

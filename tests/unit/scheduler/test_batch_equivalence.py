@@ -7,6 +7,7 @@ import random
 import numpy as np
 import pytest
 
+from protos.kubeling.v1 import core_pb2
 from scheduler.cache import Cache, Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import FilterPlugin, ScorePlugin
@@ -15,7 +16,6 @@ from scheduler.plugins.nodeports import NodePorts
 from scheduler.plugins.noderesources import BalancedAllocation, Fit
 from scheduler.plugins.nodeunschedulable import NodeUnschedulable
 from scheduler.plugins.tainttoleration import TaintToleration
-from protos.kubeling.v1 import core_pb2
 from tests.unit.scheduler.builders import SnapshotHandle, make_node, make_pod
 
 
@@ -79,15 +79,15 @@ def test_batch_filters_and_scores_match_per_node(seed: int) -> None:
         state = CycleState()
         for f in filters:
             if hasattr(f, "pre_filter"):
-                _, s = f.pre_filter(state, pod, nodes)  # type: ignore[attr-defined]
+                _, s = f.pre_filter(state, pod, nodes)
                 if s.is_skip:
                     continue
             batch = f.filter_batch(state, pod, snap.table, rows, nodes)
             assert batch is not None, f.name
-            one_by_one = [f.filter(state, pod, nodes[r]).ok for r in rows]
-            assert batch.tolist() == one_by_one, f.name
+            passed = [f.filter(state, pod, nodes[r]).ok for r in rows]
+            assert batch.tolist() == passed, f.name
         for sc in scorers:
-            if hasattr(sc, "pre_score") and sc.pre_score(state, pod, nodes).is_skip:  # type: ignore[attr-defined]
+            if hasattr(sc, "pre_score") and sc.pre_score(state, pod, nodes).is_skip:
                 continue
             batch = sc.score_batch(state, pod, snap.table, rows, nodes)
             assert batch is not None, sc.name
@@ -96,7 +96,8 @@ def test_batch_filters_and_scores_match_per_node(seed: int) -> None:
             nb = sc.normalize_batch(state, pod, batch)
             if nb is not None:
                 from scheduler.framework.interface import NodeScore
-                ns, _ = sc.normalize_score(state, pod, [NodeScore(nodes[r].name, v) for r, v in zip(rows, one_by_one)])
+                raw = [NodeScore(nodes[r].name, v) for r, v in zip(rows, one_by_one, strict=True)]
+                ns, _ = sc.normalize_score(state, pod, raw)
                 assert nb.tolist() == [x.score for x in ns], sc.name
 
 

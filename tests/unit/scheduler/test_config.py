@@ -30,8 +30,8 @@ def test_profiles_and_plugin_sets() -> None:
     assert cfg.percentage_of_nodes_to_score == 30 and cfg.pod_max_backoff_seconds == 20
     default, packing = cfg.profiles
     assert "NodeResourcesBalancedAllocation" in default.points.enabled["score"]
-    assert packing.points.enabled["score"] == ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread",
-                                               "InterPodAffinity"]
+    assert packing.points.enabled["score"] == ["TaintToleration", "NodeAffinity", "NodeResourcesFit",
+                                               "PodTopologySpread", "InterPodAffinity"]
     assert packing.points.weights["NodeResourcesFit"] == 5
     fwk = Framework(packing.scheduler_name, packing.points, in_tree_registry())
     assert fwk.plugins["NodeResourcesFit"].strategy == "MostAllocated"  # type: ignore[attr-defined]
@@ -39,16 +39,18 @@ def test_profiles_and_plugin_sets() -> None:
 
 @pytest.mark.parametrize("data,field", [
     ({"profiles": [{"schedulerName": "a"}, {"schedulerName": "a"}]}, "profiles[1].schedulerName"),
-    ({"profiles": [{"plugins": {"score": {"enabled": [{"name": "NoSuchPlugin"}]}}}]}, "profiles[0].plugins.score.enabled[0].name"),
+    ({"profiles": [{"plugins": {"score": {"enabled": [{"name": "NoSuchPlugin"}]}}}]},
+     "profiles[0].plugins.score.enabled[0].name"),
     ({"profiles": [{"plugins": {"filter": {"enabled": [{"name": "ImageLocality"}]}}}]}, "does not extend filter"),
-    ({"profiles": [{"plugins": {"score": {"enabled": [{"name": "ImageLocality", "weight": -1}]}}}]}, "profiles[0].plugins.score.enabled[0].weight"),
+    ({"profiles": [{"plugins": {"score": {"enabled": [{"name": "ImageLocality", "weight": -1}]}}}]},
+     "profiles[0].plugins.score.enabled[0].weight"),
     ({"profiles": [{"plugins": {"queueSort": {"disabled": [{"name": "*"}]}}}]}, "profiles[0].plugins.queueSort"),
     ({"profiles": [{"plugins": {"sort": {}}}]}, "profiles[0].plugins.sort"),
     ({"percentageOfNodesToScore": 150}, "percentageOfNodesToScore"),
     ({"podInitialBackoffSeconds": 5, "podMaxBackoffSeconds": 1}, "podMaxBackoffSeconds"),
     ({"kind": "Deployment"}, "kind"),
 ])
-def test_config_errors_name_the_field(data: dict, field: str) -> None:  # type: ignore[type-arg]
+def test_config_errors_name_the_field(data: dict, field: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_config(data, in_tree_registry())
     assert field in str(info.value)

@@ -61,7 +61,7 @@ async def extender() -> AsyncIterator[tuple[ExampleExtender, str]]:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = site._server.sockets[0].getsockname()[1]
     try:
         yield ext, f"http://127.0.0.1:{port}/ext"
     finally:
@@ -95,14 +95,16 @@ async def test_extender_failures_reach_the_diagnosis_and_ignorable_errors_are_sk
     sched.on_pod_add(make_pod("p", {"cpu": "1"}))
     await drain(sched)
     await sched.close()
-    assert [m for _, m, _ in log.failures] == ["0/1 nodes are available: 1 node(s) were refused by the example extender. "
-                        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.."]
+    assert [m for _, m, _ in log.failures] == [
+        "0/1 nodes are available: 1 node(s) were refused by the example extender. "
+        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.."]
 
 
 def test_extender_config_errors() -> None:
     with pytest.raises(ConfigError, match=r"extenders\[0\].urlPrefix"):
         make_scheduler({"extenders": [{"filterVerb": "filter"}]})
     with pytest.raises(ConfigError, match="only one extender can implement bind"):
-        make_scheduler({"extenders": [{"urlPrefix": "http://x", "bindVerb": "b"}, {"urlPrefix": "http://y", "bindVerb": "b"}]})
+        make_scheduler({"extenders": [{"urlPrefix": "http://x", "bindVerb": "b"}, {"urlPrefix": "http://y",
+                                                                                   "bindVerb": "b"}]})
     with pytest.raises(ConfigError, match=r"extenders\[0\].weight"):
         make_scheduler({"extenders": [{"urlPrefix": "http://x", "prioritizeVerb": "p", "weight": 0}]})

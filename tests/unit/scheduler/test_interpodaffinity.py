@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from protos.kubeling.v1 import core_pb2
 from scheduler.cache import Cache, Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import NodeScore
 from scheduler.framework.status import Code
 from scheduler.plugins.interpodaffinity import (
-    ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY, InterPodAffinity,
+    ERR_AFFINITY,
+    ERR_ANTI_AFFINITY,
+    ERR_EXISTING_ANTI_AFFINITY,
+    InterPodAffinity,
 )
-from protos.kubeling.v1 import core_pb2
 from tests.unit.scheduler.builders import SnapshotHandle, make_node, make_pod
-
 
 
 def _term(key: str, op: str, values: list[str], topology: str) -> core_pb2.PodAffinityTerm:
@@ -142,8 +144,8 @@ def _weighted(weight: int, term: core_pb2.PodAffinityTerm) -> core_pb2.WeightedP
     return core_pb2.WeightedPodAffinityTerm(weight=weight, podAffinityTerm=term)
 
 
-def _aff(affinity: list | None = None, anti: list | None = None,  # type: ignore[type-arg]
-         hard: list | None = None) -> core_pb2.Affinity:  # type: ignore[type-arg]
+def _aff(affinity: list | None = None, anti: list | None = None,
+         hard: list | None = None) -> core_pb2.Affinity:
     a = core_pb2.Affinity()
     for w in affinity or []:
         a.podAffinity.preferredDuringSchedulingIgnoredDuringExecution.append(w)

@@ -6,18 +6,18 @@ capacities there are in cores ("4000" = 4000 CPUs) unless written in milli.
 
 from __future__ import annotations
 
+from protos.kubeling.v1 import core_pb2
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import NodeScore
 from scheduler.framework.status import Code
+from scheduler.plugins.imagelocality import calculate_priority
 from scheduler.plugins.nodeaffinity import NodeAffinity
 from scheduler.plugins.noderesources import BalancedAllocation, Fit
 from scheduler.plugins.tainttoleration import TaintToleration
-from scheduler.plugins.imagelocality import calculate_priority
-from protos.kubeling.v1 import core_pb2
 from tests.unit.scheduler.builders import make_node, make_pod, node_info
 
 
-def scores(plugin, pod, infos):  # type: ignore[no-untyped-def]
+def scores(plugin, pod, infos):
     state = CycleState()
     if hasattr(plugin, "pre_score"):
         s = plugin.pre_score(state, pod, infos)
@@ -62,8 +62,8 @@ def test_least_allocated_upstream_cases() -> None:
     # extended resources: bypassed when not requested, honoured when requested
     ext = Fit({"scoringStrategy": {"resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1},
                                                  {"name": "example.com/foo", "weight": 1}]}})
-    assert scores(ext, make_pod("p", *two), [node_info(make_node("node1", "6000", "10000")),
-                                             node_info(make_node("node2", "6000", "10000", extra={"example.com/foo": "4"}))]) == [50, 50]
+    with_foo = node_info(make_node("node2", "6000", "10000", extra={"example.com/foo": "4"}))
+    assert scores(ext, make_pod("p", *two), [node_info(make_node("node1", "6000", "10000")), with_foo]) == [50, 50]
     assert scores(ext, make_pod("p", {"cpu": "3000", "memory": "5000", "example.com/foo": "2"}),
                   [node_info(make_node("node1", "6000", "10000", extra={"example.com/foo": "4"})),
                    node_info(make_node("node2", "6000", "10000", extra={"example.com/foo": "10"}))]) == [50, 60]
@@ -213,7 +213,8 @@ def test_node_affinity_filter() -> None:
     # an empty term matches nothing (upstream)
     assert not fits(_affinity_pod([core_pb2.NodeSelectorTerm()]), {"foo": "bar"})
     # terms are ORed
-    assert fits(_affinity_pod([core_pb2.NodeSelectorTerm(matchExpressions=[_req("foo", "In", "x")]), term]), {"foo": "bar"})
+    assert fits(_affinity_pod([core_pb2.NodeSelectorTerm(matchExpressions=[_req("foo", "In", "x")]), term]),
+                {"foo": "bar"})
     # matchFields on the node name, and the PreFilter narrowing
     by_name = core_pb2.NodeSelectorTerm(matchFields=[_req("metadata.name", "In", "node1")])
     pod = _affinity_pod([by_name])

@@ -7,7 +7,7 @@ from tests.unit.scheduler.builders import FailureLog, make_node, make_pod
 from tests.unit.scheduler.harness import drain, make_scheduler
 
 
-def _bound(name: str, node: str, cpu: str, priority: int, started: int = 0):  # type: ignore[no-untyped-def]
+def _bound(name: str, node: str, cpu: str, priority: int, started: int = 0):
     pod = make_pod(name, {"cpu": cpu}, node=node, priority=priority)
     pod.status.startTime.seconds = 1_700_000_000 + started
     return pod

@@ -34,7 +34,7 @@ async def test_pop_order_priority_then_time() -> None:
     q.add(make_pod("high", priority=5))
     clock.now += 1
     q.add(make_pod("new-low", priority=1))
-    names = [(await q.pop()).pod.metadata.name for _ in range(3)]  # type: ignore[union-attr]
+    names = [(await q.pop()).pod.metadata.name for _ in range(3)]
     assert names == ["high", "old-low", "new-low"]
 
 
@@ -109,7 +109,7 @@ async def test_pop_waits_for_a_pod() -> None:
     await asyncio.sleep(0.05)
     assert not task.done()
     q.add(make_pod("late"))
-    assert (await asyncio.wait_for(task, 1)).pod.metadata.name == "late"  # type: ignore[union-attr]
+    assert (await asyncio.wait_for(task, 1)).pod.metadata.name == "late"
 
 
 def test_cache_assume_confirm_forget_expire() -> None:
@@ -153,7 +153,7 @@ def test_snapshot_is_incremental() -> None:
     cache.update_snapshot(snap)
     after = {name: id(info) for name, info in snap.infos.items()}
     assert after["n0"] == before["n0"] and after["n2"] == before["n2"]  # untouched: not copied again
-    assert after["n1"] != before["n1"] and snap.get("n1").requested.milli_cpu == 1000  # type: ignore[union-attr]
+    assert after["n1"] != before["n1"] and snap.get("n1").requested.milli_cpu == 1000
     cache.remove_node(make_node("n0"))
     cache.update_snapshot(snap)
     assert [i.name for i in snap.node_infos()] == ["n1", "n2"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+from protos.kubeling.v1 import core_pb2
 from scheduler.config import parse_config
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import PermitPlugin
@@ -13,7 +14,6 @@ from scheduler.schedule_one import FitError, num_feasible_nodes_to_find
 from scheduler.scheduler import Scheduler
 from tests.unit.scheduler.builders import FailureLog, make_node, make_pod
 from tests.unit.scheduler.harness import RecordingBinder, drain, make_scheduler
-from protos.kubeling.v1 import core_pb2
 
 
 def test_num_feasible_nodes_to_find() -> None:
@@ -132,7 +132,7 @@ async def test_permit_wait_allow_and_reject() -> None:
     class Gate(PermitPlugin):
         name = "Gate"
 
-        def permit(self, state: CycleState, pod, node_name: str):  # type: ignore[no-untyped-def]
+        def permit(self, state: CycleState, pod, node_name: str):
             return Status(Code.WAIT), 5.0
 
     registry = in_tree_registry()

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
+from protos.kubeling.v1 import core_pb2
 from scheduler.cache import Cache, Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import NodeScore
 from scheduler.framework.status import Code
 from scheduler.plugins.podtopologyspread import PodTopologySpread
-from protos.kubeling.v1 import core_pb2
 from tests.unit.scheduler.builders import SnapshotHandle, make_node, make_pod
 
 
-
-def _cluster(nodes: dict[str, dict[str, str]], pods: dict[str, int], labels: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+def _cluster(nodes: dict[str, dict[str, str]], pods: dict[str, int], labels: dict[str, str] | None = None):
     cache = Cache()
     for name, node_labels in nodes.items():
         cache.add_node(make_node(name, "8", "8Gi", "110", labels=node_labels))
