@@ -4,12 +4,14 @@ namespace controller, folded into the apiserver since kubeling has no controller
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from apiserver.registry.namespaces import FINALIZER
 from apiserver.registry.store import Registry
 from apiserver.storage.etcd import StaleRevision
 from kubeling import errors
 from kubeling.periodic import Periodic
+from protos.kubeling.v1 import core_pb2
 
 __all__ = ["NamespaceFinalizer"]
 
@@ -17,7 +19,8 @@ log = logging.getLogger(__name__)
 
 
 class NamespaceFinalizer:
-    def __init__(self, namespaces: Registry, namespaced: list[Registry], interval: float = 1.0) -> None:
+    def __init__(self, namespaces: Registry[core_pb2.Namespace], namespaced: list[Registry[Any]],
+                 interval: float = 1.0) -> None:
         self.namespaces = namespaces
         self.namespaced = namespaced
         self._loop = Periodic("namespace-finalizer", interval, self._pass)

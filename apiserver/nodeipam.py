@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from apiserver.registry.store import Registry
 from kubeling import errors
 from kubeling.periodic import Periodic
+from protos.kubeling.v1 import core_pb2
 
 __all__ = ["NodeIPAM", "CIDRAllocator", "RangeExhausted"]
 
@@ -49,7 +50,7 @@ class CIDRAllocator:
 
 
 class NodeIPAM:
-    def __init__(self, nodes: Registry, allocator: CIDRAllocator, interval: float = 0.2) -> None:
+    def __init__(self, nodes: Registry[core_pb2.Node], allocator: CIDRAllocator, interval: float = 0.2) -> None:
         self.nodes = nodes
         self.allocator = allocator
         self._loop = Periodic("node-ipam", interval, self._pass)

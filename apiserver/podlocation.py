@@ -43,8 +43,8 @@ def choose_container(pod: core_pb2.Pod, container: str) -> str:
 
 @dataclass
 class PodLocator:
-    pods: Registry
-    nodes: Registry
+    pods: Registry[core_pb2.Pod]
+    nodes: Registry[core_pb2.Node]
 
     async def pod(self, namespace: str, name: str) -> core_pb2.Pod:
         if not name:

@@ -8,6 +8,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -63,7 +64,7 @@ class APIServer:
     port: int = 0
     metrics_port: int = 0
     rest_port: int = 0
-    registries: dict[str, Registry] = field(default_factory=dict)
+    registries: dict[str, Registry[Any]] = field(default_factory=dict)  # by plural
     _storage: Storage | None = None
     _server: grpc.aio.Server | None = None
     _http: StatusServer | None = None

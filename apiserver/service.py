@@ -82,7 +82,7 @@ def _target(request: Any) -> str:
     return target + (f" [{' '.join(selectors)}]" if selectors else "")
 
 
-def _watch(metrics: Metrics, registry: Registry) -> grpc.RpcMethodHandler:
+def _watch(metrics: Metrics, registry: Registry[Any]) -> grpc.RpcMethodHandler:
     resource = registry.strategy.plural
     gauge = metrics.watchers.labels(resource)
 
@@ -137,7 +137,7 @@ def _pod_log(metrics: Metrics, proxy: PodLogProxy) -> grpc.RpcMethodHandler:
     return grpc.unary_stream_rpc_method_handler(handler, response_serializer=_serialize)
 
 
-def service_handler(registry: Registry, metrics: Metrics,
+def service_handler(registry: Registry[Any], metrics: Metrics,
                     pod_logs: PodLogProxy | None = None) -> grpc.GenericRpcHandler:
     strategy = registry.strategy
     resource = strategy.plural

@@ -60,7 +60,8 @@ class _RecordingBinder(BindPlugin):
     name = "BenchRecordingBinder"
 
     async def bind(self, state: CycleState, pod: Any, node_name: str) -> Status:
-        sched: Scheduler = self.handle  # type: ignore[assignment]
+        sched = self.handle
+        assert isinstance(sched, Scheduler)  # the bench runs it in process
         bound = type(pod)()
         bound.CopyFrom(pod)
         bound.spec.nodeName = node_name

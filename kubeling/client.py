@@ -14,13 +14,14 @@ import builtins
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic
 from urllib.parse import urlsplit
 
 import grpc
 import yaml
 
 from kubeling.errors import from_rpc_error
+from kubeling.objects import ObjectT
 from protos.kubeling.v1 import api_pb2, api_pb2_grpc, coordination_pb2, core_pb2, meta_pb2
 
 __all__ = ["Client", "ResourceClient", "PodClient", "WatchEvent", "GRPC_EXTENSION"]
@@ -29,7 +30,6 @@ __all__ = ["Client", "ResourceClient", "PodClient", "WatchEvent", "GRPC_EXTENSIO
 # ignores it and uses `server`, the REST API).
 GRPC_EXTENSION = "kubeling.io/grpc"
 
-T = TypeVar("T")
 
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
@@ -43,12 +43,12 @@ _CHANNEL_OPTIONS = [
 
 
 @dataclass(frozen=True, slots=True)
-class WatchEvent(Generic[T]):
+class WatchEvent(Generic[ObjectT]):
     type: str  # ADDED, MODIFIED, DELETED, BOOKMARK
-    object: T
+    object: ObjectT
 
 
-class ResourceClient(Generic[T]):
+class ResourceClient(Generic[ObjectT]):
     """The verbs of one resource. Namespaced calls default to namespace "default"."""
 
     def __init__(self, stub: Any, kind: str, namespaced: bool, timeout: float | None,
@@ -66,10 +66,10 @@ class ResourceClient(Generic[T]):
         except grpc.aio.AioRpcError as err:
             raise from_rpc_error(err) from None
 
-    async def create(self, obj: T) -> T:
+    async def create(self, obj: ObjectT) -> ObjectT:
         return await self._call("Create", obj)
 
-    async def get(self, name: str, namespace: str = "") -> T:
+    async def get(self, name: str, namespace: str = "") -> ObjectT:
         return await self._call("Get", meta_pb2.GetRequest(namespace=namespace, name=name))
 
     async def list(self, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
@@ -81,9 +81,9 @@ class ResourceClient(Generic[T]):
         return await self._call("List", req)
 
     async def list_all(self, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
-                       page_size: int = 500) -> tuple[builtins.list[T], str]:
+                       page_size: int = 500) -> tuple[builtins.list[ObjectT], str]:
         """Every item, page by page at one revision; returns (items, resourceVersion)."""
-        items: builtins.list[T] = []
+        items: builtins.list[ObjectT] = []
         token = ""
         while True:
             page = await self.list(namespace, label_selector=label_selector, field_selector=field_selector,
@@ -93,14 +93,14 @@ class ResourceClient(Generic[T]):
             if not token:
                 return items, page.metadata.resourceVersion
 
-    async def update(self, obj: T) -> T:
+    async def update(self, obj: ObjectT) -> ObjectT:
         return await self._call("Update", obj)
 
-    async def update_status(self, obj: T) -> T:
+    async def update_status(self, obj: ObjectT) -> ObjectT:
         return await self._call("UpdateStatus", obj)
 
     async def delete(self, name: str, namespace: str = "", *, grace_period_seconds: int | None = None,
-                     uid: str | None = None, resource_version: str | None = None) -> T:
+                     uid: str | None = None, resource_version: str | None = None) -> ObjectT:
         req = meta_pb2.DeleteRequest(namespace=namespace, name=name)
         if grace_period_seconds is not None:
             req.gracePeriodSeconds = grace_period_seconds
@@ -112,7 +112,7 @@ class ResourceClient(Generic[T]):
 
     async def watch(self, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
                     resource_version: str = "", allow_bookmarks: bool = False,
-                    timeout_seconds: int = 0) -> AsyncIterator[WatchEvent[T]]:
+                    timeout_seconds: int = 0) -> AsyncIterator[WatchEvent[ObjectT]]:
         """Events after resource_version ("" or "0": current state as ADDED first).
 
         Raises Expired when resource_version is too old: relist and watch again."""

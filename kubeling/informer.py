@@ -18,17 +18,17 @@ import logging
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic
 
 from kubeling import errors
 from kubeling.client import ResourceClient
+from kubeling.objects import ObjectT
 from kubeling.periodic import cancel_and_wait
 
 __all__ = ["Informer", "Store", "object_key", "INDEX_NAMESPACE", "INDEX_NODE_NAME"]
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 IndexFunc = Callable[[Any], Iterable[str]]
 INDEX_NAMESPACE = "namespace"
 INDEX_NODE_NAME = "nodeName"
@@ -53,26 +53,26 @@ DEFAULT_INDEXERS: dict[str, IndexFunc] = {
 
 
 @dataclass
-class Store(Generic[T]):
+class Store(Generic[ObjectT]):
     """Objects by key with secondary indexes (client-go's thread-safe store, minus threads)."""
 
     indexers: dict[str, IndexFunc] = field(default_factory=lambda: dict(DEFAULT_INDEXERS))
-    items: dict[str, T] = field(default_factory=dict)
+    items: dict[str, ObjectT] = field(default_factory=dict)
     _indexes: dict[str, dict[str, set[str]]] = field(default_factory=dict)
 
-    def get(self, key: str) -> T | None:
+    def get(self, key: str) -> ObjectT | None:
         return self.items.get(key)
 
-    def list(self) -> builtins.list[T]:
+    def list(self) -> builtins.list[ObjectT]:
         return [*self.items.values()]
 
     def keys(self) -> builtins.list[str]:
         return [*self.items]
 
-    def by_index(self, index: str, value: str) -> builtins.list[T]:
+    def by_index(self, index: str, value: str) -> builtins.list[ObjectT]:
         return [self.items[k] for k in sorted(self._indexes.get(index, {}).get(value, ()))]
 
-    def put(self, obj: T) -> T | None:
+    def put(self, obj: ObjectT) -> ObjectT | None:
         key = object_key(obj)
         old = self.items.get(key)
         if old is not None:
@@ -83,13 +83,13 @@ class Store(Generic[T]):
                 self._indexes.setdefault(name, {}).setdefault(value, set()).add(key)
         return old
 
-    def remove(self, key: str) -> T | None:
+    def remove(self, key: str) -> ObjectT | None:
         old = self.items.pop(key, None)
         if old is not None:
             self._unindex(key, old)
         return old
 
-    def _unindex(self, key: str, obj: T) -> None:
+    def _unindex(self, key: str, obj: ObjectT) -> None:
         for name, fn in self.indexers.items():
             idx = self._indexes.get(name, {})
             for value in fn(obj):
@@ -110,15 +110,15 @@ class _Handlers:
     on_delete: Handler | None = None
 
 
-class Informer(Generic[T]):
-    def __init__(self, resource: ResourceClient[T], *, namespace: str = "", label_selector: str = "",
+class Informer(Generic[ObjectT]):
+    def __init__(self, resource: ResourceClient[ObjectT], *, namespace: str = "", label_selector: str = "",
                  field_selector: str = "", indexers: dict[str, IndexFunc] | None = None,
                  page_size: int = 500, max_backoff: float = 5.0) -> None:
         self.resource = resource
         self.namespace = namespace
         self.label_selector = label_selector
         self.field_selector = field_selector
-        self.store: Store[T] = Store(indexers=indexers or dict(DEFAULT_INDEXERS))
+        self.store: Store[ObjectT] = Store(indexers=indexers or dict(DEFAULT_INDEXERS))
         self.page_size = page_size
         self.max_backoff = max_backoff
         self.last_resource_version = ""
@@ -193,7 +193,7 @@ class Informer(Generic[T]):
             if old is None:
                 self.store.put(obj)
                 await self._notify("on_add", obj)
-            elif old.metadata.resourceVersion != obj.metadata.resourceVersion:  # type: ignore[attr-defined]
+            elif old.metadata.resourceVersion != obj.metadata.resourceVersion:
                 self.store.put(obj)
                 await self._notify("on_update", old, obj)
         self.last_resource_version = rv
@@ -205,7 +205,7 @@ class Informer(Generic[T]):
                                             resource_version=self.last_resource_version,
                                             allow_bookmarks=True):
             obj = ev.object
-            rv = obj.metadata.resourceVersion  # type: ignore[attr-defined]
+            rv = obj.metadata.resourceVersion
             if ev.type == "BOOKMARK":
                 self.last_resource_version = rv
                 continue

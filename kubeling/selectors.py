@@ -9,11 +9,11 @@ Parse errors raise SelectorError with a message naming the offending part.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from kubeling import names
+from protos.kubeling.v1 import meta_pb2
 
 __all__ = [
     "SelectorError", "Requirement", "LabelSelector", "FieldRequirement", "FieldSelector",
@@ -172,27 +172,20 @@ class LabelSelector:
         return ",".join(str(r) for r in self.requirements)
 
 
-class _LabelSelectorProto(Protocol):
-    @property
-    def matchLabels(self) -> Mapping[str, str]: ...
-    @property
-    def matchExpressions(self) -> Sequence[object]: ...
-
-
 _PROTO_OPS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
 
 
-def from_label_selector_proto(sel: _LabelSelectorProto | None) -> LabelSelector | None:
+def from_label_selector_proto(sel: meta_pb2.LabelSelector | None) -> LabelSelector | None:
     """metav1.LabelSelector → selector, as LabelSelectorAsSelector: None selects nothing,
     an empty selector everything."""
     if sel is None:
         return None
     reqs = [Requirement(k, "=", (v,)) for k, v in sorted(sel.matchLabels.items())]
     for expr in sel.matchExpressions:
-        op = _PROTO_OPS.get(expr.operator)  # type: ignore[attr-defined]
+        op = _PROTO_OPS.get(expr.operator)
         if op is None:
-            raise SelectorError(f"{expr.operator!r} is not a valid label selector operator")  # type: ignore[attr-defined]
-        reqs.append(_validated(Requirement(expr.key, op, tuple(expr.values))))  # type: ignore[attr-defined]
+            raise SelectorError(f"{expr.operator!r} is not a valid label selector operator")
+        reqs.append(_validated(Requirement(expr.key, op, tuple(expr.values))))
     return LabelSelector(tuple(reqs))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from apiserver.registry.events import EventStrategy
 from apiserver.registry.leases import LeaseStrategy
 from apiserver.registry.namespaces import NamespaceStrategy
@@ -12,5 +14,5 @@ from apiserver.registry.strategy import DeletePlan, Strategy
 __all__ = ["Strategy", "DeletePlan", "PodStrategy", "NodeStrategy", "NamespaceStrategy",
            "EventStrategy", "LeaseStrategy", "ALL_STRATEGIES"]
 
-ALL_STRATEGIES: tuple[type[Strategy], ...] = (
+ALL_STRATEGIES: tuple[type[Strategy[Any]], ...] = (
     NamespaceStrategy, NodeStrategy, PodStrategy, EventStrategy, LeaseStrategy)

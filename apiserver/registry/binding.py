@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from apiserver.registry.store import Registry
-from apiserver.registry.strategy import Obj, now
+from apiserver.registry.strategy import now
 from apiserver.storage.etcd import StaleRevision
 from kubeling import errors, names
 from protos.kubeling.v1 import core_pb2
@@ -11,7 +11,7 @@ from protos.kubeling.v1 import core_pb2
 __all__ = ["bind"]
 
 
-async def bind(pods: Registry, binding: core_pb2.Binding) -> Obj:
+async def bind(pods: Registry[core_pb2.Pod], binding: core_pb2.Binding) -> core_pb2.Pod:
     """Set spec.nodeName (only when empty) and the PodScheduled condition, as upstream's
     BindingREST.assignPod: a pod is never bound twice, and never while being deleted."""
     meta, target = binding.metadata, binding.target

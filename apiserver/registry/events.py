@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from apiserver.registry.strategy import Obj, Strategy
+from apiserver.registry.strategy import Strategy
 from apiserver.validation import Checker
 from protos.kubeling.v1 import api_pb2, core_pb2
 
 __all__ = ["EventStrategy"]
 
 
-class EventStrategy(Strategy):
+class EventStrategy(Strategy[core_pb2.Event]):
     kind = "Event"
     plural = "events"
     namespaced = True
@@ -18,7 +18,7 @@ class EventStrategy(Strategy):
     list_message = api_pb2.EventList
     event_message = api_pb2.EventWatchEvent
 
-    def fields(self, obj: Obj) -> dict[str, str]:
+    def fields(self, obj: core_pb2.Event) -> dict[str, str]:
         out = super().fields(obj)
         ref = obj.involvedObject
         out.update({
@@ -30,11 +30,11 @@ class EventStrategy(Strategy):
         })
         return out
 
-    def default(self, obj: Obj) -> None:
+    def default(self, obj: core_pb2.Event) -> None:
         obj.type = obj.type or "Normal"
         obj.count = obj.count or 1
 
-    def validate(self, obj: Obj, check: Checker) -> None:
+    def validate(self, obj: core_pb2.Event, check: Checker) -> None:
         check.required("involvedObject.name", obj.involvedObject.name)
         check.required("reason", obj.reason)
         check.unsupported("type", obj.type, ("Normal", "Warning"))

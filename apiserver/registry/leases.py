@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from apiserver.registry.strategy import Obj, Strategy
+from apiserver.registry.strategy import Strategy
 from apiserver.validation import Checker
 from protos.kubeling.v1 import api_pb2, coordination_pb2
 
 __all__ = ["LeaseStrategy"]
 
 
-class LeaseStrategy(Strategy):
+class LeaseStrategy(Strategy[coordination_pb2.Lease]):
     kind = "Lease"
     plural = "leases"
     namespaced = True
@@ -18,7 +18,7 @@ class LeaseStrategy(Strategy):
     list_message = api_pb2.LeaseList
     event_message = api_pb2.LeaseWatchEvent
 
-    def validate(self, obj: Obj, check: Checker) -> None:
+    def validate(self, obj: coordination_pb2.Lease, check: Checker) -> None:
         spec = obj.spec
         if spec.HasField("leaseDurationSeconds") and spec.leaseDurationSeconds <= 0:
             check.invalid("spec.leaseDurationSeconds", spec.leaseDurationSeconds, "must be greater than 0")

@@ -6,7 +6,7 @@ finalizer (`apiserver.namespace_finalizer`) empties it and then removes it.
 
 from __future__ import annotations
 
-from apiserver.registry.strategy import DeletePlan, Obj, Strategy
+from apiserver.registry.strategy import DeletePlan, Strategy
 from apiserver.validation import Checker
 from kubeling import errors, names
 from protos.kubeling.v1 import api_pb2, core_pb2
@@ -20,7 +20,7 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 NAME_LABEL = "kubernetes.io/metadata.name"
 
 
-class NamespaceStrategy(Strategy):
+class NamespaceStrategy(Strategy[core_pb2.Namespace]):
     kind = "Namespace"
     plural = "namespaces"
     namespaced = False
@@ -31,40 +31,40 @@ class NamespaceStrategy(Strategy):
     def validate_name(self, name: str) -> list[str]:
         return names.dns1123_label(name)
 
-    def fields(self, obj: Obj) -> dict[str, str]:
+    def fields(self, obj: core_pb2.Namespace) -> dict[str, str]:
         out = super().fields(obj)
         out["status.phase"] = obj.status.phase
         return out
 
-    def default(self, obj: Obj) -> None:
+    def default(self, obj: core_pb2.Namespace) -> None:
         # The immutable name label upstream sets, so that selectors can pick namespaces by name.
         obj.metadata.labels[NAME_LABEL] = obj.metadata.name
 
-    def prepare_for_create(self, obj: Obj) -> None:
+    def prepare_for_create(self, obj: core_pb2.Namespace) -> None:
         obj.status.Clear()
         obj.status.phase = "Active"
         if FINALIZER not in obj.spec.finalizers:
             obj.spec.finalizers.append(FINALIZER)
 
-    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+    def prepare_for_update(self, new: core_pb2.Namespace, old: core_pb2.Namespace) -> None:
         super().prepare_for_update(new, old)
         # spec.finalizers change only through the finalize step, as upstream's /finalize.
         new.spec.CopyFrom(old.spec)
 
-    def validate(self, obj: Obj, check: Checker) -> None:
+    def validate(self, obj: core_pb2.Namespace, check: Checker) -> None:
         for i, f in enumerate(obj.spec.finalizers):
             check.name(f"spec.finalizers[{i}]", f, names.qualified_name)
 
-    def validate_status(self, new: Obj, check: Checker) -> None:
+    def validate_status(self, new: core_pb2.Namespace, check: Checker) -> None:
         check.unsupported("status.phase", new.status.phase, ("Active", "Terminating"))
 
-    def delete_plan(self, obj: Obj, grace_seconds: int | None) -> DeletePlan:
+    def delete_plan(self, obj: core_pb2.Namespace, grace_seconds: int | None) -> DeletePlan:
         if obj.metadata.name in SYSTEM_NAMESPACES:
             raise errors.Forbidden(f'namespaces "{obj.metadata.name}" is forbidden: this namespace may not be deleted')
         return DeletePlan(False)
 
-    def mark_deleting(self, obj: Obj) -> None:
+    def mark_deleting(self, obj: core_pb2.Namespace) -> None:
         obj.status.phase = "Terminating"
 
-    def finalized(self, obj: Obj) -> bool:
+    def finalized(self, obj: core_pb2.Namespace) -> bool:
         return not obj.spec.finalizers

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from apiserver.registry.strategy import Obj, Strategy
+from apiserver.registry.strategy import Strategy
 from apiserver.validation import Checker
 from kubeling import names
 from protos.kubeling.v1 import api_pb2, core_pb2
@@ -12,7 +12,7 @@ __all__ = ["NodeStrategy"]
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
-class NodeStrategy(Strategy):
+class NodeStrategy(Strategy[core_pb2.Node]):
     kind = "Node"
     plural = "nodes"
     namespaced = False
@@ -20,12 +20,12 @@ class NodeStrategy(Strategy):
     list_message = api_pb2.NodeList
     event_message = api_pb2.NodeWatchEvent
 
-    def fields(self, obj: Obj) -> dict[str, str]:
+    def fields(self, obj: core_pb2.Node) -> dict[str, str]:
         out = super().fields(obj)
         out["spec.unschedulable"] = "true" if obj.spec.unschedulable else "false"
         return out
 
-    def validate(self, obj: Obj, check: Checker) -> None:
+    def validate(self, obj: core_pb2.Node, check: Checker) -> None:
         spec = obj.spec
         if spec.podCIDR:
             check.cidr("spec.podCIDR", spec.podCIDR)
@@ -47,11 +47,11 @@ class NodeStrategy(Strategy):
             seen.add((t.key, t.effect))
         self.validate_status(obj, check)
 
-    def validate_update(self, new: Obj, old: Obj, check: Checker) -> None:
+    def validate_update(self, new: core_pb2.Node, old: core_pb2.Node, check: Checker) -> None:
         if old.spec.podCIDR and new.spec.podCIDR != old.spec.podCIDR:
             check.add("spec.podCIDR", "Forbidden: node updates may not change podCIDR except from \"\" to valid")
 
-    def validate_status(self, new: Obj, check: Checker) -> None:
+    def validate_status(self, new: core_pb2.Node, check: Checker) -> None:
         status = new.status
         canonical: dict[str, str] = {}
         check.resource_list("status.capacity", status.capacity, canonical)

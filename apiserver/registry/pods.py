@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from apiserver.registry.strategy import DeletePlan, Obj, Strategy
+from apiserver.registry.strategy import DeletePlan, Strategy
 from apiserver.validation import Checker
 from apiserver.validation.pods import SYSTEM_PRIORITY_CLASSES, validate_pod, validate_pod_status, validate_pod_update
 from kubeling.quantity import canonical
@@ -17,7 +17,7 @@ DEFAULT_SCHEDULER = "default-scheduler"
 DEFAULT_GRACE_SECONDS = 30
 
 
-class PodStrategy(Strategy):
+class PodStrategy(Strategy[core_pb2.Pod]):
     kind = "Pod"
     plural = "pods"
     namespaced = True
@@ -26,7 +26,7 @@ class PodStrategy(Strategy):
     event_message = api_pb2.PodWatchEvent
     index_field: ClassVar[str | None] = "spec.nodeName"
 
-    def fields(self, obj: Obj) -> dict[str, str]:
+    def fields(self, obj: core_pb2.Pod) -> dict[str, str]:
         out = super().fields(obj)
         spec, status = obj.spec, obj.status
         out.update({
@@ -43,14 +43,14 @@ class PodStrategy(Strategy):
 
     # ---------------------------------------------------------------- create
 
-    def prepare_for_create(self, obj: Obj) -> None:
+    def prepare_for_create(self, obj: core_pb2.Pod) -> None:
         # Every create path (gRPC, REST, server-side apply) starts the pod's trace here.
         mark_pod_trace(obj)
         obj.status.Clear()
         obj.status.phase = "Pending"
         obj.status.qosClass = _qos_class(obj.spec)
 
-    def default(self, obj: Obj) -> None:
+    def default(self, obj: core_pb2.Pod) -> None:
         spec = obj.spec
         spec.restartPolicy = spec.restartPolicy or "Always"
         spec.schedulerName = spec.schedulerName or DEFAULT_SCHEDULER
@@ -73,21 +73,21 @@ class PodStrategy(Strategy):
             if not tsc.HasField("nodeTaintsPolicy"):
                 tsc.nodeTaintsPolicy = "Ignore"
 
-    def validate(self, obj: Obj, check: Checker) -> None:
+    def validate(self, obj: core_pb2.Pod, check: Checker) -> None:
         validate_pod(obj.spec, check)
         _canonicalize_resources(obj.spec)
 
     # ---------------------------------------------------------------- update
 
-    def validate_update(self, new: Obj, old: Obj, check: Checker) -> None:
+    def validate_update(self, new: core_pb2.Pod, old: core_pb2.Pod, check: Checker) -> None:
         validate_pod_update(new, old, check)
 
-    def validate_status(self, new: Obj, check: Checker) -> None:
+    def validate_status(self, new: core_pb2.Pod, check: Checker) -> None:
         validate_pod_status(new, check)
 
     # ---------------------------------------------------------------- delete
 
-    def delete_plan(self, obj: Obj, grace_seconds: int | None) -> DeletePlan:
+    def delete_plan(self, obj: core_pb2.Pod, grace_seconds: int | None) -> DeletePlan:
         """Upstream's pod CheckGracefulDeleteStrategy: pods not on a node, or already
         finished, go at once; others wait for their kubelet (grace 0 forces)."""
         if grace_seconds is None:

@@ -16,10 +16,10 @@ import logging
 import secrets
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Generic
 
 from apiserver.cachewatcher import CacheWatcher, Filter
-from apiserver.registry.strategy import Obj, Strategy, now, timestamp
+from apiserver.registry.strategy import Strategy, T, now, timestamp
 from apiserver.storage.etcd import KV, Compacted, KeyExists, StaleRevision, Storage, prefix_end
 from apiserver.storage.ttl import LeasePool
 from apiserver.validation import Checker
@@ -41,8 +41,10 @@ _CONFLICT_RETRIES = 20
 NamespaceCheck = Callable[[str], Awaitable[None]]
 
 
-class Registry:
-    def __init__(self, strategy: Strategy, storage: Storage, *, prefix: str = "/registry",
+class Registry(Generic[T]):
+    """One resource's storage, validation and watch cache, driven by its Strategy."""
+
+    def __init__(self, strategy: Strategy[T], storage: Storage, *, prefix: str = "/registry",
                  cache_capacity: int = 10_000, bookmark_interval: float = 60.0,
                  watcher_buffer: int = 1_000, namespace_check: NamespaceCheck | None = None,
                  expiry: LeasePool | None = None) -> None:
@@ -63,12 +65,12 @@ class Registry:
             return self.prefix + f"{namespace}/{name}".encode()
         return self.prefix + name.encode()
 
-    def decode(self, kv: KV) -> Obj:
-        obj: Obj = self.strategy.message.FromString(kv.value)
+    def decode(self, kv: KV) -> T:
+        obj: T = self.strategy.message.FromString(kv.value)
         obj.metadata.resourceVersion = str(kv.mod_revision)
         return obj
 
-    def encode(self, obj: Obj) -> bytes:
+    def encode(self, obj: T) -> bytes:
         rv = obj.metadata.resourceVersion
         obj.metadata.resourceVersion = ""  # never stored: etcd's mod_revision is the truth
         data = obj.SerializeToString(deterministic=True)
@@ -82,7 +84,7 @@ class Registry:
     def _describe(self, name: str) -> str:
         return f'{self.strategy.plural} "{name}"'
 
-    def _invalid(self, obj: Obj, check: Checker) -> None:
+    def _invalid(self, obj: T, check: Checker) -> None:
         if check.violations:
             detail = ", ".join(str(v) for v in check.violations)
             raise errors.Invalid(f'{self.strategy.kind} "{obj.metadata.name}" is invalid: {detail}',
@@ -98,7 +100,7 @@ class Registry:
         return errors.NotFound(f"{self._describe(name)} not found",
                                metadata={"kind": self.strategy.kind, "name": name})
 
-    def _namespace_of(self, obj: Obj) -> str:
+    def _namespace_of(self, obj: T) -> str:
         if not self.strategy.namespaced:
             if obj.metadata.namespace:
                 raise errors.BadRequest(f"{self.strategy.plural} are cluster-scoped: metadata.namespace must be empty")
@@ -108,7 +110,7 @@ class Registry:
 
     # ------------------------------------------------------------ verbs
 
-    async def create(self, obj: Obj) -> Obj:
+    async def create(self, obj: T) -> T:
         meta = obj.metadata
         if meta.resourceVersion:
             raise errors.BadRequest("resourceVersion should not be set on objects to be created")
@@ -147,7 +149,7 @@ class Registry:
         """The etcd lease a write attaches (0: none, the object does not expire)."""
         return await self.expiry.lease() if self.expiry is not None else 0
 
-    def _validate_meta(self, obj: Obj, check: Checker) -> None:
+    def _validate_meta(self, obj: T, check: Checker) -> None:
         meta = obj.metadata
         if not meta.name:
             check.add("metadata.name", "Required value: name or generateName is required")
@@ -167,7 +169,7 @@ class Registry:
             for fld in ("apiVersion", "kind", "name", "uid"):
                 check.required(f"metadata.ownerReferences[{i}].{fld}", getattr(ref, fld))
 
-    async def get(self, namespace: str, name: str) -> Obj:
+    async def get(self, namespace: str, name: str) -> T:
         namespace = self._request_namespace(namespace)
         kv, _ = await self.storage.get(self.key(namespace, name))
         if kv is None:
@@ -179,7 +181,7 @@ class Registry:
             return namespace or "default"
         return ""
 
-    async def update(self, obj: Obj, *, status: bool = False) -> Obj:
+    async def update(self, obj: T, *, status: bool = False) -> T:
         """Update (spec and metadata) or UpdateStatus (status only)."""
         namespace = self._namespace_of(obj)
         name = obj.metadata.name
@@ -230,7 +232,7 @@ class Registry:
             return new
         raise self._conflict(name, "too many concurrent writers; try again")
 
-    def _prepare_meta_update(self, new: Obj, old: Obj, check: Checker) -> None:
+    def _prepare_meta_update(self, new: T, old: T, check: Checker) -> None:
         """Server-owned metadata comes from the stored object (upstream BeforeUpdate)."""
         nm, om = new.metadata, old.metadata
         if nm.uid and nm.uid != om.uid:
@@ -257,13 +259,13 @@ class Registry:
                 check.add("metadata.finalizers", "Forbidden: no new finalizers can be added if the object is being "
                                                  f"deleted, found new finalizers {sorted(added)}")
 
-    def _ready_to_delete(self, obj: Obj) -> bool:
+    def _ready_to_delete(self, obj: T) -> bool:
         meta = obj.metadata
         return (meta.HasField("deletionTimestamp") and not meta.finalizers
                 and meta.deletionGracePeriodSeconds == 0 and self.strategy.finalized(obj))
 
     async def delete(self, namespace: str, name: str, *, grace_seconds: int | None = None,
-                     preconditions: meta_pb2.Preconditions | None = None) -> Obj:
+                     preconditions: meta_pb2.Preconditions | None = None) -> T:
         namespace = self._request_namespace(namespace)
         key = self.key(namespace, name)
         if grace_seconds is not None and grace_seconds < 0:
@@ -308,12 +310,12 @@ class Registry:
             return obj
         raise self._conflict(name, "too many concurrent writers; try again")
 
-    def _mark_deleting(self, obj: Obj, grace: int) -> None:
+    def _mark_deleting(self, obj: T, grace: int) -> None:
         obj.metadata.deletionTimestamp.CopyFrom(timestamp(now().seconds + grace))
         obj.metadata.deletionGracePeriodSeconds = grace
         self.strategy.mark_deleting(obj)
 
-    def _check_preconditions(self, obj: Obj, pre: meta_pb2.Preconditions) -> None:
+    def _check_preconditions(self, obj: T, pre: meta_pb2.Preconditions) -> None:
         name = obj.metadata.name
         if pre.HasField("uid") and pre.uid != obj.metadata.uid:
             raise self._conflict(name, f"Precondition failed: UID in precondition: {pre.uid}, "
@@ -338,7 +340,7 @@ class Registry:
                     + ", ".join(sorted(self._field_labels)) + ")")
         return Filter(namespace if self.strategy.namespaced else "", labels, fields)
 
-    async def list(self, req: meta_pb2.ListRequest) -> tuple[builtins.list[Obj], meta_pb2.ListMeta]:
+    async def list(self, req: meta_pb2.ListRequest) -> tuple[builtins.list[T], meta_pb2.ListMeta]:
         flt = self.parse_filter(req.namespace, req.labelSelector, req.fieldSelector)
         if req.limit < 0:
             raise errors.BadRequest(f"limit: invalid value {req.limit}: must be >= 0")
@@ -354,7 +356,7 @@ class Registry:
         return await self._list_from_etcd(flt, req.limit, token)
 
     async def _list_from_etcd(self, flt: Filter, limit: int,
-                              token: str) -> tuple[builtins.list[Obj], meta_pb2.ListMeta]:
+                              token: str) -> tuple[builtins.list[T], meta_pb2.ListMeta]:
         base = self.prefix + (f"{flt.namespace}/".encode() if flt.namespace else b"")
         end = prefix_end(base)
         revision, start = 0, base
@@ -363,7 +365,7 @@ class Registry:
             if not start.startswith(base):
                 raise errors.BadRequest("continue token does not belong to this list")
         selective = not (flt.labels.empty() and flt.fields.empty())
-        items: builtins.list[Obj] = []
+        items: builtins.list[T] = []
         page = limit if limit > 0 else 0
         remaining: int | None = None
         next_key: bytes | None = None

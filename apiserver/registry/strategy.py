@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar, Generic
 
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -17,10 +17,9 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from apiserver.validation import Checker
 from kubeling import names
 from kubeling.errors import FieldViolation
+from kubeling.objects import ObjectT as T
 
-__all__ = ["Strategy", "DeletePlan", "now", "timestamp"]
-
-Obj = Any  # a generated protobuf message with `metadata` (and spec/status)
+__all__ = ["Strategy", "DeletePlan", "T", "now", "timestamp"]
 
 
 def now() -> Timestamp:
@@ -42,11 +41,11 @@ class DeletePlan:
     grace_seconds: int = 0
 
 
-class Strategy:
+class Strategy(Generic[T]):
     kind: ClassVar[str]
     plural: ClassVar[str]
     namespaced: ClassVar[bool]
-    message: ClassVar[type[Message]]
+    message: type[T]
     list_message: ClassVar[type[Message]]
     event_message: ClassVar[type[Message]]
     has_status: ClassVar[bool] = True
@@ -58,7 +57,7 @@ class Strategy:
         return names.dns1123_subdomain(name)
 
     # ---- field labels (field selectors) ----
-    def fields(self, obj: Obj) -> dict[str, str]:
+    def fields(self, obj: T) -> dict[str, str]:
         meta = obj.metadata
         out = {"metadata.name": meta.name}
         if self.namespaced:
@@ -69,52 +68,55 @@ class Strategy:
         return frozenset(self.fields(self.message()).keys())
 
     # ---- create / update ----
-    def prepare_for_create(self, obj: Obj) -> None:
+    def prepare_for_create(self, obj: T) -> None:
         """Clear what a client may not set on create (status defaults, ...)."""
 
-    def default(self, obj: Obj) -> None:
+    def default(self, obj: T) -> None:
         """Fill defaults, as upstream's SetDefaults_*."""
 
-    def validate(self, obj: Obj, check: Checker) -> None:
+    def validate(self, obj: T, check: Checker) -> None:
         """Add a violation per invalid field of a new or updated object."""
 
-    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+    def prepare_for_update(self, new: T, old: T) -> None:
         """A normal update may not change status: keep the stored one."""
         if self.has_status:
+            # by field name: the registry is the same for every resource, not all have status
             new.status.CopyFrom(old.status)
 
-    def prepare_for_status_update(self, new: Obj, old: Obj) -> None:
+    def prepare_for_status_update(self, new: T, old: T) -> None:
         """A status update changes status only: everything else is the stored object's."""
-        status = type(new.status)()
-        status.CopyFrom(new.status)
+        status = new.status
+        kept = type(status)()
+        kept.CopyFrom(status)
         new.CopyFrom(old)
-        new.status.CopyFrom(status)
+        new.status.CopyFrom(kept)
 
-    def validate_update(self, new: Obj, old: Obj, check: Checker) -> None:
+    def validate_update(self, new: T, old: T, check: Checker) -> None:
         """Extra rules for updates (immutable fields)."""
 
-    def validate_status(self, new: Obj, check: Checker) -> None:
+    def validate_status(self, new: T, check: Checker) -> None:
         """Rules for a status update."""
 
-    def spec_changed(self, new: Obj, old: Obj) -> bool:
+    def spec_changed(self, new: T, old: T) -> bool:
         """Whether metadata.generation must be bumped."""
-        if hasattr(new, "spec"):
-            return new.spec.SerializeToString(deterministic=True) != old.spec.SerializeToString(deterministic=True)
-        return False
+        if not hasattr(new, "spec"):
+            return False
+        spec, old_spec = new.spec, old.spec
+        return bool(spec.SerializeToString(deterministic=True) != old_spec.SerializeToString(deterministic=True))
 
     # ---- delete ----
-    def delete_plan(self, obj: Obj, grace_seconds: int | None) -> DeletePlan:
+    def delete_plan(self, obj: T, grace_seconds: int | None) -> DeletePlan:
         """Immediate unless the resource says otherwise (pods bound to a node are graceful)."""
         return DeletePlan(False)
 
-    def mark_deleting(self, obj: Obj) -> None:
+    def mark_deleting(self, obj: T) -> None:
         """Called when deletionTimestamp is set (namespaces turn Terminating)."""
 
-    def finalized(self, obj: Obj) -> bool:
+    def finalized(self, obj: T) -> bool:
         """Whether resource-specific finalization is done (namespaces: spec.finalizers empty)."""
         return True
 
-    def violations(self, obj: Obj) -> list[FieldViolation]:
+    def violations(self, obj: T) -> list[FieldViolation]:
         check = Checker()
         self.validate(obj, check)
         return check.violations

@@ -61,7 +61,7 @@ _PATCH_TYPES = {"application/json-patch+json": "json", "application/merge-patch+
 
 @dataclass
 class RestServer:
-    registries: dict[str, Registry]
+    registries: dict[str, Registry[Any]]  # by plural: every resource's
     pod_logs: PodLogProxy
     pod_streams: PodStreams
     metrics: Metrics
@@ -217,7 +217,7 @@ class RestServer:
                 return await self._delete(request, t)
         raise MethodNotAllowed(f"the server does not allow this method on the requested resource ({method})")
 
-    def _registry(self, t: Target) -> Registry:
+    def _registry(self, t: Target) -> Registry[Any]:
         return self.registries[t.resource.plural]
 
     # ------------------------------------------------------------------ encoding

@@ -20,7 +20,7 @@ from protos.kubeling.v1 import meta_pb2
 __all__ = ["serve_watch"]
 
 
-async def serve_watch(request: web.Request, t: Target, registry: Registry) -> web.StreamResponse:
+async def serve_watch(request: web.Request, t: Target, registry: Registry[Any]) -> web.StreamResponse:
     out = negotiate_output(request)
     q = request.query
     timeout = int_query(q, "timeoutSeconds")

@@ -18,7 +18,8 @@ class RecordingBinder(BindPlugin):
     fail: set[str] = set()
 
     async def bind(self, state: CycleState, pod: Any, node_name: str) -> Status:
-        sched: Scheduler = self.handle  # type: ignore[assignment]
+        sched = self.handle
+        assert isinstance(sched, Scheduler)
         if pod.metadata.name in self.fail:
             return Status.as_error(f"bind of {pod.metadata.name} refused (test)")
         bound = type(pod)()

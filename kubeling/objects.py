@@ -1,0 +1,14 @@
+"""The API's object types: every resource the apiserver serves is one of these generated
+messages, each with `metadata` (meta.v1 ObjectMeta)."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from protos.kubeling.v1 import coordination_pb2, core_pb2
+
+__all__ = ["ApiObject", "ObjectT"]
+
+ApiObject = core_pb2.Pod | core_pb2.Node | core_pb2.Namespace | core_pb2.Event | coordination_pb2.Lease
+# One resource's object type, for what is generic over resources (clients, informers, registries).
+ObjectT = TypeVar("ObjectT", bound=ApiObject)
