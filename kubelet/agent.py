@@ -102,8 +102,8 @@ class Kubelet:
         await self.server.start()
 
         self.node = node = NodeManager(client, runtime, cfg.node_name, cfg.node_ip, self.server.port, cfg.state_dir,
-                                       cfg.max_pods, dict(cfg.node_labels), cfg.node_status_update_frequency,
-                                       cfg.node_status_report_frequency, cfg.node_lease_duration_seconds)
+                                       cfg.max_pods, dict(cfg.node_labels), cfg.node_status_report_frequency,
+                                       cfg.node_lease_duration_seconds)
         await node.register()
         cidr = await node.wait_for_pod_cidr()
         await runtime.update_pod_cidr(cidr)

@@ -45,7 +45,6 @@ class KubeletConfig:
     container_gc_period: float = 60.0  # a pod's dead containers are collected at most this often
     crash_loop_backoff_initial: float = 10.0
     crash_loop_backoff_max: float = 300.0
-    pod_infra_image: str = "registry.k8s.io/pause:3.10.1"
     cluster_domain: str = "cluster.local"  # pods' FQDNs: <hostname>.<subdomain>.<namespace>.svc.<this>
     # The hosted runtime's: registry mirrors (hosts.toml directory) and its streaming server
     registry_config_dir: Path | None = None

@@ -83,7 +83,6 @@ class NodeManager:
     state_dir: Path
     max_pods: int = 110
     labels: dict[str, str] = field(default_factory=dict)
-    update_frequency: float = 10.0
     report_frequency: float = 60.0
     lease_duration: int = 40
     node: core_pb2.Node | None = None

@@ -107,7 +107,6 @@ class AttachHub:
         self._stdin_lock = threading.Lock()
         self._clients: list[_Client] = []
         self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
         self._closed = False
 
     def start(self) -> None:

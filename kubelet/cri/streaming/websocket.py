@@ -28,9 +28,6 @@ log = logging.getLogger(__name__)
 NORMAL_CLOSURE, PROTOCOL_ERROR_CLOSE, UNSUPPORTED_DATA, TOO_BIG = 1000, 1002, 1003, 1009
 MAX_MESSAGE = 16 * 1024 * 1024
 STREAM_CLOSE_SIGNAL = 255
-CHANNEL_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "v4.base64.channel.k8s.io",
-                     "channel.k8s.io", "base64.channel.k8s.io")
-TUNNEL_PREFIX = "SPDY/3.1+"
 
 
 class HandshakeError(Exception):
