@@ -13,6 +13,7 @@ sandbox -> CNI -> containers started.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -21,7 +22,7 @@ from typing import Any
 from opentelemetry import context, propagate, trace
 
 __all__ = ["setup", "POD_TRACE_ANNOTATION", "pod_context", "pod_attributes", "inject_current", "tracer",
-           "mark_pod_trace"]
+           "mark_pod_trace", "tracing_enabled", "span_if_tracing"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,24 @@ def _server_filter(details: Any) -> bool:
 
 def tracer(name: str) -> trace.Tracer:
     return trace.get_tracer(name)
+
+
+def tracing_enabled() -> bool:
+    """Whether a tracer provider was configured (`setup` with an endpoint, or a test's): hot
+    paths skip building spans, contexts and attributes when it was not."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
+def span_if_tracing(tracer_: trace.Tracer, name: str, *,
+                    attributes: Callable[[], Mapping[str, Any]] | None = None,
+                    parent: Callable[[], context.Context | None] | None = None,
+                    ) -> contextlib.AbstractContextManager[trace.Span | None]:
+    """`tracer_.start_as_current_span(name)` when tracing is on, else a context manager that
+    does nothing (yielding None); attributes and parent are computed only when needed."""
+    if not tracing_enabled():
+        return contextlib.nullcontext()
+    return tracer_.start_as_current_span(name, context=parent() if parent else None,
+                                         attributes=attributes() if attributes else None)
 
 
 def setup(service_name: str) -> Callable[[], None]:

@@ -8,6 +8,7 @@ are updated incrementally: only nodes changed since the last one are copied.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -150,10 +151,16 @@ class Cache:
         """A pod the informer shows bound: confirms an assumption, or is added."""
         uid, node = str(pod.metadata.uid), pod.spec.nodeName
         state = self.pods.get(uid)
+        info = None
         if state is not None:
             # Confirmed (perhaps elsewhere than assumed, if another scheduler bound it).
             self._remove(uid, state)
-        info = PodInfo.of(pod)
+            if state.assumed:
+                # What the scheduler derived from the assumed pod holds for the bound one: a
+                # pod's requests, ports and affinity cannot change (only nodeName moved).
+                info = dataclasses.replace(state.info, pod=pod)
+        if info is None:
+            info = PodInfo.of(pod)
         self._touch(node).add_pod(info)
         self.pods[uid] = _PodState(info, node)
 

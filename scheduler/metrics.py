@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -33,6 +34,23 @@ class SchedulerMetrics:
         self.pending = Gauge("scheduler_pending_pods", "Pending pods by queue (active, backoff, unschedulable, gated).",
                              ["queue"], registry=r)
         self.leader = Gauge("scheduler_leader", "1 while this replica holds the leader lease.", registry=r)
+        # Labelled children, looked up once: `labels()` costs more than the observation itself,
+        # and the scheduling cycle records several per pod.
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def _child(self, which: str, metric: Counter | Histogram, *labels: str) -> Any:
+        key = (which, *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
+    def observe_extension_point(self, point: str, status: str, profile: str, seconds: float) -> None:
+        self._child("point", self.extension_point, point, status, profile).observe(seconds)
+
+    def observe_attempt(self, result: str, profile: str, seconds: float) -> None:
+        self._child("attempts", self.attempts, result, profile).inc()
+        self._child("duration", self.attempt_duration, result, profile).observe(seconds)
 
     def track_pending(self, stats: Callable[[], object]) -> None:
         """Read queue sizes at scrape time."""

@@ -10,16 +10,18 @@ own, so the next pod's cycle does not wait for the API.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 from opentelemetry import trace
 
-from kubeling.telemetry import pod_attributes, pod_context, tracer
+from kubeling.telemetry import pod_attributes, pod_context, span_if_tracing, tracer
 from protos.kubeling.v1.core_pb2 import Pod
 from scheduler.cache import Cache, Snapshot
 from scheduler.extender import (
@@ -41,7 +43,7 @@ from scheduler.framework.interface import (
 )
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
-from scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
+from scheduler.framework.types import NodeInfo, QueuedPodInfo
 from scheduler.metrics import SchedulerMetrics
 from scheduler.queue import SchedulingQueue
 
@@ -53,6 +55,7 @@ _TRACER = tracer("scheduler.scheduler")
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 NO_NODES = "NoNodesAvailable"  # pseudo plugin: waits for a node to be added
+_MIN_CHUNK = 256  # nodes the array filters judge at a time, at least
 
 
 def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
@@ -99,6 +102,36 @@ class FitError(Exception):
         return msg
 
 
+class NodeRows(Sequence[NodeInfo]):
+    """The snapshot's nodes at `rows`, as a sequence made on demand: the feasible nodes of a
+    cycle are row numbers in the numpy columns; plugins that look at NodeInfos get them
+    one by one, and most never do."""
+
+    __slots__ = ("_nodes", "_rows")
+
+    def __init__(self, nodes: Sequence[NodeInfo], rows: np.ndarray) -> None:
+        self._nodes = nodes
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> NodeInfo: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[NodeInfo]: ...
+
+    def __getitem__(self, index: int | slice) -> NodeInfo | Sequence[NodeInfo]:
+        if isinstance(index, slice):
+            return NodeRows(self._nodes, self._rows[index])
+        return self._nodes[int(self._rows[index])]
+
+    def __iter__(self) -> Iterator[NodeInfo]:
+        nodes = self._nodes
+        return (nodes[r] for r in self._rows.tolist())
+
+
 class SchedulingError(Exception):
     """A plugin or an extender failed (not "unschedulable"): the pod is retried with back-off."""
 
@@ -126,8 +159,8 @@ class ScheduleOne:
             return False
         # In the pod's own trace (started by its Create); the binding cycle's task and
         # its Bind call inherit this span as their parent.
-        with _TRACER.start_as_current_span("scheduling cycle", context=pod_context(qpi.pod.metadata.annotations),
-                                           attributes=pod_attributes(qpi.pod)):
+        with span_if_tracing(_TRACER, "scheduling cycle", parent=lambda: pod_context(qpi.pod.metadata.annotations),
+                             attributes=lambda: pod_attributes(qpi.pod)):
             await self._scheduling_cycle(qpi)
         return True
 
@@ -137,7 +170,7 @@ class ScheduleOne:
         if fwk is None or pod.metadata.HasField("deletionTimestamp") or self.cache.is_assumed(str(pod.metadata.uid)):
             return
         cycle = self.queue.scheduling_cycle
-        state = CycleState()
+        state = CycleState(qpi.pod_info)
         started = time.perf_counter()
         try:
             result = await self.schedule_pod(fwk, state, pod)
@@ -163,7 +196,7 @@ class ScheduleOne:
 
         # Assume: the next cycle sees the pod on its node before the binding lands.
         assumed = _with_node(pod, result.node)
-        assumed_info = PodInfo.of(assumed)
+        assumed_info = dataclasses.replace(qpi.pod_info, pod=assumed)  # all it derived holds: only nodeName moved
         self.cache.assume_pod(assumed_info, result.node)
         for point, run in (("Reserve", fwk.run_reserve), ("Permit", fwk.run_permit)):
             t = time.perf_counter()
@@ -199,16 +232,21 @@ class ScheduleOne:
             fit.unschedulable_plugins.add(s.plugin)
             raise fit
         t = time.perf_counter()
-        feasible = self._find_nodes_that_fit(fwk, state, pod, nodes, pre, fit)
-        try:
-            feasible = await find_nodes_that_pass_extenders(self.extenders, pod, feasible, fit.statuses,
-                                                            fit.unschedulable_plugins)
-        except ExtenderError as err:
-            raise SchedulingError(str(err)) from None
-        self._phase(fwk, "Filter", "Success" if feasible else "Unschedulable", t)
-        if not feasible:
+        rows = self._find_nodes_that_fit(fwk, state, pod, nodes, pre, fit)
+        feasible: Sequence[NodeInfo] = NodeRows(nodes, rows)
+        if self.extenders and len(rows):
+            try:
+                passed = await find_nodes_that_pass_extenders(self.extenders, pod, list(feasible), fit.statuses,
+                                                              fit.unschedulable_plugins)
+            except ExtenderError as err:
+                raise SchedulingError(str(err)) from None
+            index = self.snapshot.index
+            rows = np.fromiter((index[n.name] for n in passed), dtype=np.int64, count=len(passed))
+            feasible = NodeRows(nodes, rows)
+        self._phase(fwk, "Filter", "Success" if len(rows) else "Unschedulable", t)
+        if not len(rows):
             raise fit
-        if len(feasible) == 1:
+        if len(rows) == 1:
             return ScheduleResult(feasible[0].name, 1 + len(fit.statuses), 1)
         t = time.perf_counter()
         s = fwk.run_pre_score(state, pod, feasible)
@@ -216,24 +254,23 @@ class ScheduleOne:
         if not s.ok:
             raise SchedulingError(f"running PreScore plugin {s.plugin!r}: {s.message}")
         t = time.perf_counter()
-        index = self.snapshot.index
-        rows = np.fromiter((index[n.name] for n in feasible), dtype=np.int64, count=len(feasible))
         totals, s = fwk.run_score_batch(state, pod, self.snapshot.table, rows, nodes)
         self._phase(fwk, "Score", _status_label(s), t)
         if not s.ok:
             raise SchedulingError(f"running Score plugin {s.plugin!r}: {s.message}")
         if self.extenders:
             plugin_scores = [NodeScore(n.name, int(v)) for n, v in zip(feasible, totals, strict=True)]
-            scores = await prioritize_with_extenders(self.extenders, pod, feasible, plugin_scores)
+            scores = await prioritize_with_extenders(self.extenders, pod, list(feasible), plugin_scores)
             totals = np.array([ns.score for ns in scores], dtype=np.int64)
         top = np.flatnonzero(totals == totals.max())
         chosen = feasible[int(top[self.rng.randrange(len(top))])]
-        return ScheduleResult(chosen.name, len(feasible) + len(fit.statuses), len(feasible))
+        return ScheduleResult(chosen.name, len(rows) + len(fit.statuses), len(rows))
 
     def _find_nodes_that_fit(self, fwk: Framework, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo],
-                             pre: PreFilterResult | None, fit: FitError) -> list[NodeInfo]:
-        """The feasible nodes (at most numFeasibleNodesToFind, from where the last cycle
-        stopped); when none is, every node's reasons go to `fit`.
+                             pre: PreFilterResult | None, fit: FitError) -> np.ndarray:
+        """The rows (in the snapshot's node list) of the feasible nodes: at most
+        numFeasibleNodesToFind, from where the last cycle stopped; when none is, every
+        node's reasons go to `fit`.
 
         One path: the filter plugins that can judge all nodes as arrays do so first; the
         others run node by node on the nodes that passed, and a node with nominated pods
@@ -246,7 +283,7 @@ class ScheduleOne:
             if info is not None and info.node is not None:
                 status = fwk.run_filter_with_nominated_pods(state, pod, info, self.queue.nominated_for_node(nominated))
                 if status.ok:
-                    return [info]
+                    return np.array([self.snapshot.index[nominated]], dtype=np.int64)
         index = self.snapshot.index
         if pre is not None and pre.node_names is not None:
             rows = np.array(sorted(index[n] for n in pre.node_names if n in index), dtype=np.int64)
@@ -254,24 +291,37 @@ class ScheduleOne:
             rows = np.arange(len(nodes), dtype=np.int64)
         total = len(rows)
         if total == 0:
-            return []
+            return rows
         to_find = num_feasible_nodes_to_find(self.percentages[fwk.scheduler_name], total)
         start = self.next_start_node_index % total
         order = np.concatenate((rows[start:], rows[:start]))  # rotate: fairness across cycles
-        mask, per_node = fwk.run_filter_batch(state, pod, self.snapshot.table, order, nodes)  # skips left out
         nominations = self.queue.has_nominations()
-        feasible: list[NodeInfo] = []
-        processed = total
-        for pos in np.flatnonzero(mask):
-            info = nodes[order[pos]]
-            if (nominations or per_node) and not self._filter_node(fwk, state, pod, info, per_node, nominations).ok:
-                continue
-            feasible.append(info)
-            if len(feasible) >= to_find:
-                processed = int(pos) + 1
-                break
+        # The array filters run over chunks of the rotated order, a little more than what is
+        # still wanted each time: the search stops, as upstream's, once to_find nodes passed.
+        kept: list[np.ndarray] = []
+        found, processed, offset = 0, total, 0
+        while offset < total and found < to_find:
+            chunk = order[offset:offset + max(2 * (to_find - found), _MIN_CHUNK)]
+            mask, per_node = fwk.run_filter_batch(state, pod, self.snapshot.table, chunk, nodes)  # skips left out
+            passed = np.flatnonzero(mask)
+            if per_node or nominations:
+                ok: list[int] = []
+                for pos in passed.tolist():
+                    if self._filter_node(fwk, state, pod, nodes[chunk[pos]], per_node, nominations).ok:
+                        ok.append(pos)
+                        if found + len(ok) >= to_find:
+                            break
+                passed = np.array(ok, dtype=np.int64)
+            passed = passed[:to_find - found] + offset
+            kept.append(passed)
+            found += len(passed)
+            if found >= to_find:
+                processed = int(passed[-1]) + 1
+            offset += len(chunk)
+        chosen = np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
         self.next_start_node_index = (start + processed) % total
-        if not feasible:
+        feasible = order[chosen]
+        if not len(feasible):
             # Nothing fits: every node's reasons (all its filters, one by one) for the diagnosis.
             plugins = [p for p in fwk.filter if p.name not in state.skip_filter]
             for r in order:
@@ -297,7 +347,7 @@ class ScheduleOne:
     async def _binding_cycle(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo,
                              assumed: Pod, node: str, cycle: int, started: float) -> None:
         uid = str(assumed.metadata.uid)
-        with _TRACER.start_as_current_span("binding cycle", attributes=pod_attributes(assumed, node)):
+        with span_if_tracing(_TRACER, "binding cycle", attributes=lambda: pod_attributes(assumed, node)):
             s = await self._bind(fwk, state, qpi, assumed, node)
         if not s.ok:
             self._observe(fwk, "error" if s.code is Code.ERROR else "unschedulable", started)
@@ -325,12 +375,12 @@ class ScheduleOne:
             if s.ok:
                 # Real spans here (not after the fact): these points make API calls, whose
                 # spans belong under them.
-                with _TRACER.start_as_current_span("PreBind") as span:
+                with span_if_tracing(_TRACER, "PreBind") as span:
                     t = time.perf_counter()
                     s = await fwk.run_pre_bind(state, assumed, node)
                     self._phase(fwk, "PreBind", _status_label(s), t, span=span)
             if s.ok:
-                with _TRACER.start_as_current_span("Bind") as span:
+                with span_if_tracing(_TRACER, "Bind") as span:
                     t = time.perf_counter()
                     binder = binder_for(self.extenders, assumed)
                     if binder is not None:
@@ -360,22 +410,24 @@ class ScheduleOne:
         span: `span` when the caller opened one, else one made after the fact (so that the
         untraced path costs only this check)."""
         elapsed = time.perf_counter() - started
-        self.metrics.extension_point.labels(point, status, fwk.scheduler_name).observe(elapsed)
-        attributes = {"scheduler.status": status, "scheduler.profile": fwk.scheduler_name}
+        self.metrics.observe_extension_point(point, status, fwk.scheduler_name, elapsed)
         if span is not None:
-            span.set_attributes(attributes)
+            span.set_attributes({"scheduler.status": status, "scheduler.profile": fwk.scheduler_name})
         elif trace.get_current_span().is_recording():
             end = time.time_ns()
-            _TRACER.start_span(point, start_time=end - int(elapsed * 1e9), attributes=attributes).end(end_time=end)
+            _TRACER.start_span(point, start_time=end - int(elapsed * 1e9), attributes={
+                "scheduler.status": status, "scheduler.profile": fwk.scheduler_name}).end(end_time=end)
 
     def _observe(self, fwk: Framework, result: str, started: float) -> None:
-        self.metrics.attempts.labels(result, fwk.scheduler_name).inc()
-        self.metrics.attempt_duration.labels(result, fwk.scheduler_name).observe(time.perf_counter() - started)
+        self.metrics.observe_attempt(result, fwk.scheduler_name, time.perf_counter() - started)
+
+
+# A status code as the extension point metric labels it (Success, Unschedulable, ...).
+_STATUS_LABELS = {code: "".join(word.title() for word in code.name.split("_")) for code in Code}
 
 
 def _status_label(s: Status) -> str:
-    """A status code as the extension point metric labels it (Success, Unschedulable, ...)."""
-    return "".join(word.title() for word in s.code.name.split("_"))
+    return _STATUS_LABELS[s.code]
 
 
 def _with_node(pod: Pod, node: str) -> Pod:

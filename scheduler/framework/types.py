@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,9 @@ def pod_key(pod: Pod) -> str:
     return f"{pod.metadata.namespace}/{pod.metadata.name}"
 
 
+@functools.lru_cache(maxsize=4096)
 def _amount(name: str, text: str) -> int:
+    """A quantity in scheduler units; memoized: every pod repeats the same few strings."""
     q = parse_quantity(text)
     return q.milli_value() if name == "cpu" else q.int_value()
 

@@ -59,6 +59,14 @@ def _resource_specs(args: dict[str, Any], where: str) -> list[_ResourceSpec]:
     return specs
 
 
+def _requests(state: CycleState, pod: Any, *, non_zero: bool = False) -> Amounts:
+    """The pod's requests: as the queue derived them once (the cycle's PodInfo), else anew."""
+    info = state.pod_info
+    if info is not None and info.pod is pod:
+        return info.non_zero if non_zero else info.requests
+    return pod_requests(pod, non_zero=non_zero)
+
+
 def _requested(node: NodeInfo, pod_req: Amounts, name: str, non_zero: bool) -> tuple[int, int]:
     """(allocatable, requested after adding the pod); (0, 0) skips the resource."""
     if name in ("cpu", "memory"):
@@ -126,11 +134,11 @@ class Fit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExt
 
     def pre_filter(self, state: CycleState, pod: Any,
                    nodes: Sequence[NodeInfo]) -> tuple[PreFilterResult | None, Status]:
-        state.write(_FIT_KEY, pod_requests(pod))
+        state.write(_FIT_KEY, _requests(state, pod))
         return None, SUCCESS
 
     def filter(self, state: CycleState, pod: Any, node: NodeInfo) -> Status:
-        req: Amounts = state.get(_FIT_KEY) or pod_requests(pod)
+        req: Amounts = _requests(state, pod)
         reasons = []
         if len(node.pods) + 1 > node.allocatable.allowed_pod_number:
             reasons.append("Too many pods")
@@ -148,7 +156,7 @@ class Fit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExt
 
     def filter_batch(self, state: CycleState, pod: Any, table: NodeTable, rows: np.ndarray,
                      nodes: Sequence[NodeInfo]) -> np.ndarray | None:
-        req: Amounts = state.get(_FIT_KEY) or pod_requests(pod)
+        req: Amounts = _requests(state, pod)
         if any(req.scalar.values()):
             return None  # extended resources: per node
         mask = table.pods[rows] + 1 <= table.alloc_pods[rows]
@@ -161,33 +169,45 @@ class Fit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExt
         return mask
 
     def pre_score(self, state: CycleState, pod: Any, nodes: Sequence[NodeInfo]) -> Status:
-        state.write(_FIT_KEY + "/score", pod_requests(pod, non_zero=True))
+        state.write(_FIT_KEY + "/score", _requests(state, pod, non_zero=True))
         return SUCCESS
 
     def score_batch(self, state: CycleState, pod: Any, table: NodeTable, rows: np.ndarray,
                     nodes: Sequence[NodeInfo]) -> np.ndarray | None:
         if self.strategy == "RequestedToCapacityRatio" or any(s.name not in ("cpu", "memory") for s in self.resources):
             return None
-        req: Amounts = state.get(_FIT_KEY + "/score") or pod_requests(pod, non_zero=True)
-        total = np.zeros(len(rows), dtype=np.int64)
-        weights = np.zeros(len(rows), dtype=np.int64)
+        req: Amounts = _requests(state, pod, non_zero=True)
+        columns = []
         for spec in self.resources:
             if spec.name == "cpu":
-                cap, used = table.alloc_cpu[rows], table.nz_cpu[rows] + req.milli_cpu
+                columns.append((spec.weight, table.alloc_cpu[rows], table.nz_cpu[rows] + req.milli_cpu))
             else:
-                cap, used = table.alloc_mem[rows], table.nz_mem[rows] + req.memory
+                columns.append((spec.weight, table.alloc_mem[rows], table.nz_mem[rows] + req.memory))
+        if all(cap.all() for _, cap, _ in columns):
+            # Every node has every resource (the usual case): no zero-capacity masking.
+            total = np.zeros(len(rows), dtype=np.int64)
+            for weight, cap, used in columns:
+                if self.strategy == "LeastAllocated":
+                    total += np.maximum(cap - used, 0) * MAX_NODE_SCORE // cap * weight
+                else:
+                    total += np.minimum(used, cap) * MAX_NODE_SCORE // cap * weight
+            weight_sum = sum(weight for weight, _, _ in columns)
+            return total // weight_sum if weight_sum else np.zeros(len(rows), dtype=np.int64)
+        total = np.zeros(len(rows), dtype=np.int64)
+        weights = np.zeros(len(rows), dtype=np.int64)
+        for weight, cap, used in columns:
             has = cap > 0
             safe = np.where(has, cap, 1)
             if self.strategy == "LeastAllocated":
                 value = np.where(used <= cap, (cap - used) * MAX_NODE_SCORE // safe, 0)
             else:
                 value = np.minimum(used, cap) * MAX_NODE_SCORE // safe
-            total += np.where(has, value * spec.weight, 0)
-            weights += np.where(has, spec.weight, 0)
+            total += np.where(has, value * weight, 0)
+            weights += np.where(has, weight, 0)
         return np.where(weights > 0, total // np.where(weights > 0, weights, 1), 0)
 
     def score(self, state: CycleState, pod: Any, node: NodeInfo) -> tuple[int, Status]:
-        req: Amounts = state.get(_FIT_KEY + "/score") or pod_requests(pod, non_zero=True)
+        req: Amounts = _requests(state, pod, non_zero=True)
         total = weights = 0
         for spec in self.resources:
             capacity, requested = _requested(node, req, spec.name, non_zero=True)
@@ -226,7 +246,7 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
         self.resources = _resource_specs(self.args, "pluginConfig[NodeResourcesBalancedAllocation].args")
 
     def pre_score(self, state: CycleState, pod: Any, nodes: Sequence[NodeInfo]) -> Status:
-        req = pod_requests(pod)
+        req = _requests(state, pod)
         if all(req.get(spec.name) == 0 for spec in self.resources):
             return Status(Code.SKIP)  # a best-effort pod changes no balance
         state.write(self._KEY, req)
@@ -237,7 +257,12 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
         names = [s.name for s in self.resources]
         if len(names) != 2 or set(names) != {"cpu", "memory"}:
             return None
-        req: Amounts = state.get(self._KEY) or pod_requests(pod)
+        req: Amounts = _requests(state, pod)
+        cpu_cap, mem_cap = table.alloc_cpu[rows], table.alloc_mem[rows]
+        if cpu_cap.all() and mem_cap.all():  # the usual case: no zero-capacity masking
+            cpu = np.minimum((table.req_cpu[rows] + req.milli_cpu) / cpu_cap, 1.0)
+            mem = np.minimum((table.req_mem[rows] + req.memory) / mem_cap, 1.0)
+            return ((1 - np.abs((cpu - mem) / 2)) * MAX_NODE_SCORE).astype(np.int64)
         fractions, valid = [], []
         for name in names:
             if name == "cpu":
@@ -252,7 +277,7 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
         return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
 
     def score(self, state: CycleState, pod: Any, node: NodeInfo) -> tuple[int, Status]:
-        req: Amounts = state.get(self._KEY) or pod_requests(pod)
+        req: Amounts = _requests(state, pod)
         fractions = []
         for spec in self.resources:
             capacity, requested = _requested(node, req, spec.name, non_zero=False)

@@ -1,0 +1,84 @@
+"""One benchmark, two commits, back to back on this machine: the ratio new / old.
+
+    python -m bench.compare OLD [NEW] [--runs 3] [--json OUT] -- scheduler_perf --mode inprocess ...
+
+OLD and NEW are git revisions (NEW: the working tree when omitted). Each is checked out
+into a temporary worktree and the benchmark (a module of bench/) runs there with this
+venv's interpreter, alternating old and new `--runs` times so that both see the same
+host. The report holds every run's JSON, the median of the chosen metric for each side,
+their ratio, and the host's speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench.output import report
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_METRIC = {"scheduler_perf": "throughput_overall_pods_per_s"}
+
+
+def _worktree(rev: str, parent: Path) -> Path:
+    where = parent / rev.replace("/", "_")
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(where), rev], check=True)
+    return where
+
+
+def _run(tree: Path, module: str, args: list[str]) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-m", f"bench.{module}", *args], cwd=tree, capture_output=True,
+                         text=True, check=True)
+    start = out.stdout.index("{")  # the JSON report, after whatever the benchmark logged
+    result: dict[str, Any] = json.loads(out.stdout[start:])
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    own, _, bench_argv = (argv[:argv.index("--")], "--", argv[argv.index("--") + 1:]) if "--" in argv \
+        else (argv, "", [])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("old")
+    p.add_argument("new", nargs="?", default="")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--metric", default="", help="the JSON field compared (default: the benchmark's headline)")
+    p.add_argument("--json", default="")
+    args = p.parse_args(own)
+    if not bench_argv:
+        p.error("give the benchmark after --, e.g. -- scheduler_perf --mode inprocess")
+    module, bench_args = bench_argv[0], bench_argv[1:]
+    metric = args.metric or DEFAULT_METRIC.get(module, "")
+    if not metric:
+        p.error(f"--metric is needed for {module}")
+    work = Path(tempfile.mkdtemp(prefix="kubeling-compare-"))
+    trees = {"old": _worktree(args.old, work), "new": _worktree(args.new, work) if args.new else ROOT}
+    runs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
+    try:
+        for _ in range(args.runs):
+            for side in ("old", "new"):
+                runs[side].append(_run(trees[side], module, bench_args))
+                print(f"{side}: {runs[side][-1][metric]}", file=sys.stderr, flush=True)
+    finally:
+        for tree in trees.values():
+            if tree != ROOT:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
+        shutil.rmtree(work, ignore_errors=True)
+    old = statistics.median(r[metric] for r in runs["old"])
+    new = statistics.median(r[metric] for r in runs["new"])
+    report({"benchmark": f"compare {module}", "args": bench_args, "metric": metric,
+            "old": {"rev": args.old, "median": old, "runs": [r[metric] for r in runs["old"]]},
+            "new": {"rev": args.new or "working tree", "median": new, "runs": [r[metric] for r in runs["new"]]},
+            "ratio": round(new / old, 3) if old else None}, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
