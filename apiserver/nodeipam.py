@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import Iterator
 
 from apiserver.registry.store import Registry
 from kubeling import errors
@@ -21,9 +20,6 @@ from protos.kubeling.v1 import core_pb2
 __all__ = ["NodeIPAM", "CIDRAllocator", "RangeExhausted"]
 
 log = logging.getLogger(__name__)
-
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
 
 class RangeExhausted(Exception):
     pass
@@ -38,15 +34,33 @@ class CIDRAllocator:
             raise ValueError(f"node CIDR mask size {mask_size} does not fit in cluster CIDR {cluster_cidr}")
         self.mask_size = mask_size
 
-    def _subnets(self) -> Iterator[Network]:
-        return self.cluster.subnets(new_prefix=self.mask_size)
+    def _taken(self, used: set[str]) -> set[int]:
+        """The numbers of the subnets that the used ranges overlap (subnet i starts at the
+        cluster's base + i × its size): arithmetic, not an overlap test per pair."""
+        shift = self.cluster.max_prefixlen - self.mask_size
+        base, count = int(self.cluster.network_address), 1 << (self.mask_size - self.cluster.prefixlen)
+        taken: set[int] = set()
+        for text in used:
+            try:
+                net = ipaddress.ip_network(text, strict=False)
+            except ValueError:
+                continue
+            if net.version != self.cluster.version:
+                continue
+            first = (int(net.network_address) - base) >> shift
+            last = (int(net.broadcast_address) - base) >> shift
+            taken.update(range(max(first, 0), min(last, count - 1) + 1))
+        return taken
 
     def allocate(self, used: set[str]) -> str:
-        taken = {ipaddress.ip_network(c, strict=False) for c in used}
-        for subnet in self._subnets():
-            if not any(subnet.overlaps(t) for t in taken):
-                return str(subnet)
-        raise RangeExhausted(f"no free /{self.mask_size} left in cluster CIDR {self.cluster}")
+        taken = self._taken(used)
+        count = 1 << (self.mask_size - self.cluster.prefixlen)
+        index = next((i for i in range(count) if i not in taken), None)
+        if index is None:
+            raise RangeExhausted(f"no free /{self.mask_size} left in cluster CIDR {self.cluster}")
+        size = 1 << (self.cluster.max_prefixlen - self.mask_size)
+        start = ipaddress.ip_address(int(self.cluster.network_address) + index * size)
+        return f"{start}/{self.mask_size}"
 
 
 class NodeIPAM:
@@ -54,6 +68,8 @@ class NodeIPAM:
         self.nodes = nodes
         self.allocator = allocator
         self._loop = Periodic("node-ipam", interval, self._pass)
+        self._seen_rv = -1  # the nodes' revision the last pass looked at
+        self._warned: set[str] = set()  # nodes already told the range is exhausted
 
     def start(self) -> None:
         self._loop.start()
@@ -62,9 +78,11 @@ class NodeIPAM:
         await self._loop.stop()
 
     async def _pass(self) -> None:
-        if not self.nodes.cache.ready.is_set():
-            return
-        nodes = [e.obj for e in self.nodes.cache.store.values()]
+        cache = self.nodes.cache
+        if not cache.ready.is_set() or cache.rv == self._seen_rv:
+            return  # nothing changed among the nodes since the last pass
+        self._seen_rv = cache.rv
+        nodes = [e.obj for e in cache.store.values()]
         waiting = [n for n in nodes if not n.spec.podCIDR and not n.metadata.HasField("deletionTimestamp")]
         if not waiting:
             return
@@ -73,10 +91,16 @@ class NodeIPAM:
             try:
                 cidr = self.allocator.allocate(used)
             except RangeExhausted as exc:
-                log.warning("node %s: %s", node.metadata.name, exc)
+                for late in waiting:
+                    if late.metadata.name not in self._warned:
+                        self._warned.add(late.metadata.name)
+                        log.warning("node %s: %s", late.metadata.name, exc)
                 return
             if await self.assign(node.metadata.name, cidr):
                 used.add(cidr)
+                self._warned.discard(node.metadata.name)
+            else:
+                self._seen_rv = -1  # not assigned: look again next pass
 
     async def assign(self, name: str, cidr: str) -> bool:
         try:
