@@ -32,6 +32,7 @@ class BenchCluster:
     rest_address: str  # host:port of the REST API
     runc_root: Path  # the kubelet's runtime's containers
     cri_socket: Path
+    pids: dict[str, int]  # apiserver, scheduler, kubelet (with its CRI server), etcd
 
 
 @asynccontextmanager
@@ -42,11 +43,13 @@ async def running_cluster(work: Path, node: str, cluster_cidr: str, max_pods: in
     address, rest_address = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     logs = open(work / "components.log", "w")
     procs: list[subprocess.Popen[bytes]] = []
+    pids = {"etcd": etcd.pid or 0}
     level = os.environ.get("BENCH_LOG_LEVEL", "WARNING")
 
     def spawn(*argv: str) -> None:
         procs.append(subprocess.Popen([sys.executable, *argv, "--log-level", level], stdout=logs,
                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+        pids[argv[1]] = procs[-1].pid
 
     try:
         spawn("-m", "apiserver", "--etcd", etcd.endpoint, "--listen", address, "--rest-listen", rest_address,
@@ -67,7 +70,8 @@ async def running_cluster(work: Path, node: str, cluster_cidr: str, max_pods: in
                 if time.monotonic() > deadline:
                     raise TimeoutError("the node did not become Ready")
                 await asyncio.sleep(0.2)
-            yield BenchCluster(client, node, rest_address, work / "runc", work / "kubelet" / node / "cri.sock")
+            yield BenchCluster(client, node, rest_address, work / "runc", work / "kubelet" / node / "cri.sock",
+                               pids)
     finally:
         for proc in reversed(procs):
             proc.send_signal(signal.SIGTERM)

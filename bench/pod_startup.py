@@ -10,6 +10,13 @@ pause and the app container with runc; `bench.cri`'s floor). `--density N` then
 creates N pods at once on the node and reports the time until all run. Everything
 it creates is removed. BENCH_LOG_LEVEL=INFO and BENCH_KEEP_LOG=FILE keep the
 components' logs for a closer look.
+
+CPU (bench.cpuaccount), over the window from the first create to the last pod running:
+`cpu_ms_per_pod` (the machine's busy time per started pod) and its breakdown by part
+(each long-lived process's own time, the kubelet's waited-for children: runc, the CNI
+plugins and their iptables; the shims; this benchmark's own client; the kernel and the
+rest), `exits_per_pod` (programs started and ended per pod, by kind), against the
+floor's machine CPU per pod.
 """
 
 from __future__ import annotations
@@ -22,10 +29,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.cluster import running_cluster
+from bench.cpuaccount import ExecAccounting, machine_busy_seconds, pids_matching, process_seconds
 from bench.cri import floor_pod_starts, ms_quantile
 from bench.output import report
 from kubelet.agent import bridge_name
@@ -36,6 +45,7 @@ from protos.kubeling.v1 import core_pb2, meta_pb2
 
 CLUSTER_CIDR = "10.176.0.0/16"
 NODE = f"bench{os.getpid() % 10000}"
+FLOOR_PODS = 20
 
 
 def _pod(name: str) -> core_pb2.Pod:
@@ -104,6 +114,47 @@ async def _delete_all(client: Client, runtime: Runtime, timeout: float = 300) ->
         await asyncio.sleep(0.2)
 
 
+@dataclass
+class _CpuWindow:
+    """CPU seconds by part over a window (bench.cpuaccount), divided by the pods started in it."""
+
+    pids: dict[str, int]
+    machine: float = 0.0
+    parts: dict[str, float] = field(default_factory=dict)
+    shims: dict[int, float] = field(default_factory=dict)
+    accounting: ExecAccounting | None = None
+
+    def _read(self) -> tuple[float, dict[str, float], dict[int, float]]:
+        parts = {name: process_seconds(pid) for name, pid in self.pids.items()}
+        parts["kubelet_children"] = process_seconds(self.pids["kubelet"], children=True)
+        parts["bench_client"] = process_seconds(os.getpid())
+        shims = {pid: process_seconds(pid) for pid in pids_matching("kubelet.cri.shim")}
+        return machine_busy_seconds(), parts, shims
+
+    def start(self) -> None:
+        self.machine, self.parts, self.shims = self._read()
+        try:
+            self.accounting = ExecAccounting().__enter__()
+        except OSError as exc:
+            print(f"no process accounting: {exc}", file=sys.stderr)
+
+    def stop(self, pods: int) -> dict[str, Any]:
+        machine, parts, shims = self._read()
+        if self.accounting is not None:
+            self.accounting.__exit__(None, None, None)
+        per_pod = {name: (seconds - self.parts.get(name, 0.0)) * 1000 / pods for name, seconds in parts.items()}
+        per_pod["shims"] = sum(s - self.shims.get(pid, 0.0) for pid, s in shims.items()) * 1000 / pods
+        total = (machine - self.machine) * 1000 / pods
+        per_pod["kernel_and_rest"] = total - sum(per_pod.values())
+        out: dict[str, Any] = {"cpu_ms_per_pod": round(total, 1),
+                               "cpu_ms_per_pod_by_part": {k: round(v, 1) for k, v in per_pod.items()}}
+        ours = ("apiserver", "scheduler", "kubelet", "shims")
+        out["our_python_cpu_ms_per_pod"] = round(sum(per_pod[k] for k in ours), 1)
+        if self.accounting is not None:
+            out["exits_per_pod"] = {k: round(v / pods, 2) for k, v in self.accounting.grouped_exits().items()}
+        return out
+
+
 async def _cluster_run(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     async with running_cluster(work, NODE, CLUSTER_CIDR, max(110, args.density)) as cluster:
         client = cluster.client
@@ -116,6 +167,8 @@ async def _cluster_run(work: Path, args: argparse.Namespace) -> dict[str, Any]:
 
         created: dict[str, float] = {}
         names = [f"p{i}" for i in range(args.pods)]
+        cpu = _CpuWindow(cluster.pids)
+        cpu.start()
         start = time.perf_counter()
         tasks = []
         for i, name in enumerate(names):
@@ -124,6 +177,7 @@ async def _cluster_run(work: Path, args: argparse.Namespace) -> dict[str, Any]:
             tasks.append(asyncio.create_task(client.pods.create(_pod(name))))
         await asyncio.gather(*tasks)
         await watcher.wait(names, 300)
+        cpu_result = cpu.stop(args.pods)
         startup = [watcher.running[n] - created[n] for n in names]
         bound = [watcher.bound[n] - created[n] for n in names]
         result: dict[str, Any] = {
@@ -132,7 +186,7 @@ async def _cluster_run(work: Path, args: argparse.Namespace) -> dict[str, Any]:
             # where it goes: create -> bound (apiserver + scheduler), bound -> running (kubelet)
             "bound_p50_ms": ms_quantile(bound, 0.5),
             "kubelet_p50_ms": ms_quantile([watcher.running[n] - watcher.bound[n] for n in names], 0.5),
-            "startup_ms_in_creation_order": [round(x * 1000) for x in startup]}
+            "startup_ms_in_creation_order": [round(x * 1000) for x in startup], **cpu_result}
         if args.density:
             await _delete_all(client, runtime)
             dense = [f"d{i}" for i in range(args.density)]
@@ -151,7 +205,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="kbstart-"))
     floor_bridge = f"kbp{os.getpid() % 100000}"
     try:
-        floor = await floor_pod_starts(work, 20, floor_bridge)
+        busy, own = machine_busy_seconds(), process_seconds(os.getpid())
+        floor = await floor_pod_starts(work, FLOOR_PODS, floor_bridge)
+        floor_cpu = (machine_busy_seconds() - busy) * 1000 / FLOOR_PODS
+        floor_python = (process_seconds(os.getpid()) - own) * 1000 / FLOOR_PODS
         measured = await _cluster_run(work, args)
     finally:
         for bridge in (floor_bridge, bridge_name(NODE)):
@@ -160,6 +217,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     floor_p50 = ms_quantile(floor, 0.5)
     return {"benchmark": "pod_startup", "pods": args.pods, "rate": args.rate, **measured,
             "floor_p50_ms": floor_p50, "p50_over_floor": round(measured["startup_p50_ms"] / floor_p50, 2),
+            # the same work done directly, one pod at a time (its Python driver included)
+            "floor_cpu_ms_per_pod": round(floor_cpu, 1), "floor_driver_cpu_ms_per_pod": round(floor_python, 1),
+            "our_python_over_floor_cpu": round(measured["our_python_cpu_ms_per_pod"] / floor_cpu, 2),
             "target_p99_ms": 1000, "target_p50_over_floor": 3.0}
 
 
