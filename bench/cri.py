@@ -27,6 +27,7 @@ from pathlib import Path
 
 import grpc
 
+from bench.cpuaccount import machine_busy_seconds, process_seconds
 from bench.output import report
 from cni import netns
 from cni.manager import NetworkPluginManager, PodNetwork
@@ -93,10 +94,17 @@ async def _cri(work: Path, pods: int, bridge: str) -> dict[str, list[float]]:
     return times
 
 
-async def floor_pod_starts(work: Path, pods: int, bridge: str) -> list[float]:
+async def floor_pod_starts(work: Path, pods: int, bridge: str, concurrency: int = 1,
+                           prefix: str = "floor", subnet: str = "10.195.0.0/16",
+                           phase: dict[str, float] | None = None) -> list[float]:
+    """The floor: `pods` pod starts done directly (netns, CNI ADD, pause and app with runc),
+    `concurrency` at a time; each one's duration. Into `phase`, for the starts alone (image
+    setup and cleanup left out): `wall` seconds, the machine's busy CPU seconds
+    (`machine_cpu`) and this process's own (`driver_cpu`). Everything is removed at the end."""
+    work = work / prefix
     conf = work / "floor-net.d"
-    conf.mkdir()
-    (conf / "10-bench.conflist").write_text(_conflist(work, bridge, "10.195.0.0/16"))
+    conf.mkdir(parents=True)
+    (conf / "10-bench.conflist").write_text(_conflist(work, bridge, subnet))
     network = NetworkPluginManager(conf, ["/usr/lib/cni"], cache_dir=work / "floor-cache")
     store = ImageStore(work / "floor-images")
     build_builtins(store)
@@ -109,9 +117,11 @@ async def floor_pod_starts(work: Path, pods: int, bridge: str) -> list[float]:
     made: list[tuple[str, PodNetwork]] = []
     mounted: list[Path] = []
     devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        for i in range(pods):
-            name, sid, cid = f"kubeling-bench-floor-{os.getpid()}-{i}", f"floor-{i}", f"floor-{i}-app"
+    slots = asyncio.Semaphore(concurrency)
+
+    async def start_one(i: int) -> None:
+        async with slots:
+            name, sid, cid = f"kubeling-bench-{prefix}-{os.getpid()}-{i}", f"floor-{i}", f"floor-{i}-app"
             config = api_pb2.PodSandboxConfig(metadata=api_pb2.PodSandboxMetadata(name=f"f{i}", namespace="bench",
                                                                                  uid=f"f{i}"), hostname=f"f{i}")
             sandbox_dir, app_dir = work / "floor" / sid, work / "floor" / cid
@@ -138,6 +148,17 @@ async def floor_pod_starts(work: Path, pods: int, bridge: str) -> list[float]:
             await runc.create(cid, app_dir, stdout=devnull, stderr=devnull)
             await runc.start(cid)
             times.append(time.perf_counter() - t)
+
+    try:
+        began, busy, own = time.perf_counter(), machine_busy_seconds(), process_seconds(os.getpid())
+        if concurrency == 1:
+            for i in range(pods):
+                await start_one(i)
+        else:
+            await asyncio.gather(*(start_one(i) for i in range(pods)))
+        if phase is not None:
+            phase.update(wall=time.perf_counter() - began, machine_cpu=machine_busy_seconds() - busy,
+                         driver_cpu=process_seconds(os.getpid()) - own)
     finally:
         os.close(devnull)
         for state in await runc.list_containers():

@@ -46,6 +46,7 @@ from protos.kubeling.v1 import core_pb2, meta_pb2
 CLUSTER_CIDR = "10.176.0.0/16"
 NODE = f"bench{os.getpid() % 10000}"
 FLOOR_PODS = 20
+FLOOR_MAX_PODS, FLOOR_MAX_CONCURRENCY = 40, 8  # the floor's own limit: its work, concurrently
 
 
 def _pod(name: str) -> core_pb2.Pod:
@@ -203,21 +204,26 @@ async def _cluster_run(work: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="kbstart-"))
-    floor_bridge = f"kbp{os.getpid() % 100000}"
+    floor_bridge, max_bridge = f"kbp{os.getpid() % 100000}", f"kbq{os.getpid() % 100000}"
     try:
-        busy, own = machine_busy_seconds(), process_seconds(os.getpid())
-        floor = await floor_pod_starts(work, FLOOR_PODS, floor_bridge)
-        floor_cpu = (machine_busy_seconds() - busy) * 1000 / FLOOR_PODS
-        floor_python = (process_seconds(os.getpid()) - own) * 1000 / FLOOR_PODS
+        sequential: dict[str, float] = {}
+        floor = await floor_pod_starts(work, FLOOR_PODS, floor_bridge, phase=sequential)
+        floor_cpu = sequential["machine_cpu"] * 1000 / FLOOR_PODS
+        floor_python = sequential["driver_cpu"] * 1000 / FLOOR_PODS
+        concurrent: dict[str, float] = {}
+        await floor_pod_starts(work, FLOOR_MAX_PODS, max_bridge, FLOOR_MAX_CONCURRENCY, "floor-max", "10.194.0.0/16",
+                               concurrent)
+        floor_max = FLOOR_MAX_PODS / concurrent["wall"]
         measured = await _cluster_run(work, args)
     finally:
-        for bridge in (floor_bridge, bridge_name(NODE)):
+        for bridge in (floor_bridge, max_bridge, bridge_name(NODE)):
             subprocess.run(["ip", "link", "del", bridge], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
     floor_p50 = ms_quantile(floor, 0.5)
     return {"benchmark": "pod_startup", "pods": args.pods, "rate": args.rate, **measured,
             "floor_p50_ms": floor_p50, "p50_over_floor": round(measured["startup_p50_ms"] / floor_p50, 2),
             # the same work done directly, one pod at a time (its Python driver included)
+            "floor_max_pods_per_s": round(floor_max, 1),  # no node starts pods faster than this here
             "floor_cpu_ms_per_pod": round(floor_cpu, 1), "floor_driver_cpu_ms_per_pod": round(floor_python, 1),
             "our_python_over_floor_cpu": round(measured["our_python_cpu_ms_per_pod"] / floor_cpu, 2),
             "target_p99_ms": 1000, "target_p50_over_floor": 3.0}
