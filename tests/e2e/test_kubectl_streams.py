@@ -297,15 +297,17 @@ async def test_exec_leaves_nothing_behind(cluster: Cluster, kubectl: Kubectl) ->
         env = TRANSPORTS["spdy"] if i % 4 == 0 else {}
         _, out, _ = await kubectl("exec", "shell", "--", "echo", str(i), env=env)
         assert out == f"{i}\n"
+    # in the container: the same processes as before (ps itself aside), no exec left over
+    _, now, _ = await kubectl("exec", "shell", "--", "ps", "-o", "pid,args")
+    assert [line for line in now.splitlines() if "ps -o" not in line] == \
+        [line for line in in_container.splitlines() if "ps -o" not in line], (in_container, now)
+    # Then, once the last exec's requests have finished (the same exec was counted in the
+    # baseline), nothing more is held than before.
     for _ in range(100):
         if quiet() and _open_fds() <= fds and len(asyncio.all_tasks()) <= tasks and _children() <= children:
             break
         await asyncio.sleep(0.1)
     assert quiet(), (len(runtime.streaming.cache), runtime.streaming._connections)
     assert _children() <= children, (children, _children())
-    # in the container: the same processes as before (ps itself aside), no exec left over
-    _, now, _ = await kubectl("exec", "shell", "--", "ps", "-o", "pid,args")
-    assert [line for line in now.splitlines() if "ps -o" not in line] == \
-        [line for line in in_container.splitlines() if "ps -o" not in line], (in_container, now)
     assert _open_fds() <= fds, (fds, _open_fds(), os.listdir("/proc/self/fd"))
     assert len(asyncio.all_tasks()) <= tasks, asyncio.all_tasks()
