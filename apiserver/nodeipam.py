@@ -82,7 +82,13 @@ class NodeIPAM:
         if not cache.ready.is_set() or cache.rv == self._seen_rv:
             return  # nothing changed among the nodes since the last pass
         self._seen_rv = cache.rv
-        nodes = [e.obj for e in cache.store.values()]
+        try:
+            await self._assign_waiting([e.obj for e in cache.store.values()])
+        except BaseException:
+            self._seen_rv = -1  # cut short: look again next pass
+            raise
+
+    async def _assign_waiting(self, nodes: list[core_pb2.Node]) -> None:
         waiting = [n for n in nodes if not n.spec.podCIDR and not n.metadata.HasField("deletionTimestamp")]
         if not waiting:
             return

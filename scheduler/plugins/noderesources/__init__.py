@@ -60,7 +60,8 @@ def _resource_specs(args: dict[str, Any], where: str) -> list[_ResourceSpec]:
 
 
 def _requests(state: CycleState, pod: Any, *, non_zero: bool = False) -> Amounts:
-    """The pod's requests: as the queue derived them once (the cycle's PodInfo), else anew."""
+    """The pod's requests, for PreFilter/PreScore to keep in the cycle state: as the queue
+    derived them once (the cycle's PodInfo), else anew (a plugin called alone)."""
     info = state.pod_info
     if info is not None and info.pod is pod:
         return info.non_zero if non_zero else info.requests
@@ -138,7 +139,7 @@ class Fit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExt
         return None, SUCCESS
 
     def filter(self, state: CycleState, pod: Any, node: NodeInfo) -> Status:
-        req: Amounts = _requests(state, pod)
+        req: Amounts = state.get(_FIT_KEY) or _requests(state, pod)
         reasons = []
         if len(node.pods) + 1 > node.allocatable.allowed_pod_number:
             reasons.append("Too many pods")
@@ -156,7 +157,7 @@ class Fit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExt
 
     def filter_batch(self, state: CycleState, pod: Any, table: NodeTable, rows: np.ndarray,
                      nodes: Sequence[NodeInfo]) -> np.ndarray | None:
-        req: Amounts = _requests(state, pod)
+        req: Amounts = state.get(_FIT_KEY) or _requests(state, pod)
         if any(req.scalar.values()):
             return None  # extended resources: per node
         mask = table.pods[rows] + 1 <= table.alloc_pods[rows]
@@ -176,7 +177,7 @@ class Fit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExt
                     nodes: Sequence[NodeInfo]) -> np.ndarray | None:
         if self.strategy == "RequestedToCapacityRatio" or any(s.name not in ("cpu", "memory") for s in self.resources):
             return None
-        req: Amounts = _requests(state, pod, non_zero=True)
+        req: Amounts = state.get(_FIT_KEY + "/score") or _requests(state, pod, non_zero=True)
         columns = []
         for spec in self.resources:
             if spec.name == "cpu":
@@ -207,7 +208,7 @@ class Fit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExt
         return np.where(weights > 0, total // np.where(weights > 0, weights, 1), 0)
 
     def score(self, state: CycleState, pod: Any, node: NodeInfo) -> tuple[int, Status]:
-        req: Amounts = _requests(state, pod, non_zero=True)
+        req: Amounts = state.get(_FIT_KEY + "/score") or _requests(state, pod, non_zero=True)
         total = weights = 0
         for spec in self.resources:
             capacity, requested = _requested(node, req, spec.name, non_zero=True)
@@ -257,7 +258,7 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
         names = [s.name for s in self.resources]
         if len(names) != 2 or set(names) != {"cpu", "memory"}:
             return None
-        req: Amounts = _requests(state, pod)
+        req: Amounts = state.get(self._KEY) or _requests(state, pod)
         cpu_cap, mem_cap = table.alloc_cpu[rows], table.alloc_mem[rows]
         if cpu_cap.all() and mem_cap.all():  # the usual case: no zero-capacity masking
             cpu = np.minimum((table.req_cpu[rows] + req.milli_cpu) / cpu_cap, 1.0)
@@ -277,7 +278,7 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
         return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
 
     def score(self, state: CycleState, pod: Any, node: NodeInfo) -> tuple[int, Status]:
-        req: Amounts = _requests(state, pod)
+        req: Amounts = state.get(self._KEY) or _requests(state, pod)
         fractions = []
         for spec in self.resources:
             capacity, requested = _requested(node, req, spec.name, non_zero=False)
