@@ -95,6 +95,7 @@ bench: deps
 	$(PY) -m bench.scheduler_perf --mode e2e --nodes 500 --init-pods 500 --pods 3000 --json bench/results/scheduler_e2e.json
 	$(PY) -m bench.cni --json bench/results/cni.json
 	$(PY) -m bench.cri --pods 20 --json bench/results/cri.json
+	$(PY) -m bench.cri --vs-containerd --pods 20 --runs 2 --json bench/results/cri_vs_containerd.json
 	$(PY) -m bench.pod_startup --pods 100 --rate 10 --density 110 --sustained --json bench/results/pod_startup.json
 	$(PY) -m bench.exec --json bench/results/exec.json
 

@@ -1,8 +1,10 @@
-"""Import an OCI image archive (a tar of an OCI image layout, as `skopeo copy ... oci-archive:`,
-`ctr image export` or `docker save` with the OCI layout write it) into the store."""
+"""OCI image archives (a tar of an OCI image layout, as `skopeo copy ... oci-archive:`,
+`ctr image export` or `docker save` with the OCI layout write it): import one into the
+store, or export images from it (which `ctr images import` reads, names included)."""
 
 from __future__ import annotations
 
+import io
 import json
 import tarfile
 from pathlib import Path
@@ -81,3 +83,33 @@ def import_archive(store: ImageStore, path: Path, name: str | None = None) -> li
                 archive.copy_blob(store, blob["digest"], blob.get("size"))
             imported.append(store.tag(str(ref), descriptor["digest"]))
         return imported
+
+
+def export_archive(store: ImageStore, path: Path, names: list[str]) -> Path:
+    """Write the named images (manifest, config, layers) as an OCI image archive at path;
+    each index entry carries the image's full name, as containerd's import expects."""
+    entries: list[dict[str, Any]] = []
+    blobs: list[str] = []
+    for name in names:
+        record = store.get(name)
+        if record is None:
+            raise ImageStoreError(f"image {name} is not in the store")
+        ref = reference.parse(name)
+        manifest = json.loads(store.read_blob(record.manifest_digest))
+        entries.append({"mediaType": manifest.get("mediaType") or DOCKER_MANIFEST,
+                        "digest": record.manifest_digest,
+                        "size": store.blob_path(record.manifest_digest).stat().st_size,
+                        "annotations": {NAME_ANNOTATION: str(ref), REF_NAME_ANNOTATION: ref.tag or ref.digest}})
+        layers = [layer["digest"] for layer in manifest["layers"]]
+        for digest in (record.manifest_digest, manifest["config"]["digest"], *layers):
+            if digest not in blobs:
+                blobs.append(digest)
+    with tarfile.open(path, "w") as tar:
+        for member, body in (("oci-layout", b'{"imageLayoutVersion": "1.0.0"}'),
+                             ("index.json", json.dumps({"schemaVersion": 2, "manifests": entries}).encode())):
+            info = tarfile.TarInfo(member)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+        for digest in blobs:
+            tar.add(store.blob_path(digest), f"blobs/sha256/{digest.removeprefix('sha256:')}")
+    return path

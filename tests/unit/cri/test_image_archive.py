@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cluster.__main__ import main
-from kubelet.cri.images.archive import import_archive
+from kubelet.cri.images.archive import export_archive, import_archive
 from kubelet.cri.images.builtin import BUSYBOX_IMAGE, PAUSE_IMAGE, build_builtins
 from kubelet.cri.images.platforms import this_platform
 from kubelet.cri.images.store import OCI_INDEX, REF_NAME_ANNOTATION, ImageStore, ImageStoreError
@@ -51,6 +51,20 @@ def test_round_trip_keeps_names_and_ids(source: ImageStore, tmp_path: Path) -> N
     assert [i.id for i in target.images()] == [i.id for i in source.images()]
     busybox = target.get("busybox")
     assert busybox is not None and target.unpack(busybox)
+
+
+def test_export_writes_only_the_named_images(source: ImageStore, tmp_path: Path) -> None:
+    archive = export_archive(source, tmp_path / "pause.tar", [PAUSE_IMAGE])
+    with tarfile.open(archive) as tar:
+        index = json.load(tar.extractfile("index.json"))  # type: ignore[arg-type]
+        blobs = [n for n in tar.getnames() if n.startswith("blobs/")]
+    assert [m["annotations"]["io.containerd.image.name"] for m in index["manifests"]] == [PAUSE_IMAGE]
+    assert len(blobs) == 3  # manifest, config, the one layer: nothing of busybox
+    target = ImageStore(tmp_path / "target")
+    (imported,) = import_archive(target, archive)
+    assert imported.id == source.get(PAUSE_IMAGE).id and imported.names == [PAUSE_IMAGE]  # type: ignore[union-attr]
+    with pytest.raises(ImageStoreError, match="not in the store"):
+        export_archive(target, tmp_path / "none.tar", [BUSYBOX_IMAGE])
 
 
 def test_manifest_list_resolves_this_platform(source: ImageStore, tmp_path: Path) -> None:
