@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.cluster import running_cluster
+from bench.cluster import BenchCluster, running_cluster
 from bench.cpuaccount import ExecAccounting, machine_busy_seconds, pids_matching, process_seconds
 from bench.cri import floor_pod_starts, ms_quantile
 from bench.output import report
@@ -192,43 +192,52 @@ async def _max_sustained(client: Client, runtime: Runtime, watcher: _Watcher) ->
 
 
 async def _cluster_run(work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    async with running_cluster(work, NODE, CLUSTER_CIDR, max(110, args.density)) as cluster:
+    async with running_cluster(work, NODE, CLUSTER_CIDR, max(110, args.density, args.pods)) as cluster:
         client = cluster.client
         runtime = Runtime(f"unix://{cluster.cri_socket}")
         watcher = _Watcher(client)
         await watcher.start()
-        # One pod first, not measured: the first container start warms caches (layers unpacked).
-        await client.pods.create(_pod("warmup"))
-        await watcher.wait(["warmup"], 120)
-
-        names = [f"p{i}" for i in range(args.pods)]
-        cpu = _CpuWindow(cluster.pids)
-        cpu.start()
-        created = await _create_at_rate(client, watcher, names, args.rate)
-        cpu_result = cpu.stop(args.pods)
-        startup = [watcher.running[n] - created[n] for n in names]
-        bound = [watcher.bound[n] - created[n] for n in names]
-        result: dict[str, Any] = {
-            "startup_p50_ms": ms_quantile(startup, 0.5), "startup_p99_ms": ms_quantile(startup, 0.99),
-            "startup_max_ms": ms_quantile(startup, 1.0),
-            # where it goes: create -> bound (apiserver + scheduler), bound -> running (kubelet)
-            "bound_p50_ms": ms_quantile(bound, 0.5),
-            "kubelet_p50_ms": ms_quantile([watcher.running[n] - watcher.bound[n] for n in names], 0.5),
-            "startup_ms_in_creation_order": [round(x * 1000) for x in startup], **cpu_result}
-        if args.density:
+        try:
+            return await _measure(client, runtime, watcher, cluster, args)
+        finally:
+            # Whatever failed, the node is emptied before the cluster stops: a stopped
+            # kubelet leaves its pods running.
+            await watcher.stop()
             await _delete_all(client, runtime)
-            dense = [f"d{i}" for i in range(args.density)]
-            start = time.perf_counter()
-            await asyncio.gather(*(client.pods.create(_pod(n)) for n in dense))
-            await watcher.wait(dense, 600)
-            result["density_pods"] = args.density
-            result["density_all_running_s"] = round(max(watcher.running[n] for n in dense) - start, 2)
-        if args.sustained:
-            result.update(await _max_sustained(client, runtime, watcher))
-        await watcher.stop()
+            await runtime.close()
+
+
+async def _measure(client: Client, runtime: Runtime, watcher: _Watcher, cluster: BenchCluster,
+                   args: argparse.Namespace) -> dict[str, Any]:
+    # One pod first, not measured: the first container start warms caches (layers unpacked).
+    await client.pods.create(_pod("warmup"))
+    await watcher.wait(["warmup"], 120)
+
+    names = [f"p{i}" for i in range(args.pods)]
+    cpu = _CpuWindow(cluster.pids)
+    cpu.start()
+    created = await _create_at_rate(client, watcher, names, args.rate)
+    cpu_result = cpu.stop(args.pods)
+    startup = [watcher.running[n] - created[n] for n in names]
+    bound = [watcher.bound[n] - created[n] for n in names]
+    result: dict[str, Any] = {
+        "startup_p50_ms": ms_quantile(startup, 0.5), "startup_p99_ms": ms_quantile(startup, 0.99),
+        "startup_max_ms": ms_quantile(startup, 1.0),
+        # where it goes: create -> bound (apiserver + scheduler), bound -> running (kubelet)
+        "bound_p50_ms": ms_quantile(bound, 0.5),
+        "kubelet_p50_ms": ms_quantile([watcher.running[n] - watcher.bound[n] for n in names], 0.5),
+        "startup_ms_in_creation_order": [round(x * 1000) for x in startup], **cpu_result}
+    if args.density:
         await _delete_all(client, runtime)
-        await runtime.close()
-        return result
+        dense = [f"d{i}" for i in range(args.density)]
+        start = time.perf_counter()
+        await asyncio.gather(*(client.pods.create(_pod(n)) for n in dense))
+        await watcher.wait(dense, 600)
+        result["density_pods"] = args.density
+        result["density_all_running_s"] = round(max(watcher.running[n] for n in dense) - start, 2)
+    if args.sustained:
+        result.update(await _max_sustained(client, runtime, watcher))
+    return result
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
