@@ -12,6 +12,7 @@ from pathlib import Path
 from kubelet.agent import Kubelet
 from kubelet.config import ConfigError, KubeletConfig, load_config_file
 from kubeling import telemetry
+from kubeling.childwatch import watch_children_with_pidfd
 from kubeling.signals import wait_for_termination
 
 __all__ = ["build_parser", "main"]
@@ -70,6 +71,7 @@ def make_config(args: argparse.Namespace) -> KubeletConfig:
 
 
 async def _run(config: KubeletConfig) -> None:
+    watch_children_with_pidfd()
     kubelet = Kubelet(config)
     try:
         await kubelet.start()

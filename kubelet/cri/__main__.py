@@ -18,11 +18,13 @@ from kubelet.cri.server import (
     CRIServer,
 )
 from kubeling import telemetry
+from kubeling.childwatch import watch_children_with_pidfd
 from kubeling.netutil import host_port_arg
 from kubeling.signals import wait_for_termination
 
 
 async def _serve(config: CRIConfig) -> None:
+    watch_children_with_pidfd()
     server = CRIServer(config)
     await server.start()
     await wait_for_termination()

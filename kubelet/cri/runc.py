@@ -107,6 +107,13 @@ class Runc:
     async def start(self, container_id: str) -> None:
         await self._run("start", container_id, container_id)
 
+    async def run_detached(self, container_id: str, bundle: Path, *, stdout: int, stderr: int,
+                           pid_file: Path) -> None:
+        """Create and start the container in one runc call (`run --detach`), for a container
+        nothing has to happen to between the two; a failed start leaves nothing behind."""
+        await self._run("run", container_id, "--detach", "--bundle", str(bundle), "--pid-file", str(pid_file),
+                        container_id, stdout=stdout, stderr=stderr)
+
     async def state(self, container_id: str) -> ContainerState | None:
         """The container's state, or None when runc does not know it."""
         try:
