@@ -89,11 +89,13 @@ class Kubelet:
         cfg = self.config
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         endpoint = cfg.container_runtime_endpoint
-        if not endpoint:
-            self.cri = CRIServer(runtime_config(cfg))
-            await self.cri.start()
-            endpoint = self.cri.address
-        self.runtime = runtime = Runtime(endpoint)
+        if endpoint:
+            self.runtime = runtime = Runtime(endpoint)
+        else:
+            self.cri = cri = CRIServer(runtime_config(cfg))
+            await cri.start()
+            endpoint = cri.address
+            self.runtime = runtime = Runtime.in_process(endpoint, cri.runtime_service, cri.image_service)
         self.client = client = Client(cfg.apiserver)
         self.recorder = EventRecorder(client, "kubelet", host=cfg.node_name)
         self.paths = PodPaths(cfg.pod_logs_dir, cfg.state_dir / "pods")

@@ -1,5 +1,11 @@
-"""The kubelet's view of its CRI runtime: a client of the runtime.v1 socket, and the
+"""The kubelet's view of its CRI runtime: a client of the runtime.v1 API, and the
 per-pod runtime state it reads back (upstream's kubecontainer.PodStatus).
+
+The API is reached over its socket, or, when the kubelet hosts the runtime itself, by
+calling the runtime's handlers directly with the same runtime.v1 messages: a gRPC call
+costs this interpreter more CPU on each side than most handlers do, a dozen calls per
+pod start plus the PLEG's relists. Every other client (crictl, critest, a second
+kubelet) still uses the socket.
 
 The kubelet keeps no container state of its own: what runs is whatever the runtime
 lists under the pod's UID label, so a restarted kubelet sees exactly what the old
@@ -8,19 +14,24 @@ one left (restart counts and init/app kind travel in labels and annotations).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn, Protocol
 
 import grpc
 from google.protobuf.message import Message
+from opentelemetry import trace
 
 from kubelet import labels
+from kubeling.telemetry import span_if_tracing
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
 
 __all__ = ["Runtime", "CRICallError", "ContainerInfo", "SandboxInfo", "PodRuntimeStatus"]
 
 log = logging.getLogger(__name__)
+_TRACER = trace.get_tracer("kubelet.runtime")
+RUNTIME_SERVICE, IMAGE_SERVICE = "RuntimeService", "ImageService"
 
 RUNNING = api_pb2.CONTAINER_RUNNING
 EXITED = api_pb2.CONTAINER_EXITED
@@ -32,10 +43,81 @@ SANDBOX_READY = api_pb2.SANDBOX_READY
 class CRICallError(Exception):
     """A CRI call failed; `code` is its gRPC status code."""
 
-    def __init__(self, call: str, err: grpc.aio.AioRpcError) -> None:
-        self.code = err.code()
-        self.details = err.details() or ""
-        super().__init__(f"{call}: {self.code.name}: {self.details}")
+    def __init__(self, call: str, code: grpc.StatusCode, details: str) -> None:
+        self.code, self.details = code, details
+        super().__init__(f"{call}: {code.name}: {details}")
+
+
+class _Transport(Protocol):
+    async def call(self, service: str, method: str, request: Message, timeout: float) -> Any: ...
+
+    async def close(self) -> None: ...
+
+
+class _Socket:
+    """runtime.v1 over gRPC."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.channel = grpc.aio.insecure_channel(endpoint)
+        self.stubs: dict[str, object] = {RUNTIME_SERVICE: api_pb2_grpc.RuntimeServiceStub(self.channel),
+                                         IMAGE_SERVICE: api_pb2_grpc.ImageServiceStub(self.channel)}
+
+    async def call(self, service: str, method: str, request: Message, timeout: float) -> Any:
+        try:
+            return await getattr(self.stubs[service], method)(request, timeout=timeout, wait_for_ready=True)
+        except grpc.aio.AioRpcError as err:
+            raise CRICallError(method, err.code(), err.details() or "") from None
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+
+class _Aborted(Exception):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+class _HandlerContext:
+    """What the runtime's handlers use of a gRPC servicer context: abort."""
+
+    async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: object = ()) -> NoReturn:
+        raise _Aborted(code, details)
+
+
+class _InProcess:
+    """runtime.v1 by calling the servicers' handlers in this process. Errors come out as
+    they would through gRPC: an abort's code and details, a deadline as DEADLINE_EXCEEDED,
+    anything unexpected as UNKNOWN."""
+
+    def __init__(self, runtime: api_pb2_grpc.RuntimeServiceServicer,
+                 images: api_pb2_grpc.ImageServiceServicer) -> None:
+        self.servicers: dict[str, object] = {RUNTIME_SERVICE: runtime, IMAGE_SERVICE: images}
+
+    async def call(self, service: str, method: str, request: Message, timeout: float) -> Any:
+        handler = getattr(self.servicers[service], method)
+        own = type(request)()
+        own.CopyFrom(request)  # the runtime keeps parts of requests (a sandbox's config): no sharing
+        # The span a gRPC client would have made, under the same name.
+        with span_if_tracing(_TRACER, f"/runtime.v1.{service}/{method}",
+                             attributes=lambda: {"rpc.system": "in-process", "rpc.service": f"runtime.v1.{service}",
+                                                 "rpc.method": method}):
+            deadline = asyncio.timeout(timeout)
+            try:
+                async with deadline:
+                    return await handler(own, _HandlerContext())
+            except _Aborted as aborted:
+                raise CRICallError(method, aborted.code, aborted.details) from None
+            except TimeoutError as exc:
+                if deadline.expired():
+                    raise CRICallError(method, grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
+                raise CRICallError(method, grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc).__name__}: {exc}") from exc
+            except Exception as exc:
+                log.exception("CRI %s failed unexpectedly", method)
+                raise CRICallError(method, grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc).__name__}: {exc}") from exc
+
+    async def close(self) -> None:
+        pass
 
 
 @dataclass
@@ -94,120 +176,123 @@ class PodRuntimeStatus:
 
 
 class Runtime:
-    """Thin async client over the CRI socket; every failure is a CRICallError."""
+    """Thin async client of a CRI runtime: its socket (`endpoint`), or its servicers in
+    this process (`in_process`); every failure is a CRICallError."""
 
-    def __init__(self, endpoint: str, timeout: float = 120.0) -> None:
+    def __init__(self, endpoint: str, timeout: float = 120.0, *, transport: _Transport | None = None) -> None:
         self.endpoint = endpoint
         self.timeout = timeout
-        self.channel = grpc.aio.insecure_channel(endpoint)
-        self.runtime = api_pb2_grpc.RuntimeServiceStub(self.channel)
-        self.images = api_pb2_grpc.ImageServiceStub(self.channel)
+        self._transport: _Transport = transport or _Socket(endpoint)
+
+    @classmethod
+    def in_process(cls, endpoint: str, runtime: api_pb2_grpc.RuntimeServiceServicer,
+                   images: api_pb2_grpc.ImageServiceServicer, timeout: float = 120.0) -> Runtime:
+        """The runtime served in this process (at `endpoint` for everyone else)."""
+        return cls(endpoint, timeout, transport=_InProcess(runtime, images))
 
     async def close(self) -> None:
-        await self.channel.close()
+        await self._transport.close()
 
-    async def _call(self, stub: object, method: str, request: Message, timeout: float | None = None) -> Any:
-        """`method` of `stub`: the reply, typed by each caller (the generated stubs are untyped)."""
-        try:
-            return await getattr(stub, method)(request, timeout=timeout or self.timeout, wait_for_ready=True)
-        except grpc.aio.AioRpcError as err:
-            raise CRICallError(method, err) from None
+    async def _call(self, service: str, method: str, request: Message, timeout: float | None = None) -> Any:
+        """`method` of `service`: the reply, typed by each caller (the generated stubs are untyped)."""
+        return await self._transport.call(service, method, request, timeout or self.timeout)
 
     # ---- runtime ----
 
     async def version(self) -> api_pb2.VersionResponse:
-        return await self._call(self.runtime, "Version", api_pb2.VersionRequest())
+        return await self._call(RUNTIME_SERVICE, "Version", api_pb2.VersionRequest())
 
     async def status(self) -> api_pb2.StatusResponse:
-        return await self._call(self.runtime, "Status", api_pb2.StatusRequest())
+        return await self._call(RUNTIME_SERVICE, "Status", api_pb2.StatusRequest())
 
     async def update_pod_cidr(self, cidr: str) -> None:
-        await self._call(self.runtime, "UpdateRuntimeConfig", api_pb2.UpdateRuntimeConfigRequest(
+        await self._call(RUNTIME_SERVICE, "UpdateRuntimeConfig", api_pb2.UpdateRuntimeConfigRequest(
             runtime_config=api_pb2.RuntimeConfig(network_config=api_pb2.NetworkConfig(pod_cidr=cidr))))
 
     # ---- sandboxes ----
 
     async def run_sandbox(self, config: api_pb2.PodSandboxConfig) -> str:
-        reply = await self._call(self.runtime, "RunPodSandbox", api_pb2.RunPodSandboxRequest(config=config))
+        reply = await self._call(RUNTIME_SERVICE, "RunPodSandbox", api_pb2.RunPodSandboxRequest(config=config))
         return reply.pod_sandbox_id
 
     async def sandbox_status(self, sandbox_id: str) -> api_pb2.PodSandboxStatus:
-        reply = await self._call(self.runtime, "PodSandboxStatus",
+        reply = await self._call(RUNTIME_SERVICE, "PodSandboxStatus",
                                  api_pb2.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id))
         return reply.status
 
     async def stop_sandbox(self, sandbox_id: str) -> None:
-        await self._call(self.runtime, "StopPodSandbox", api_pb2.StopPodSandboxRequest(pod_sandbox_id=sandbox_id))
+        await self._call(RUNTIME_SERVICE, "StopPodSandbox", api_pb2.StopPodSandboxRequest(pod_sandbox_id=sandbox_id))
 
     async def remove_sandbox(self, sandbox_id: str) -> None:
-        await self._call(self.runtime, "RemovePodSandbox", api_pb2.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id))
+        await self._call(RUNTIME_SERVICE, "RemovePodSandbox",
+                         api_pb2.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id))
 
     async def list_sandboxes(self, uid: str = "") -> list[api_pb2.PodSandbox]:
         flt = api_pb2.PodSandboxFilter(label_selector={labels.POD_UID: uid} if uid else {})
-        reply = await self._call(self.runtime, "ListPodSandbox", api_pb2.ListPodSandboxRequest(filter=flt))
+        reply = await self._call(RUNTIME_SERVICE, "ListPodSandbox", api_pb2.ListPodSandboxRequest(filter=flt))
         return list(reply.items)
 
     # ---- containers ----
 
     async def create_container(self, sandbox_id: str, config: api_pb2.ContainerConfig,
                                sandbox_config: api_pb2.PodSandboxConfig) -> str:
-        reply = await self._call(self.runtime, "CreateContainer", api_pb2.CreateContainerRequest(
+        reply = await self._call(RUNTIME_SERVICE, "CreateContainer", api_pb2.CreateContainerRequest(
             pod_sandbox_id=sandbox_id, config=config, sandbox_config=sandbox_config))
         return reply.container_id
 
     async def start_container(self, container_id: str) -> None:
-        await self._call(self.runtime, "StartContainer", api_pb2.StartContainerRequest(container_id=container_id))
+        await self._call(RUNTIME_SERVICE, "StartContainer", api_pb2.StartContainerRequest(container_id=container_id))
 
     async def stop_container(self, container_id: str, timeout: int) -> None:
-        await self._call(self.runtime, "StopContainer",
+        await self._call(RUNTIME_SERVICE, "StopContainer",
                          api_pb2.StopContainerRequest(container_id=container_id, timeout=timeout),
                          timeout=self.timeout + timeout)
 
     async def remove_container(self, container_id: str) -> None:
-        await self._call(self.runtime, "RemoveContainer", api_pb2.RemoveContainerRequest(container_id=container_id))
+        await self._call(RUNTIME_SERVICE, "RemoveContainer", api_pb2.RemoveContainerRequest(container_id=container_id))
 
     async def list_containers(self, uid: str = "") -> list[api_pb2.Container]:
         flt = api_pb2.ContainerFilter(label_selector={labels.POD_UID: uid} if uid else {})
-        reply = await self._call(self.runtime, "ListContainers", api_pb2.ListContainersRequest(filter=flt))
+        reply = await self._call(RUNTIME_SERVICE, "ListContainers", api_pb2.ListContainersRequest(filter=flt))
         return list(reply.containers)
 
     async def container_status(self, container_id: str) -> api_pb2.ContainerStatus:
-        reply = await self._call(self.runtime, "ContainerStatus",
+        reply = await self._call(RUNTIME_SERVICE, "ContainerStatus",
                                  api_pb2.ContainerStatusRequest(container_id=container_id))
         return reply.status
 
     async def exec_sync(self, container_id: str, cmd: list[str], timeout: int) -> api_pb2.ExecSyncResponse:
         return await self._call(
-            self.runtime, "ExecSync", api_pb2.ExecSyncRequest(container_id=container_id, cmd=cmd, timeout=timeout),
+            RUNTIME_SERVICE, "ExecSync", api_pb2.ExecSyncRequest(container_id=container_id, cmd=cmd, timeout=timeout),
             timeout=timeout + 10 if timeout else None)
 
     # ---- streaming: each answers the runtime's one-time URL for the session ----
 
     async def exec_url(self, container_id: str, cmd: list[str], tty: bool, stdin: bool, stdout: bool,
                        stderr: bool) -> str:
-        reply = await self._call(self.runtime, "Exec", api_pb2.ExecRequest(
+        reply = await self._call(RUNTIME_SERVICE, "Exec", api_pb2.ExecRequest(
             container_id=container_id, cmd=cmd, tty=tty, stdin=stdin, stdout=stdout, stderr=stderr))
         return reply.url
 
     async def attach_url(self, container_id: str, tty: bool, stdin: bool, stdout: bool, stderr: bool) -> str:
-        reply = await self._call(self.runtime, "Attach", api_pb2.AttachRequest(
+        reply = await self._call(RUNTIME_SERVICE, "Attach", api_pb2.AttachRequest(
             container_id=container_id, tty=tty, stdin=stdin, stdout=stdout, stderr=stderr))
         return reply.url
 
     async def port_forward_url(self, sandbox_id: str, ports: list[int]) -> str:
-        reply = await self._call(self.runtime, "PortForward",
+        reply = await self._call(RUNTIME_SERVICE, "PortForward",
                                  api_pb2.PortForwardRequest(pod_sandbox_id=sandbox_id, port=ports))
         return reply.url
 
     # ---- images ----
 
     async def image_present(self, image: str) -> bool:
-        reply = await self._call(self.images, "ImageStatus",
+        reply = await self._call(IMAGE_SERVICE, "ImageStatus",
                                  api_pb2.ImageStatusRequest(image=api_pb2.ImageSpec(image=image)))
         return reply.HasField("image")
 
     async def pull_image(self, image: str, sandbox_config: api_pb2.PodSandboxConfig) -> str:
-        reply = await self._call(self.images, "PullImage", api_pb2.PullImageRequest(
+        reply = await self._call(IMAGE_SERVICE, "PullImage", api_pb2.PullImageRequest(
             image=api_pb2.ImageSpec(image=image), sandbox_config=sandbox_config))
         return reply.image_ref
 

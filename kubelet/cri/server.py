@@ -83,6 +83,10 @@ class CRIServer:
         self.sandboxes.remove_containers = self.containers.remove_all_in
         self.streams = RuntimeStreams(self.containers, self.sandboxes, runc)
         self.streaming = StreamingServer(StreamingConfig(listen=config.streaming_listen), self.streams)
+        # The servicers the socket serves; an agent in this process calls them directly.
+        self.runtime_service = RuntimeService(self.network, self.sandboxes, self.containers, self.streaming)
+        hosts = RegistryHosts(config.registry_config_dir, config.insecure_registries)
+        self.image_service = ImageService(self.images, Puller(self.images, hosts))
         self._server: grpc.aio.Server | None = None
 
     @property
@@ -101,11 +105,8 @@ class CRIServer:
             raise RuntimeError(f"{socket} exists and is not a socket; refusing to replace it")
         self._server = grpc.aio.server(options=[("grpc.max_send_message_length", 32 * 1024 * 1024)])
         await self.streaming.start()
-        api_pb2_grpc.add_RuntimeServiceServicer_to_server(
-            RuntimeService(self.network, self.sandboxes, self.containers, self.streaming), self._server)
-        hosts = RegistryHosts(self.config.registry_config_dir, self.config.insecure_registries)
-        api_pb2_grpc.add_ImageServiceServicer_to_server(ImageService(self.images, Puller(self.images, hosts)),
-                                                        self._server)
+        api_pb2_grpc.add_RuntimeServiceServicer_to_server(self.runtime_service, self._server)
+        api_pb2_grpc.add_ImageServiceServicer_to_server(self.image_service, self._server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, self._server)
         names = [api_pb2.DESCRIPTOR.services_by_name[n].full_name for n in ("RuntimeService", "ImageService")]
