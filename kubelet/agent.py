@@ -21,7 +21,7 @@ from kubelet.cri.server import CRIConfig, CRIServer
 from kubelet.node import NodeManager
 from kubelet.pleg import PLEG
 from kubelet.podconfig import PodPaths, grace_period
-from kubelet.podworkers import Outcome, PodWorkers
+from kubelet.podworkers import Outcome, PodWorkers, pods_differ_semantically
 from kubelet.probes import READINESS, STARTUP, ProbeManager
 from kubelet.runtime import EXITED, RUNNING, CRICallError, PodRuntimeStatus, Runtime
 from kubelet.server import DaemonServer
@@ -166,7 +166,21 @@ class Kubelet:
         return pod, self.status.last(pod.metadata.uid) or pod.status
 
     async def _on_pod(self, pod: Pod) -> None:
+        current = self.workers.pod(pod.metadata.uid)
+        if current is not None and not pods_differ_semantically(current, pod) and not self._reconcile(pod):
+            # Only the status changed, mostly by this kubelet's own writes: keep the newest
+            # object without a sync (upstream's checkAndUpdatePod). The kubelet is the
+            # source of the status; syncing on each of its own writes doubled the syncs
+            # of a pod start.
+            self.workers.update(pod, wake=False)
+            return
         self.workers.update(pod)
+
+    def _reconcile(self, pod: Pod) -> bool:
+        """A status change the kubelet has to act on (upstream's HandlePodReconcile): the
+        pod made terminal by someone else."""
+        last = self.status.last(pod.metadata.uid)
+        return pod.status.phase in TERMINAL and (last is None or last.phase != pod.status.phase)
 
     async def _on_pod_deleted(self, pod: Pod) -> None:
         self.workers.update(pod, deleted=True)

@@ -14,11 +14,22 @@ from dataclasses import dataclass, field
 from kubeling.periodic import cancel_and_wait
 from protos.kubeling.v1.core_pb2 import Pod
 
-__all__ = ["PodWorkers", "Outcome"]
+__all__ = ["PodWorkers", "Outcome", "pods_differ_semantically"]
 
 log = logging.getLogger(__name__)
 
 _ERROR_RETRY = 2.0  # seconds before a sync that raised is tried again
+
+
+def pods_differ_semantically(existing: Pod, new: Pod) -> bool:
+    """Whether the change is one a sync acts on (pkg/kubelet/config's podsDifferSemantically):
+    spec, labels, annotations, deletion; not the status, nor the bookkeeping metadata."""
+    a, b = existing.metadata, new.metadata
+    return (existing.spec != new.spec or a.labels != b.labels or a.annotations != b.annotations
+            or a.HasField("deletionTimestamp") != b.HasField("deletionTimestamp")
+            or a.deletionTimestamp != b.deletionTimestamp
+            or a.HasField("deletionGracePeriodSeconds") != b.HasField("deletionGracePeriodSeconds")
+            or a.deletionGracePeriodSeconds != b.deletionGracePeriodSeconds)
 
 
 @dataclass
@@ -51,7 +62,9 @@ class PodWorkers:
         worker = self._workers.get(uid)
         return worker.pod if worker else None
 
-    def update(self, pod: Pod, deleted: bool = False) -> None:
+    def update(self, pod: Pod, deleted: bool = False, wake: bool = True) -> None:
+        """The pod's newest object; a sync follows unless `wake` is False (a change the
+        worker need not act on: the object is kept for the next sync)."""
         uid = pod.metadata.uid
         worker = self._workers.get(uid)
         if worker is None:
@@ -62,7 +75,8 @@ class PodWorkers:
                                               name=f"pod-worker-{pod.metadata.namespace}/{pod.metadata.name}")
         worker.pod = pod
         worker.deleted = worker.deleted or deleted
-        worker.wake.set()
+        if wake or deleted:
+            worker.wake.set()
 
     def wake(self, uid: str) -> None:
         worker = self._workers.get(uid)
