@@ -31,31 +31,43 @@ async def bind(pods: Registry[core_pb2.Pod], binding: core_pb2.Binding) -> core_
                              violations=violations)
     namespace = meta.namespace or "default"
     key = pods.key(namespace, meta.name)
+    state = pods.cached_for_update(key)  # one etcd call when the cache is current (store.py)
     for _ in range(20):
-        kv, _ = await pods.storage.get(key)
-        if kv is None:
-            raise pods._not_found(meta.name)
-        pod = pods.decode(kv)
-        if meta.uid and meta.uid != pod.metadata.uid:
-            raise pods._conflict(meta.name, f"Precondition failed: UID in precondition: {meta.uid}, "
-                                            f"UID in object meta: {pod.metadata.uid}")
-        if meta.resourceVersion and meta.resourceVersion != pod.metadata.resourceVersion:
-            raise pods._conflict(meta.name)
-        if pod.metadata.HasField("deletionTimestamp"):
-            raise pods._conflict(meta.name, f"pod {meta.name} is being deleted, cannot be assigned to a host")
-        if pod.spec.nodeName:
-            raise pods._conflict(meta.name, f"pod {meta.name} is already assigned to node {pod.spec.nodeName!r}")
+        if state is None:
+            state = await pods.current_for_update(key, meta.name)
+        pod, revision, fresh = state
+        try:
+            _check_assignable(pods, pod, binding)
+        except errors.Conflict:
+            if fresh:
+                raise
+            state = None  # the cache's copy may be old: ask etcd before refusing
+            continue
         pod.spec.nodeName = target.name
         for k, v in meta.annotations.items():
             pod.metadata.annotations[k] = v
         _set_scheduled(pod)
         try:
-            rev = await pods.storage.update(key, pods.encode(pod), kv.mod_revision)
-        except StaleRevision:
-            continue  # re-read: someone else may have bound it meanwhile
+            rev = await pods.storage.update(key, pods.encode(pod), revision)
+        except StaleRevision as stale:
+            state = pods.refused_for_update(stale, meta.name)  # someone else may have bound it meanwhile
+            continue
         pod.metadata.resourceVersion = str(rev)
         return pod
     raise pods._conflict(meta.name, "too many concurrent writers; try again")
+
+
+def _check_assignable(pods: Registry[core_pb2.Pod], pod: core_pb2.Pod, binding: core_pb2.Binding) -> None:
+    meta, name = binding.metadata, binding.metadata.name
+    if meta.uid and meta.uid != pod.metadata.uid:
+        raise pods._conflict(name, f"Precondition failed: UID in precondition: {meta.uid}, "
+                                   f"UID in object meta: {pod.metadata.uid}")
+    if meta.resourceVersion and meta.resourceVersion != pod.metadata.resourceVersion:
+        raise pods._conflict(name)
+    if pod.metadata.HasField("deletionTimestamp"):
+        raise pods._conflict(name, f"pod {name} is being deleted, cannot be assigned to a host")
+    if pod.spec.nodeName:
+        raise pods._conflict(name, f"pod {name} is already assigned to node {pod.spec.nodeName!r}")
 
 
 def _set_scheduled(pod: core_pb2.Pod) -> None:

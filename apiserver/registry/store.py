@@ -192,45 +192,90 @@ class Registry(Generic[T]):
         wanted_rv = obj.metadata.resourceVersion
         if wanted_rv and not wanted_rv.isdigit():
             raise errors.BadRequest(f"metadata.resourceVersion: invalid value {wanted_rv!r}: must be an integer")
+        state = self.cached_for_update(key)
         for _ in range(_CONFLICT_RETRIES):
-            kv, _ = await self.storage.get(key)
-            if kv is None:
-                raise self._not_found(name)
-            if wanted_rv and int(wanted_rv) != kv.mod_revision:
+            if state is None:
+                state = await self.current_for_update(key, name)
+            old, revision, fresh = state
+            if wanted_rv and int(wanted_rv) != revision:
+                if not fresh:
+                    state = None  # the cache may lag behind: ask etcd before calling it a conflict
+                    continue
                 raise self._conflict(name)
-            old = self.decode(kv)
-            new = type(obj)()
-            new.CopyFrom(obj)
-            check = Checker()
-            if status:
-                self.strategy.prepare_for_status_update(new, old)
-                self.strategy.validate_status(new, check)
-            else:
-                self._prepare_meta_update(new, old, check)
-                self.strategy.prepare_for_update(new, old)
-                self.strategy.default(new)
-                self._validate_meta(new, check)
-                self.strategy.validate(new, check)
-                self.strategy.validate_update(new, old, check)
-                if self.strategy.spec_changed(new, old):
-                    new.metadata.generation = old.metadata.generation + 1
-            self._invalid(new, check)
+            try:
+                new = self._updated(obj, old, status)
+            except errors.ApiError:
+                if fresh:
+                    raise
+                state = None  # judged against a copy that may be old: judge again against etcd's
+                continue
             new.metadata.resourceVersion = old.metadata.resourceVersion
             if new.SerializeToString(deterministic=True) == old.SerializeToString(deterministic=True):
+                if not fresh:
+                    state = None  # a no-op against the cache's copy is only one against etcd's
+                    continue
                 return old  # a no-op writes nothing (upstream does the same)
             try:
                 if self._ready_to_delete(new):
-                    rev = await self.storage.delete(key, kv.mod_revision)
+                    rev = await self.storage.delete(key, revision)
                 else:
-                    rev = await self.storage.update(key, self.encode(new), kv.mod_revision,
-                                                    lease=await self._lease())
-            except StaleRevision:
+                    rev = await self.storage.update(key, self.encode(new), revision, lease=await self._lease())
+            except StaleRevision as stale:
                 if wanted_rv:
                     raise self._conflict(name) from None
+                state = self.refused_for_update(stale, name)
                 continue
             new.metadata.resourceVersion = str(rev)
             return new
         raise self._conflict(name, "too many concurrent writers; try again")
+
+    def _updated(self, obj: T, old: T, status: bool) -> T:
+        """obj as it would be stored over old: prepared, defaulted, validated (Invalid)."""
+        new = type(obj)()
+        new.CopyFrom(obj)
+        check = Checker()
+        if status:
+            self.strategy.prepare_for_status_update(new, old)
+            self.strategy.validate_status(new, check)
+        else:
+            self._prepare_meta_update(new, old, check)
+            self.strategy.prepare_for_update(new, old)
+            self.strategy.default(new)
+            self._validate_meta(new, check)
+            self.strategy.validate(new, check)
+            self.strategy.validate_update(new, old, check)
+            if self.strategy.spec_changed(new, old):
+                new.metadata.generation = old.metadata.generation + 1
+        self._invalid(new, check)
+        return new
+
+    # A write starts from the watch cache's copy of the object, not from a read of etcd:
+    # the write is a compare-and-swap on the copy's revision, and when etcd refuses it,
+    # its answer carries the current object for the next try (upstream's GuaranteedUpdate
+    # with the cacher's cachedExistingObject). One etcd call per write instead of two.
+
+    def cached_for_update(self, key: bytes) -> tuple[T, int, bool] | None:
+        """The cache's copy of key (copied: cached objects are shared), its revision, and
+        False: it may be old."""
+        cached = self.cache.get(key)
+        if cached is None:
+            return None
+        obj: T = type(cached)()
+        obj.CopyFrom(cached)
+        return obj, int(obj.metadata.resourceVersion), False
+
+    async def current_for_update(self, key: bytes, name: str) -> tuple[T, int, bool]:
+        """etcd's copy of key, its revision, and True: it is current."""
+        kv, _ = await self.storage.get(key)
+        if kv is None:
+            raise self._not_found(name)
+        return self.decode(kv), kv.mod_revision, True
+
+    def refused_for_update(self, stale: StaleRevision, name: str) -> tuple[T, int, bool]:
+        """What etcd held when it refused a compare-and-swap."""
+        if stale.current is None:
+            raise self._not_found(name)
+        return self.decode(stale.current), stale.current.mod_revision, True
 
     def _prepare_meta_update(self, new: T, old: T, check: Checker) -> None:
         """Server-owned metadata comes from the stored object (upstream BeforeUpdate)."""
@@ -270,13 +315,19 @@ class Registry(Generic[T]):
         key = self.key(namespace, name)
         if grace_seconds is not None and grace_seconds < 0:
             grace_seconds = 0
+        state = self.cached_for_update(key)
         for _ in range(_CONFLICT_RETRIES):
-            kv, _ = await self.storage.get(key)
-            if kv is None:
-                raise self._not_found(name)
-            obj = self.decode(kv)
+            if state is None:
+                state = await self.current_for_update(key, name)
+            obj, revision, fresh = state
             if preconditions is not None:
-                self._check_preconditions(obj, preconditions)
+                try:
+                    self._check_preconditions(obj, preconditions)
+                except errors.Conflict:
+                    if fresh:
+                        raise
+                    state = None
+                    continue
             plan = self.strategy.delete_plan(obj, grace_seconds)
             meta = obj.metadata
             pending = bool(meta.finalizers) or not self.strategy.finalized(obj)
@@ -291,6 +342,9 @@ class Registry(Generic[T]):
                 elif not plan.graceful and current != 0:
                     self._mark_deleting(obj, 0)
                     write = True
+                elif not fresh:
+                    state = None  # nothing to do, by the cache's copy: make sure with etcd's
+                    continue
                 else:
                     return obj
             elif plan.graceful or pending:
@@ -300,11 +354,11 @@ class Registry(Generic[T]):
                 write = False
             try:
                 if write:
-                    rev = await self.storage.update(key, self.encode(obj), kv.mod_revision,
-                                                    lease=await self._lease())
+                    rev = await self.storage.update(key, self.encode(obj), revision, lease=await self._lease())
                 else:
-                    rev = await self.storage.delete(key, kv.mod_revision)
-            except StaleRevision:
+                    rev = await self.storage.delete(key, revision)
+            except StaleRevision as stale:
+                state = self.refused_for_update(stale, name)
                 continue
             obj.metadata.resourceVersion = str(rev)
             return obj
