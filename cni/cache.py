@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from kubeling.atomicfile import replace_file
 
 __all__ = ["ResultCache"]
 
@@ -21,15 +21,11 @@ class ResultCache:
 
     def write(self, network: str, container_id: str, ifname: str, config: bytes, result: dict[str, Any],
               cni_args: list[tuple[str, str]], capability_args: dict[str, Any]) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
         entry = {"kind": "cniCacheV1", "containerId": container_id, "config": base64.b64encode(config).decode(),
                  "ifName": ifname, "networkName": network, "cniArgs": [list(a) for a in cni_args],
                  "capabilityArgs": capability_args, "result": result}
         # write-then-rename: a crash never leaves half a file that DEL would trip over
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-")
-        with os.fdopen(fd, "w") as f:
-            json.dump(entry, f)
-        os.replace(tmp, self.path(network, container_id, ifname))
+        replace_file(self.path(network, container_id, ifname), json.dumps(entry).encode())
 
     def read(self, network: str, container_id: str, ifname: str) -> dict[str, Any] | None:
         try:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import tempfile
 import threading
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
+
+from kubeling.atomicfile import replace_file
 
 log = logging.getLogger(__name__)
 
@@ -88,16 +88,12 @@ class CheckpointStore(Generic[R]):
 
     def save(self, record: R) -> None:
         """Checkpoint the record (atomically) and make it visible."""
-        directory = self.directory(record.id)
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.checkpoint}.", dir=directory)
         # Written whole, then renamed: a server that crashes leaves the old or the new
         # checkpoint, never half of one. No fsync: what the checkpoints describe (runc
         # state on tmpfs, the processes) does not survive a reboot either, and an fsync
         # per save stalled the event loop for every other request under load.
-        with os.fdopen(fd, "w") as out:
-            json.dump(asdict(record), out)  # type: ignore[call-overload]
-        os.replace(tmp, directory / self.checkpoint)
+        replace_file(self.directory(record.id) / self.checkpoint,
+                     json.dumps(asdict(record)).encode())  # type: ignore[call-overload]
         with self._lock:
             self._records[record.id] = record
             self._names[record.name] = record.id
