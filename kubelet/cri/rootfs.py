@@ -21,10 +21,27 @@ def is_mounted(path: Path) -> bool:
     return os.path.ismount(path)
 
 
-def _mount(target: Path, options: str) -> None:
-    if _libc.mount(b"overlay", os.fsencode(target), b"overlay", 0, options.encode()) != 0:
-        error = ctypes.get_errno()
-        raise MountError(f"mount overlay at {target}: {os.strerror(error)} ({options})")
+def _mount(target: Path, lower: list[Path], upper: Path, work: Path) -> None:
+    """The directories go in as /proc/self/fd/N of descriptors held for the call: the
+    kernel resolves them at mount time, and /proc/self/mountinfo shows the short strings
+    as given. Every runc call reads mountinfo (several times), and with a hundred pods
+    the overlays' long layer, upper and work paths made most of what it read."""
+    fds: list[int] = []
+    try:
+        for directory in (*lower, upper, work):
+            fds.append(os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        *lower_fds, upper_fd, work_fd = fds
+        options = (f"lowerdir={':'.join(f'/proc/self/fd/{fd}' for fd in lower_fds)},"
+                   f"upperdir=/proc/self/fd/{upper_fd},workdir=/proc/self/fd/{work_fd}")
+        if _libc.mount(b"overlay", os.fsencode(target), b"overlay", 0, options.encode()) != 0:
+            error = ctypes.get_errno()
+            raise MountError(f"mount overlay at {target}: {os.strerror(error)} "
+                             f"(lowerdir={':'.join(map(str, lower))},upperdir={upper},workdir={work})")
+    except FileNotFoundError as exc:
+        raise MountError(f"mount overlay at {target}: {exc}") from exc
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _umount(target: Path) -> None:
@@ -43,8 +60,7 @@ async def mount_overlay(layers: list[Path], directory: Path) -> Path:
         return rootfs
     if not layers:
         raise MountError("an image needs at least one layer")
-    lowerdir = ":".join(str(p) for p in reversed(layers))  # overlay lists the top layer first
-    await asyncio.to_thread(_mount, rootfs, f"lowerdir={lowerdir},upperdir={upper},workdir={work}")
+    await asyncio.to_thread(_mount, rootfs, list(reversed(layers)), upper, work)  # overlay lists the top layer first
     return rootfs
 
 
