@@ -65,6 +65,27 @@ class Runc:
         self.binary = binary
         self.timeout = timeout
         self.root.mkdir(parents=True, exist_ok=True)
+        # runc's --log files, reused (emptied) call after call: a file made and removed per
+        # call churned the filesystem's inodes, which made every later file creation on
+        # the node slower (ext4 scans for recently deleted inodes).
+        self._free_logs: list[Path] = []
+        self._log_count = 0
+
+    def _take_log(self) -> Path:
+        if self._free_logs:
+            return self._free_logs.pop()
+        self._log_count += 1
+        path = self.root / f".runc-log-{os.getpid()}-{self._log_count}"
+        path.touch()
+        return path
+
+    def _give_back_log(self, path: Path) -> None:
+        """Empty the log file of a finished call and keep it for the next."""
+        try:
+            os.truncate(path, 0)
+        except OSError:
+            return  # gone (the root was cleaned): the next call makes another
+        self._free_logs.append(path)
 
     async def _run(self, command: str, container_id: str, *args: str, stdin: int = asyncio.subprocess.DEVNULL,
                    stdout: int = asyncio.subprocess.PIPE, stderr: int = asyncio.subprocess.DEVNULL,
@@ -75,9 +96,8 @@ class Runc:
 
     async def _exec(self, command: str, container_id: str, *args: str, stdin: int, stdout: int, stderr: int,
                     timeout: float | None) -> bytes:
-        fd, name = tempfile.mkstemp(prefix=f".runc-{command}-", suffix=".log", dir=self.root)
-        os.close(fd)
-        log_path = Path(name)
+        log_path = self._take_log()
+        proc: asyncio.subprocess.Process | None = None
         try:
             proc = await asyncio.create_subprocess_exec(
                 self.binary, "--root", str(self.root), "--log", str(log_path), "--log-format", "json",
@@ -93,7 +113,10 @@ class Runc:
                                 last_error(log_path) or f"exit status {proc.returncode}")
             return out or b""
         finally:
-            log_path.unlink(missing_ok=True)
+            if proc is None or proc.returncode is not None:
+                self._give_back_log(log_path)
+            else:  # cancelled while runc runs on: it may still write there, the file is its
+                log_path.unlink(missing_ok=True)
 
     async def create(self, container_id: str, bundle: Path, *, stdout: int, stderr: int,
                      pid_file: Path | None = None) -> None:

@@ -83,3 +83,9 @@ async def test_errors_name_the_container(runc: Runc, bundles: Bundles) -> None:
     finally:
         os.close(devnull)
     assert "/does/not/exist" in bad.value.message or "no such file" in bad.value.message.lower()
+    # The log files are reused, emptied: each error is the call's own, and none are left growing.
+    with pytest.raises(RuncError) as again:
+        await runc.start("another-missing")
+    assert "another-missing" in str(again.value) and "/does/not/exist" not in again.value.message
+    logs = [p for p in runc.root.iterdir() if p.name.startswith(".runc-log-")]
+    assert len(logs) == 1 and logs[0].stat().st_size == 0
