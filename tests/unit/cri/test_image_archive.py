@@ -62,7 +62,7 @@ def test_export_writes_only_the_named_images(source: ImageStore, tmp_path: Path)
     assert len(blobs) == 3  # manifest, config, the one layer: nothing of busybox
     target = ImageStore(tmp_path / "target")
     (imported,) = import_archive(target, archive)
-    assert imported.id == source.get(PAUSE_IMAGE).id and imported.names == [PAUSE_IMAGE]  # type: ignore[union-attr]
+    assert imported.id == source.get(PAUSE_IMAGE).id and imported.names == [PAUSE_IMAGE]
     with pytest.raises(ImageStoreError, match="not in the store"):
         export_archive(target, tmp_path / "none.tar", [BUSYBOX_IMAGE])
 
