@@ -238,6 +238,8 @@ class Kubelet:
         if status.phase in TERMINAL:
             log.info("pod %s: %s", where, status.phase)
             self.workers.wake(uid)  # once more: stop what is left
+        elif result.ended_meanwhile():
+            self.workers.wake(uid)  # act on the exit (restart, back-off) as a PLEG event would have
         now = time.monotonic()
         if now - self._last_gc.get(uid, 0.0) >= self.config.container_gc_period:
             # Not at every sync: a status just written may still name the dead container

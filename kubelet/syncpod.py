@@ -27,10 +27,17 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class SyncResult:
-    runtime: PodRuntimeStatus
+    runtime: PodRuntimeStatus  # after the sync's actions
     waiting: dict[str, tuple[str, str]] = field(default_factory=dict)  # container -> (reason, message)
     retry_after: float | None = None  # seconds until a back-off ends: sync again then
     actions: PodActions | None = None
+    before: PodRuntimeStatus | None = None  # what the sync acted on
+
+    def ended_meanwhile(self) -> bool:
+        """A container exited during the sync (one it started and that ended at once):
+        the PLEG will not report it, the sync's own last look already saw it."""
+        exited = {c.id for c in (self.before.containers if self.before else []) if c.state == EXITED}
+        return any(c.state == EXITED and c.id not in exited for c in self.runtime.containers)
 
     def hold(self, seconds: float) -> None:
         self.retry_after = seconds if self.retry_after is None else min(self.retry_after, seconds)
@@ -63,7 +70,7 @@ class PodSyncer:
         running = [c.id for c in status.containers if c.state == RUNNING]
         actions = compute_pod_actions(pod, status, liveness_failed=self.probes.failed(LIVENESS, running),
                                       startup_failed=self.probes.failed(STARTUP, running))
-        result = SyncResult(status, actions=actions)
+        result = SyncResult(status, actions=actions, before=status)
         if actions.nothing:
             return result
         log.debug("pod %s: actions %s", _pod_name(pod), actions)

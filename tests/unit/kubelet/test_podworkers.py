@@ -1,11 +1,14 @@
-"""Pod workers: which API changes wake a sync (upstream's podsDifferSemantically), and
-that a change kept without a sync is what the next sync sees."""
+"""Pod workers: which API changes wake a sync (upstream's podsDifferSemantically), that
+a change kept without a sync is what the next sync sees, and that a container ending
+during a sync is noticed."""
 
 from __future__ import annotations
 
 import asyncio
 
 from kubelet.podworkers import Outcome, PodWorkers, pods_differ_semantically
+from kubelet.runtime import EXITED, RUNNING, ContainerInfo, PodRuntimeStatus
+from kubelet.syncpod import SyncResult
 from protos.kubeling.v1 import core_pb2, meta_pb2
 
 
@@ -58,3 +61,13 @@ async def test_a_kept_change_waits_for_the_next_sync() -> None:
     await asyncio.wait_for(synced.wait(), 5)
     assert seen == [("", False), ("Running", True)]
     await workers.stop()
+
+
+def test_a_container_that_ended_during_the_sync_is_noticed() -> None:
+    old = ContainerInfo(id="old", name="c", state=EXITED, created_at=1)
+    before = PodRuntimeStatus("u1", containers=[old])
+    quick = ContainerInfo(id="new", name="c", state=EXITED, created_at=2)
+    running = ContainerInfo(id="new", name="c", state=RUNNING, created_at=2)
+    assert SyncResult(PodRuntimeStatus("u1", containers=[quick, old]), before=before).ended_meanwhile()
+    assert not SyncResult(PodRuntimeStatus("u1", containers=[running, old]), before=before).ended_meanwhile()
+    assert not SyncResult(before, before=before).ended_meanwhile()  # nothing new ended
