@@ -7,7 +7,8 @@ server takes a free loopback port). Our built-in busybox and pause images go in 
     async with private_containerd(work, conflist) as endpoint:  # "unix:///…/containerd.sock"
 
 At the end: containerd stopped (by its pid), mounts left under the work directory
-unmounted, the k8s.io cgroup it made removed when empty, and the directories it makes
+unmounted, the k8s.io cgroups it made removed when empty (in every hierarchy: cgroup v1
+has one per controller), and the directories it makes
 outside (shim sockets, runc roots, the CNI cache) removed when this run made them and
 nothing is left in them.
 """
@@ -29,7 +30,7 @@ from kubelet.cri.images.store import ImageStore
 __all__ = ["ContainerdError", "ensure_installed", "private_containerd"]
 
 NAMESPACE = "k8s.io"  # the CRI plugin's containerd namespace
-CGROUP = Path("/sys/fs/cgroup") / NAMESPACE
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 # Made by containerd wherever its config points: the shims' sockets and runc roots, and
 # the CNI result cache of its CNI library.
 FIXED_DIRS = (Path("/run/containerd"), Path("/var/lib/cni"))
@@ -118,7 +119,7 @@ async def private_containerd(work: Path, conflist: str) -> AsyncIterator[str]:
     (work / "config.toml").write_text(_config(work, conf_dir))
     socket, log = work / "containerd.sock", work / "containerd.log"
     made = [d for d in FIXED_DIRS if not d.exists()]
-    cgroup_existed = CGROUP.exists()
+    cgroups_before = set(_namespace_cgroups())
     with log.open("wb") as out:
         process = subprocess.Popen(["containerd", "--config", str(work / "config.toml")], stdin=subprocess.DEVNULL,
                                    stdout=out, stderr=subprocess.STDOUT)
@@ -135,11 +136,17 @@ async def private_containerd(work: Path, conflist: str) -> AsyncIterator[str]:
             process.wait()
         for point in sorted(_mounts_under(work), key=len, reverse=True):
             subprocess.run(["umount", "-l", point], capture_output=True)
-        if not cgroup_existed:
+        for cgroup in set(_namespace_cgroups()) - cgroups_before:
             with contextlib.suppress(OSError):
-                CGROUP.rmdir()
+                cgroup.rmdir()
         for top in made:
             _remove_empty_tree(top)
+
+
+def _namespace_cgroups() -> list[Path]:
+    """The k8s.io cgroup directories: one under the v2 root, or one per v1 hierarchy."""
+    candidates = [CGROUP_ROOT / NAMESPACE, *(d / NAMESPACE for d in CGROUP_ROOT.iterdir() if d.is_dir())]
+    return [c for c in candidates if c.is_dir()]
 
 
 def _remove_empty_tree(top: Path) -> None:
