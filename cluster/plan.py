@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kubelet.config import KubeletConfig
+from kubeling.atomicfile import replace_file
 from kubeling.etcd import etcd_binary
 from kubeling.netutil import free_port
 
@@ -58,10 +58,7 @@ class ClusterPlan:
         return self.root / "runc" / node
 
     def save(self) -> None:
-        path = self.root / "cluster.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2))
-        os.replace(tmp, path)
+        replace_file(self.root / "cluster.json", json.dumps(asdict(self), indent=2).encode(), 0o644)
 
     @classmethod
     def load(cls, state_dir: Path) -> ClusterPlan | None:

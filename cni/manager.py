@@ -13,7 +13,6 @@ import asyncio
 import ipaddress
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from cni.api import DEFAULT_CACHE_DIR, DEFAULT_PATH, CNIConfig, RuntimeConf
 from cni.conf import NetworkConfigList, load_dir, parse_conflist
 from cni.hostport import HostPortHolder, PortMapping
 from cni.invoke import PluginError
+from kubeling.atomicfile import replace_file
 
 __all__ = ["NetworkPluginManager", "PodNetwork", "NetworkNotReady", "POD_CIDR_CHANGE", "DEFAULT_CONFLIST"]
 
@@ -114,9 +114,7 @@ class NetworkPluginManager:
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         target = self.conf_dir / DEFAULT_CONFLIST
         doc = self._default_conflist(cidr)
-        tmp = target.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, indent=2))
-        os.replace(tmp, target)
+        replace_file(target, json.dumps(doc, indent=2).encode(), 0o644)
         log.info("wrote %s for pod CIDR %s (bridge %s)", target, cidr, self.bridge)
 
     def _default_conflist(self, pod_cidr: str) -> dict[str, Any]:

@@ -9,10 +9,10 @@ pod's IPs. Host-network pods get a copy of the node's /etc/hosts instead.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
+from kubeling.atomicfile import replace_file
 from protos.kubeling.v1.core_pb2 import Pod
 
 __all__ = ["HOSTNAME_MAX", "HostnameError", "pod_hostname_and_domain", "hosts_file_content", "write_hosts_file"]
@@ -69,8 +69,4 @@ def write_hosts_file(path: Path, ips: list[str], hostname: str, domain: str, hos
             content = MANAGED_HEADER_HOST_NETWORK
     else:
         content = hosts_file_content(ips, hostname, domain)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(content)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    replace_file(path, content.encode(), 0o644)

@@ -46,6 +46,7 @@ from kubelet.cri.attach_hub import AttachHub
 from kubelet.cri.console import ConsoleSocket
 from kubelet.cri.logs import STDERR, STDOUT, CRILogWriter, copy_stream
 from kubelet.cri.runclog import last_error
+from kubeling.atomicfile import replace_file
 
 PR_SET_CHILD_SUBREAPER = 36
 EXIT_FILE = "exit.json"
@@ -76,9 +77,7 @@ def _write_exit(state: Path, status: int, oom_killed: bool) -> None:
     else:
         code, sig = os.WEXITSTATUS(status), 0
     body = json.dumps({"exitCode": code, "signal": sig, "finishedAt": time.time_ns(), "oomKilled": oom_killed})
-    tmp = state / f".{EXIT_FILE}.tmp"
-    tmp.write_text(body)
-    os.replace(tmp, state / EXIT_FILE)
+    replace_file(state / EXIT_FILE, body.encode(), 0o644)
 
 
 def _report(fd: int, line: str) -> None:

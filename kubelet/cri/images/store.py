@@ -27,6 +27,7 @@ from typing import Any, BinaryIO
 from kubelet.cri.fsusage import disk_usage
 from kubelet.cri.images import reference
 from kubelet.cri.images.unpack import unpack_layer
+from kubeling.atomicfile import replace_file
 
 NAME_ANNOTATION = "io.containerd.image.name"
 REF_NAME_ANNOTATION = "org.opencontainers.image.ref.name"
@@ -91,19 +92,6 @@ def _hex(digest: str) -> str:
     return value
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 class ImageStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -114,7 +102,7 @@ class ImageStore:
         (self.root / "layers" / "sha256").mkdir(parents=True, exist_ok=True)
         layout = self.root / "oci-layout"
         if not layout.exists():
-            _write_atomic(layout, b'{"imageLayoutVersion": "1.0.0"}')
+            replace_file(layout, b'{"imageLayoutVersion": "1.0.0"}', durable=True)
         if not (self.root / "index.json").exists():
             self._write_index([])
 
@@ -138,7 +126,7 @@ class ImageStore:
             raise ImageStoreError(f"digest mismatch: expected {expected}, content is {digest}")
         path = self.blob_path(digest)
         if not path.exists():
-            _write_atomic(path, data)
+            replace_file(path, data, durable=True)
         return digest
 
     def put_blob_stream(self, stream: BinaryIO, expected: str, expected_size: int | None = None) -> str:
@@ -176,7 +164,7 @@ class ImageStore:
 
     def _write_index(self, manifests: list[dict[str, Any]]) -> None:
         body = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests}
-        _write_atomic(self.root / "index.json", json.dumps(body, indent=1, sort_keys=True).encode())
+        replace_file(self.root / "index.json", json.dumps(body, indent=1, sort_keys=True).encode(), durable=True)
 
     def _load(self, manifest_digest: str) -> ImageRecord:
         """The image a manifest describes, without names. Parsed once per digest: a
