@@ -157,11 +157,27 @@ class Runc:
 
     async def delete(self, container_id: str, force: bool = False) -> None:
         """Delete the container; deleting one runc does not know succeeds."""
+        await asyncio.to_thread(self._empty_memory_cgroup, container_id)
         try:
             await self._run("delete", container_id, *(["--force"] if force else []), container_id)
         except RuncError as exc:
             if not exc.not_found:
                 raise
+
+    def _empty_memory_cgroup(self, container_id: str) -> None:
+        """Reclaim what is still charged to the container's memory cgroup (v1) before runc
+        removes it. A removed memory cgroup whose pages (page cache, the metadata of the
+        files its processes made on a disk) are still charged lives on in the kernel as a
+        dying cgroup, kept and walked by its memory accounting: one per removed container
+        (650 after an hour of benchmarks on this kind of host). Best effort: the cgroup may
+        be gone or still hold processes (EBUSY)."""
+        try:
+            state = json.loads((self.root / container_id / "state.json").read_bytes())
+            memory = state.get("cgroup_paths", {}).get("memory")
+            if memory:
+                Path(memory, "memory.force_empty").write_bytes(b"0")
+        except (OSError, ValueError, AttributeError) as exc:
+            log.debug("container %s: memory cgroup not emptied: %s", container_id[:13], exc)
 
     async def update(self, container_id: str, resources: dict[str, Any]) -> None:
         """Apply OCI linux.resources to a running container (runc update -r)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import threading
@@ -89,3 +90,38 @@ async def test_errors_name_the_container(runc: Runc, bundles: Bundles) -> None:
     assert "another-missing" in str(again.value) and "/does/not/exist" not in again.value.message
     logs = [p for p in runc.root.iterdir() if p.name.startswith(".runc-log-")]
     assert len(logs) == 1 and logs[0].stat().st_size == 0
+
+
+def _memory_cgroups() -> int:
+    """The kernel's count of memory cgroups (cgroup v1), the removed ones it still holds included."""
+    for line in Path("/proc/cgroups").read_text().splitlines():
+        fields = line.split()
+        if fields[:1] == ["memory"]:
+            return int(fields[2])
+    raise AssertionError("no v1 memory controller in /proc/cgroups")
+
+
+async def test_delete_leaves_no_dying_memory_cgroup(runc: Runc, bundles: Bundles) -> None:
+    """Pages still charged to a removed memory cgroup keep it alive in the kernel (a dying
+    cgroup, one per removed container, each slowing the node's memory accounting): delete
+    reclaims them first, so the cgroup is really gone."""
+    before = _memory_cgroups()
+    container_id = f"kl-{uuid.uuid4().hex[:8]}"
+    bundle = bundles.make("writer", "busybox", ["sh", "-c", "dd if=/dev/zero of=/written bs=1M count=8 && sync"])
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        await runc.create(container_id, bundle, stdout=devnull, stderr=devnull)
+    finally:
+        os.close(devnull)
+    memory = Path(json.loads((runc.root / container_id / "state.json").read_text())["cgroup_paths"]["memory"])
+    await runc.start(container_id)
+    await _wait_status(runc, container_id, "stopped")
+    assert int((memory / "memory.usage_in_bytes").read_text()) >= 8 << 20  # the file's pages, charged here
+    assert _memory_cgroups() == before + 1
+
+    await runc.delete(container_id)
+    assert not memory.exists()
+    deadline = asyncio.get_running_loop().time() + 10
+    while _memory_cgroups() != before:  # the kernel frees an emptied cgroup shortly after its removal
+        assert asyncio.get_running_loop().time() < deadline, f"{_memory_cgroups() - before} dying memory cgroup(s)"
+        await asyncio.sleep(0.05)
