@@ -6,13 +6,19 @@
 - `etcd_txn_burst_ms`: 500 create-if-absent transactions, one after another, through the
   same client the apiserver uses, against a private etcd on loopback: fsync, etcd's own
   CPU and the gRPC round trip.
+- `memory_cgroups_dying`: memory cgroups removed but still held by the kernel (cgroup v1:
+  /proc/cgroups' count minus the directories). Not a speed but the host's state: each
+  removed container whose pages stay charged leaves one, and hundreds of them slow every
+  pod start on the node (see kubelet.cri.runc's delete), whatever commit runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 __all__ = ["host_speed"]
@@ -54,6 +60,20 @@ async def _etcd_burst_ms() -> float:
             await storage.close()
 
 
+def memory_cgroups_dying() -> int | None:
+    """Removed memory cgroups the kernel still holds (cgroup v1); None without a v1 memory hierarchy."""
+    root = Path("/sys/fs/cgroup/memory")
+    try:
+        counted = next(int(line.split()[2]) for line in Path("/proc/cgroups").read_text().splitlines()
+                       if line.split()[:1] == ["memory"])
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+    if not root.is_dir():
+        return None
+    present = sum(1 for _ in os.walk(root))  # one entry per directory, the root included
+    return max(counted - present, 0)
+
+
 def host_speed() -> dict[str, Any]:
     """The three figures (the best of three for the CPU ones: least disturbed by neighbours)."""
     loop_ms = min(_python_loop_ms() for _ in range(3))
@@ -67,7 +87,8 @@ def host_speed() -> dict[str, Any]:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             etcd_ms = pool.submit(asyncio.run, _etcd_burst_ms()).result()
     return {"python_loop_ms": round(loop_ms, 1), "sha256_mib_s": round(sha, 1),
-            "etcd_txn_burst_ms": round(etcd_ms, 1) if etcd_ms is not None else None}
+            "etcd_txn_burst_ms": round(etcd_ms, 1) if etcd_ms is not None else None,
+            "memory_cgroups_dying": memory_cgroups_dying()}
 
 
 if __name__ == "__main__":
