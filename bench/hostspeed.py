@@ -7,9 +7,10 @@
   same client the apiserver uses, against a private etcd on loopback: fsync, etcd's own
   CPU and the gRPC round trip.
 - `memory_cgroups_dying`: memory cgroups removed but still held by the kernel (cgroup v1:
-  /proc/cgroups' count minus the directories). Not a speed but the host's state: each
-  removed container whose pages stay charged leaves one, and hundreds of them slow every
-  pod start on the node (see kubelet.cri.runc's delete), whatever commit runs.
+  /proc/cgroups' count minus the directories). Not a speed but the host's state, whatever
+  commit runs: a runtime that removes containers whose pages are still charged leaves one
+  per container (kubelet.cri.runc's delete empties them first; containerd 1.6 does not),
+  each kept and walked by the kernel's memory accounting.
 """
 
 from __future__ import annotations
