@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import ipaddress
 import logging
 import sys
+
+import uvloop
 
 from apiserver.server import APIServer, Config
 from kubeling import telemetry
@@ -84,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     shutdown = telemetry.setup("apiserver")
     try:
-        asyncio.run(_serve(args))
+        # uvloop: the apiserver spends most of its time in event-loop callbacks (gRPC's and
+        # ours); with it the e2e scheduler benchmark ran 492-500 vs 431-463 pods/s.
+        uvloop.run(_serve(args))
     except (OSError, RuntimeError, ConnectionError) as err:
         print(f"apiserver: {err}", file=sys.stderr)
         return 1
