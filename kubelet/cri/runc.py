@@ -70,6 +70,14 @@ class Runc:
         # the node slower (ext4 scans for recently deleted inodes).
         self._free_logs: list[Path] = []
         self._log_count = 0
+        self._remove_dead_processes_logs()
+
+    def _remove_dead_processes_logs(self) -> None:
+        """The pooled log files of drivers whose process has ended (a restarted server)."""
+        for path in self.root.glob(".runc-log-*-*"):
+            pid = path.name.split("-")[2]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                path.unlink(missing_ok=True)
 
     def _take_log(self) -> Path:
         if self._free_logs:

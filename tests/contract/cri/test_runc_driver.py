@@ -90,6 +90,12 @@ async def test_errors_name_the_container(runc: Runc, bundles: Bundles) -> None:
     assert "another-missing" in str(again.value) and "/does/not/exist" not in again.value.message
     logs = [p for p in runc.root.iterdir() if p.name.startswith(".runc-log-")]
     assert len(logs) == 1 and logs[0].stat().st_size == 0
+    # A driver started over the same root (a restarted server) removes the logs of ended
+    # processes and keeps those of live ones.
+    dead = runc.root / ".runc-log-4194305-1"  # above the kernel's largest pid
+    dead.touch()
+    Runc(runc.root)
+    assert not dead.exists() and logs[0].exists()
 
 
 def _memory_cgroups() -> int:
