@@ -177,8 +177,10 @@ async def floor_pod_starts(work: Path, pods: int, bridge: str, concurrency: int 
                                                                             rootfs, path)))
             await runc.create(sid, sandbox_dir, stdout=devnull, stderr=devnull, pid_file=sandbox_dir / "pid")
             await runc.start(sid)
+            # The sandbox's cgroup parent, as the CRI server passes it (SandboxContext's own
+            # default made a /kubeling parent in every hierarchy that runc delete leaves).
             context = SandboxContext(hostname=f"f{i}", pause_pid=int((sandbox_dir / "pid").read_text()),
-                                     netns_path=path, etc_dir=etc)
+                                     netns_path=path, etc_dir=etc, cgroup_parent=config.linux.cgroup_parent)
             rootfs = await mount_overlay(busybox_layers, app_dir)
             mounted.append(app_dir)
             (app_dir / "config.json").write_text(json.dumps(container_spec(cid, app, busybox.run_config,
