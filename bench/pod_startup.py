@@ -33,6 +33,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -217,7 +218,9 @@ async def _max_sustained(client: Client, runtime: Runtime, watcher: _Watcher) ->
 
 
 async def _cluster_run(work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    async with running_cluster(work, NODE, CLUSTER_CIDR, max(110, args.density, args.pods)) as cluster:
+    # room for the measured pods next to the warm-up pod, which runs until the first delete
+    max_pods = max(110, args.density + 1, args.pods + 1)
+    async with running_cluster(work, NODE, CLUSTER_CIDR, max_pods) as cluster:
         client = cluster.client
         runtime = Runtime(f"unix://{cluster.cri_socket}")
         watcher = _Watcher(client)
@@ -269,6 +272,19 @@ async def _measure(client: Client, runtime: Runtime, watcher: _Watcher, cluster:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    # SIGTERM, and SIGINT where a shell started the run in the background (which ignores
+    # it there), cancel the run: the cleanup below still removes the pods and the node.
+    # Only the first: a second would interrupt that cleanup.
+    this, loop = asyncio.current_task(), asyncio.get_running_loop()
+    assert this is not None
+
+    def cancel_once() -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda: None)
+        this.cancel()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, cancel_once)
     work = Path(tempfile.mkdtemp(prefix="kbstart-"))
     floor_bridge, max_bridge = f"kbp{os.getpid() % 100000}", f"kbq{os.getpid() % 100000}"
     floors: dict[str, Any] = {}

@@ -2,8 +2,9 @@
 ListContainers, ContainerStatus, ExecSync, ReopenContainerLog.
 
 A container is an OCI bundle in `<state>/containers/<id>` (config.json and an
-overlay rootfs over the image's unpacked layers), created under runc by its shim,
-which owns its exit and its CRI log.
+overlay rootfs over the image's unpacked layers), made by CreateContainer; its
+shim, launched by StartContainer, runs it under runc and owns its exit and its
+CRI log.
 """
 
 from __future__ import annotations
@@ -30,11 +31,13 @@ from kubelet.cri.rootfs import MountError, mount_overlay, unmount
 from kubelet.cri.runc import Runc, RuncError
 from kubelet.cri.sandbox_store import READY, SandboxRecord
 from kubelet.cri.sandboxes import SandboxManager
-from kubelet.cri.shims import ShimError, ShimLauncher, reopen_log
+from kubelet.cri.shims import ShimError, ShimLauncher, record_start_failure, reopen_log
 from kubelet.cri.stats import CpuSampler, directory_usage, memory_usage, network_usage, now
+from kubeling.telemetry import tracer
 from protos.runtime.v1 import api_pb2
 
 log = logging.getLogger(__name__)
+_TRACER = tracer(__name__)
 
 
 def _stop_signal(config: api_pb2.ContainerConfig, image: dict[str, object]) -> int:
@@ -111,15 +114,11 @@ class ContainerManager:
             user = spec["process"]["user"]
             record.user = (int(user["uid"]), int(user["gid"]), tuple(int(g) for g in user.get("additionalGids", [])))
             self.store.save(record)
-            record.pid = await self.shims.launch(record.id, directory, Path(log_path or directory / "container.log"),
-                                                 directory, stdin=config.stdin, stdin_once=config.stdin_once,
-                                                 tty=config.tty)
-            self.store.save(record)
         except BaseException as exc:
             await asyncio.shield(self._destroy(record))
             if isinstance(exc, SpecError):
                 raise invalid(str(exc)) from exc
-            if isinstance(exc, (ShimError, MountError, OSError)):
+            if isinstance(exc, (MountError, OSError)):
                 raise CRIError(grpc.StatusCode.UNKNOWN, f"pod {pod}: create container "
                                f"{config.metadata.name!r}: {exc}") from exc
             raise
@@ -133,10 +132,17 @@ class ContainerManager:
             if state != api_pb2.CONTAINER_CREATED:
                 raise CRIError(grpc.StatusCode.FAILED_PRECONDITION,
                                f"container {record.id} is {api_pb2.ContainerState.Name(state)}, not CREATED")
+            # The shim runs `runc run --detach` now (containerd, too, makes its task only
+            # here): one runc program per container start instead of create + start.
+            config, directory = record.config, Path(record.state_dir)
             try:
-                await self.runc.start(record.id)
-            except RuncError as exc:
-                raise CRIError(grpc.StatusCode.UNKNOWN, str(exc)) from exc
+                with _TRACER.start_as_current_span("runc run", attributes={"runc.container_id": record.id}):
+                    record.pid = await self.shims.launch(
+                        record.id, directory, Path(record.log_path or directory / "container.log"), directory,
+                        stdin=config.stdin, stdin_once=config.stdin_once, tty=config.tty, run=True)
+            except (ShimError, OSError) as exc:
+                record_start_failure(directory, str(exc))
+                raise CRIError(grpc.StatusCode.UNKNOWN, f"container {record.id}: start: {exc}") from exc
             record.started_at = time.time_ns()
             self.store.save(record)
 
@@ -260,8 +266,9 @@ class ContainerManager:
             status.user.linux.CopyFrom(api_pb2.LinuxContainerUser(uid=uid, gid=gid, supplemental_groups=groups))
         ended = record.exit()
         if ended is not None:
-            status.finished_at, status.exit_code = ended.finished_at, ended.exit_code
-            status.reason = "OOMKilled" if ended.oom_killed else ("Completed" if ended.exit_code == 0 else "Error")
+            status.finished_at, status.exit_code, status.message = ended.finished_at, ended.exit_code, ended.message
+            status.reason = ended.reason or (
+                "OOMKilled" if ended.oom_killed else ("Completed" if ended.exit_code == 0 else "Error"))
         info: dict[str, str] = {}
         if verbose:
             info["info"] = json.dumps({"pid": record.pid, "sandboxID": record.sandbox_id,

@@ -14,9 +14,13 @@ container's terminal (--console-socket), whose output is the log's stdout; clien
 join through `attach.sock` in the state directory.
 
     python -m kubelet.cri.shim --runc-root R --id ID --bundle B --log L --state DIR [--stdin [--stdin-once]] [--tty]
+                               [--run]
 
 It prints `created <pid>` (or `error <message>`) on stdout once runc create is
-done, then closes stdout. SIGUSR1 reopens the log (CRI ReopenContainerLog).
+done, then closes stdout. SIGUSR1 reopens the log (CRI ReopenContainerLog). With
+`--run` it runs `runc run --detach` instead: the container starts at once, one
+runc program fewer than create + start (StartContainer launches the shim so, as
+containerd creates its task only at StartContainer).
 
 With `--zygote` it imports all of this once and waits on a unix socket (`--socket-fd`) for
 launch requests, each a JSON line with the arguments and a pipe's write end (passed
@@ -95,6 +99,7 @@ class ShimArgs:
     stdin: bool = False  # keep a pipe open to the container's stdin, for attach
     stdin_once: bool = False  # close it after the first attach session with stdin ends
     tty: bool = False  # the container has a terminal: the shim holds its master
+    run: bool = False  # `runc run --detach`: started, not only created
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> ShimArgs:
@@ -103,15 +108,16 @@ class ShimArgs:
 
 
 def run(args: ShimArgs, report_fd: int = 1) -> int:
-    """Be the container's shim: `report_fd` gets the outcome of runc create, then is closed."""
+    """Be the container's shim: `report_fd` gets the outcome of runc create (or run), then is closed."""
     _subreaper()
     state = Path(args.state)
     state.mkdir(parents=True, exist_ok=True)
     (state / SHIM_PID_FILE).write_text(str(os.getpid()))
     writer = CRILogWriter(Path(args.log))
     signal.signal(signal.SIGUSR1, lambda *_: writer.reopen())
-    runc_log = state / "runc-create.log"
-    command = [args.runc, "--root", args.runc_root, "--log", str(runc_log), "--log-format", "json", "create",
+    action = ["run", "--detach"] if args.run else ["create"]
+    runc_log = state / f"runc-{action[0]}.log"
+    command = [args.runc, "--root", args.runc_root, "--log", str(runc_log), "--log-format", "json", *action,
                "--bundle", args.bundle, "--pid-file", str(state / "pid")]
     devnull = os.open(os.devnull, os.O_RDWR)
     console: ConsoleSocket | None = None
@@ -142,7 +148,7 @@ def run(args: ShimArgs, report_fd: int = 1) -> int:
     elif console is not None:
         console.close()
     if create.returncode != 0:
-        _report(report_fd, f"error {last_error(runc_log) or f'runc create exited {create.returncode}'}")
+        _report(report_fd, f"error {last_error(runc_log) or f'runc {action[0]} exited {create.returncode}'}")
         return 1
     pid = int((state / "pid").read_text())
     stdin_fd = terminal if args.tty and args.stdin else (stdin_w if stdin_w >= 0 else None)
@@ -231,13 +237,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stdin", action="store_true", help="keep the container's stdin open for attach")
     parser.add_argument("--stdin-once", action="store_true")
     parser.add_argument("--tty", action="store_true", help="the container has a terminal")
+    parser.add_argument("--run", action="store_true", help="runc run --detach: start the container at once")
     args = parser.parse_args(argv)
     if args.zygote:
         return zygote(args.socket_fd)
     if not all((args.runc_root, args.id, args.bundle, args.log, args.state)):
         parser.error("--runc-root, --id, --bundle, --log and --state are required")
     return run(ShimArgs(args.runc_root, args.id, args.bundle, args.log, str(args.state), args.runc,
-                        args.stdin, args.stdin_once, args.tty))
+                        args.stdin, args.stdin_once, args.tty, args.run))
 
 
 if __name__ == "__main__":

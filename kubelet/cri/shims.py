@@ -8,14 +8,20 @@ import os
 import signal
 import socket
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kubelet.cri.shim import EXIT_FILE, SHIM_PID_FILE
+from kubeling.atomicfile import replace_file
 
 
 class ShimError(RuntimeError):
     pass
+
+
+# A container whose start failed, as containerd reports it: exited, with this code and reason.
+START_ERROR_EXIT_CODE, START_ERROR_REASON = 128, "StartError"
 
 
 @dataclass(frozen=True)
@@ -24,16 +30,25 @@ class ExitInfo:
     signal: int
     finished_at: int
     oom_killed: bool = False
+    reason: str = ""  # set when the runtime, not the process, ended it (StartError)
+    message: str = ""
 
 
 def read_exit(state: Path) -> ExitInfo | None:
-    """The container's exit as its shim recorded it, or None while it runs."""
+    """The container's exit as its shim (or a failed start) recorded it, or None while it runs."""
     try:
         data = json.loads((state / EXIT_FILE).read_text())
     except FileNotFoundError:
         return None
     return ExitInfo(int(data["exitCode"]), int(data.get("signal", 0)), int(data["finishedAt"]),
-                    bool(data.get("oomKilled", False)))
+                    bool(data.get("oomKilled", False)), str(data.get("reason", "")), str(data.get("message", "")))
+
+
+def record_start_failure(state: Path, message: str) -> None:
+    """The container never ran: record it as exited, so that it is not CREATED forever."""
+    body = {"exitCode": START_ERROR_EXIT_CODE, "signal": 0, "finishedAt": time.time_ns(),
+            "reason": START_ERROR_REASON, "message": message}
+    replace_file(state / EXIT_FILE, json.dumps(body).encode(), 0o644)
 
 
 def reopen_log(state: Path) -> bool:
@@ -90,12 +105,13 @@ class ShimLauncher:
                     await self._stop_zygote()  # it died: start another
 
     async def launch(self, container_id: str, bundle: Path, log_path: Path, state: Path, *, stdin: bool = False,
-                     stdin_once: bool = False, tty: bool = False) -> int:
-        """Hand the container to a shim, which runs `runc create`; return the container's init pid."""
+                     stdin_once: bool = False, tty: bool = False, run: bool = False) -> int:
+        """Hand the container to a shim, which runs `runc create` (with `run`: `runc run
+        --detach`, the container started); return the container's init pid."""
         state.mkdir(parents=True, exist_ok=True)
         args = {"runc_root": str(self.runc_root), "id": container_id, "bundle": str(bundle),
                 "log": str(log_path), "state": str(state), "runc": self.runc, "stdin": stdin,
-                "stdin_once": stdin_once, "tty": tty}
+                "stdin_once": stdin_once, "tty": tty, "run": run}
         report_r, report_w = os.pipe()
         try:
             try:
@@ -107,7 +123,7 @@ class ShimLauncher:
             os.close(report_r)
         if not line.startswith("created "):
             detail = line.removeprefix("error ") or f"the shim ended without a word; see {state / 'shim.log'}"
-            raise ShimError(f"runc create {container_id}: {detail}")
+            raise ShimError(f"runc {'run' if run else 'create'} {container_id}: {detail}")
         return int(line.split()[1])
 
     async def _stop_zygote(self) -> None:

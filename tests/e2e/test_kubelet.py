@@ -257,6 +257,11 @@ async def test_bad_pod_specs_give_reasons_and_events_and_the_kubelet_goes_on(clu
     nocommand = await cluster.wait_pod("nocommand", waiting(("CreateContainerError", "RunContainerError",
                                                              "CrashLoopBackOff")))
     assert nocommand.status.phase in ("Pending", "Running")
+    # as with containerd: the failed start is an exit (128, StartError) naming the binary
+    started = await cluster.wait_pod("nocommand", lambda p: bool(p.status.containerStatuses) and
+                                     p.status.containerStatuses[0].lastState.terminated.reason == "StartError")
+    failed = started.status.containerStatuses[0].lastState.terminated
+    assert failed.exitCode == 128 and "/no/such/binary" in failed.message, failed
     events = [e for e in (await cluster.client.events.list_all("default"))[0]]
     assert any(e.involvedObject.name == "noimage" and e.reason == "Failed" and "Failed to pull image" in e.message
                for e in events)

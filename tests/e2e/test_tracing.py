@@ -156,7 +156,7 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
     for expected in ("scheduling cycle", "binding cycle", "syncPod", "/kubeling.v1.Pods/Create",
                      "/kubeling.v1.Pods/Bind", "/runtime.v1.RuntimeService/RunPodSandbox",
                      "/runtime.v1.RuntimeService/StartContainer", "cni ADD bridge", "cni ADD loopback",
-                     "runc start"):
+                     "runc run"):
         assert expected in names, (expected, sorted(names))
     def children(parent: str) -> set[str]:
         """The names of the spans under every span named `parent` (a pod can take several
@@ -168,6 +168,9 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
     # are children of its cycles (one node: scoring is skipped, as upstream does).
     assert "/etcdserverpb.KV/Txn" in children("/kubeling.v1.Pods/Create")
     assert {"PreFilter", "Filter", "Reserve", "Permit", "binding cycle"} <= children("scheduling cycle")
+    # runc under both CRI calls: the pause's and the container's (through its shim)
+    assert "runc run" in children("/runtime.v1.RuntimeService/RunPodSandbox")
+    assert "runc run" in children("/runtime.v1.RuntimeService/StartContainer")
     assert {"PreBind", "Bind"} <= children("binding cycle")
     assert "/kubeling.v1.Pods/Bind" in children("Bind")
     ids = {s.span_id for s in ours}

@@ -117,6 +117,25 @@ async def test_exit_codes_and_reasons(env: Env, tmp_path: Path) -> None:
         assert (status.exit_code, status.reason) == (code, reason), name
 
 
+async def test_a_start_that_fails_leaves_the_container_exited(env: Env, tmp_path: Path) -> None:
+    # As with containerd: created without running anything; the start fails, naming the
+    # binary, and the container is EXITED with code 128 and reason StartError, not CREATED.
+    sandbox = await _sandbox(env, "nobin", tmp_path / "logs")
+    cid = await _create(env, sandbox, _container("app", ["/no/such/binary"]))
+    assert (await _status(env, cid)).state == api_pb2.CONTAINER_CREATED
+    with pytest.raises(grpc.aio.AioRpcError) as failed:
+        await env.runtime.StartContainer(api_pb2.StartContainerRequest(container_id=cid))
+    assert failed.value.code() == grpc.StatusCode.UNKNOWN and "/no/such/binary" in (failed.value.details() or "")
+    status = await _status(env, cid)
+    assert (status.state, status.exit_code, status.reason) == (api_pb2.CONTAINER_EXITED, 128, "StartError")
+    assert "/no/such/binary" in status.message and status.finished_at >= status.created_at
+    with pytest.raises(grpc.aio.AioRpcError) as again:
+        await env.runtime.StartContainer(api_pb2.StartContainerRequest(container_id=cid))
+    assert again.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    await env.runtime.RemoveContainer(api_pb2.RemoveContainerRequest(container_id=cid))
+    assert list((await env.runtime.ListContainers(api_pb2.ListContainersRequest())).containers) == []
+
+
 async def test_restart_keeps_running_containers(env: Env, tmp_path: Path) -> None:
     sandbox = await _sandbox(env, "survivor", tmp_path / "logs")
     cid = await _create(env, sandbox, _container("app", ["sh", "-c", LOOP]))

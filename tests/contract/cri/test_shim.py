@@ -74,3 +74,21 @@ async def test_create_failure_is_reported(runc: Runc, bundles: Bundles, tmp_path
     with pytest.raises(ShimError, match="runc create shim-bad"):
         await launcher.launch("shim-bad", bundle, tmp_path / "0.log", tmp_path / "state")
     await launcher.close()
+
+
+async def test_run_mode_starts_the_container_at_once(runc: Runc, bundles: Bundles, tmp_path: Path) -> None:
+    bundle = bundles.make("now", "busybox", ["sh", "-c", "echo started; exit 4"])
+    state, log = tmp_path / "state", tmp_path / "0.log"
+    launcher = ShimLauncher(runc.root)
+    try:
+        await launcher.launch("shim-run", bundle, log, state, run=True)  # no runc start
+        await _wait_exit(state)
+        info = read_exit(state)
+        assert info is not None and (info.exit_code, info.reason) == (4, "")
+        assert list(read_log(log)) == [(STDOUT, b"started")]
+        with pytest.raises(ShimError, match="runc run shim-run-bad: .*/no/such/binary"):
+            await launcher.launch("shim-run-bad", bundles.make("bad2", "busybox", ["/no/such/binary"]),
+                                  tmp_path / "1.log", tmp_path / "state2", run=True)
+        assert await runc.state("shim-run-bad") is None  # runc left nothing behind
+    finally:
+        await launcher.close()
