@@ -50,6 +50,15 @@ class ContainerRecord:
     def set_config(self, config: api_pb2.ContainerConfig) -> None:
         self.config_b64 = base64.b64encode(config.SerializeToString()).decode()
         self.__dict__["_config"] = config
+        self.__dict__.pop("_labels", None)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The config's labels as a plain dict (list filters test them on every record)."""
+        cached = self.__dict__.get("_labels")
+        if cached is None:
+            cached = self.__dict__["_labels"] = dict(self.config.labels)
+        return cached
 
     @property
     def name(self) -> str:

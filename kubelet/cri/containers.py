@@ -91,7 +91,7 @@ class ContainerManager:
         if not config.image.image:
             raise invalid("config.image.image is required")
         try:
-            image = await asyncio.to_thread(self.images.get, config.image.image)
+            image = self.images.get(config.image.image)  # the index is cached: no disk read
         except reference.InvalidReference as exc:
             raise invalid(f"config.image.image: {exc}") from None
         if image is None:
@@ -107,7 +107,9 @@ class ContainerManager:
         record.state_dir = str(directory)
         pod = f"{sandbox.config.metadata.namespace}/{sandbox.config.metadata.name}"
         try:
-            layers = await asyncio.to_thread(self.images.unpack, image)
+            layers = self.images.unpacked(image)
+            if layers is None:
+                layers = await asyncio.to_thread(self.images.unpack, image)
             rootfs = await mount_overlay(layers, directory)
             spec = container_spec(record.id, config, image.run_config, rootfs, self._sandbox_context(sandbox))
             (directory / "config.json").write_text(json.dumps(spec))
@@ -173,7 +175,7 @@ class ContainerManager:
         if state is None:
             return
         if timeout > 0:
-            image = await asyncio.to_thread(self.images.get, record.image_id)
+            image = self.images.get(record.image_id)
             sig = _stop_signal(record.config, image.run_config if image else {})
             try:
                 await self.runc.kill(record.id, sig)
@@ -235,13 +237,15 @@ class ContainerManager:
 
     def list_containers(self, selector: api_pb2.ContainerFilter) -> list[api_pb2.Container]:
         out: list[api_pb2.Container] = []
+        wanted = dict(selector.label_selector).items()
         for record in self.store.containers():
             config = record.config
             if selector.id and not record.id.startswith(selector.id):
                 continue
             if selector.pod_sandbox_id and not record.sandbox_id.startswith(selector.pod_sandbox_id):
                 continue
-            if any(config.labels.get(k) != v for k, v in selector.label_selector.items()):
+            labels = record.labels
+            if any(labels.get(k) != v for k, v in wanted):
                 continue
             state = record.state()  # after the cheap filters: it may read the exit file
             if selector.HasField("state") and selector.state.state != state:
@@ -356,7 +360,7 @@ class ContainerManager:
         chosen = [r for r in self.store.containers()
                   if (not selector.id or r.id.startswith(selector.id))
                   and (not selector.pod_sandbox_id or r.sandbox_id.startswith(selector.pod_sandbox_id))
-                  and all(r.config.labels.get(k) == v for k, v in selector.label_selector.items())]
+                  and all(r.labels.get(k) == v for k, v in selector.label_selector.items())]
         return [await self.container_stats(r) for r in chosen]
 
     async def sandbox_stats(self, sandbox: SandboxRecord) -> api_pb2.PodSandboxStats:
@@ -390,5 +394,5 @@ class ContainerManager:
     async def list_pod_stats(self, selector: api_pb2.PodSandboxStatsFilter) -> list[api_pb2.PodSandboxStats]:
         chosen = [s for s in self.sandboxes.store.sandboxes()
                   if (not selector.id or s.id.startswith(selector.id))
-                  and all(s.config.labels.get(k) == v for k, v in selector.label_selector.items())]
+                  and all(s.labels.get(k) == v for k, v in selector.label_selector.items())]
         return [await self.sandbox_stats(s) for s in chosen]

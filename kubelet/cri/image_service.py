@@ -53,7 +53,7 @@ class ImageService(api_pb2_grpc.ImageServiceServicer):
                          context: grpc.aio.ServicerContext) -> api_pb2.ListImagesResponse:
         if request.filter.image.image:
             name = await _image_name(request.filter.image, "filter.image", context)
-            found = await asyncio.to_thread(self.store.get, name)
+            found = self.store.get(name)
             records = [found] if found else []
         else:
             records = await asyncio.to_thread(self.store.images)
@@ -62,7 +62,7 @@ class ImageService(api_pb2_grpc.ImageServiceServicer):
     async def ImageStatus(self, request: api_pb2.ImageStatusRequest,
                           context: grpc.aio.ServicerContext) -> api_pb2.ImageStatusResponse:
         name = await _image_name(request.image, "image", context)
-        record = await asyncio.to_thread(self.store.get, name)
+        record = self.store.get(name)
         if record is None:
             return api_pb2.ImageStatusResponse()  # absent: image unset, as the API says
         info: dict[str, str] = {}
@@ -75,7 +75,7 @@ class ImageService(api_pb2_grpc.ImageServiceServicer):
     async def PullImage(self, request: api_pb2.PullImageRequest,
                         context: grpc.aio.ServicerContext) -> api_pb2.PullImageResponse:
         name = await _image_name(request.image, "image", context)
-        record = await asyncio.to_thread(self.store.get, name)
+        record = self.store.get(name)
         if record is None and reference.is_image_id(name):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"image {name!r} is not in the local store")
         if record is None:

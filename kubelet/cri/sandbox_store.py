@@ -51,6 +51,14 @@ class SandboxRecord:
                 base64.b64decode(self.config_b64))
         return cached
 
+    @property
+    def labels(self) -> dict[str, str]:
+        """The config's labels as a plain dict (list filters test them on every record)."""
+        cached = self.__dict__.get("_labels")
+        if cached is None:
+            cached = self.__dict__["_labels"] = dict(self.config.labels)
+        return cached
+
     @classmethod
     def create(cls, config: api_pb2.PodSandboxConfig, runtime_handler: str, created_at: int) -> SandboxRecord:
         return cls(id=new_id(), config_b64=base64.b64encode(config.SerializeToString()).decode(),

@@ -119,7 +119,7 @@ class SandboxManager:
 
     async def run(self, config: api_pb2.PodSandboxConfig, runtime_handler: str) -> str:
         _validate(config, runtime_handler)
-        pause = await asyncio.to_thread(self.images.get, PAUSE_IMAGE)
+        pause = self.images.get(PAUSE_IMAGE)  # the index is cached: no disk read
         if pause is None:
             raise CRIError(grpc.StatusCode.FAILED_PRECONDITION,
                            f"sandbox image {PAUSE_IMAGE} is not in the image store")
@@ -163,7 +163,9 @@ class SandboxManager:
 
     async def _start_pause(self, record: SandboxRecord, pause: ImageRecord) -> None:
         directory = self.store.directory(record.id)
-        layers = await asyncio.to_thread(self.images.unpack, pause)
+        layers = self.images.unpacked(pause)
+        if layers is None:
+            layers = await asyncio.to_thread(self.images.unpack, pause)
         rootfs = await mount_overlay(layers, directory)
         spec = pause_spec(record.id, record.config, pause.run_config, rootfs,
                           netns.path_of(record.netns) if record.netns else "")
@@ -298,12 +300,14 @@ class SandboxManager:
 
     async def list_sandboxes(self, selector: api_pb2.PodSandboxFilter) -> list[api_pb2.PodSandbox]:
         out: list[api_pb2.PodSandbox] = []
+        wanted = dict(selector.label_selector).items()
         for record in self.store.sandboxes():
             if selector.id and not record.id.startswith(selector.id):
                 continue
-            config = record.config
-            if any(config.labels.get(k) != v for k, v in selector.label_selector.items()):
+            labels = record.labels
+            if any(labels.get(k) != v for k, v in wanted):
                 continue
+            config = record.config
             record = await self.refresh(record)
             state = api_pb2.SANDBOX_READY if record.state == READY else api_pb2.SANDBOX_NOTREADY
             if selector.HasField("state") and selector.state.state != state:

@@ -118,7 +118,7 @@ class ShimLauncher:
                 await self._send(json.dumps(args).encode(), report_w)
             finally:
                 os.close(report_w)  # the shim holds the only write end now: EOF when it is done
-            line = (await asyncio.to_thread(_read_all, report_r)).decode(errors="replace").strip()
+            line = (await _read_until_eof(report_r)).decode(errors="replace").strip()
         finally:
             os.close(report_r)
         if not line.startswith("created "):
@@ -139,8 +139,29 @@ class ShimLauncher:
         await self._stop_zygote()
 
 
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 4096):
-        chunks.append(chunk)
-    return b"".join(chunks)
+async def _read_until_eof(fd: int) -> bytes:
+    """What is written to the pipe until its write end closes, read on the event loop
+    (a thread per container start costs more than the read)."""
+    os.set_blocking(fd, False)
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[bytes] = loop.create_future()
+    chunks: list[bytes] = []
+
+    def readable() -> None:
+        try:
+            while chunk := os.read(fd, 4096):
+                chunks.append(chunk)
+        except BlockingIOError:
+            return  # more to come
+        except OSError as exc:
+            if not done.done():
+                done.set_exception(exc)
+            return
+        if not done.done():
+            done.set_result(b"".join(chunks))
+
+    loop.add_reader(fd, readable)
+    try:
+        return await done
+    finally:
+        loop.remove_reader(fd)

@@ -98,6 +98,9 @@ class ImageStore:
         self._lock = threading.RLock()
         self._layer_locks: dict[str, threading.Lock] = {}
         self._parsed: dict[str, ImageRecord] = {}
+        # index.json as last read, by the file's identity: every lookup (each container
+        # start has three) would otherwise read and parse it again.
+        self._index: tuple[tuple[int, int, int], list[dict[str, Any]]] | None = None
         (self.root / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)
         (self.root / "layers" / "sha256").mkdir(parents=True, exist_ok=True)
         layout = self.root / "oci-layout"
@@ -159,8 +162,15 @@ class ImageStore:
     # ---- index ----
 
     def _read_index(self) -> list[dict[str, Any]]:
-        data = json.loads((self.root / "index.json").read_text())
-        return list(data.get("manifests") or [])
+        path = self.root / "index.json"
+        # Stat before reading: a write in between gives newer content under the older
+        # identity, so the next call reads again (writes replace the file: a new inode).
+        st = os.stat(path)
+        identity = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if self._index is None or self._index[0] != identity:
+            data = json.loads(path.read_bytes())
+            self._index = identity, list(data.get("manifests") or [])
+        return list(self._index[1])  # the entries are never changed in place
 
     def _write_index(self, manifests: list[dict[str, Any]]) -> None:
         body = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests}
@@ -270,6 +280,12 @@ class ImageStore:
 
     def layer_dir(self, diff_id: str) -> Path:
         return self.root / "layers" / "sha256" / _hex(diff_id)
+
+    def unpacked(self, record: ImageRecord) -> list[Path] | None:
+        """The image's layer directories, bottom layer first, if all are unpacked already
+        (a check cheap enough for the event loop); else None."""
+        dirs = [self.layer_dir(layer.diff_id) for layer in record.layers]
+        return dirs if all(d.is_dir() for d in dirs) else None
 
     def unpack(self, record: ImageRecord) -> list[Path]:
         """Unpack the image's layers (each once); return them bottom layer first."""
