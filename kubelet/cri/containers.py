@@ -129,12 +129,22 @@ class ContainerManager:
 
     async def start(self, container_id: str) -> None:
         record = self.get(container_id)
+        # Shielded: a call cancelled (its deadline) while the shim starts the container
+        # must not leave a running container recorded as CREATED, to be started again.
+        starting = asyncio.ensure_future(self._start(record))
+        try:
+            await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            starting.add_done_callback(lambda done: done.cancelled() or done.exception())
+            raise
+
+    async def _start(self, record: ContainerRecord) -> None:
         async with self._lock(record.id):
             state = record.state()
             if state != api_pb2.CONTAINER_CREATED:
                 raise CRIError(grpc.StatusCode.FAILED_PRECONDITION,
                                f"container {record.id} is {api_pb2.ContainerState.Name(state)}, not CREATED")
-            # The shim runs `runc run --detach` now (containerd, too, makes its task only
+            # The shim runs `runc run --detach` (containerd, too, makes its task only
             # here): one runc program per container start instead of create + start.
             config, directory = record.config, Path(record.state_dir)
             try:

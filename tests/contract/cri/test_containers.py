@@ -136,6 +136,22 @@ async def test_a_start_that_fails_leaves_the_container_exited(env: Env, tmp_path
     assert list((await env.runtime.ListContainers(api_pb2.ListContainersRequest())).containers) == []
 
 
+async def test_a_start_cut_short_by_its_deadline_is_still_recorded(env: Env, tmp_path: Path) -> None:
+    # The call gives up while the shim starts the container: the container runs all the
+    # same, so it must be RUNNING (not CREATED, to be started a second time).
+    sandbox = await _sandbox(env, "hasty", tmp_path / "logs")
+    cid = await _create(env, sandbox, _container("app", ["sh", "-c", LOOP]))
+    with pytest.raises(grpc.aio.AioRpcError) as cut:
+        await env.runtime.StartContainer(api_pb2.StartContainerRequest(container_id=cid), timeout=0.005)
+    assert cut.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    await _wait_state(env, cid, api_pb2.CONTAINER_RUNNING)
+    with pytest.raises(grpc.aio.AioRpcError) as twice:
+        await env.runtime.StartContainer(api_pb2.StartContainerRequest(container_id=cid))
+    assert twice.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    await env.runtime.StopContainer(api_pb2.StopContainerRequest(container_id=cid, timeout=5))
+    assert (await _status(env, cid)).exit_code == 0
+
+
 async def test_restart_keeps_running_containers(env: Env, tmp_path: Path) -> None:
     sandbox = await _sandbox(env, "survivor", tmp_path / "logs")
     cid = await _create(env, sandbox, _container("app", ["sh", "-c", LOOP]))
