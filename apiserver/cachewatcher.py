@@ -130,16 +130,45 @@ class CacheWatcher:
             self.cache.remove(self)
 
     async def stream(self) -> AsyncIterator[bytes]:
+        """The encoded events, one at a time."""
         try:
-            for data in self._initial:
-                yield data
-            self._initial = []
+            async for batch in self.stream_batches(0):
+                for data in batch:
+                    yield data
+        finally:
+            self.terminate()  # now, not when the inner generator is collected
+
+    async def stream_batches(self, max_bytes: int) -> AsyncIterator[list[bytes]]:
+        """The encoded events, every one ready at once together (up to max_bytes in all,
+        at least one): for a client that reads several per message."""
+        try:
+            initial, self._initial = self._initial, []
+            start = 0
+            while start < len(initial):
+                end = _fill(initial, start, max_bytes)
+                yield initial[start:end]
+                start = end
             while True:
-                while self._queue:
-                    yield self._queue.popleft()
+                if self._queue:
+                    batch = [self._queue.popleft()]
+                    size = len(batch[0])
+                    while self._queue and size + len(self._queue[0]) <= max_bytes:
+                        batch.append(self._queue.popleft())
+                        size += len(batch[-1])
+                    yield batch
+                    continue
                 if self.done:
                     return
                 self._wake.clear()
                 await self._wake.wait()
         finally:
             self.terminate()
+
+
+def _fill(items: list[bytes], start: int, max_bytes: int) -> int:
+    """The end of the run of items from `start` that fits in max_bytes (at least one)."""
+    end, size = start + 1, len(items[start])
+    while end < len(items) and size + len(items[end]) <= max_bytes:
+        size += len(items[end])
+        end += 1
+    return end

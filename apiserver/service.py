@@ -82,6 +82,30 @@ def _target(request: Any) -> str:
     return target + (f" [{' '.join(selectors)}]" if selectors else "")
 
 
+# A batch of watch events is at most this big (gRPC's default message limit is 4 MiB).
+WATCH_BATCH_BYTES = 1 << 20
+_BATCH_TAG = bytes([(3 << 3) | 2])  # field 3 (`batch`) of every <Kind>WatchEvent, length-delimited
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+async def _batched(batches: AsyncIterator[list[bytes]]) -> AsyncIterator[bytes]:
+    """Each batch of encoded events as one message: alone as it is, several as the
+    `batch` field's entries (the encoded events, framed, are that field's encoding)."""
+    async for batch in batches:
+        if len(batch) == 1:
+            yield batch[0]
+        else:
+            yield b"".join(_BATCH_TAG + _varint(len(data)) + data for data in batch)
+
+
 def _watch(metrics: Metrics, registry: Registry[Any]) -> grpc.RpcMethodHandler:
     resource = registry.strategy.plural
     gauge = metrics.watchers.labels(resource)
@@ -94,7 +118,7 @@ def _watch(metrics: Metrics, registry: Registry[Any]) -> grpc.RpcMethodHandler:
             request = _decode(meta_pb2.WatchRequest, body)
             watcher = await registry.watch(request)
             deadline = time.monotonic() + request.timeoutSeconds if request.timeoutSeconds > 0 else None
-            stream = watcher.stream()
+            stream = _batched(watcher.stream_batches(WATCH_BATCH_BYTES)) if request.batchEvents else watcher.stream()
             if deadline is None:
                 async for data in stream:
                     yield data

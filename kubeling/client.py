@@ -118,11 +118,16 @@ class ResourceClient(Generic[ObjectT]):
         Raises Expired when resource_version is too old: relist and watch again."""
         req = meta_pb2.WatchRequest(namespace=namespace, labelSelector=label_selector,
                                     fieldSelector=field_selector, resourceVersion=resource_version,
-                                    allowWatchBookmarks=allow_bookmarks, timeoutSeconds=timeout_seconds)
+                                    allowWatchBookmarks=allow_bookmarks, timeoutSeconds=timeout_seconds,
+                                    batchEvents=True)
         call = self._stub.Watch(req, wait_for_ready=self.wait_for_ready)
         try:
             async for ev in call:
-                yield WatchEvent(ev.type, ev.object)
+                if ev.batch:  # several events that were ready at once, in order
+                    for one in ev.batch:
+                        yield WatchEvent(one.type, one.object)
+                else:
+                    yield WatchEvent(ev.type, ev.object)
         except grpc.aio.AioRpcError as err:
             raise from_rpc_error(err) from None
         finally:

@@ -13,7 +13,7 @@ from apiserver.server import APIServer
 from kubeling import errors
 from kubeling.client import Client, WatchEvent
 from kubeling.etcd import EtcdServer
-from protos.kubeling.v1 import core_pb2
+from protos.kubeling.v1 import api_pb2, api_pb2_grpc, core_pb2, meta_pb2
 from tests.conftest import apiserver_config
 from tests.contract.etcd_history import history
 from tests.objects import pod
@@ -127,6 +127,55 @@ async def test_watch_from_zero_gives_state_then_changes(apiserver: APIServer, cl
     await client.pods.delete("b")
     await asyncio.wait_for(task, 5)
     assert seen == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a"), ("DELETED", "b")]
+
+
+async def _raw_watch(apiserver: APIServer, request: meta_pb2.WatchRequest,
+                     events: int) -> list[api_pb2.PodWatchEvent]:
+    """The watch's messages as sent, until they hold `events` events."""
+    async with grpc.aio.insecure_channel(apiserver.address) as channel:
+        call = api_pb2_grpc.PodsStub(channel).Watch(request)
+        messages: list[api_pb2.PodWatchEvent] = []
+        async for message in call:
+            messages.append(message)
+            if sum(len(m.batch) or 1 for m in messages) >= events:
+                call.cancel()
+                return messages
+    raise AssertionError("the watch ended early")
+
+
+def _unpacked(messages: list[api_pb2.PodWatchEvent]) -> list[tuple[str, str, int]]:
+    return [(e.type, e.object.metadata.name, int(e.object.metadata.resourceVersion))
+            for m in messages for e in (m.batch or [m])]
+
+
+async def test_batched_watch_sends_the_same_events_in_fewer_messages(apiserver: APIServer, client: Client) -> None:
+    for i in range(30):
+        await client.pods.create(pod(f"p{i:02}"))
+    # The state from "0": every event is ready at once.
+    plain = await _raw_watch(apiserver, meta_pb2.WatchRequest(resourceVersion="0"), 30)
+    batched = await _raw_watch(apiserver, meta_pb2.WatchRequest(resourceVersion="0", batchEvents=True), 30)
+    assert len(plain) == 30 and not any(m.batch for m in plain)  # unasked, one event per message
+    assert len(batched) < 30 and all(not m.type for m in batched if m.batch)
+    assert _unpacked(batched) == _unpacked(plain)
+
+    # Live: a burst of concurrent writes, read by the client library (which asks for
+    # batches): each event once, in revision order.
+    _, rv = await client.pods.list_all("default")
+    seen: Seen = []
+
+    async def collect() -> None:
+        async for ev in client.pods.watch(resource_version=rv):
+            if ev.type != "BOOKMARK":
+                seen.append(_key(ev))
+            if len(seen) == 60:
+                return
+
+    task = asyncio.create_task(collect())
+    await _registered(apiserver, 1)
+    await asyncio.gather(*(client.pods.create(pod(f"q{i:02}")) for i in range(60)))
+    await asyncio.wait_for(task, 10)
+    assert sorted(name for _, name, _ in seen) == sorted(f"q{i:02}" for i in range(60))
+    assert [r for _, _, r in seen] == sorted(r for _, _, r in seen) and {t for t, _, _ in seen} == {"ADDED"}
 
 
 async def test_deleted_event_carries_last_state(client: Client) -> None:

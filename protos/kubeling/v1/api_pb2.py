@@ -27,7 +27,7 @@ from protos.kubeling.v1 import core_pb2 as protos_dot_kubeling_dot_v1_dot_core__
 from protos.kubeling.v1 import coordination_pb2 as protos_dot_kubeling_dot_v1_dot_coordination__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cprotos/kubeling/v1/api.proto\x12\x0bkubeling.v1\x1a\x1dprotos/kubeling/v1/meta.proto\x1a\x1dprotos/kubeling/v1/core.proto\x1a%protos/kubeling/v1/coordination.proto\"S\n\x07PodList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12\x1f\n\x05items\x18\x02 \x03(\x0b\x32\x10.kubeling.v1.Pod\"?\n\rPodWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12 \n\x06object\x18\x02 \x01(\x0b\x32\x10.kubeling.v1.Pod\"\xc7\x01\n\rPodLogRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\tcontainer\x18\x03 \x01(\t\x12\x0e\n\x06\x66ollow\x18\x04 \x01(\x08\x12\x10\n\x08previous\x18\x05 \x01(\x08\x12\x16\n\ttailLines\x18\x06 \x01(\x03H\x00\x88\x01\x01\x12\x12\n\ntimestamps\x18\x07 \x01(\x08\x12\x17\n\nlimitBytes\x18\x08 \x01(\x03H\x01\x88\x01\x01\x42\x0c\n\n_tailLinesB\r\n\x0b_limitBytes\"\x1b\n\x0bPodLogChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"U\n\x08NodeList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12 \n\x05items\x18\x02 \x03(\x0b\x32\x11.kubeling.v1.Node\"A\n\x0eNodeWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12!\n\x06object\x18\x02 \x01(\x0b\x32\x11.kubeling.v1.Node\"_\n\rNamespaceList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12%\n\x05items\x18\x02 \x03(\x0b\x32\x16.kubeling.v1.Namespace\"K\n\x13NamespaceWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12&\n\x06object\x18\x02 \x01(\x0b\x32\x16.kubeling.v1.Namespace\"W\n\tEventList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12!\n\x05items\x18\x02 \x03(\x0b\x32\x12.kubeling.v1.Event\"C\n\x0f\x45ventWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\"\n\x06object\x18\x02 \x01(\x0b\x32\x12.kubeling.v1.Event\"W\n\tLeaseList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12!\n\x05items\x18\x02 \x03(\x0b\x32\x12.kubeling.v1.Lease\"C\n\x0fLeaseWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\"\n\x06object\x18\x02 \x01(\x0b\x32\x12.kubeling.v1.Lease2\xe9\x03\n\x04Pods\x12,\n\x06\x43reate\x12\x10.kubeling.v1.Pod\x1a\x10.kubeling.v1.Pod\x12\x30\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x10.kubeling.v1.Pod\x12\x36\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x14.kubeling.v1.PodList\x12,\n\x06Update\x12\x10.kubeling.v1.Pod\x1a\x10.kubeling.v1.Pod\x12\x32\n\x0cUpdateStatus\x12\x10.kubeling.v1.Pod\x1a\x10.kubeling.v1.Pod\x12\x36\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x10.kubeling.v1.Pod\x12@\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1a.kubeling.v1.PodWatchEvent0\x01\x12.\n\x04\x42ind\x12\x14.kubeling.v1.Binding\x1a\x10.kubeling.v1.Pod\x12=\n\x03Log\x12\x1a.kubeling.v1.PodLogRequest\x1a\x18.kubeling.v1.PodLogChunk0\x01\x32\x85\x03\n\x05Nodes\x12.\n\x06\x43reate\x12\x11.kubeling.v1.Node\x1a\x11.kubeling.v1.Node\x12\x31\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x11.kubeling.v1.Node\x12\x37\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x15.kubeling.v1.NodeList\x12.\n\x06Update\x12\x11.kubeling.v1.Node\x1a\x11.kubeling.v1.Node\x12\x34\n\x0cUpdateStatus\x12\x11.kubeling.v1.Node\x1a\x11.kubeling.v1.Node\x12\x37\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x11.kubeling.v1.Node\x12\x41\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1b.kubeling.v1.NodeWatchEvent0\x01\x32\xbc\x03\n\nNamespaces\x12\x38\n\x06\x43reate\x12\x16.kubeling.v1.Namespace\x1a\x16.kubeling.v1.Namespace\x12\x36\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x16.kubeling.v1.Namespace\x12<\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1a.kubeling.v1.NamespaceList\x12\x38\n\x06Update\x12\x16.kubeling.v1.Namespace\x1a\x16.kubeling.v1.Namespace\x12>\n\x0cUpdateStatus\x12\x16.kubeling.v1.Namespace\x1a\x16.kubeling.v1.Namespace\x12<\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x16.kubeling.v1.Namespace\x12\x46\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a .kubeling.v1.NamespaceWatchEvent0\x01\x32\xd8\x02\n\x06\x45vents\x12\x30\n\x06\x43reate\x12\x12.kubeling.v1.Event\x1a\x12.kubeling.v1.Event\x12\x32\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x12.kubeling.v1.Event\x12\x38\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x16.kubeling.v1.EventList\x12\x30\n\x06Update\x12\x12.kubeling.v1.Event\x1a\x12.kubeling.v1.Event\x12\x38\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x12.kubeling.v1.Event\x12\x42\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1c.kubeling.v1.EventWatchEvent0\x01\x32\xd8\x02\n\x06Leases\x12\x30\n\x06\x43reate\x12\x12.kubeling.v1.Lease\x1a\x12.kubeling.v1.Lease\x12\x32\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x12.kubeling.v1.Lease\x12\x38\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x16.kubeling.v1.LeaseList\x12\x30\n\x06Update\x12\x12.kubeling.v1.Lease\x1a\x12.kubeling.v1.Lease\x12\x38\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x12.kubeling.v1.Lease\x12\x42\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1c.kubeling.v1.LeaseWatchEvent0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cprotos/kubeling/v1/api.proto\x12\x0bkubeling.v1\x1a\x1dprotos/kubeling/v1/meta.proto\x1a\x1dprotos/kubeling/v1/core.proto\x1a%protos/kubeling/v1/coordination.proto\"S\n\x07PodList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12\x1f\n\x05items\x18\x02 \x03(\x0b\x32\x10.kubeling.v1.Pod\"j\n\rPodWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12 \n\x06object\x18\x02 \x01(\x0b\x32\x10.kubeling.v1.Pod\x12)\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1a.kubeling.v1.PodWatchEvent\"\xc7\x01\n\rPodLogRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\tcontainer\x18\x03 \x01(\t\x12\x0e\n\x06\x66ollow\x18\x04 \x01(\x08\x12\x10\n\x08previous\x18\x05 \x01(\x08\x12\x16\n\ttailLines\x18\x06 \x01(\x03H\x00\x88\x01\x01\x12\x12\n\ntimestamps\x18\x07 \x01(\x08\x12\x17\n\nlimitBytes\x18\x08 \x01(\x03H\x01\x88\x01\x01\x42\x0c\n\n_tailLinesB\r\n\x0b_limitBytes\"\x1b\n\x0bPodLogChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"U\n\x08NodeList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12 \n\x05items\x18\x02 \x03(\x0b\x32\x11.kubeling.v1.Node\"m\n\x0eNodeWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12!\n\x06object\x18\x02 \x01(\x0b\x32\x11.kubeling.v1.Node\x12*\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1b.kubeling.v1.NodeWatchEvent\"_\n\rNamespaceList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12%\n\x05items\x18\x02 \x03(\x0b\x32\x16.kubeling.v1.Namespace\"|\n\x13NamespaceWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12&\n\x06object\x18\x02 \x01(\x0b\x32\x16.kubeling.v1.Namespace\x12/\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32 .kubeling.v1.NamespaceWatchEvent\"W\n\tEventList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12!\n\x05items\x18\x02 \x03(\x0b\x32\x12.kubeling.v1.Event\"p\n\x0f\x45ventWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\"\n\x06object\x18\x02 \x01(\x0b\x32\x12.kubeling.v1.Event\x12+\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1c.kubeling.v1.EventWatchEvent\"W\n\tLeaseList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12!\n\x05items\x18\x02 \x03(\x0b\x32\x12.kubeling.v1.Lease\"p\n\x0fLeaseWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\"\n\x06object\x18\x02 \x01(\x0b\x32\x12.kubeling.v1.Lease\x12+\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1c.kubeling.v1.LeaseWatchEvent2\xe9\x03\n\x04Pods\x12,\n\x06\x43reate\x12\x10.kubeling.v1.Pod\x1a\x10.kubeling.v1.Pod\x12\x30\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x10.kubeling.v1.Pod\x12\x36\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x14.kubeling.v1.PodList\x12,\n\x06Update\x12\x10.kubeling.v1.Pod\x1a\x10.kubeling.v1.Pod\x12\x32\n\x0cUpdateStatus\x12\x10.kubeling.v1.Pod\x1a\x10.kubeling.v1.Pod\x12\x36\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x10.kubeling.v1.Pod\x12@\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1a.kubeling.v1.PodWatchEvent0\x01\x12.\n\x04\x42ind\x12\x14.kubeling.v1.Binding\x1a\x10.kubeling.v1.Pod\x12=\n\x03Log\x12\x1a.kubeling.v1.PodLogRequest\x1a\x18.kubeling.v1.PodLogChunk0\x01\x32\x85\x03\n\x05Nodes\x12.\n\x06\x43reate\x12\x11.kubeling.v1.Node\x1a\x11.kubeling.v1.Node\x12\x31\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x11.kubeling.v1.Node\x12\x37\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x15.kubeling.v1.NodeList\x12.\n\x06Update\x12\x11.kubeling.v1.Node\x1a\x11.kubeling.v1.Node\x12\x34\n\x0cUpdateStatus\x12\x11.kubeling.v1.Node\x1a\x11.kubeling.v1.Node\x12\x37\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x11.kubeling.v1.Node\x12\x41\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1b.kubeling.v1.NodeWatchEvent0\x01\x32\xbc\x03\n\nNamespaces\x12\x38\n\x06\x43reate\x12\x16.kubeling.v1.Namespace\x1a\x16.kubeling.v1.Namespace\x12\x36\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x16.kubeling.v1.Namespace\x12<\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1a.kubeling.v1.NamespaceList\x12\x38\n\x06Update\x12\x16.kubeling.v1.Namespace\x1a\x16.kubeling.v1.Namespace\x12>\n\x0cUpdateStatus\x12\x16.kubeling.v1.Namespace\x1a\x16.kubeling.v1.Namespace\x12<\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x16.kubeling.v1.Namespace\x12\x46\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a .kubeling.v1.NamespaceWatchEvent0\x01\x32\xd8\x02\n\x06\x45vents\x12\x30\n\x06\x43reate\x12\x12.kubeling.v1.Event\x1a\x12.kubeling.v1.Event\x12\x32\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x12.kubeling.v1.Event\x12\x38\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x16.kubeling.v1.EventList\x12\x30\n\x06Update\x12\x12.kubeling.v1.Event\x1a\x12.kubeling.v1.Event\x12\x38\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x12.kubeling.v1.Event\x12\x42\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1c.kubeling.v1.EventWatchEvent0\x01\x32\xd8\x02\n\x06Leases\x12\x30\n\x06\x43reate\x12\x12.kubeling.v1.Lease\x1a\x12.kubeling.v1.Lease\x12\x32\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x12.kubeling.v1.Lease\x12\x38\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x16.kubeling.v1.LeaseList\x12\x30\n\x06Update\x12\x12.kubeling.v1.Lease\x1a\x12.kubeling.v1.Lease\x12\x38\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x12.kubeling.v1.Lease\x12\x42\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1c.kubeling.v1.LeaseWatchEvent0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,35 +37,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PODLIST']._serialized_start=146
   _globals['_PODLIST']._serialized_end=229
   _globals['_PODWATCHEVENT']._serialized_start=231
-  _globals['_PODWATCHEVENT']._serialized_end=294
-  _globals['_PODLOGREQUEST']._serialized_start=297
-  _globals['_PODLOGREQUEST']._serialized_end=496
-  _globals['_PODLOGCHUNK']._serialized_start=498
-  _globals['_PODLOGCHUNK']._serialized_end=525
-  _globals['_NODELIST']._serialized_start=527
-  _globals['_NODELIST']._serialized_end=612
-  _globals['_NODEWATCHEVENT']._serialized_start=614
-  _globals['_NODEWATCHEVENT']._serialized_end=679
-  _globals['_NAMESPACELIST']._serialized_start=681
-  _globals['_NAMESPACELIST']._serialized_end=776
-  _globals['_NAMESPACEWATCHEVENT']._serialized_start=778
-  _globals['_NAMESPACEWATCHEVENT']._serialized_end=853
-  _globals['_EVENTLIST']._serialized_start=855
-  _globals['_EVENTLIST']._serialized_end=942
-  _globals['_EVENTWATCHEVENT']._serialized_start=944
-  _globals['_EVENTWATCHEVENT']._serialized_end=1011
-  _globals['_LEASELIST']._serialized_start=1013
-  _globals['_LEASELIST']._serialized_end=1100
-  _globals['_LEASEWATCHEVENT']._serialized_start=1102
-  _globals['_LEASEWATCHEVENT']._serialized_end=1169
-  _globals['_PODS']._serialized_start=1172
-  _globals['_PODS']._serialized_end=1661
-  _globals['_NODES']._serialized_start=1664
-  _globals['_NODES']._serialized_end=2053
-  _globals['_NAMESPACES']._serialized_start=2056
-  _globals['_NAMESPACES']._serialized_end=2500
-  _globals['_EVENTS']._serialized_start=2503
-  _globals['_EVENTS']._serialized_end=2847
-  _globals['_LEASES']._serialized_start=2850
-  _globals['_LEASES']._serialized_end=3194
+  _globals['_PODWATCHEVENT']._serialized_end=337
+  _globals['_PODLOGREQUEST']._serialized_start=340
+  _globals['_PODLOGREQUEST']._serialized_end=539
+  _globals['_PODLOGCHUNK']._serialized_start=541
+  _globals['_PODLOGCHUNK']._serialized_end=568
+  _globals['_NODELIST']._serialized_start=570
+  _globals['_NODELIST']._serialized_end=655
+  _globals['_NODEWATCHEVENT']._serialized_start=657
+  _globals['_NODEWATCHEVENT']._serialized_end=766
+  _globals['_NAMESPACELIST']._serialized_start=768
+  _globals['_NAMESPACELIST']._serialized_end=863
+  _globals['_NAMESPACEWATCHEVENT']._serialized_start=865
+  _globals['_NAMESPACEWATCHEVENT']._serialized_end=989
+  _globals['_EVENTLIST']._serialized_start=991
+  _globals['_EVENTLIST']._serialized_end=1078
+  _globals['_EVENTWATCHEVENT']._serialized_start=1080
+  _globals['_EVENTWATCHEVENT']._serialized_end=1192
+  _globals['_LEASELIST']._serialized_start=1194
+  _globals['_LEASELIST']._serialized_end=1281
+  _globals['_LEASEWATCHEVENT']._serialized_start=1283
+  _globals['_LEASEWATCHEVENT']._serialized_end=1395
+  _globals['_PODS']._serialized_start=1398
+  _globals['_PODS']._serialized_end=1887
+  _globals['_NODES']._serialized_start=1890
+  _globals['_NODES']._serialized_end=2279
+  _globals['_NAMESPACES']._serialized_start=2282
+  _globals['_NAMESPACES']._serialized_end=2726
+  _globals['_EVENTS']._serialized_start=2729
+  _globals['_EVENTS']._serialized_end=3073
+  _globals['_LEASES']._serialized_start=3076
+  _globals['_LEASES']._serialized_end=3420
 # @@protoc_insertion_point(module_scope)

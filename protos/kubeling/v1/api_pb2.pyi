@@ -18,12 +18,14 @@ class PodList(_message.Message):
     def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_core_pb2.Pod, _Mapping]]] = ...) -> None: ...
 
 class PodWatchEvent(_message.Message):
-    __slots__ = ("type", "object")
+    __slots__ = ("type", "object", "batch")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     type: str
     object: _core_pb2.Pod
-    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.Pod, _Mapping]] = ...) -> None: ...
+    batch: _containers.RepeatedCompositeFieldContainer[PodWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.Pod, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[PodWatchEvent, _Mapping]]] = ...) -> None: ...
 
 class PodLogRequest(_message.Message):
     __slots__ = ("namespace", "name", "container", "follow", "previous", "tailLines", "timestamps", "limitBytes")
@@ -60,12 +62,14 @@ class NodeList(_message.Message):
     def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_core_pb2.Node, _Mapping]]] = ...) -> None: ...
 
 class NodeWatchEvent(_message.Message):
-    __slots__ = ("type", "object")
+    __slots__ = ("type", "object", "batch")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     type: str
     object: _core_pb2.Node
-    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.Node, _Mapping]] = ...) -> None: ...
+    batch: _containers.RepeatedCompositeFieldContainer[NodeWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.Node, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[NodeWatchEvent, _Mapping]]] = ...) -> None: ...
 
 class NamespaceList(_message.Message):
     __slots__ = ("metadata", "items")
@@ -76,12 +80,14 @@ class NamespaceList(_message.Message):
     def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_core_pb2.Namespace, _Mapping]]] = ...) -> None: ...
 
 class NamespaceWatchEvent(_message.Message):
-    __slots__ = ("type", "object")
+    __slots__ = ("type", "object", "batch")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     type: str
     object: _core_pb2.Namespace
-    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.Namespace, _Mapping]] = ...) -> None: ...
+    batch: _containers.RepeatedCompositeFieldContainer[NamespaceWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.Namespace, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[NamespaceWatchEvent, _Mapping]]] = ...) -> None: ...
 
 class EventList(_message.Message):
     __slots__ = ("metadata", "items")
@@ -92,12 +98,14 @@ class EventList(_message.Message):
     def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_core_pb2.Event, _Mapping]]] = ...) -> None: ...
 
 class EventWatchEvent(_message.Message):
-    __slots__ = ("type", "object")
+    __slots__ = ("type", "object", "batch")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     type: str
     object: _core_pb2.Event
-    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.Event, _Mapping]] = ...) -> None: ...
+    batch: _containers.RepeatedCompositeFieldContainer[EventWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.Event, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[EventWatchEvent, _Mapping]]] = ...) -> None: ...
 
 class LeaseList(_message.Message):
     __slots__ = ("metadata", "items")
@@ -108,9 +116,11 @@ class LeaseList(_message.Message):
     def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_coordination_pb2.Lease, _Mapping]]] = ...) -> None: ...
 
 class LeaseWatchEvent(_message.Message):
-    __slots__ = ("type", "object")
+    __slots__ = ("type", "object", "batch")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     type: str
     object: _coordination_pb2.Lease
-    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_coordination_pb2.Lease, _Mapping]] = ...) -> None: ...
+    batch: _containers.RepeatedCompositeFieldContainer[LeaseWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_coordination_pb2.Lease, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[LeaseWatchEvent, _Mapping]]] = ...) -> None: ...

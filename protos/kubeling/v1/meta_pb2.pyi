@@ -165,7 +165,7 @@ class ListRequest(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., labelSelector: _Optional[str] = ..., fieldSelector: _Optional[str] = ..., limit: _Optional[int] = ..., resourceVersion: _Optional[str] = ..., **kwargs) -> None: ...
 
 class WatchRequest(_message.Message):
-    __slots__ = ("namespace", "labelSelector", "fieldSelector", "resourceVersion", "allowWatchBookmarks", "timeoutSeconds", "sendInitialEvents", "resourceVersionMatch")
+    __slots__ = ("namespace", "labelSelector", "fieldSelector", "resourceVersion", "allowWatchBookmarks", "timeoutSeconds", "sendInitialEvents", "resourceVersionMatch", "batchEvents")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     LABELSELECTOR_FIELD_NUMBER: _ClassVar[int]
     FIELDSELECTOR_FIELD_NUMBER: _ClassVar[int]
@@ -174,6 +174,7 @@ class WatchRequest(_message.Message):
     TIMEOUTSECONDS_FIELD_NUMBER: _ClassVar[int]
     SENDINITIALEVENTS_FIELD_NUMBER: _ClassVar[int]
     RESOURCEVERSIONMATCH_FIELD_NUMBER: _ClassVar[int]
+    BATCHEVENTS_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     labelSelector: str
     fieldSelector: str
@@ -182,7 +183,8 @@ class WatchRequest(_message.Message):
     timeoutSeconds: int
     sendInitialEvents: bool
     resourceVersionMatch: str
-    def __init__(self, namespace: _Optional[str] = ..., labelSelector: _Optional[str] = ..., fieldSelector: _Optional[str] = ..., resourceVersion: _Optional[str] = ..., allowWatchBookmarks: _Optional[bool] = ..., timeoutSeconds: _Optional[int] = ..., sendInitialEvents: _Optional[bool] = ..., resourceVersionMatch: _Optional[str] = ...) -> None: ...
+    batchEvents: bool
+    def __init__(self, namespace: _Optional[str] = ..., labelSelector: _Optional[str] = ..., fieldSelector: _Optional[str] = ..., resourceVersion: _Optional[str] = ..., allowWatchBookmarks: _Optional[bool] = ..., timeoutSeconds: _Optional[int] = ..., sendInitialEvents: _Optional[bool] = ..., resourceVersionMatch: _Optional[str] = ..., batchEvents: _Optional[bool] = ...) -> None: ...
 
 class Preconditions(_message.Message):
     __slots__ = ("uid", "resourceVersion")
