@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import heapq
 import itertools
 import time
@@ -26,6 +27,7 @@ from scheduler.framework.types import PodInfo, QueuedPodInfo, pod_key
 __all__ = ["SchedulingQueue", "QueueStats"]
 
 Less = Callable[[QueuedPodInfo, QueuedPodInfo], bool]
+SortKey = Callable[[QueuedPodInfo], tuple[float, ...]]
 
 
 @dataclass(order=False)
@@ -33,12 +35,15 @@ class _Entry:
     qpi: QueuedPodInfo
     less: Less
     seq: int
+    # The pod as it was pushed, for `less`: an update changes the live qpi, and the stale
+    # entry it leaves in the heap must keep comparing as it did (the heap's invariant).
+    view: QueuedPodInfo
     valid: bool = True
 
     def __lt__(self, other: _Entry) -> bool:
-        if self.less(self.qpi, other.qpi):
+        if self.less(self.view, other.view):
             return True
-        if self.less(other.qpi, self.qpi):
+        if self.less(other.view, self.view):
             return False
         return self.seq < other.seq
 
@@ -53,29 +58,41 @@ class QueueStats:
 
 @dataclass
 class _Heap:
+    """Pods in `less`'s order, ties in push order. With a `key`, the heap holds
+    (key, seq, entry) tuples, compared in C; without, entries that call `less`."""
+
     less: Less
-    heap: list[_Entry] = field(default_factory=list)
+    key: SortKey | None = None
+    heap: list[_Entry | tuple[tuple[float, ...], int, _Entry]] = field(default_factory=list)
     items: dict[str, _Entry] = field(default_factory=dict)
     seq: itertools.count = field(default_factory=itertools.count)
 
     def push(self, qpi: QueuedPodInfo) -> None:
         self.remove(qpi.key)
-        entry = _Entry(qpi, self.less, next(self.seq))
+        if self.key is None:
+            entry = _Entry(qpi, self.less, next(self.seq), dataclasses.replace(qpi))
+            heapq.heappush(self.heap, entry)
+        else:  # the key is taken now: nothing to snapshot
+            entry = _Entry(qpi, self.less, next(self.seq), qpi)
+            heapq.heappush(self.heap, (self.key(qpi), entry.seq, entry))
         self.items[qpi.key] = entry
-        heapq.heappush(self.heap, entry)
+
+    @staticmethod
+    def _entry(item: _Entry | tuple[tuple[float, ...], int, _Entry]) -> _Entry:
+        return item if isinstance(item, _Entry) else item[2]
 
     def pop(self) -> QueuedPodInfo | None:
         while self.heap:
-            entry = heapq.heappop(self.heap)
+            entry = self._entry(heapq.heappop(self.heap))
             if entry.valid:
                 del self.items[entry.qpi.key]
                 return entry.qpi
         return None
 
     def peek(self) -> QueuedPodInfo | None:
-        while self.heap and not self.heap[0].valid:
+        while self.heap and not self._entry(self.heap[0]).valid:
             heapq.heappop(self.heap)
-        return self.heap[0].qpi if self.heap else None
+        return self._entry(self.heap[0]).qpi if self.heap else None
 
     def remove(self, key: str) -> QueuedPodInfo | None:
         entry = self.items.pop(key, None)
@@ -93,7 +110,8 @@ class _Heap:
 
 
 class SchedulingQueue:
-    def __init__(self, less: Less, *, pre_enqueue: Callable[[Pod], Status] | None = None,
+    def __init__(self, less: Less, *, sort_key: SortKey | None = None,
+                 pre_enqueue: Callable[[Pod], Status] | None = None,
                  plugin_events: dict[str, list[ClusterEvent]] | None = None,
                  initial_backoff: float = 1.0, max_backoff: float = 10.0,
                  max_unschedulable: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
@@ -103,8 +121,9 @@ class SchedulingQueue:
         self.max_unschedulable = max_unschedulable
         self.pre_enqueue = pre_enqueue
         self.plugin_events = plugin_events or {}
-        self.active = _Heap(less)
-        self.backoff = _Heap(lambda a, b: self.backoff_expiry(a) < self.backoff_expiry(b))
+        self.active = _Heap(less, sort_key)
+        self.backoff = _Heap(lambda a, b: self.backoff_expiry(a) < self.backoff_expiry(b),
+                             lambda qpi: (self.backoff_expiry(qpi),))
         self.unschedulable: dict[str, QueuedPodInfo] = {}
         self.scheduling_cycle = 0
         self.move_request_cycle = -1

@@ -77,7 +77,7 @@ class Scheduler(EventHandlers, ScheduleOne):
                 if isinstance(plugin, EnqueueExtensions):
                     events[name] = plugin.events_to_register()
         self.queue = SchedulingQueue(
-            first.less, pre_enqueue=self._pre_enqueue, plugin_events=events,
+            first.less, sort_key=first.sort_key, pre_enqueue=self._pre_enqueue, plugin_events=events,
             initial_backoff=config.pod_initial_backoff_seconds, max_backoff=config.pod_max_backoff_seconds,
             max_unschedulable=config.pod_max_in_unschedulable_pods_duration)
         self.extenders = [HTTPExtender(c) for c in config.extenders]

@@ -210,6 +210,12 @@ class QueueSortPlugin(Plugin):
         """Whether `a` is scheduled before `b` (exactly one plugin per profile)."""
         raise NotImplementedError
 
+    def sort_key(self, qpi: QueuedPodInfo) -> tuple[float, ...]:
+        """Optional: a key in `less`'s order (a before b exactly when key(a) < key(b)), fixed
+        while the pod waits. A plugin that defines it lets the queue compare keys instead of
+        calling `less` about log2(queue length) times per pod."""
+        raise NotImplementedError
+
 
 class PreFilterPlugin(Plugin):
     def pre_filter(self, state: CycleState, pod: Pod,

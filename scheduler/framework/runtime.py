@@ -152,6 +152,13 @@ class Framework:
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         return self.queue_sort.less(a, b)
 
+    @property
+    def sort_key(self) -> Callable[[QueuedPodInfo], tuple[float, ...]] | None:
+        """The QueueSort plugin's key, when it has one (see QueueSortPlugin.sort_key)."""
+        if type(self.queue_sort).sort_key is QueueSortPlugin.sort_key:
+            return None
+        return self.queue_sort.sort_key
+
     def run_pre_enqueue(self, pod: Pod) -> Status:
         for p in self.pre_enqueue:
             s = p.pre_enqueue(pod)

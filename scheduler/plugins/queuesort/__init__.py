@@ -14,3 +14,6 @@ class PrioritySort(QueueSortPlugin):
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         pa, pb = a.pod.spec.priority, b.pod.spec.priority
         return pa > pb or (pa == pb and a.timestamp < b.timestamp)
+
+    def sort_key(self, qpi: QueuedPodInfo) -> tuple[float, ...]:
+        return -qpi.pod.spec.priority, qpi.timestamp

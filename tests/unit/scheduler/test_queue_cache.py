@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 
 from scheduler.cache import Cache, Snapshot
 from scheduler.framework.interface import Action, ClusterEvent, Resource
@@ -36,6 +37,35 @@ async def test_pop_order_priority_then_time() -> None:
     q.add(make_pod("new-low", priority=1))
     names = [(await q.pop()).pod.metadata.name for _ in range(3)]
     assert names == ["high", "old-low", "new-low"]
+
+
+async def test_a_sort_key_gives_the_order_less_gives() -> None:
+    """With PrioritySort's key the queue compares tuples instead of calling less: the same
+    pods come out in the same order, through adds with tied times, updates and deletes."""
+    rng = random.Random(7)
+    clock = Clock()
+    plain, keyed = _queue(clock), _queue(clock, sort_key=PrioritySort().sort_key)
+    live: list[str] = []
+    for step in range(400):
+        roll = rng.random()
+        if roll < 0.6 or not live:
+            name = f"p{step}"
+            pod = make_pod(name, priority=rng.choice([0, 1, 5]))
+            for q in (plain, keyed):
+                q.add(pod)
+            live.append(name)
+        elif roll < 0.8:
+            changed = make_pod(rng.choice(live), priority=rng.choice([0, 1, 5]))
+            for q in (plain, keyed):
+                q.update(changed, changed)
+        else:
+            gone = make_pod(live.pop(rng.randrange(len(live))))
+            for q in (plain, keyed):
+                q.delete(gone)
+        if rng.random() < 0.5:
+            clock.now += 1  # else the next pod ties on time: push order decides
+    order = [[(await q.pop()).pod.metadata.name for _ in live] for q in (plain, keyed)]
+    assert order[0] == order[1] and sorted(order[0]) == sorted(live)
 
 
 async def test_backoff_doubles_and_caps() -> None:
