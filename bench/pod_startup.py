@@ -151,6 +151,13 @@ class _CpuWindow:
         except OSError as exc:
             print(f"no process accounting: {exc}", file=sys.stderr)
 
+    def abandon(self) -> None:
+        """The window failed: end the process accounting (it outlives its process) and
+        remove its file."""
+        if self.accounting is not None:
+            self.accounting.__exit__(None, None, None)
+            self.accounting = None
+
     def stop(self, pods: int) -> dict[str, Any]:
         machine, parts, shims = self._read()
         if self.accounting is not None:
@@ -245,7 +252,11 @@ async def _measure(client: Client, runtime: Runtime, watcher: _Watcher, cluster:
     cpu = _CpuWindow(cluster.pids)
     revision = await _revision(client)
     cpu.start()
-    created = await _create_at_rate(client, watcher, names, args.rate)
+    try:
+        created = await _create_at_rate(client, watcher, names, args.rate)
+    except BaseException:
+        cpu.abandon()
+        raise
     cpu_result = cpu.stop(args.pods)
     # every write (pods, their status, bindings, events, leases) is one etcd revision
     cpu_result["api_writes_per_pod"] = round((await _revision(client) - revision) / args.pods, 2)
