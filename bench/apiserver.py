@@ -225,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--keep", action="store_true", help="keep the work dir (etcd data, logs)")
     args = p.parse_args(argv)
+    if args.watchers < 1 or args.creates < 1 or args.rate <= 0 or args.seconds <= 0:
+        p.error("--watchers and --creates must be at least 1, --rate and --seconds above 0")
     result = asyncio.run(run(args))
     report(result, args.json)
     return 0
