@@ -230,8 +230,10 @@ class ImageStore:
         return found
 
     def images(self) -> list[ImageRecord]:
-        with self._lock:
-            entries = self._read_index()
+        # No lock: the index is replaced whole (rename), so a read sees one version or the
+        # next; and lookups run on the CRI server's event loop, which must not wait for a
+        # pull's durable index write under the lock.
+        entries = self._read_index()
         by_id: dict[str, ImageRecord] = {}
         for entry in entries:
             name = (entry.get("annotations") or {}).get(NAME_ANNOTATION)
