@@ -75,13 +75,22 @@ def _oom_killed(bundle: str) -> bool:
     return int(counts.get("oom_kill", "0")) > 0
 
 
+def write_exit(state: Path, exit_code: int, sig: int = 0, *, oom_killed: bool = False, reason: str = "",
+               message: str = "") -> None:
+    """The container's exit, as read_exit (kubelet/cri/shims.py) reads it: by its shim, or
+    by the runtime when a start failed (reason, message)."""
+    body: dict[str, int | bool | str] = {"exitCode": exit_code, "signal": sig, "finishedAt": time.time_ns(),
+                                         "oomKilled": oom_killed}
+    if reason:
+        body.update(reason=reason, message=message)
+    replace_file(state / EXIT_FILE, json.dumps(body).encode(), 0o644)
+
+
 def _write_exit(state: Path, status: int, oom_killed: bool) -> None:
     if os.WIFSIGNALED(status):
-        code, sig = 128 + os.WTERMSIG(status), os.WTERMSIG(status)
+        write_exit(state, 128 + os.WTERMSIG(status), os.WTERMSIG(status), oom_killed=oom_killed)
     else:
-        code, sig = os.WEXITSTATUS(status), 0
-    body = json.dumps({"exitCode": code, "signal": sig, "finishedAt": time.time_ns(), "oomKilled": oom_killed})
-    replace_file(state / EXIT_FILE, body.encode(), 0o644)
+        write_exit(state, os.WEXITSTATUS(status), oom_killed=oom_killed)
 
 
 def _report(fd: int, line: str) -> None:

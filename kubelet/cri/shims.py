@@ -8,12 +8,10 @@ import os
 import signal
 import socket
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubelet.cri.shim import EXIT_FILE, SHIM_PID_FILE
-from kubeling.atomicfile import replace_file
+from kubelet.cri.shim import EXIT_FILE, SHIM_PID_FILE, write_exit
 
 
 class ShimError(RuntimeError):
@@ -46,9 +44,7 @@ def read_exit(state: Path) -> ExitInfo | None:
 
 def record_start_failure(state: Path, message: str) -> None:
     """The container never ran: record it as exited, so that it is not CREATED forever."""
-    body = {"exitCode": START_ERROR_EXIT_CODE, "signal": 0, "finishedAt": time.time_ns(),
-            "reason": START_ERROR_REASON, "message": message}
-    replace_file(state / EXIT_FILE, json.dumps(body).encode(), 0o644)
+    write_exit(state, START_ERROR_EXIT_CODE, reason=START_ERROR_REASON, message=message)
 
 
 def reopen_log(state: Path) -> bool:
