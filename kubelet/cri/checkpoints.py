@@ -13,6 +13,7 @@ import json
 import logging
 import shutil
 import threading
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -32,6 +33,15 @@ class Ambiguous(KeyError):
 
 class NameReserved(Exception):
     pass
+
+
+def plain_labels(cache: dict[str, Any], labels: Mapping[str, str]) -> dict[str, str]:
+    """A record's config labels as a plain dict, kept in its `cache` (the record's
+    __dict__): list filters test them on every record."""
+    plain = cache.get("_labels")
+    if plain is None:
+        plain = cache["_labels"] = dict(labels)
+    return plain
 
 
 class Record(Protocol):

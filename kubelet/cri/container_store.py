@@ -8,7 +8,7 @@ import base64
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubelet.cri.checkpoints import Ambiguous, CheckpointStore, NameReserved, NotFound
+from kubelet.cri.checkpoints import Ambiguous, CheckpointStore, NameReserved, NotFound, plain_labels
 from kubelet.cri.sandbox_store import new_id
 from kubelet.cri.shims import ExitInfo, read_exit
 from protos.runtime.v1 import api_pb2
@@ -54,11 +54,7 @@ class ContainerRecord:
 
     @property
     def labels(self) -> dict[str, str]:
-        """The config's labels as a plain dict (list filters test them on every record)."""
-        cached = self.__dict__.get("_labels")
-        if cached is None:
-            cached = self.__dict__["_labels"] = dict(self.config.labels)
-        return cached
+        return plain_labels(self.__dict__, self.config.labels)
 
     @property
     def name(self) -> str:

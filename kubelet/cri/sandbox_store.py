@@ -11,7 +11,7 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubelet.cri.checkpoints import Ambiguous, CheckpointStore, NameReserved, NotFound
+from kubelet.cri.checkpoints import Ambiguous, CheckpointStore, NameReserved, NotFound, plain_labels
 from protos.runtime.v1 import api_pb2
 
 __all__ = ["SandboxRecord", "SandboxStore", "NotFound", "Ambiguous", "NameReserved", "READY", "NOTREADY"]
@@ -53,11 +53,7 @@ class SandboxRecord:
 
     @property
     def labels(self) -> dict[str, str]:
-        """The config's labels as a plain dict (list filters test them on every record)."""
-        cached = self.__dict__.get("_labels")
-        if cached is None:
-            cached = self.__dict__["_labels"] = dict(self.config.labels)
-        return cached
+        return plain_labels(self.__dict__, self.config.labels)
 
     @classmethod
     def create(cls, config: api_pb2.PodSandboxConfig, runtime_handler: str, created_at: int) -> SandboxRecord:
