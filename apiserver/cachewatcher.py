@@ -19,10 +19,11 @@ from kubeling import errors
 from kubeling.selectors import FieldSelector, LabelSelector
 
 if TYPE_CHECKING:  # the cache creates its watchers
+    from apiserver.registry.strategy import Strategy
     from apiserver.watchcache import WatchCache
 
 __all__ = ["ADDED", "BOOKMARK", "DELETED", "INITIAL_EVENTS_END", "MODIFIED", "Attrs", "CacheEvent", "CacheWatcher",
-           "Entry", "Filter"]
+           "Entry", "Filter", "attrs_of", "batch_end", "change_type"]
 
 ADDED, MODIFIED, DELETED, BOOKMARK = "ADDED", "MODIFIED", "DELETED", "BOOKMARK"
 # On the BOOKMARK that ends a WatchList's initial events (metav1.InitialEventsAnnotationKey).
@@ -37,6 +38,12 @@ class Attrs:
     labels: dict[str, str]
     fields: dict[str, str]
     index: str | None
+
+
+def attrs_of(strategy: Strategy[Any], obj: Any) -> Attrs:
+    fields = strategy.fields(obj)
+    idx = strategy.index_field
+    return Attrs(obj.metadata.namespace, dict(obj.metadata.labels), fields, fields.get(idx) if idx else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,18 +95,7 @@ class CacheWatcher:
         self.done = False
 
     def offer(self, ev: CacheEvent) -> None:
-        cur = self.filter.matches(ev.attrs) if ev.type != DELETED else False
-        was = ev.prev_attrs is not None and self.filter.matches(ev.prev_attrs)
-        if ev.type == DELETED:
-            typ = DELETED if was else None
-        elif cur and was:
-            typ = MODIFIED
-        elif cur:
-            typ = ADDED
-        elif was:
-            typ = DELETED  # no longer selected: the watcher sees it leave (upstream does the same)
-        else:
-            typ = None
+        typ = change_type(self.filter, ev.type, ev.attrs, ev.prev_attrs)
         if typ is not None:
             self._push(self.cache.encode(ev, typ))
 
@@ -145,7 +141,7 @@ class CacheWatcher:
             initial, self._initial = self._initial, []
             start = 0
             while start < len(initial):
-                end = _fill(initial, start, max_bytes)
+                end = batch_end(initial, start, max_bytes)
                 yield initial[start:end]
                 start = end
             while True:
@@ -165,7 +161,23 @@ class CacheWatcher:
             self.terminate()
 
 
-def _fill(items: list[bytes], start: int, max_bytes: int) -> int:
+def change_type(flt: Filter, typ: str, attrs: Attrs, prev_attrs: Attrs | None) -> str | None:
+    """What a watcher with this filter sees of a change (None: nothing), from the object's
+    selector attributes after (`attrs`) and before (`prev_attrs`, None: it was new)."""
+    cur = flt.matches(attrs) if typ != DELETED else False
+    was = prev_attrs is not None and flt.matches(prev_attrs)
+    if typ == DELETED:
+        return DELETED if was else None
+    if cur and was:
+        return MODIFIED
+    if cur:
+        return ADDED
+    if was:
+        return DELETED  # no longer selected: the watcher sees it leave (upstream does the same)
+    return None
+
+
+def batch_end(items: list[bytes], start: int, max_bytes: int) -> int:
     """The end of the run of items from `start` that fits in max_bytes (at least one)."""
     end, size = start + 1, len(items[start])
     while end < len(items) and size + len(items[end]) <= max_bytes:

@@ -32,9 +32,10 @@ class NamespaceFinalizer:
         await self._loop.stop()
 
     async def _pass(self) -> None:
-        if not self.namespaces.cache.ready.is_set():
+        cache = self.namespaces.watch_cache
+        if not cache.ready.is_set():
             return
-        for entry in [e for e in self.namespaces.cache.store.values() if e.obj.metadata.HasField("deletionTimestamp")]:
+        for entry in [e for e in cache.store.values() if e.obj.metadata.HasField("deletionTimestamp")]:
             name = entry.obj.metadata.name
             try:
                 await self.finalize(name)
@@ -45,7 +46,7 @@ class NamespaceFinalizer:
         """One pass: delete what is left in the namespace; remove it once empty."""
         remaining = 0
         for registry in self.namespaced:
-            for obj in [e.obj for e in registry.cache.store.values() if e.obj.metadata.namespace == name]:
+            for obj in await registry.in_namespace(name):
                 remaining += 1
                 if obj.metadata.HasField("deletionTimestamp"):
                     continue  # already going (pods wait for their kubelet)

@@ -78,7 +78,7 @@ class NodeIPAM:
         await self._loop.stop()
 
     async def _pass(self) -> None:
-        cache = self.nodes.cache
+        cache = self.nodes.watch_cache
         if not cache.ready.is_set() or cache.rv == self._seen_rv:
             return  # nothing changed among the nodes since the last pass
         self._seen_rv = cache.rv

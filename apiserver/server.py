@@ -103,8 +103,8 @@ class APIServer:
                 expiry=LeasePool(storage, cfg.event_ttl, reuse=min(60.0, cfg.event_ttl))
                 if strategy.plural == "events" and cfg.event_ttl > 0 else None)
         for reg in self.registries.values():
-            await reg.cache.start()
-        await asyncio.gather(*(reg.cache.wait_for(0, timeout=30) for reg in self.registries.values()))
+            await reg.start()
+        await asyncio.gather(*(reg.wait_ready(timeout=30) for reg in self.registries.values()))
         await self._bootstrap_namespaces()
 
         self._server = grpc.aio.server(options=[
@@ -156,7 +156,7 @@ class APIServer:
             if part is not None:
                 await part.stop()
         for reg in self.registries.values():
-            await reg.cache.stop()
+            await reg.stop()
         if self._rest is not None:
             await self._rest.stop()
         if self._server is not None:
@@ -182,11 +182,11 @@ class APIServer:
     def _compacted(self, revision: int) -> None:
         self.metrics.compactions.inc()
         for reg in self.registries.values():
-            reg.cache.compacted(revision)
+            reg.compacted(revision)
 
     async def _check_namespace(self, namespace: str) -> None:
         namespaces = self.registries["namespaces"]
-        ns = namespaces.cache.get(namespaces.key("", namespace))
+        ns = namespaces.watch_cache.get(namespaces.key("", namespace))
         if ns is None:  # the cache may lag a namespace created a moment ago: ask etcd
             try:
                 ns = await namespaces.get("", namespace)
@@ -206,7 +206,7 @@ class APIServer:
                 pass
 
     def _ready(self) -> tuple[bool, str]:
-        if all(r.cache.ready.is_set() for r in self.registries.values()):
+        if all(r.ready for r in self.registries.values()):
             return True, "ok"
         return False, "watch caches not ready"
 

@@ -42,6 +42,7 @@ from apiserver.cachewatcher import (
     CacheWatcher,
     Entry,
     Filter,
+    attrs_of,
 )
 from apiserver.registry.strategy import Strategy
 from apiserver.storage.etcd import KV, Compacted, Storage, prefix_end
@@ -190,10 +191,7 @@ class WatchCache:
     # ------------------------------------------------------------ events
 
     def attrs(self, obj: Any) -> Attrs:
-        fields = self.strategy.fields(obj)
-        idx = self.strategy.index_field
-        return Attrs(obj.metadata.namespace, dict(obj.metadata.labels), fields,
-                     fields.get(idx) if idx else None)
+        return attrs_of(self.strategy, obj)
 
     def _apply(self, batch: WatchBatch) -> None:
         live = self.ready.is_set()

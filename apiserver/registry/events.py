@@ -17,6 +17,9 @@ class EventStrategy(Strategy[core_pb2.Event]):
     message = core_pb2.Event
     list_message = api_pb2.EventList
     event_message = api_pb2.EventWatchEvent
+    # As upstream: every component writes events, few clients watch them, and a cache
+    # would hold each one in memory for its whole TTL and decode every write.
+    watch_cache = False
 
     def fields(self, obj: core_pb2.Event) -> dict[str, str]:
         out = super().fields(obj)

@@ -18,7 +18,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic
 
-from apiserver.cachewatcher import CacheWatcher, Filter
+from apiserver.cachewatcher import CacheWatcher, Filter, attrs_of
+from apiserver.etcdwatcher import EtcdWatcher
 from apiserver.registry.strategy import Strategy, T, now, timestamp
 from apiserver.storage.etcd import KV, Compacted, KeyExists, StaleRevision, Storage, prefix_end
 from apiserver.storage.ttl import LeasePool
@@ -55,8 +56,45 @@ class Registry(Generic[T]):
         self.namespace_check = namespace_check
         self.cache = WatchCache(strategy, storage, self.prefix, decode=self.decode,
                                 capacity=cache_capacity, bookmark_interval=bookmark_interval,
-                                watcher_buffer=watcher_buffer)
+                                watcher_buffer=watcher_buffer) if strategy.watch_cache else None
+        self._etcd_watchers: set[EtcdWatcher] = set()  # without a cache: each watch is on etcd
         self._field_labels = strategy.field_labels()
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        if self.cache is not None:
+            await self.cache.start()
+
+    async def wait_ready(self, timeout: float) -> None:
+        if self.cache is not None:
+            await self.cache.wait_for(0, timeout=timeout)
+
+    @property
+    def ready(self) -> bool:
+        return self.cache is None or self.cache.ready.is_set()
+
+    async def stop(self) -> None:
+        if self.cache is not None:
+            await self.cache.stop()
+        for w in list(self._etcd_watchers):
+            w.terminate(errors.ServiceUnavailable(
+                "the apiserver is shutting down; resume from the last resourceVersion"))
+
+    def compacted(self, revision: int) -> None:
+        if self.cache is not None:
+            self.cache.compacted(revision)
+
+    @property
+    def watcher_count(self) -> int:
+        return self.cache.watcher_count if self.cache is not None else len(self._etcd_watchers)
+
+    @property
+    def watch_cache(self) -> WatchCache:
+        """The watch cache, for the parts that read a cached resource's state directly."""
+        if self.cache is None:
+            raise LookupError(f"{self.strategy.plural} have no watch cache")
+        return self.cache
 
     # ------------------------------------------------------------ encoding
 
@@ -257,7 +295,7 @@ class Registry(Generic[T]):
     def cached_for_update(self, key: bytes) -> tuple[T, int, bool] | None:
         """The cache's copy of key (copied: cached objects are shared), its revision, and
         False: it may be old."""
-        cached = self.cache.get(key)
+        cached = self.cache.get(key) if self.cache is not None else None
         if cached is None:
             return None
         obj: T = type(cached)()
@@ -401,16 +439,28 @@ class Registry(Generic[T]):
         token = getattr(req, "continue")  # a Python keyword: no attribute access
         if req.resourceVersion and not token:
             rv = _parse_rv(req.resourceVersion)
+            if self.cache is None:  # etcd's latest state is never older than N
+                items, meta = await self.list_from_etcd(flt, req.limit, "")
+                if rv > int(meta.resourceVersion):
+                    raise errors.Timeout(f"Too large resource version: {rv}, current: {meta.resourceVersion}")
+                return items, meta
             # "0" (any) and N (not older than N) are served from the cache, as upstream.
             await self.cache.wait_for(rv)
             items, at = self.cache.list(flt)
             return items, meta_pb2.ListMeta(resourceVersion=str(at))
         if token and req.resourceVersion:
             raise errors.BadRequest("specifying resource version is not allowed when using continue")
-        return await self._list_from_etcd(flt, req.limit, token)
+        return await self.list_from_etcd(flt, req.limit, token)
 
-    async def _list_from_etcd(self, flt: Filter, limit: int,
-                              token: str) -> tuple[builtins.list[T], meta_pb2.ListMeta]:
+    async def in_namespace(self, namespace: str) -> builtins.list[T]:
+        """Every object in the namespace (the cache's shared copies when cached)."""
+        if self.cache is not None:
+            return [e.obj for e in self.cache.store.values() if e.obj.metadata.namespace == namespace]
+        items, _ = await self.list_from_etcd(Filter(namespace), 0, "")
+        return items
+
+    async def list_from_etcd(self, flt: Filter, limit: int,
+                             token: str) -> tuple[builtins.list[T], meta_pb2.ListMeta]:
         base = self.prefix + (f"{flt.namespace}/".encode() if flt.namespace else b"")
         end = prefix_end(base)
         revision, start = 0, base
@@ -435,7 +485,7 @@ class Registry(Generic[T]):
                 if kv.key == self.prefix:
                     continue  # the watch cache's progress sentinel, not an object
                 obj = self.decode(kv)
-                if flt.matches(self.cache.attrs(obj)):
+                if flt.matches(attrs_of(self.strategy, obj)):
                     items.append(obj)
                 if limit and len(items) == limit:
                     if i + 1 < len(kvs) or more:
@@ -454,13 +504,17 @@ class Registry(Generic[T]):
                 meta.remainingItemCount = remaining
         return items, meta
 
-    async def watch(self, req: meta_pb2.WatchRequest) -> CacheWatcher:
+    async def watch(self, req: meta_pb2.WatchRequest) -> CacheWatcher | EtcdWatcher:
         flt = self.parse_filter(req.namespace, req.labelSelector, req.fieldSelector)
         initial_events = req.sendInitialEvents if req.HasField("sendInitialEvents") else None
         _check_watch_list(req, initial_events)
         rv: int | None = None
         if req.resourceVersion not in ("", "0"):
             rv = _parse_rv(req.resourceVersion)
+        if self.cache is None:
+            w = EtcdWatcher(self, flt, rv, initial_events=initial_events, on_end=self._etcd_watchers.discard)
+            self._etcd_watchers.add(w)
+            return w
         await self.cache.wait_for(rv or 0)
         return self.cache.watch(flt, rv, bookmarks=req.allowWatchBookmarks, initial_events=initial_events)
 

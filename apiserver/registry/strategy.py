@@ -51,6 +51,9 @@ class Strategy(Generic[T]):
     has_status: ClassVar[bool] = True
     # The field whose exact-match selectors index watchers (upstream's "trigger" funcs).
     index_field: ClassVar[str | None] = None
+    # False: reads and watches go to etcd, nothing is kept in memory (upstream's
+    # UndecoratedStorage, for resources written far more often than they are watched).
+    watch_cache: ClassVar[bool] = True
 
     def validate_name(self, name: str) -> list[str]:
         """metadata.name's rule (most resources: a DNS-1123 subdomain)."""
