@@ -44,6 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="registry mirrors, containerd's hosts.toml layout: DIR/<registry>/hosts.toml")
     p.add_argument("--streaming-listen", help="HOST:PORT of the runtime's exec/attach/port-forward server "
                                               "(default 127.0.0.1:0: loopback, a free port)")
+    p.add_argument("--cgroup-root", help="pods' cgroups go under this path (default: the runtime's)")
+    p.add_argument("--pod-routes", action="store_true", default=None,
+                   help="route other nodes' pod CIDRs through their InternalIPs (kubelets in their own network "
+                        "namespaces, e.g. docker-compose)")
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -57,7 +61,8 @@ def make_config(args: argparse.Namespace) -> KubeletConfig:
              "cni_bin_dirs": args.cni_bin_dirs, "runc_root": args.runc_root, "cluster_cidr": args.cluster_cidr,
              "node_ip": args.node_ip, "address": args.address, "port": args.port, "max_pods": args.max_pods,
              "cluster_domain": args.cluster_domain, "registry_config_dir": args.registry_config_dir,
-             "streaming_listen": args.streaming_listen}
+             "streaming_listen": args.streaming_listen, "cgroup_root": args.cgroup_root,
+             "pod_routes": args.pod_routes}
     for name, value in flags.items():
         if value is not None:
             setattr(config, name, value)
@@ -67,6 +72,7 @@ def make_config(args: argparse.Namespace) -> KubeletConfig:
             if not sep or not key:
                 raise ConfigError(f"--node-labels: expected k=v, got {pair!r}")
             config.node_labels[key] = value
+    config.check()
     return config
 
 

@@ -23,6 +23,7 @@ from kubelet.pleg import PLEG
 from kubelet.podconfig import PodPaths, grace_period
 from kubelet.podworkers import Outcome, PodWorkers, pods_differ_semantically
 from kubelet.probes import READINESS, STARTUP, ProbeManager
+from kubelet.routes import PodRoutes
 from kubelet.runtime import EXITED, RUNNING, CRICallError, PodRuntimeStatus, Runtime
 from kubelet.server import DaemonServer
 from kubelet.status import TERMINAL, StatusInputs, StatusManager, generate_pod_status
@@ -68,6 +69,7 @@ class Kubelet:
     client: Client | None = None
     node: NodeManager | None = None
     server: DaemonServer | None = None
+    routes: PodRoutes | None = None
     _parts: list[Any] = field(default_factory=list)
     _started: bool = False
     _last_gc: dict[str, float] = field(default_factory=dict)  # pod UID -> monotonic time
@@ -110,6 +112,9 @@ class Kubelet:
         cidr = await node.wait_for_pod_cidr()
         await runtime.update_pod_cidr(cidr)
         log.info("node %s: pod CIDR %s, bridge %s", cfg.node_name, cidr, bridge_name(cfg.node_name))
+        if cfg.pod_routes:
+            self.routes = PodRoutes(client, cfg.node_name, cfg.cluster_cidr)
+            await self.routes.start()
         await node.update_status(force=True)  # Ready now that the network is configured
         await node.renew_lease()
 
@@ -119,7 +124,7 @@ class Kubelet:
         self.syncer = PodSyncer(runtime, self.paths, cfg.node_ip, self.recorder, self.probes,
                                 Backoff(cfg.crash_loop_backoff_initial, cfg.crash_loop_backoff_max),
                                 Backoff(cfg.crash_loop_backoff_initial, cfg.crash_loop_backoff_max),
-                                cluster_domain=cfg.cluster_domain)
+                                cluster_domain=cfg.cluster_domain, cgroup_parent=cfg.cgroup_root)
         self.runtime_name = (await runtime.version()).runtime_name
         self.informer.add_handler(on_add=self._on_pod, on_update=lambda old, new: self._on_pod(new),
                                   on_delete=self._on_pod_deleted)
@@ -148,6 +153,8 @@ class Kubelet:
             await self.workers.stop()
             await self.probes.close()
             await self.recorder.flush()
+        if self.routes is not None:
+            await self.routes.stop()
         if self.server is not None:
             await self.server.stop()
         if self.client is not None:

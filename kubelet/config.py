@@ -49,6 +49,18 @@ class KubeletConfig:
     # The hosted runtime's: registry mirrors (hosts.toml directory) and its streaming server
     registry_config_dir: Path | None = None
     streaming_listen: str = "127.0.0.1:0"
+    # Pods' cgroups go under this path in every hierarchy ("": the runtime's default).
+    # A kubelet in a container gives its container's own cgroup: the engine removes it,
+    # and every pod cgroup under it, with the container.
+    cgroup_root: str = ""
+    # Route the other nodes' pod CIDRs through their InternalIPs (flannel's host-gw),
+    # for kubelets that each have their own network namespace (compose, separate hosts).
+    pod_routes: bool = False
+
+    def check(self) -> None:
+        """Refuse values no kubelet can run with (ConfigError naming the setting)."""
+        if self.cgroup_root and not self.cgroup_root.startswith("/"):
+            raise ConfigError(f"cgroupRoot {self.cgroup_root!r}: expected an absolute cgroup path")
 
     @property
     def state_dir(self) -> Path:
@@ -77,7 +89,9 @@ def _coerce(key: str, name: str, current: Any, value: Any) -> Any:
         if not isinstance(value, str) or not value:
             raise wrong()
         return Path(value)
-    if isinstance(value, bool):  # bool is an int: refuse it for numbers
+    if isinstance(current, bool) or isinstance(value, bool):  # bool is an int: only for booleans
+        if isinstance(current, bool) and isinstance(value, bool):
+            return value
         raise wrong()
     if isinstance(current, float) and isinstance(value, (int, float)):
         return float(value)

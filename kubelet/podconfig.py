@@ -73,7 +73,7 @@ def _namespaces(pod: Pod) -> api_pb2.NamespaceOption:
                                    pid=api_pb2.CONTAINER, ipc=api_pb2.POD)
 
 
-def sandbox_config(pod: Pod, paths: PodPaths, attempt: int) -> api_pb2.PodSandboxConfig:
+def sandbox_config(pod: Pod, paths: PodPaths, attempt: int, cgroup_parent: str = "") -> api_pb2.PodSandboxConfig:
     """ConfigError when the pod's hostname or subdomain cannot be used."""
     hostname = ""  # host network: the node's own name, which the runtime uses for an empty one
     if not pod.spec.hostNetwork:
@@ -95,6 +95,7 @@ def sandbox_config(pod: Pod, paths: PodPaths, attempt: int) -> api_pb2.PodSandbo
         port_mappings=ports, labels={**pod.metadata.labels, **_pod_labels(pod)},
         annotations=dict(pod.metadata.annotations),
         linux=api_pb2.LinuxPodSandboxConfig(
+            cgroup_parent=cgroup_parent,
             security_context=api_pb2.LinuxSandboxSecurityContext(namespace_options=_namespaces(pod))))
 
 

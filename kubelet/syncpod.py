@@ -61,6 +61,7 @@ class PodSyncer:
     backoff: Backoff
     pull_backoff: Backoff
     cluster_domain: str = "cluster.local"
+    cgroup_parent: str = ""  # the pods' cgroups go under it ("": the runtime's default)
 
     # ---- SyncPod ----
 
@@ -87,7 +88,7 @@ class PodSyncer:
 
         sandbox_id, pod_ip = actions.sandbox_id, ""
         try:
-            config = sandbox_config(pod, self.paths, actions.attempt)
+            config = sandbox_config(pod, self.paths, actions.attempt, self.cgroup_parent)
         except ConfigError as exc:
             message = f"Failed to generate sandbox config for pod {_pod_name(pod)!r}: {exc}"
             log.warning("pod %s: %s", _pod_name(pod), message)

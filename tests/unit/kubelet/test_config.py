@@ -23,6 +23,9 @@ def test_config_file_then_flags(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text, message", [("maxPods: many\n", "maxPods: expected int"),
+                                           ("maxPods: true\n", "maxPods: expected int"),
+                                           ("podRoutes: 1\n", "podRoutes: expected bool"),
+                                           ("cgroupRoot: pods\n", "cgroupRoot 'pods': expected an absolute"),
                                            ("nodeName2: x\n", "unknown kubelet config key"),
                                            ("- a\n", "expected a mapping")])
 def test_bad_config_is_refused_by_name(tmp_path: Path, text: str, message: str) -> None:
@@ -31,6 +34,17 @@ def test_bad_config_is_refused_by_name(tmp_path: Path, text: str, message: str) 
     args = build_parser().parse_args(["--node-name", "n1", "--apiserver", "a:1", "--config", str(file)])
     with pytest.raises(ConfigError, match=message):
         make_config(args)
+
+
+def test_cgroup_root_and_pod_routes(tmp_path: Path) -> None:
+    base = ["--node-name", "n1", "--apiserver", "a:1"]
+    default = make_config(build_parser().parse_args(base))
+    assert default.cgroup_root == "" and default.pod_routes is False
+    flags = make_config(build_parser().parse_args([*base, "--cgroup-root", "/docker/abc", "--pod-routes"]))
+    assert flags.cgroup_root == "/docker/abc" and flags.pod_routes is True
+    file = tmp_path / "kubelet.yaml"
+    file.write_text("podRoutes: true\ncgroupRoot: /k\n")
+    assert make_config(build_parser().parse_args([*base, "--config", str(file)])).pod_routes is True
 
 
 def test_bridge_names_fit_ifnamsiz() -> None:
