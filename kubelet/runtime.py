@@ -101,7 +101,7 @@ class _InProcess:
         # The span a gRPC client would have made, under the same name.
         with span_if_tracing(_TRACER, f"/runtime.v1.{service}/{method}",
                              attributes=lambda: {"rpc.system": "in-process", "rpc.service": f"runtime.v1.{service}",
-                                                 "rpc.method": method}):
+                                                 "rpc.method": method}, child_only=True):
             deadline = asyncio.timeout(timeout)
             try:
                 async with deadline:

@@ -65,10 +65,13 @@ def tracing_enabled() -> bool:
 def span_if_tracing(tracer_: trace.Tracer, name: str, *,
                     attributes: Callable[[], Mapping[str, Any]] | None = None,
                     parent: Callable[[], context.Context | None] | None = None,
+                    child_only: bool = False,
                     ) -> contextlib.AbstractContextManager[trace.Span | None]:
     """`tracer_.start_as_current_span(name)` when tracing is on, else a context manager that
-    does nothing (yielding None); attributes and parent are computed only when needed."""
-    if not tracing_enabled():
+    does nothing (yielding None); attributes and parent are computed only when needed.
+    child_only: only inside a trace, as the gRPC client instrumentation (a poll outside
+    any trace would otherwise be a trace of its own, every second)."""
+    if not tracing_enabled() or (child_only and not trace.get_current_span().get_span_context().is_valid):
         return contextlib.nullcontext()
     return tracer_.start_as_current_span(name, context=parent() if parent else None,
                                          attributes=attributes() if attributes else None)

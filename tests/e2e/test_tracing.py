@@ -187,3 +187,7 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
         chain.append(cni.name)
     assert "/runtime.v1.RuntimeService/RunPodSandbox" in chain and "syncPod" in chain
     assert chain[-1] == "/kubeling.v1.Pods/Create"
+    # The kubelet's polls (its PLEG lists every second) are no traces of their own: a CRI
+    # call outside any trace makes no span, as a gRPC client's would not.
+    lone = {s.name for s in spans.spans if s.service == f"kubelet-{node}" and not s.parent_id}
+    assert not {name for name in lone if name.startswith("/runtime.v1.")}, lone
