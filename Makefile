@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test check unit contract e2e up deps apt kubectl venv protos check-protos bench critest clean
+.PHONY: test check unit contract e2e up deps apt kubectl venv protos check-protos bench critest clean image compose-test
 
 # `make check` first (seconds), then every test.
 test: deps check
@@ -63,6 +63,16 @@ apt:
 		echo "installing: docker-compose (without the Docker engine it recommends)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose; \
 	fi
+
+# The image every compose service runs (deploy/Dockerfile), as kubeling:dev. Needs a running
+# Docker engine (these machines have no systemd: start `dockerd &` yourself).
+image:
+	deploy/build-image.sh
+
+# The compose deployment for real (tests/e2e/test_compose.py, also part of `make test`):
+# builds the image, brings the cluster up on free loopback ports, checks it, takes it down.
+compose-test: deps
+	$(PY) -m pytest -q tests/e2e/test_compose.py
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
