@@ -160,5 +160,7 @@ class Supervisor:
         if not keep_state:
             for node in self.plan.nodes:
                 await clean_node(self.plan, node)
-        self._terminate(["scheduler", "apiserver"])
+        # One after the other: the scheduler gives its lease up through the apiserver.
+        self._terminate(["scheduler"])
+        self._terminate(["apiserver"])
         self._terminate(["etcd"])

@@ -23,6 +23,8 @@ __all__ = ["SchedulerService"]
 
 log = logging.getLogger(__name__)
 
+SHUTDOWN_API_SECONDS = 5.0
+
 # Finished pods hold no resources: the scheduler does not watch them (upstream does the same).
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
@@ -86,17 +88,28 @@ class SchedulerService:
         await cancel_and_wait(self._loop)
         self._loop = None
 
+    async def _finish_with_apiserver(self, release: bool) -> None:
+        """Bindings in flight, the lease given up, the events written."""
+        await self.scheduler.wait_for_bindings()
+        if release and self.elector is not None:
+            await self.elector.release()
+        await self.recorder.flush()
+
     async def stop(self, *, release: bool = True) -> None:
         """Stop everything; `release=False` leaves the lease to expire (as a crash would)."""
         for t in self._tasks:
             await cancel_and_wait(t)
         await cancel_and_wait(self._loop)
         self.scheduler.queue.close()
-        await self.scheduler.wait_for_bindings()
+        try:
+            # What still needs the apiserver gets a bounded time: with the apiserver gone
+            # (stopped first, unreachable) the process still ends, and the lease runs out
+            # by itself, as after a crash.
+            await asyncio.wait_for(self._finish_with_apiserver(release), SHUTDOWN_API_SECONDS)
+        except TimeoutError:
+            log.warning("scheduler %s: the apiserver did not answer within %.0fs at shutdown; "
+                        "the lease will expire by itself", self.identity, SHUTDOWN_API_SECONDS)
         await self.scheduler.close()
-        if release and self.elector is not None:
-            await self.elector.release()
-        await self.recorder.flush()
         await self.pods.stop()
         await self.nodes.stop()
         await self.status.stop()

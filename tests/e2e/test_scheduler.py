@@ -240,3 +240,27 @@ async def test_profiles_metrics_and_health(apiserver: APIServer, client: Client,
         assert "scheduler_pod_scheduling_attempts_bucket" in text
     finally:
         await service.stop()
+
+
+async def test_a_leader_stops_promptly_when_the_apiserver_is_gone(etcd: object, prefix: str) -> None:
+    """Shutdown gives the lease up through the apiserver; with the apiserver stopped first
+    (as a supervisor stopping everything at once would) it must still end, soon."""
+    from kubeling.leaderelection import ElectionConfig
+    from scheduler.service import SHUTDOWN_API_SECONDS
+    from tests.conftest import apiserver_config
+
+    server = APIServer(apiserver_config(etcd, prefix))  # type: ignore[arg-type]
+    await server.start()
+    service = SchedulerService(server.address, identity="alone",
+                               election=ElectionConfig(lease_duration=2.0, renew_deadline=1.5, retry_period=0.2))
+    await service.start()
+    try:
+        async def leads() -> bool:
+            return service.leading
+
+        await _until(leads, 10)
+    finally:
+        await server.stop(grace=0)
+    start = asyncio.get_running_loop().time()
+    await asyncio.wait_for(service.stop(), SHUTDOWN_API_SECONDS + 10)
+    assert asyncio.get_running_loop().time() - start < SHUTDOWN_API_SECONDS + 5
