@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test check unit contract e2e up deps apt kubectl venv protos check-protos bench critest clean image compose-test
+.PHONY: test check unit contract e2e up deps apt kubectl venv protos check-protos bench critest clean image compose-test test-fresh
 
 # `make check` first (seconds), then every test.
 test: deps check
@@ -73,6 +73,12 @@ image:
 # builds the image, brings the cluster up on free loopback ports, checks it, takes it down.
 compose-test: deps
 	$(PY) -m pytest -q tests/e2e/test_compose.py
+
+# The README's quick start, run as written on a fresh minbase Debian 12 in a container
+# (tests/fresh.py): the install steps a machine with more installed hides. Minutes; not
+# part of `make test`.
+test-fresh: deps
+	$(PY) -m tests.fresh
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
