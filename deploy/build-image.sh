@@ -23,11 +23,14 @@ if ! "$DOCKER" image inspect "$BASE" >/dev/null 2>&1 && ! "$DOCKER" pull -q "$BA
         { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap; }
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
+    # merged /usr set up by mmdebstrap's hook, as a new Debian 12 has it: the usrmerge
+    # package would pull in perl (45 MB)
     mmdebstrap --variant=minbase --quiet --aptopt='APT::Install-Recommends "false"' \
+        --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
         --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
         --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
         --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-        bookworm "$tmp/rootfs.tar"
+        bookworm "$tmp/rootfs.tar" >"$tmp/mmdebstrap.log" 2>&1 || { cat "$tmp/mmdebstrap.log" >&2; exit 1; }
     "$DOCKER" import "$tmp/rootfs.tar" "$BASE" >/dev/null
 fi
 

@@ -54,7 +54,9 @@ def _fresh_image(engine: DockerEngine, work: Path) -> None:
         subprocess.run(["apt-get", "install", "-y", "-qq", "mmdebstrap"], check=True,
                        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
     tar = work / "bookworm.tar"
-    subprocess.run(["mmdebstrap", "--variant=minbase", "--quiet", "bookworm", str(tar)], check=True, timeout=1200)
+    # merged /usr as a new installation has it (set up by mmdebstrap's hook, not the usrmerge package)
+    subprocess.run(["mmdebstrap", "--variant=minbase", "--quiet", "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr",
+                    "bookworm", str(tar)], check=True, timeout=1200)
     engine.run("import", str(tar), IMAGE)
     tar.unlink()
 
