@@ -38,6 +38,8 @@ MAX_OBJECT_BYTES = 1536 * 1024
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # upstream's: no vowels, no confusables
 _MAX_GENERATED_PREFIX = 58
 _CONFLICT_RETRIES = 20
+# A deletionTimestamp this far ahead is still a valid time (far beyond any real grace period).
+MAX_GRACE_SECONDS = 10**10
 
 NamespaceCheck = Callable[[str], Awaitable[None]]
 
@@ -208,6 +210,7 @@ class Registry(Generic[T]):
                 check.required(f"metadata.ownerReferences[{i}].{fld}", getattr(ref, fld))
 
     async def get(self, namespace: str, name: str) -> T:
+        _require_name(name)
         namespace = self._request_namespace(namespace)
         kv, _ = await self.storage.get(self.key(namespace, name))
         if kv is None:
@@ -349,10 +352,14 @@ class Registry(Generic[T]):
 
     async def delete(self, namespace: str, name: str, *, grace_seconds: int | None = None,
                      preconditions: meta_pb2.Preconditions | None = None) -> T:
+        _require_name(name)
         namespace = self._request_namespace(namespace)
         key = self.key(namespace, name)
         if grace_seconds is not None and grace_seconds < 0:
             grace_seconds = 0
+        if grace_seconds is not None and grace_seconds > MAX_GRACE_SECONDS:
+            raise errors.BadRequest(f"gracePeriodSeconds: invalid value {grace_seconds}: must be at most "
+                                    f"{MAX_GRACE_SECONDS}")
         state = self.cached_for_update(key)
         for _ in range(_CONFLICT_RETRIES):
             if state is None:
@@ -534,9 +541,16 @@ def _check_watch_list(req: meta_pb2.WatchRequest, initial_events: bool | None) -
                                 "unless sendInitialEvents is provided")
 
 
+def _require_name(name: str) -> None:
+    """An empty name would address the resource's bare key prefix (upstream's message)."""
+    if not name:
+        raise errors.BadRequest("resource name may not be empty")
+
+
 def _parse_rv(text: str) -> int:
-    if not text.isdigit():
-        raise errors.BadRequest(f"resourceVersion: invalid value {text!r}: must be a non-negative integer")
+    """A resourceVersion as upstream parses it: an unsigned 64-bit integer."""
+    if not text.isdigit() or not text.isascii() or int(text) >= 1 << 64:
+        raise errors.BadRequest(f"resourceVersion: invalid value {text!r}: must be a non-negative 64-bit integer")
     return int(text)
 
 

@@ -5,10 +5,12 @@ header conventions every verb shares."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
 from aiohttp import web
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -17,11 +19,17 @@ from apiserver.rest.codec import format_time
 from apiserver.rest.status import NotAcceptable
 from kubeling import errors
 
-__all__ = ["JSON", "MAX_BODY", "Output", "Target", "dumps", "field_manager", "flag", "int_query", "json_response",
-           "negotiate_output", "now_text", "read_body", "warning_header"]
+__all__ = ["JSON", "MAX_BODY", "MAX_DEPTH", "Output", "Target", "dumps", "field_manager", "flag", "int_query",
+           "json_response", "negotiate_output", "now_text", "parse_document", "read_body", "warning_header"]
 
 MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request body limit
+# No Kubernetes object nests anywhere near this; every layer that walks a document
+# (decoding, conversion, patching, managed fields) recurses, so deeper is refused at once.
+MAX_DEPTH = 100
 JSON = "application/json"
+_INT64 = 1 << 63
+# A \uD800-\uDFFF escape: the document may hold a lone UTF-16 surrogate, which is no text.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def dumps(obj: Any) -> bytes:
@@ -89,10 +97,61 @@ def warning_header(text: str) -> str:
 
 
 def int_query(query: Any, name: str) -> int:
+    """A query parameter for an int64 field (0 when absent)."""
+    text = query.get(name, "0") or "0"
     try:
-        return int(query.get(name, "0") or 0)
+        value = int(text)
     except ValueError:
-        raise errors.BadRequest(f'{name}: invalid value "{query.get(name)}": must be an integer') from None
+        raise errors.BadRequest(f'{name}: invalid value "{text}": must be an integer') from None
+    if not -_INT64 <= value < _INT64:
+        raise errors.BadRequest(f'{name}: invalid value "{text}": must fit in 64 bits')
+    return value
+
+
+def parse_document(raw: bytes, what: str, *, yaml_body: bool = False) -> Any:
+    """A JSON (or YAML) request document; BadRequest when it is not one or nests deeper
+    than MAX_DEPTH."""
+    try:
+        data = yaml.safe_load(raw) if yaml_body else json.loads(raw)
+    except RecursionError:
+        raise errors.BadRequest(f"{what} nests deeper than {MAX_DEPTH} levels") from None
+    except (ValueError, yaml.YAMLError) as err:
+        raise errors.BadRequest(f"{what} is not valid {'YAML' if yaml_body else 'JSON'}: {err}") from None
+    if _depth(data) > MAX_DEPTH:
+        raise errors.BadRequest(f"{what} nests deeper than {MAX_DEPTH} levels")
+    if _SURROGATE_ESCAPE.search(raw):
+        data = _valid_text(data)
+    return data
+
+
+def _valid_text(node: Any) -> Any:
+    """The document with escaped surrogate pairs joined and lone surrogates replaced by
+    U+FFFD, as Go's JSON decoder reads them (depth is bounded before this recursion)."""
+    if isinstance(node, str):
+        return node.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(node, dict):
+        return {_valid_text(k): _valid_text(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_valid_text(v) for v in node]
+    return node
+
+
+def _depth(data: Any) -> int:
+    """How deep objects and arrays nest (without recursion: the document may be hostile)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > MAX_DEPTH:
+            return deepest
+        stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def field_manager(request: web.Request) -> str:

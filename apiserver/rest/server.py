@@ -6,14 +6,12 @@ the gRPC API; this module only translates URLs, JSON, patches, tables and errors
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 from aiohttp import web
 from opentelemetry import propagate, trace
 
@@ -36,6 +34,7 @@ from apiserver.rest.request import (
     json_response,
     negotiate_output,
     now_text,
+    parse_document,
     read_body,
     warning_header,
 )
@@ -240,13 +239,8 @@ class RestServer:
         ctype = request.content_type
         if ctype == PROTOBUF:
             return decode_envelope(raw)
-        try:
-            if ctype in ("application/yaml", "application/apply-patch+yaml"):
-                return yaml.safe_load(raw)
-            return json.loads(raw)
-        except (ValueError, yaml.YAMLError) as err:
-            raise errors.BadRequest(f"the request body is not valid {'YAML' if 'yaml' in ctype else 'JSON'}: "
-                                    f"{err}") from None
+        return parse_document(raw, "the request body",
+                              yaml_body=ctype in ("application/yaml", "application/apply-patch+yaml"))
 
     def _decode(self, request: web.Request, t: Target, data: Any) -> tuple[Any, list[str]]:
         """The body as the resource's message; unknown fields refused (Strict) or returned
@@ -373,10 +367,7 @@ class RestServer:
         if request.can_read_body:
             raw = await read_body(request)
             if raw.strip():
-                try:
-                    options = json.loads(raw)
-                except ValueError as err:
-                    raise errors.BadRequest(f"the DeleteOptions are not valid JSON: {err}") from None
+                options = parse_document(raw, "the DeleteOptions")
                 if not isinstance(options, dict):
                     raise errors.BadRequest("the DeleteOptions must be a JSON object")
         grace: int | None = None
@@ -384,7 +375,7 @@ class RestServer:
         if text is not None:
             try:
                 grace = int(text)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise errors.BadRequest(f'gracePeriodSeconds: invalid value "{text}"') from None
         pre = None
         if isinstance(options.get("preconditions"), dict):
