@@ -1,0 +1,233 @@
+"""The cluster's PKI, as kubeadm's certs phase lays it out (`<state-dir>/pki`): one cluster
+CA and every certificate the components present, named as upstream names their
+identities, plus the ServiceAccount token signing key.
+
+  ca.crt, ca.key                          the cluster CA
+  apiserver.crt                           serving: 127.0.0.1, localhost, the given names
+  apiserver-etcd-client.crt               apiserver -> etcd (CN kube-apiserver-etcd-client)
+  apiserver-kubelet-client.crt            apiserver -> kubelets (CN kube-apiserver-kubelet-client)
+  etcd/server.crt                         etcd serving
+  admin.crt                               CN kubernetes-admin, O system:masters (the kubeconfig's)
+  scheduler.crt                           CN system:kube-scheduler
+  kubelet/<node>.crt                      the kubelet's serving certificate (its node name and IPs)
+  kubelet/<node>-client.crt               CN system:node:<node>, O system:nodes
+  sa.key, sa.pub                          ServiceAccount tokens' signing key
+
+Each .crt has its .key beside it; keys are 0600. Keys are ECDSA P-256 (kubeadm's
+`ECDSA-P256`: cheaper handshakes and key generation than RSA 2048). `ensure` is
+idempotent and upgrades a state dir: what is missing, expired within a day, not issued by
+this CA, or lacking a wanted name is (re)issued; everything else is kept.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+__all__ = ["PKI", "Identity", "ensure", "node_identities"]
+
+CA_DAYS = 3650
+LEAF_DAYS = 365
+RENEW_BEFORE = datetime.timedelta(days=1)
+SERVER, CLIENT = ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH
+
+
+@dataclass(frozen=True)
+class Identity:
+    """One certificate to hold: its file (without suffix), subject and what it is for."""
+
+    path: str
+    common_name: str
+    organizations: tuple[str, ...] = ()
+    usages: tuple[x509.ObjectIdentifier, ...] = (CLIENT,)
+    names: tuple[str, ...] = ()  # subjectAltNames: DNS names and IP addresses
+
+
+@dataclass
+class PKI:
+    root: Path
+    issued: list[str] = field(default_factory=list)  # what the last ensure() (re)issued
+
+    def cert(self, path: str) -> Path:
+        return self.root / f"{path}.crt"
+
+    def key(self, path: str) -> Path:
+        return self.root / f"{path}.key"
+
+    @property
+    def ca(self) -> Path:
+        return self.cert("ca")
+
+
+def control_plane_identities(server_names: Iterable[str] = ()) -> list[Identity]:
+    names = ("127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+             "kubernetes.default.svc.cluster.local", *server_names)
+    return [
+        Identity("apiserver", "kube-apiserver", usages=(SERVER,), names=tuple(dict.fromkeys(names))),
+        Identity("apiserver-etcd-client", "kube-apiserver-etcd-client"),
+        Identity("apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("kubeadm:cluster-admins",)),
+        Identity("etcd/server", "etcd", usages=(SERVER, CLIENT),
+                 names=tuple(dict.fromkeys(("127.0.0.1", "localhost", "etcd", *server_names)))),
+        Identity("admin", "kubernetes-admin", ("system:masters",)),
+        Identity("scheduler", "system:kube-scheduler"),
+    ]
+
+
+def node_identities(node: str, addresses: Iterable[str] = ()) -> list[Identity]:
+    return [
+        Identity(f"kubelet/{node}", node, usages=(SERVER,),
+                 names=tuple(dict.fromkeys((node, "127.0.0.1", "localhost", *addresses)))),
+        Identity(f"kubelet/{node}-client", f"system:node:{node}", ("system:nodes",)),
+    ]
+
+
+def ensure(root: Path, nodes: dict[str, list[str]], server_names: Iterable[str] = ()) -> PKI:
+    """The PKI under root for these nodes (name -> its addresses): made or brought up to
+    date. A CA that is missing or expiring is made anew, and every certificate with it."""
+    pki = PKI(root)
+    (root / "etcd").mkdir(parents=True, exist_ok=True)
+    (root / "kubelet").mkdir(exist_ok=True)
+    ca_cert, ca_key = _ensure_ca(pki)
+    wanted = control_plane_identities(server_names)
+    for node, addresses in nodes.items():
+        wanted += node_identities(node, addresses)
+    for identity in wanted:
+        if not _current(pki, identity, ca_cert):
+            _issue(pki, identity, ca_cert, ca_key)
+            pki.issued.append(identity.path)
+    _ensure_service_account_key(pki)
+    return pki
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
+    data = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _write_cert(path: Path, cert: x509.Certificate) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def _load(pki: PKI, path: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None:
+    try:
+        cert = x509.load_pem_x509_certificate(pki.cert(path).read_bytes())
+        key = serialization.load_pem_private_key(pki.key(path).read_bytes(), password=None)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or cert.public_key() != key.public_key():
+        return None
+    return cert, key
+
+
+def _ensure_ca(pki: PKI) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    loaded = _load(pki, "ca")
+    if loaded is not None and loaded[0].not_valid_after_utc - RENEW_BEFORE > _now():
+        return loaded
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")])
+    now = _now()
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=CA_DAYS))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=True,
+                                         data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                                         crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+            .sign(key, hashes.SHA256()))
+    _write_key(pki.key("ca"), key)
+    _write_cert(pki.ca, cert)
+    pki.issued.append("ca")
+    return cert, key
+
+
+def _alt_names(names: Iterable[str]) -> list[x509.GeneralName]:
+    out: list[x509.GeneralName] = []
+    for name in names:
+        try:
+            out.append(x509.IPAddress(ipaddress.ip_address(name)))
+        except ValueError:
+            out.append(x509.DNSName(name))
+    return out
+
+
+def _current(pki: PKI, identity: Identity, ca: x509.Certificate) -> bool:
+    """Whether the identity's certificate exists, is this CA's, lives on and names what it must."""
+    loaded = _load(pki, identity.path)
+    if loaded is None:
+        return False
+    cert = loaded[0]
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    if cert.not_valid_after_utc - RENEW_BEFORE <= _now():
+        return False
+    if identity.names:
+        try:
+            san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        except x509.ExtensionNotFound:
+            return False
+        if not set(_alt_names(identity.names)) <= set(san):
+            return False
+    return cert.subject == _subject(identity)
+
+
+def _subject(identity: Identity) -> x509.Name:
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in identity.organizations]
+    return x509.Name([*attrs, x509.NameAttribute(NameOID.COMMON_NAME, identity.common_name)])
+
+
+def _issue(pki: PKI, identity: Identity, ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = _now()
+    builder = (x509.CertificateBuilder().subject_name(_subject(identity)).issuer_name(ca.subject)
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(minutes=5))
+               .not_valid_after(min(now + datetime.timedelta(days=LEAF_DAYS), ca.not_valid_after_utc))
+               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+               .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=True,
+                                            data_encipherment=False, key_agreement=False, key_cert_sign=False,
+                                            crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+               .add_extension(x509.ExtendedKeyUsage(list(identity.usages)), critical=False)
+               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+                              critical=False))
+    if identity.names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(_alt_names(identity.names)), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
+    _write_key(pki.key(identity.path), key)
+    _write_cert(pki.cert(identity.path), cert)
+
+
+def _ensure_service_account_key(pki: PKI) -> None:
+    private, public = pki.root / "sa.key", pki.root / "sa.pub"
+    if private.exists() and public.exists():
+        return
+    key = ec.generate_private_key(ec.SECP256R1())
+    _write_key(private, key)
+    public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                     serialization.PublicFormat.SubjectPublicKeyInfo))
+    pki.issued.append("sa")
