@@ -28,6 +28,12 @@ def cidr(text: str) -> str:
     return text
 
 
+def boolean(text: str) -> bool:
+    if text.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return text.lower() == "true"
+
+
 def build_parser() -> argparse.ArgumentParser:
     d = Config()
     p = argparse.ArgumentParser(prog="python -m apiserver",
@@ -57,6 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="prefix length of each node's pod CIDR (default %(default)s)")
     p.add_argument("--etcd-wait", type=float, default=d.etcd_wait,
                    help="seconds to wait for etcd at start (default %(default)s)")
+    p.add_argument("--tls-cert-file", default="", help="serving certificate (PEM) for gRPC and REST; "
+                                                         "default: plain text")
+    p.add_argument("--tls-private-key-file", default="", help="its private key (PEM)")
+    p.add_argument("--client-ca-file", default="",
+                   help="authenticate client certificates signed by this CA (user = CN, groups = O); "
+                        "gRPC clients must then present one")
+    p.add_argument("--token-auth-file", default="",
+                   help="static bearer tokens, upstream's CSV: token,user,uid[,\"group1,group2\"]")
+    p.add_argument("--anonymous-auth", type=boolean, default=True,
+                   help="serve unauthenticated REST requests as system:anonymous (default true)")
     p.add_argument("--port-file", default="", help="write the bound gRPC port here once serving")
     p.add_argument("--log-level", default="INFO")
     return p
@@ -67,7 +83,10 @@ async def _serve(args: argparse.Namespace) -> None:
                  etcd_prefix=args.etcd_prefix, compaction_interval=args.compaction_interval,
                  bookmark_interval=args.bookmark_interval, watch_cache_size=args.watch_cache_size,
                  watcher_buffer=args.watcher_buffer, etcd_wait=args.etcd_wait, event_ttl=args.event_ttl,
-                 cluster_cidr=args.cluster_cidr, node_cidr_mask_size=args.node_cidr_mask_size)
+                 cluster_cidr=args.cluster_cidr, node_cidr_mask_size=args.node_cidr_mask_size,
+                 tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
+                 client_ca_file=args.client_ca_file, token_auth_file=args.token_auth_file,
+                 anonymous_auth=args.anonymous_auth)
     server = APIServer(cfg)
     await server.start()
     if args.port_file:
@@ -88,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         # uvloop: the apiserver spends most of its time in event-loop callbacks (gRPC's and
         # ours); with it the e2e scheduler benchmark ran 492-500 vs 431-463 pods/s.
         uvloop.run(_serve(args))
-    except (OSError, RuntimeError, ConnectionError) as err:
+    except (OSError, RuntimeError, ConnectionError, ValueError) as err:
         print(f"apiserver: {err}", file=sys.stderr)
         return 1
     finally:

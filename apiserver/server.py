@@ -8,12 +8,14 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from apiserver.authn import Authenticator, load_token_file
 from apiserver.compaction import Compactor
 from apiserver.metrics import Metrics
 from apiserver.namespace_finalizer import NamespaceFinalizer
@@ -28,6 +30,7 @@ from apiserver.rest.server import RestServer
 from apiserver.service import SERVICE_NAMES, service_handler
 from apiserver.storage.etcd import Storage
 from apiserver.storage.ttl import LeasePool
+from apiserver.tls import ServingTLS
 from kubeling import errors
 from kubeling.http import StatusServer
 from protos.kubeling.v1 import api_pb2, core_pb2
@@ -55,6 +58,32 @@ class Config:
     event_ttl: float = 3600.0  # Events are removed this long after their last write
     cluster_cidr: str = "10.88.0.0/16"  # nodes' pod CIDRs come out of it; empty: not allocated
     node_cidr_mask_size: int = 24
+    # Serving TLS for gRPC and REST (both files, or neither: plain text), client
+    # certificates verified against client_ca_file; static tokens; anonymous requests.
+    tls_cert_file: str = ""
+    tls_private_key_file: str = ""
+    client_ca_file: str = ""
+    token_auth_file: str = ""
+    anonymous_auth: bool = True
+
+    def serving_tls(self) -> ServingTLS | None:
+        if bool(self.tls_cert_file) != bool(self.tls_private_key_file):
+            raise ValueError("--tls-cert-file and --tls-private-key-file go together")
+        if self.client_ca_file and not self.tls_cert_file:
+            raise ValueError("--client-ca-file needs --tls-cert-file: client certificates come with TLS")
+        if not self.tls_cert_file:
+            return None
+        tls = ServingTLS(Path(self.tls_cert_file), Path(self.tls_private_key_file),
+                         Path(self.client_ca_file) if self.client_ca_file else None)
+        tls.check()
+        return tls
+
+    def authenticator(self) -> Authenticator:
+        try:
+            tokens = load_token_file(Path(self.token_auth_file)) if self.token_auth_file else {}
+        except OSError as err:
+            raise ValueError(f"--token-auth-file: {err}") from None
+        return Authenticator(tokens, self.anonymous_auth)
 
 
 @dataclass
@@ -91,6 +120,10 @@ class APIServer:
 
     async def start(self) -> None:
         cfg = self.config
+        tls = cfg.serving_tls()  # bad files fail here, before anything is started
+        authenticator = cfg.authenticator()
+        # gRPC calls are told apart only by certificates or tokens: without either, skip it.
+        grpc_authn = authenticator if cfg.client_ca_file or cfg.token_auth_file or not cfg.anonymous_auth else None
         allocator = CIDRAllocator(cfg.cluster_cidr, cfg.node_cidr_mask_size) if cfg.cluster_cidr else None
         self._storage = storage = await Storage.connect(cfg.etcd)
         await self._wait_for_etcd(storage)
@@ -119,12 +152,13 @@ class APIServer:
         locator = PodLocator(self.registries["pods"], self.registries["nodes"])
         pod_logs = PodLogProxy(locator)
         self._server.add_generic_rpc_handlers(
-            [service_handler(reg, self.metrics, pod_logs) for reg in self.registries.values()])
+            [service_handler(reg, self.metrics, pod_logs, grpc_authn) for reg in self.registries.values()])
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         names = [api_pb2.DESCRIPTOR.services_by_name[n].full_name for n in SERVICE_NAMES.values()]
         reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], self._server)
-        self.port = self._server.add_insecure_port(cfg.listen)
+        self.port = self._server.add_secure_port(cfg.listen, tls.grpc_credentials()) if tls is not None \
+            else self._server.add_insecure_port(cfg.listen)
         if self.port == 0:
             raise RuntimeError(f"cannot listen on {cfg.listen}")
         await self._server.start()
@@ -144,7 +178,9 @@ class APIServer:
         if cfg.metrics_listen:
             await self._start_http(cfg.metrics_listen)
         if cfg.rest_listen:
-            self._rest = RestServer(self.registries, pod_logs, PodStreams(locator), self.metrics, self._ready)
+            self._rest = RestServer(self.registries, pod_logs, PodStreams(locator), self.metrics, self._ready,
+                                    authenticator=authenticator,
+                                    ssl_context=tls.ssl_context() if tls is not None else None)
             self.rest_port = await self._rest.start(cfg.rest_listen)
             log.info("apiserver serving the REST API on %s", self.rest_address)
         log.info("apiserver serving gRPC on %s (etcd %s)", self.address, cfg.etcd)

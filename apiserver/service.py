@@ -6,14 +6,18 @@ already encoded once by the watch cache, are written as bytes without re-encodin
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
+from cryptography import x509
 from google.protobuf.message import DecodeError
+from opentelemetry import trace
 
+from apiserver.authn import ANONYMOUS, Authenticator, UserInfo, current_user, user_from_certificate
 from apiserver.metrics import Metrics
 from apiserver.podlogs import PodLogProxy
 from apiserver.registry.binding import bind
@@ -44,10 +48,11 @@ def _decode(message_type: Any, body: bytes) -> Any:
 
 
 def _unary(metrics: Metrics, verb: str, resource: str, fn: Callable[[Any], Awaitable[Any]],
-           request_type: Any) -> grpc.RpcMethodHandler:
+           request_type: Any, authenticator: Authenticator | None) -> grpc.RpcMethodHandler:
     async def handler(body: bytes, context: grpc.aio.ServicerContext) -> Any:
         start, code, request = time.perf_counter(), "OK", None
         try:
+            current_user.set(_authenticate(authenticator, context))
             request = _decode(request_type, body)
             return await fn(request)
         except errors.ApiError as err:
@@ -62,8 +67,9 @@ def _unary(metrics: Metrics, verb: str, resource: str, fn: Callable[[Any], Await
             elapsed = time.perf_counter() - start
             metrics.observe(verb, resource, code, elapsed)
             if log.isEnabledFor(logging.DEBUG):
-                log.debug("%s %s %s code=%s %.1fms peer=%s", verb, resource, _target(request), code,
-                          elapsed * 1000, context.peer())
+                user = current_user.get()
+                log.debug("%s %s %s code=%s %.1fms peer=%s user=%s", verb, resource, _target(request), code,
+                          elapsed * 1000, context.peer(), user.name if user else "-")
 
     return grpc.unary_unary_rpc_method_handler(handler, response_serializer=_serialize)
 
@@ -106,7 +112,26 @@ async def _batched(batches: AsyncIterator[list[bytes]]) -> AsyncIterator[bytes]:
             yield b"".join(_BATCH_TAG + _varint(len(data)) + data for data in batch)
 
 
-def _watch(metrics: Metrics, registry: Registry[Any]) -> grpc.RpcMethodHandler:
+def _authenticate(authenticator: Authenticator | None, context: grpc.aio.ServicerContext) -> UserInfo:
+    """The caller: its verified client certificate, else a bearer token in `authorization`
+    (no authenticator: nothing to tell callers apart by, everyone is anonymous)."""
+    if authenticator is None:
+        return ANONYMOUS
+    pem = context.auth_context().get("x509_pem_cert")
+    authorization = next((str(v) for k, v in context.invocation_metadata() or () if k == "authorization"), None)
+    user = authenticator.authenticate(_certificate_user(pem[0]) if pem else None, authorization)
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.set_attribute("user", user.name)
+    return user
+
+
+@functools.lru_cache(maxsize=1024)
+def _certificate_user(pem: bytes) -> UserInfo:
+    return user_from_certificate(x509.load_pem_x509_certificate(pem))
+
+
+def _watch(metrics: Metrics, registry: Registry[Any], authenticator: Authenticator | None) -> grpc.RpcMethodHandler:
     resource = registry.strategy.plural
     gauge = metrics.watchers.labels(resource)
 
@@ -115,6 +140,7 @@ def _watch(metrics: Metrics, registry: Registry[Any]) -> grpc.RpcMethodHandler:
         gauge.inc()
         request = None
         try:
+            current_user.set(_authenticate(authenticator, context))
             request = _decode(meta_pb2.WatchRequest, body)
             watcher = await registry.watch(request)
             deadline = time.monotonic() + request.timeoutSeconds if request.timeoutSeconds > 0 else None
@@ -146,10 +172,11 @@ def _watch(metrics: Metrics, registry: Registry[Any]) -> grpc.RpcMethodHandler:
     return grpc.unary_stream_rpc_method_handler(handler, response_serializer=None)
 
 
-def _pod_log(metrics: Metrics, proxy: PodLogProxy) -> grpc.RpcMethodHandler:
+def _pod_log(metrics: Metrics, proxy: PodLogProxy, authenticator: Authenticator | None) -> grpc.RpcMethodHandler:
     async def handler(body: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         start, code = time.perf_counter(), "OK"
         try:
+            current_user.set(_authenticate(authenticator, context))
             async for chunk in proxy.stream(_decode(api_pb2.PodLogRequest, body)):
                 yield chunk
         except errors.ApiError as err:
@@ -161,8 +188,9 @@ def _pod_log(metrics: Metrics, proxy: PodLogProxy) -> grpc.RpcMethodHandler:
     return grpc.unary_stream_rpc_method_handler(handler, response_serializer=_serialize)
 
 
-def service_handler(registry: Registry[Any], metrics: Metrics,
-                    pod_logs: PodLogProxy | None = None) -> grpc.GenericRpcHandler:
+def service_handler(registry: Registry[Any], metrics: Metrics, pod_logs: PodLogProxy | None = None,
+                    authenticator: Authenticator | None = None) -> grpc.GenericRpcHandler:
+    authn = authenticator
     strategy = registry.strategy
     resource = strategy.plural
     msg = strategy.message
@@ -191,19 +219,19 @@ def service_handler(registry: Registry[Any], metrics: Metrics,
         return await registry.delete(req.namespace, req.name, grace_seconds=grace, preconditions=pre)
 
     methods: dict[str, grpc.RpcMethodHandler] = {
-        "Create": _unary(metrics, "CREATE", resource, create, msg),
-        "Get": _unary(metrics, "GET", resource, get, meta_pb2.GetRequest),
-        "List": _unary(metrics, "LIST", resource, list_, meta_pb2.ListRequest),
-        "Update": _unary(metrics, "UPDATE", resource, update, msg),
-        "Delete": _unary(metrics, "DELETE", resource, delete, meta_pb2.DeleteRequest),
-        "Watch": _watch(metrics, registry),
+        "Create": _unary(metrics, "CREATE", resource, create, msg, authn),
+        "Get": _unary(metrics, "GET", resource, get, meta_pb2.GetRequest, authn),
+        "List": _unary(metrics, "LIST", resource, list_, meta_pb2.ListRequest, authn),
+        "Update": _unary(metrics, "UPDATE", resource, update, msg, authn),
+        "Delete": _unary(metrics, "DELETE", resource, delete, meta_pb2.DeleteRequest, authn),
+        "Watch": _watch(metrics, registry, authn),
     }
     if strategy.has_status:
-        methods["UpdateStatus"] = _unary(metrics, "UPDATE_STATUS", resource, update_status, msg)
+        methods["UpdateStatus"] = _unary(metrics, "UPDATE_STATUS", resource, update_status, msg, authn)
     if resource == "pods":
         async def bind_(b: core_pb2.Binding) -> Any:
             return await bind(registry, b)
-        methods["Bind"] = _unary(metrics, "BIND", resource, bind_, core_pb2.Binding)
+        methods["Bind"] = _unary(metrics, "BIND", resource, bind_, core_pb2.Binding, authn)
         if pod_logs is not None:
-            methods["Log"] = _pod_log(metrics, pod_logs)
+            methods["Log"] = _pod_log(metrics, pod_logs, authn)
     return grpc.method_handlers_generic_handler(f"kubeling.v1.{SERVICE_NAMES[resource]}", methods)

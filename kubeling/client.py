@@ -10,6 +10,7 @@ Failures raise the typed errors of `kubeling.errors` (NotFound, Conflict, Expire
 
 from __future__ import annotations
 
+import base64
 import builtins
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from kubeling.errors import from_rpc_error
 from kubeling.objects import ObjectT
 from protos.kubeling.v1 import api_pb2, api_pb2_grpc, coordination_pb2, core_pb2, meta_pb2
 
-__all__ = ["Client", "ResourceClient", "PodClient", "WatchEvent", "GRPC_EXTENSION"]
+__all__ = ["Client", "ResourceClient", "PodClient", "WatchEvent", "GRPC_EXTENSION", "TLSConfig"]
 
 # The kubeconfig cluster extension that carries the apiserver's gRPC address (kubectl
 # ignores it and uses `server`, the REST API).
@@ -40,6 +41,27 @@ _CHANNEL_OPTIONS = [
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 2_000),
 ]
+
+
+@dataclass(frozen=True)
+class TLSConfig:
+    """How a client reaches a TLS apiserver: the CA that signed its certificate, and the
+    client's own credentials (a certificate and key, and/or a bearer token), PEM bytes."""
+
+    ca: bytes
+    cert: bytes | None = None
+    key: bytes | None = None
+    token: str = ""
+
+    @classmethod
+    def from_files(cls, ca: Path, cert: Path | None = None, key: Path | None = None, token: str = "") -> TLSConfig:
+        return cls(ca.read_bytes(), cert.read_bytes() if cert else None, key.read_bytes() if key else None, token)
+
+    def channel_credentials(self) -> grpc.ChannelCredentials:
+        creds = grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
+        if self.token:
+            creds = grpc.composite_channel_credentials(creds, grpc.access_token_call_credentials(self.token))
+        return creds
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,13 +185,26 @@ class PodClient(ResourceClient[core_pb2.Pod]):
             call.cancel()
 
 
+def _kubeconfig_bytes(path: Path, section: dict[str, Any], name: str) -> bytes | None:
+    """A kubeconfig's `<name>-data` (base64) or `<name>` (a file, relative to the kubeconfig)."""
+    if section.get(f"{name}-data"):
+        return base64.b64decode(str(section[f"{name}-data"]))
+    if section.get(name):
+        return (path.parent / str(section[name])).read_bytes()
+    return None
+
+
 class Client:
     def __init__(self, address: str, *, timeout: float | None = 30.0, wait_for_ready: bool = True,
-                 channel: grpc.aio.Channel | None = None) -> None:
+                 channel: grpc.aio.Channel | None = None, tls: TLSConfig | None = None) -> None:
         """`timeout` bounds every unary call; with `wait_for_ready` a call made while the
-        apiserver is unreachable waits for it (within the timeout) instead of failing."""
+        apiserver is unreachable waits for it (within the timeout) instead of failing.
+        With `tls` the channel is TLS, with the client's certificate and/or token."""
         self.address = address
-        self.channel = channel or grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        if channel is None:
+            channel = grpc.aio.secure_channel(address, tls.channel_credentials(), options=_CHANNEL_OPTIONS) \
+                if tls is not None else grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        self.channel = channel
         ch, t, w = self.channel, timeout, wait_for_ready
         self.pods = PodClient(api_pb2_grpc.PodsStub(ch), "Pod", True, t, w)
         self.nodes: ResourceClient[core_pb2.Node] = ResourceClient(api_pb2_grpc.NodesStub(ch), "Node", False, t, w)
@@ -195,6 +230,12 @@ class Client:
         address = urlsplit(server).netloc if "://" in server else server
         if not address:
             raise ValueError(f"{path}: no server for the current context {current!r}")
+        user: dict[str, Any] = next((u.get("user", {}) for u in config.get("users", [])
+                                     if u.get("name") == context.get("user")), {})
+        ca = _kubeconfig_bytes(Path(path), cluster, "certificate-authority")
+        if ca is not None and "tls" not in options:
+            options["tls"] = TLSConfig(ca, _kubeconfig_bytes(Path(path), user, "client-certificate"),
+                                       _kubeconfig_bytes(Path(path), user, "client-key"), str(user.get("token", "")))
         return cls(address, **options)
 
     async def close(self) -> None:

@@ -16,7 +16,7 @@ from google.rpc import error_details_pb2, status_pb2
 
 __all__ = [
     "ApiError", "NotFound", "AlreadyExists", "Conflict", "Invalid", "BadRequest",
-    "Expired", "Forbidden", "RequestEntityTooLarge", "WatcherTooSlow", "Timeout",
+    "Expired", "Forbidden", "Unauthorized", "RequestEntityTooLarge", "WatcherTooSlow", "Timeout",
     "ServiceUnavailable", "InternalError", "FieldViolation", "from_rpc_error", "DOMAIN",
 ]
 
@@ -94,6 +94,11 @@ class Expired(ApiError):
     code, reason = grpc.StatusCode.OUT_OF_RANGE, "Expired"
 
 
+class Unauthorized(ApiError):
+    """The request's credentials are missing (where anonymous requests are not allowed) or invalid."""
+    code, reason = grpc.StatusCode.UNAUTHENTICATED, "Unauthorized"
+
+
 class Forbidden(ApiError):
     """The request is refused in the current state (e.g. a namespace being terminated)."""
     code, reason = grpc.StatusCode.FAILED_PRECONDITION, "Forbidden"
@@ -122,7 +127,7 @@ class InternalError(ApiError):
 
 _BY_REASON: dict[str, type[ApiError]] = {
     cls.reason: cls for cls in (NotFound, AlreadyExists, Conflict, Invalid, BadRequest, Expired,
-                                Forbidden, RequestEntityTooLarge, WatcherTooSlow, Timeout,
+                                Forbidden, Unauthorized, RequestEntityTooLarge, WatcherTooSlow, Timeout,
                                 ServiceUnavailable, InternalError)
 }
 _BY_CODE: dict[grpc.StatusCode, type[ApiError]] = {
@@ -132,6 +137,7 @@ _BY_CODE: dict[grpc.StatusCode, type[ApiError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: BadRequest,
     grpc.StatusCode.OUT_OF_RANGE: Expired,
     grpc.StatusCode.FAILED_PRECONDITION: Forbidden,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthorized,
     grpc.StatusCode.RESOURCE_EXHAUSTED: RequestEntityTooLarge,
     grpc.StatusCode.DEADLINE_EXCEEDED: Timeout,
     grpc.StatusCode.UNAVAILABLE: ServiceUnavailable,

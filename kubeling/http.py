@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,12 +13,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 __all__ = ["StatusServer", "start_site"]
 
 
-async def start_site(app: web.Application, listen: str, **options: Any) -> tuple[web.AppRunner, int]:
-    """Serve `app` on host:port (port 0: a free one); the runner (to clean up) and the port."""
+async def start_site(app: web.Application, listen: str, *, ssl_context: ssl.SSLContext | None = None,
+                     **options: Any) -> tuple[web.AppRunner, int]:
+    """Serve `app` on host:port (port 0: a free one; HTTPS with ssl_context); the runner
+    (to clean up) and the port."""
     runner = web.AppRunner(app, access_log=None, **options)
     await runner.setup()
     host, _, port = listen.rpartition(":")
-    site = web.TCPSite(runner, host or "127.0.0.1", int(port))
+    site = web.TCPSite(runner, host or "127.0.0.1", int(port), ssl_context=ssl_context)
     await site.start()
     return runner, int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
 

@@ -6,15 +6,19 @@ the gRPC API; this module only translates URLs, JSON, patches, tables and errors
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from cryptography import x509
 from opentelemetry import propagate, trace
 
+from apiserver.authn import Authenticator, UserInfo, current_user, user_from_certificate
 from apiserver.metrics import Metrics
 from apiserver.podlogs import PodLogProxy
 from apiserver.podstreams import PodStreams
@@ -52,6 +56,7 @@ __all__ = ["RestServer"]
 log = logging.getLogger(__name__)
 _TRACER = tracer(__name__)
 
+SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"  # `kubectl auth whoami`
 _RESOURCE = web.RequestKey("resource", str)  # the request's resource, for metrics and errors
 _STREAMS = ("exec", "attach", "portforward")  # pod subresources that upgrade the connection
 _PATCH_TYPES = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
@@ -65,6 +70,8 @@ class RestServer:
     pod_streams: PodStreams
     metrics: Metrics
     ready: Callable[[], tuple[bool, str]] = field(default=lambda: (True, "ok"))
+    authenticator: Authenticator = field(default_factory=Authenticator)
+    ssl_context: ssl.SSLContext | None = None  # HTTPS (and client certificates) when set
     port: int = 0
     _runner: web.AppRunner | None = None
 
@@ -75,7 +82,8 @@ class RestServer:
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         # Cancel a handler when its client goes away: a watch must not outlive its reader.
         # At stop, open streams (log follows) get 2 s, not aiohttp's 60, before they are cut.
-        self._runner, self.port = await start_site(app, listen, handler_cancellation=True, shutdown_timeout=2.0)
+        self._runner, self.port = await start_site(app, listen, ssl_context=self.ssl_context,
+                                                   handler_cancellation=True, shutdown_timeout=2.0)
         return self.port
 
     async def stop(self) -> None:
@@ -88,7 +96,10 @@ class RestServer:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         start, verb, code = time.perf_counter(), request.method, 200
+        user: UserInfo | None = None
         try:
+            user = self.authenticator.authenticate(_peer_user(request), request.headers.get("Authorization"))
+            current_user.set(user)
             response = await self._route(request)
             code = response.status
             return response
@@ -109,7 +120,8 @@ class RestServer:
             resource = request.get(_RESOURCE, "-")
             self.metrics.observe(f"REST_{verb}", resource, str(code), elapsed)
             if log.isEnabledFor(logging.DEBUG):
-                log.debug("%s %s %d %.1fms", request.method, request.path_qs, code, elapsed * 1000)
+                log.debug("%s %s %d %.1fms user=%s", request.method, request.path_qs, code, elapsed * 1000,
+                          user.name if user else "-")
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
@@ -123,13 +135,17 @@ class RestServer:
         if request.method == "GET" or target.sub in _STREAMS:  # a session (exec's POST) is no write
             return await self._resource(request, target)
         # Writes are traced as the gRPC ones are (a pod created here starts its trace).
+        user = current_user.get()
         with _TRACER.start_as_current_span(f"{request.method} {target.template}", kind=trace.SpanKind.SERVER,
                                            context=propagate.extract(request.headers),
                                            attributes={"http.request.method": request.method,
-                                                       "url.path": request.path}):
+                                                       "url.path": request.path,
+                                                       "user": user.name if user else ""}):
             return await self._resource(request, target)
 
     def _simple(self, request: web.Request, path: str) -> web.Response | None:
+        if path == SELF_SUBJECT_REVIEWS and request.method == "POST":
+            return _self_subject_review()
         if path in ("/healthz", "/livez"):
             return web.Response(text="ok")
         if path == "/readyz":
@@ -440,3 +456,27 @@ def _patch_sets_version(kind: str, body: Any) -> bool:
     if kind == "json":
         return any(isinstance(op, dict) and op.get("path") == "/metadata/resourceVersion" for op in body or [])
     return isinstance(body, dict) and bool((body.get("metadata") or {}).get("resourceVersion"))
+
+
+def _peer_user(request: web.Request) -> UserInfo | None:
+    """The user of the connection's client certificate (verified in the handshake), if any."""
+    tls = request.transport.get_extra_info("ssl_object") if request.transport is not None else None
+    der = tls.getpeercert(binary_form=True) if tls is not None else None
+    return _certificate_user(der) if der else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _certificate_user(der: bytes) -> UserInfo:
+    return user_from_certificate(x509.load_der_x509_certificate(der))
+
+
+def _self_subject_review() -> web.Response:
+    """authentication.k8s.io/v1 SelfSubjectReview: who the server takes the caller for."""
+    user = current_user.get()
+    info: dict[str, Any] = {"username": user.name if user else ""}
+    if user is not None and user.uid:
+        info["uid"] = user.uid
+    if user is not None and user.groups:
+        info["groups"] = list(user.groups)
+    return json_response({"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
+                          "metadata": {"creationTimestamp": None}, "status": {"userInfo": info}}, 201)

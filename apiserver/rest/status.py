@@ -10,9 +10,9 @@ from kubeling import errors
 __all__ = ["http_code", "status_json", "MethodNotAllowed", "NotAcceptable", "UnsupportedMediaType"]
 
 _CODES = {"NotFound": 404, "AlreadyExists": 409, "Conflict": 409, "Invalid": 422, "BadRequest": 400,
-          "Expired": 410, "Gone": 410, "Forbidden": 403, "RequestEntityTooLarge": 413, "Timeout": 504,
-          "ServiceUnavailable": 503, "InternalError": 500, "MethodNotAllowed": 405, "NotAcceptable": 406,
-          "UnsupportedMediaType": 415, "WatcherTooSlow": 500}
+          "Expired": 410, "Gone": 410, "Unauthorized": 401, "Forbidden": 403, "RequestEntityTooLarge": 413,
+          "Timeout": 504, "ServiceUnavailable": 503, "InternalError": 500, "MethodNotAllowed": 405,
+          "NotAcceptable": 406, "UnsupportedMediaType": 415, "WatcherTooSlow": 500}
 
 
 class MethodNotAllowed(errors.ApiError):
