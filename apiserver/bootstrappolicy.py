@@ -1,0 +1,104 @@
+"""Upstream's default ClusterRoles and ClusterRoleBindings (plugin/pkg/auth/authorizer/rbac/
+bootstrappolicy), for the resources kubeling serves: what a fresh cluster grants before
+anyone writes an RBAC object. view, edit and admin are upstream's aggregated roles with
+the rules their aggregated parts hold for these resources.
+"""
+
+from __future__ import annotations
+
+from apiserver.rbac import Binding, Policy, PolicyRule, Role, RoleRef, Subject
+
+__all__ = ["bootstrap_policy", "cluster_roles", "cluster_role_bindings"]
+
+READ = ("get", "list", "watch")
+WRITE = ("create", "delete", "deletecollection", "patch", "update")
+CORE, COORDINATION, RBAC = "", "coordination.k8s.io", "rbac.authorization.k8s.io"
+AUTHENTICATION, AUTHORIZATION, EVENTS = "authentication.k8s.io", "authorization.k8s.io", "events.k8s.io"
+
+
+def _rule(verbs: tuple[str, ...], groups: tuple[str, ...], resources: tuple[str, ...],
+          names: tuple[str, ...] = ()) -> PolicyRule:
+    return PolicyRule(verbs, groups, resources, names)
+
+
+def _urls(verbs: tuple[str, ...], urls: tuple[str, ...]) -> PolicyRule:
+    return PolicyRule(verbs, non_resource_urls=urls)
+
+
+_VIEW = (
+    _rule(READ, (CORE,), ("pods", "pods/log", "pods/status", "events", "namespaces", "namespaces/status")),
+    _rule(READ, (EVENTS,), ("events",)),
+)
+_EDIT = (
+    *_VIEW,
+    _rule(READ + WRITE, (CORE,), ("pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy")),
+    _rule(("create",), (CORE,), ("pods/eviction",)),
+)
+_ADMIN = (
+    *_EDIT,
+    _rule(READ + WRITE, (RBAC,), ("roles", "rolebindings")),
+    _rule(("create",), (AUTHORIZATION,), ("localsubjectaccessreviews",)),
+)
+
+
+def cluster_roles() -> list[Role]:
+    return [
+        Role("cluster-admin", (_rule(("*",), ("*",), ("*",)), _urls(("*",), ("*",)))),
+        Role("admin", _ADMIN),
+        Role("edit", _EDIT),
+        Role("view", _VIEW),
+        Role("system:discovery", (_urls(("get",), ("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez",
+                                                   "/openapi", "/openapi/*", "/readyz", "/version", "/version/")),)),
+        Role("system:public-info-viewer", (_urls(("get",), ("/healthz", "/livez", "/readyz", "/version",
+                                                            "/version/")),)),
+        Role("system:basic-user", (
+            _rule(("create",), (AUTHORIZATION,), ("selfsubjectaccessreviews", "selfsubjectrulesreviews")),
+            _rule(("create",), (AUTHENTICATION,), ("selfsubjectreviews",)),
+        )),
+        Role("system:kube-scheduler", (
+            _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),
+            _rule(("create",), (COORDINATION,), ("leases",)),
+            _rule(("get", "update"), (COORDINATION,), ("leases",), ("kube-scheduler",)),
+            _rule(READ, (CORE,), ("nodes", "namespaces")),
+            _rule(("delete", "get", "list", "watch"), (CORE,), ("pods",)),
+            _rule(("create",), (CORE,), ("bindings", "pods/binding")),
+            _rule(("patch", "update"), (CORE,), ("pods/status",)),
+            _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
+            _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews",)),
+        )),
+        # What a kubelet may do at all; the Node authorizer narrows it to its own node.
+        Role("system:node", (
+            _rule(("create", "get", "list", "watch", "patch", "update"), (CORE,), ("nodes",)),
+            _rule(("patch", "update"), (CORE,), ("nodes/status",)),
+            _rule(READ, (CORE,), ("pods",)),
+            _rule(("create", "delete"), (CORE,), ("pods",)),
+            _rule(("patch", "update"), (CORE,), ("pods/status",)),
+            _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),
+            _rule(("create", "delete", "get", "patch", "update"), (COORDINATION,), ("leases",)),
+            _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
+            _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews", "localsubjectaccessreviews")),
+        )),
+    ]
+
+
+def cluster_role_bindings() -> list[Binding]:
+    def bind(role: str, *subjects: Subject) -> Binding:
+        return Binding(role, RoleRef("ClusterRole", role), subjects)
+
+    authenticated = Subject("Group", "system:authenticated")
+    unauthenticated = Subject("Group", "system:unauthenticated")
+    return [
+        bind("cluster-admin", Subject("Group", "system:masters")),
+        bind("system:discovery", authenticated),
+        bind("system:public-info-viewer", authenticated, unauthenticated),
+        bind("system:basic-user", authenticated),
+        bind("system:kube-scheduler", Subject("User", "system:kube-scheduler")),
+    ]
+
+
+def bootstrap_policy() -> Policy:
+    policy = Policy()
+    for role in cluster_roles():
+        policy.add_role(role)
+    policy.bindings.extend(cluster_role_bindings())
+    return policy

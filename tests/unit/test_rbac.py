@@ -1,0 +1,89 @@
+"""RBAC's decision (apiserver/rbac.py) over upstream's bootstrap policy
+(apiserver/bootstrappolicy.py) and bindings a user adds: who may do what, and the
+forbidden message exactly as upstream words it."""
+
+from __future__ import annotations
+
+import pytest
+
+from apiserver.authn import ANONYMOUS, UserInfo
+from apiserver.bootstrappolicy import bootstrap_policy
+from apiserver.rbac import Attributes, Binding, PolicyRule, RBACAuthorizer, Role, RoleRef, Subject, forbidden_message
+
+ADMIN = UserInfo("kubernetes-admin", groups=("system:masters", "system:authenticated"))
+JANE = UserInfo("jane", groups=("system:authenticated",))
+BOB = UserInfo("bob", groups=("devs", "system:authenticated"))
+SCHEDULER = UserInfo("system:kube-scheduler", groups=("system:authenticated",))
+SA = UserInfo("system:serviceaccount:team:builder",
+              groups=("system:serviceaccounts", "system:serviceaccounts:team", "system:authenticated"))
+
+
+def _authorizer() -> RBACAuthorizer:
+    policy = bootstrap_policy()
+    policy.bindings += [
+        Binding("jane-view", RoleRef("ClusterRole", "view"), (Subject("User", "jane"),), "default"),
+        Binding("devs-edit", RoleRef("ClusterRole", "edit"), (Subject("Group", "devs"),), "default"),
+        Binding("builder", RoleRef("Role", "pod-reader"), (Subject("ServiceAccount", "builder"),), "team"),
+        Binding("one-pod", RoleRef("ClusterRole", "one-pod"), (Subject("User", "jane"),)),
+    ]
+    policy.add_role(Role("pod-reader", (PolicyRule(("get",), ("",), ("pods",)),), "team"))
+    policy.add_role(Role("one-pod", (PolicyRule(("delete",), ("",), ("pods",), ("keep-me",)),)))
+    return RBACAuthorizer(policy)
+
+
+def _can(user: UserInfo, verb: str, resource: str = "pods", namespace: str = "default", *, group: str = "",
+         sub: str = "", name: str = "") -> bool:
+    return _authorizer().authorize(Attributes(user, verb, True, namespace, group, resource, sub, name))[0]
+
+
+@pytest.mark.parametrize("user, verb, resource, namespace, sub, allowed", [
+    (ADMIN, "delete", "nodes", "", "", True),                 # system:masters -> cluster-admin
+    (JANE, "list", "pods", "default", "", True),              # view in default
+    (JANE, "get", "pods", "default", "log", True),            # pods/log is in view
+    (JANE, "create", "pods", "default", "", False),           # view cannot write
+    (JANE, "get", "pods", "default", "exec", False),          # nor exec
+    (JANE, "list", "pods", "other", "", False),               # a RoleBinding grants only its namespace
+    (BOB, "create", "pods", "default", "", True),             # edit through a group
+    (BOB, "create", "pods", "default", "exec", True),
+    (BOB, "update", "pods", "default", "status", False),      # edit does not write status
+    (SA, "get", "pods", "team", "", True),                    # a Role bound to a ServiceAccount
+    (SA, "list", "pods", "team", "", False),
+    (SCHEDULER, "create", "pods", "default", "binding", True),
+    (SCHEDULER, "create", "pods", "default", "", False),
+    (ANONYMOUS, "get", "pods", "default", "", False),
+])
+def test_who_may_do_what(user: UserInfo, verb: str, resource: str, namespace: str, sub: str, allowed: bool) -> None:
+    assert _can(user, verb, resource, namespace, sub=sub) is allowed
+
+
+def test_names_groups_and_paths() -> None:
+    assert _can(JANE, "delete", name="keep-me") and not _can(JANE, "delete", name="other")
+    assert _can(SCHEDULER, "update", "leases", "kube-system", group="coordination.k8s.io", name="kube-scheduler")
+    assert not _can(SCHEDULER, "update", "leases", "kube-system", group="coordination.k8s.io", name="someone-else")
+    assert not _can(SCHEDULER, "update", "leases", "kube-system", name="kube-scheduler")  # the core group: no
+    authorizer = _authorizer()
+
+    def path(user: UserInfo, url: str, verb: str = "get") -> bool:
+        return authorizer.authorize(Attributes(user, verb, False, path=url))[0]
+
+    assert path(ANONYMOUS, "/healthz") and path(ANONYMOUS, "/version") and not path(ANONYMOUS, "/api")
+    assert path(JANE, "/apis/coordination.k8s.io/v1") and not path(JANE, "/metrics")
+    assert path(ADMIN, "/metrics") and not path(JANE, "/healthz", "post")
+    allowed, why = authorizer.authorize(Attributes(BOB, "create", True, "default", "", "pods"))
+    assert allowed and why == 'RBAC: allowed by RoleBinding "default/devs-edit" of ClusterRole "edit"'
+
+
+def test_forbidden_message_as_upstream() -> None:
+    assert forbidden_message(Attributes(JANE, "create", True, "default", "", "pods")) == \
+        'pods is forbidden: User "jane" cannot create resource "pods" in API group "" in the namespace "default"'
+    assert forbidden_message(Attributes(JANE, "get", True, "default", "", "pods", "log", "web")) == \
+        'pods "web" is forbidden: User "jane" cannot get resource "pods/log" in API group "" in the namespace ' \
+        '"default"'
+    assert forbidden_message(Attributes(JANE, "list", True, "", "", "nodes")) == \
+        'nodes is forbidden: User "jane" cannot list resource "nodes" in API group "" at the cluster scope'
+    assert forbidden_message(Attributes(JANE, "update", True, "kube-system", "coordination.k8s.io", "leases",
+                                        name="x")) == \
+        'leases.coordination.k8s.io "x" is forbidden: User "jane" cannot update resource "leases" in API group ' \
+        '"coordination.k8s.io" in the namespace "kube-system"'
+    assert forbidden_message(Attributes(JANE, "get", False, path="/metrics")) == \
+        'forbidden: User "jane" cannot get path "/metrics"'
