@@ -16,6 +16,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from apiserver.authn import Authenticator, load_token_file
+from apiserver.authz import authorizer_for
 from apiserver.compaction import Compactor
 from apiserver.metrics import Metrics
 from apiserver.namespace_finalizer import NamespaceFinalizer
@@ -65,6 +66,7 @@ class Config:
     client_ca_file: str = ""
     token_auth_file: str = ""
     anonymous_auth: bool = True
+    authorization_mode: str = "AlwaysAllow"  # or RBAC (over the bootstrap policy, for now)
 
     def serving_tls(self) -> ServingTLS | None:
         if bool(self.tls_cert_file) != bool(self.tls_private_key_file):
@@ -122,8 +124,10 @@ class APIServer:
         cfg = self.config
         tls = cfg.serving_tls()  # bad files fail here, before anything is started
         authenticator = cfg.authenticator()
+        authorizer = authorizer_for(cfg.authorization_mode)
         # gRPC calls are told apart only by certificates or tokens: without either, skip it.
-        grpc_authn = authenticator if cfg.client_ca_file or cfg.token_auth_file or not cfg.anonymous_auth else None
+        grpc_authn = authenticator if cfg.client_ca_file or cfg.token_auth_file or not cfg.anonymous_auth \
+            or authorizer is not None else None
         allocator = CIDRAllocator(cfg.cluster_cidr, cfg.node_cidr_mask_size) if cfg.cluster_cidr else None
         self._storage = storage = await Storage.connect(cfg.etcd)
         await self._wait_for_etcd(storage)
@@ -152,7 +156,7 @@ class APIServer:
         locator = PodLocator(self.registries["pods"], self.registries["nodes"])
         pod_logs = PodLogProxy(locator)
         self._server.add_generic_rpc_handlers(
-            [service_handler(reg, self.metrics, pod_logs, grpc_authn) for reg in self.registries.values()])
+            [service_handler(reg, self.metrics, pod_logs, grpc_authn, authorizer) for reg in self.registries.values()])
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         names = [api_pb2.DESCRIPTOR.services_by_name[n].full_name for n in SERVICE_NAMES.values()]
@@ -179,7 +183,7 @@ class APIServer:
             await self._start_http(cfg.metrics_listen)
         if cfg.rest_listen:
             self._rest = RestServer(self.registries, pod_logs, PodStreams(locator), self.metrics, self._ready,
-                                    authenticator=authenticator,
+                                    authenticator=authenticator, authorizer=authorizer,
                                     ssl_context=tls.ssl_context() if tls is not None else None)
             self.rest_port = await self._rest.start(cfg.rest_listen)
             log.info("apiserver serving the REST API on %s", self.rest_address)

@@ -18,10 +18,13 @@ from google.protobuf.message import DecodeError
 from opentelemetry import trace
 
 from apiserver.authn import ANONYMOUS, Authenticator, UserInfo, current_user, user_from_certificate
+from apiserver.authz import Authorizer, require
 from apiserver.metrics import Metrics
 from apiserver.podlogs import PodLogProxy
+from apiserver.rbac import Attributes
 from apiserver.registry.binding import bind
 from apiserver.registry.store import Registry
+from apiserver.rest.resources import RESOURCES
 from kubeling import errors
 from kubeling.deadline import until
 from protos.kubeling.v1 import api_pb2, core_pb2, meta_pb2
@@ -131,7 +134,8 @@ def _certificate_user(pem: bytes) -> UserInfo:
     return user_from_certificate(x509.load_pem_x509_certificate(pem))
 
 
-def _watch(metrics: Metrics, registry: Registry[Any], authenticator: Authenticator | None) -> grpc.RpcMethodHandler:
+def _watch(metrics: Metrics, registry: Registry[Any], authenticator: Authenticator | None,
+           allow: Callable[[meta_pb2.WatchRequest], None]) -> grpc.RpcMethodHandler:
     resource = registry.strategy.plural
     gauge = metrics.watchers.labels(resource)
 
@@ -142,6 +146,7 @@ def _watch(metrics: Metrics, registry: Registry[Any], authenticator: Authenticat
         try:
             current_user.set(_authenticate(authenticator, context))
             request = _decode(meta_pb2.WatchRequest, body)
+            allow(request)
             watcher = await registry.watch(request)
             deadline = time.monotonic() + request.timeoutSeconds if request.timeoutSeconds > 0 else None
             stream = _batched(watcher.stream_batches(WATCH_BATCH_BYTES)) if request.batchEvents else watcher.stream()
@@ -172,12 +177,15 @@ def _watch(metrics: Metrics, registry: Registry[Any], authenticator: Authenticat
     return grpc.unary_stream_rpc_method_handler(handler, response_serializer=None)
 
 
-def _pod_log(metrics: Metrics, proxy: PodLogProxy, authenticator: Authenticator | None) -> grpc.RpcMethodHandler:
+def _pod_log(metrics: Metrics, proxy: PodLogProxy, authenticator: Authenticator | None,
+             allow: Callable[[api_pb2.PodLogRequest], None]) -> grpc.RpcMethodHandler:
     async def handler(body: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         start, code = time.perf_counter(), "OK"
         try:
             current_user.set(_authenticate(authenticator, context))
-            async for chunk in proxy.stream(_decode(api_pb2.PodLogRequest, body)):
+            request = _decode(api_pb2.PodLogRequest, body)
+            allow(request)
+            async for chunk in proxy.stream(request):
                 yield chunk
         except errors.ApiError as err:
             code = err.code.name
@@ -189,31 +197,64 @@ def _pod_log(metrics: Metrics, proxy: PodLogProxy, authenticator: Authenticator 
 
 
 def service_handler(registry: Registry[Any], metrics: Metrics, pod_logs: PodLogProxy | None = None,
-                    authenticator: Authenticator | None = None) -> grpc.GenericRpcHandler:
+                    authenticator: Authenticator | None = None,
+                    authorizer: Authorizer | None = None) -> grpc.GenericRpcHandler:
     authn = authenticator
     strategy = registry.strategy
     resource = strategy.plural
     msg = strategy.message
+    group = next((r.group for r in RESOURCES if r.plural == resource), "")
+
+    def allow(verb: str, namespace: str, name: str = "", sub: str = "") -> None:
+        """The caller may do this, or Forbidden (as the REST API decides it)."""
+        if authorizer is not None:
+            user = current_user.get() or ANONYMOUS
+            namespace = (namespace or "default") if strategy.namespaced else ""
+            require(authorizer, Attributes(user, verb, True, namespace, group, resource, sub, name))
 
     async def create(obj: Any) -> Any:
+        allow("create", obj.metadata.namespace, obj.metadata.name)
         return await registry.create(obj)
 
     async def get(req: meta_pb2.GetRequest) -> Any:
+        allow("get", req.namespace, req.name)
         return await registry.get(req.namespace, req.name)
 
     async def list_(req: meta_pb2.ListRequest) -> Any:
+        if req.namespace or not strategy.namespaced:
+            allow("list", req.namespace)
+        else:
+            allow_all("list")
         items, meta = await registry.list(req)
         out: Any = strategy.list_message(metadata=meta)
         out.items.extend(items)
         return out
 
+    def allow_all(verb: str) -> None:
+        """Across every namespace (a list or watch without one): asked at the cluster scope."""
+        if authorizer is not None:
+            user = current_user.get() or ANONYMOUS
+            require(authorizer, Attributes(user, verb, True, "", group, resource))
+
+    def allow_watch(req: meta_pb2.WatchRequest) -> None:
+        if req.namespace or not strategy.namespaced:
+            allow("watch", req.namespace)
+        else:
+            allow_all("watch")
+
+    def allow_log(req: api_pb2.PodLogRequest) -> None:
+        allow("get", req.namespace, req.name, "log")
+
     async def update(obj: Any) -> Any:
+        allow("update", obj.metadata.namespace, obj.metadata.name)
         return await registry.update(obj)
 
     async def update_status(obj: Any) -> Any:
+        allow("update", obj.metadata.namespace, obj.metadata.name, "status")
         return await registry.update(obj, status=True)
 
     async def delete(req: meta_pb2.DeleteRequest) -> Any:
+        allow("delete", req.namespace, req.name)
         grace = req.gracePeriodSeconds if req.HasField("gracePeriodSeconds") else None
         pre = req.preconditions if req.HasField("preconditions") else None
         return await registry.delete(req.namespace, req.name, grace_seconds=grace, preconditions=pre)
@@ -224,14 +265,15 @@ def service_handler(registry: Registry[Any], metrics: Metrics, pod_logs: PodLogP
         "List": _unary(metrics, "LIST", resource, list_, meta_pb2.ListRequest, authn),
         "Update": _unary(metrics, "UPDATE", resource, update, msg, authn),
         "Delete": _unary(metrics, "DELETE", resource, delete, meta_pb2.DeleteRequest, authn),
-        "Watch": _watch(metrics, registry, authn),
+        "Watch": _watch(metrics, registry, authn, allow_watch),
     }
     if strategy.has_status:
         methods["UpdateStatus"] = _unary(metrics, "UPDATE_STATUS", resource, update_status, msg, authn)
     if resource == "pods":
         async def bind_(b: core_pb2.Binding) -> Any:
+            allow("create", b.metadata.namespace, b.metadata.name, "binding")
             return await bind(registry, b)
         methods["Bind"] = _unary(metrics, "BIND", resource, bind_, core_pb2.Binding, authn)
         if pod_logs is not None:
-            methods["Log"] = _pod_log(metrics, pod_logs, authn)
+            methods["Log"] = _pod_log(metrics, pod_logs, authn, allow_log)
     return grpc.method_handlers_generic_handler(f"kubeling.v1.{SERVICE_NAMES[resource]}", methods)

@@ -18,10 +18,12 @@ from aiohttp import web
 from cryptography import x509
 from opentelemetry import propagate, trace
 
-from apiserver.authn import Authenticator, UserInfo, current_user, user_from_certificate
+from apiserver.authn import ANONYMOUS, Authenticator, UserInfo, current_user, user_from_certificate
+from apiserver.authz import Authorizer, require
 from apiserver.metrics import Metrics
 from apiserver.podlogs import PodLogProxy
 from apiserver.podstreams import PodStreams
+from apiserver.rbac import Attributes
 from apiserver.registry.binding import bind
 from apiserver.registry.store import Registry
 from apiserver.rest import patch as patches
@@ -71,6 +73,7 @@ class RestServer:
     metrics: Metrics
     ready: Callable[[], tuple[bool, str]] = field(default=lambda: (True, "ok"))
     authenticator: Authenticator = field(default_factory=Authenticator)
+    authorizer: Authorizer | None = None  # None: every request is allowed
     ssl_context: ssl.SSLContext | None = None  # HTTPS (and client certificates) when set
     port: int = 0
     _runner: web.AppRunner | None = None
@@ -125,10 +128,12 @@ class RestServer:
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
+        target = self._target(path)
+        if self.authorizer is not None:
+            require(self.authorizer, _attributes(request, path, target))
         simple = self._simple(request, path)
         if simple is not None:
             return simple
-        target = self._target(path)
         if target is None:
             raise errors.NotFound("the server could not find the requested resource")
         request[_RESOURCE] = target.resource.plural
@@ -480,3 +485,23 @@ def _self_subject_review() -> web.Response:
         info["groups"] = list(user.groups)
     return json_response({"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
                           "metadata": {"creationTimestamp": None}, "status": {"userInfo": info}}, 201)
+
+
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+def _attributes(request: web.Request, path: str, target: Target | None) -> Attributes:
+    """What the request does, in RBAC's terms (upstream's RequestInfo)."""
+    user = current_user.get() or ANONYMOUS
+    if path == SELF_SUBJECT_REVIEWS:
+        return Attributes(user, "create", True, "", "authentication.k8s.io", "selfsubjectreviews")
+    if target is None:
+        return Attributes(user, request.method.lower(), False, path=path)
+    r, method = target.resource, request.method
+    if method == "GET":
+        verb = "get" if target.name else "watch" if flag(request.query.get("watch")) else "list"
+    elif method == "DELETE":
+        verb = "delete" if target.name else "deletecollection"
+    else:
+        verb = _VERBS.get(method, method.lower())
+    return Attributes(user, verb, True, target.namespace, r.group, r.plural, target.sub, target.name)

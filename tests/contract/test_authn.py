@@ -183,3 +183,42 @@ def _get(server: APIServer, root: Path, path: str) -> tuple[int, bytes]:
         return reply.status, reply.read()
     finally:
         conn.close()
+
+
+async def test_rbac_over_the_default_roles(etcd: EtcdServer, prefix: str, tmp_path: Path) -> None:
+    """--authorization-mode RBAC: what upstream's bootstrap policy grants, and the words of a refusal."""
+    root = tmp_path / "pki"
+    pki.ensure(root, {"node-1": ["127.0.0.1"]})
+    (root / "tokens.csv").write_text(TOKENS)
+    server = APIServer(apiserver_config(etcd, prefix, rest_listen="127.0.0.1:0",
+                                        tls_cert_file=str(root / "apiserver.crt"),
+                                        tls_private_key_file=str(root / "apiserver.key"),
+                                        client_ca_file=str(root / "ca.crt"), token_auth_file=str(root / "tokens.csv"),
+                                        authorization_mode="RBAC"))
+    await server.start()
+    try:
+        jane = {"Authorization": "Bearer secret-jane"}
+        status, body = await asyncio.to_thread(_https, server, root, jane)
+        assert status == 403 and json.loads(body) == {
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Forbidden",
+            "code": 403, "message": 'pods is forbidden: User "jane" cannot list resource "pods" in API group "" '
+                                    'in the namespace "default"'}, body
+        admin = (root / "admin.crt", root / "admin.key")
+        assert (await asyncio.to_thread(_https, server, root, {}, admin))[0] == 200  # system:masters
+        assert (await asyncio.to_thread(_https, server, root, jane, None, None, "GET", "/api"))[0] == 200
+        status, body = await asyncio.to_thread(_https, server, root, {}, None, None, "GET", "/api")
+        assert status == 403 and b'forbidden: User \\"system:anonymous\\" cannot get path \\"/api\\"' in body, body
+        assert (await asyncio.to_thread(_https, server, root, {}, None, None, "GET", "/healthz"))[0] == 200
+        assert (await asyncio.to_thread(_https, server, root, jane, None, None, "POST", SELF_SUBJECT_REVIEWS))[0] == 201
+        # gRPC: the scheduler reads pods but creates none; a node has no role bound yet.
+        async with Client(server.address, tls=_tls(root, "scheduler")) as client:
+            assert (await client.pods.list_all())[0] == []
+            with pytest.raises(errors.Forbidden, match='User "system:kube-scheduler" cannot create resource "pods"'):
+                from tests.objects import pod
+                await client.pods.create(pod("p"))
+        async with Client(server.address, tls=_tls(root, "kubelet/node-1-client")) as client:
+            with pytest.raises(errors.Forbidden, match='cannot get resource "namespaces" in API group "" at the '
+                                                       'cluster scope'):
+                await client.namespaces.get("default")
+    finally:
+        await server.stop(grace=0)
