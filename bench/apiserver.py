@@ -33,7 +33,8 @@ from pathlib import Path
 import aetcd
 
 from bench.output import report
-from kubeling.client import Client
+from kubeling import pki
+from kubeling.client import Client, TLSConfig
 from kubeling.etcd import EtcdServer
 from protos.kubeling.v1 import core_pb2, meta_pb2
 
@@ -71,8 +72,8 @@ async def bench_etcd(endpoint: str, total: int) -> float:
         return total / (time.perf_counter() - start)
 
 
-async def bench_creates(address: str, total: int) -> tuple[float, float]:
-    clients = [Client(address) for _ in range(8)]
+async def bench_creates(address: str, total: int, tls: TLSConfig | None = None) -> tuple[float, float]:
+    clients = [Client(address, tls=tls) for _ in range(8)]
     counter = iter(range(total))
     latencies: list[float] = []
 
@@ -92,8 +93,9 @@ async def bench_creates(address: str, total: int) -> tuple[float, float]:
     return rate, statistics.median(latencies) * 1000
 
 
-async def bench_watch(address: str, watchers: int, unfiltered: int, rate: float, seconds: float) -> dict[str, float]:
-    clients = [Client(address) for _ in range(8)]
+async def bench_watch(address: str, watchers: int, unfiltered: int, rate: float, seconds: float,
+                      tls: TLSConfig | None = None) -> dict[str, float]:
+    clients = [Client(address, tls=tls) for _ in range(8)]
     sent: dict[str, float] = {}
     latencies: list[float] = []
     expected = 0
@@ -188,6 +190,11 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         create_rate, create_p50 = await bench_creates(address, args.creates)
         cpu_per_create = (_cpu_seconds(proc.pid) - cpu_before) / args.creates
         watch = await bench_watch(address, args.watchers, args.unfiltered, args.rate, args.seconds)
+        secure: dict[str, object] = {}
+        if args.secure:
+            proc.terminate()
+            proc.wait(10)
+            secure = await _secure_run(etcd.endpoint, workdir, args, procs, cpu_per_create, watch)
     finally:
         for p in procs:
             if p.poll() is None:
@@ -212,7 +219,33 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         "floor_ratio": round(floor_rate / etcd_rate, 3),
         "apiserver_vs_floor": round(create_rate / floor_rate, 3),
         **watch,
+        **secure,
     }
+
+
+async def _secure_run(etcd: str, workdir: Path, args: argparse.Namespace, procs: list[subprocess.Popen[bytes]],
+                      plain_cpu: float, plain_watch: dict[str, float]) -> dict[str, object]:
+    """The same measures on an apiserver with TLS, client-certificate and token
+    authentication and RBAC (the clients present the admin's certificate), on a fresh key
+    prefix of the same etcd: the ratios to the plain run say what security costs."""
+    root = workdir / "pki"
+    pki.ensure(root, {})
+    (root / "tokens.csv").write_text("bench-token,bench,uid-bench\n")
+    proc, address = start_server(
+        ["-m", "apiserver", "--etcd", etcd, "--listen", "127.0.0.1:0", "--log-level", "WARNING",
+         "--etcd-prefix", "/secure", "--tls-cert-file", str(root / "apiserver.crt"),
+         "--tls-private-key-file", str(root / "apiserver.key"), "--client-ca-file", str(root / "ca.crt"),
+         "--token-auth-file", str(root / "tokens.csv"), "--authorization-mode", "RBAC"], workdir, "apiserver-secure")
+    procs.append(proc)
+    tls = TLSConfig.from_files(root / "ca.crt", root / "admin.crt", root / "admin.key")
+    cpu_before = _cpu_seconds(proc.pid)
+    rate, p50 = await bench_creates(address, args.creates, tls)
+    cpu = (_cpu_seconds(proc.pid) - cpu_before) / args.creates
+    watch = await bench_watch(address, args.watchers, args.unfiltered, args.rate, args.seconds, tls)
+    return {"secure": {"apiserver_create_per_s": round(rate, 1), "apiserver_create_p50_ms": round(p50, 2),
+                       "apiserver_cpu_us_per_create": round(cpu * 1e6), **watch},
+            "secure_cpu_per_create_over_plain": round(cpu / plain_cpu, 3),
+            "secure_watch_p99_over_plain": round(watch["watch_p99_ms"] / plain_watch["watch_p99_ms"], 3)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=float, default=200.0, help="pod creates per second during the watch phase")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--keep", action="store_true", help="keep the work dir (etcd data, logs)")
+    p.add_argument("--secure", action="store_true",
+                   help="then the same on an apiserver with TLS, certificate and token authentication and RBAC, "
+                        "and the ratios (benchmarks only: plain text is no default to measure against)")
     args = p.parse_args(argv)
     if args.watchers < 1 or args.creates < 1 or args.rate <= 0 or args.seconds <= 0:
         p.error("--watchers and --creates must be at least 1, --rate and --seconds above 0")

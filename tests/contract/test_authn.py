@@ -1,5 +1,5 @@
 """Authentication on a TLS apiserver (apiserver/authn.py, apiserver/tls.py): client
-certificates from the cluster PKI (cluster/pki.py), static tokens and anonymous requests,
+certificates from the cluster PKI (kubeling/pki.py), static tokens and anonymous requests,
 seen through `kubectl auth whoami` (SelfSubjectReview), raw HTTPS and the gRPC client."""
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ import pytest
 
 from apiserver.rest.server import SELF_SUBJECT_REVIEWS
 from apiserver.server import APIServer
-from cluster import pki
-from kubeling import errors
+from kubeling import errors, pki
 from kubeling.client import Client, TLSConfig
 from kubeling.etcd import EtcdServer
 from kubeling.kubeconfig import write_kubeconfig

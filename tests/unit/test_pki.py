@@ -1,4 +1,4 @@
-"""The cluster PKI (cluster/pki.py): names as upstream's, keys private, every certificate
+"""The cluster PKI (kubeling/pki.py): names as upstream's, keys private, every certificate
 the CA's, a real TLS handshake with them, and `ensure` as an idempotent upgrade."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from cluster import pki
+from kubeling import pki
 
 NODES = {"node-1": ["172.28.0.11"], "node-2": ["172.28.0.12"]}
 
