@@ -6,17 +6,24 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from apiserver.authn import UserInfo
 from apiserver.bootstrappolicy import bootstrap_policy
-from apiserver.rbac import Attributes, RBACAuthorizer, forbidden_message
+from apiserver.rbac import Attributes, PolicyRule, RBACAuthorizer, forbidden_message
 from kubeling import errors
 
-__all__ = ["MODES", "Authorizer", "authorizer_for", "require"]
+__all__ = ["EVERYTHING", "MODES", "Authorizer", "authorizer_for", "require"]
 
 MODES = ("AlwaysAllow", "RBAC")
 
 
 class Authorizer(Protocol):
     def authorize(self, attrs: Attributes) -> tuple[bool, str]: ...
+
+    def rules_for(self, user: UserInfo, namespace: str) -> list[PolicyRule]: ...
+
+
+# What AlwaysAllow lets anyone do, as its RulesFor says it.
+EVERYTHING = [PolicyRule(("*",), ("*",), ("*",)), PolicyRule(("*",), non_resource_urls=("*",))]
 
 
 def authorizer_for(mode: str) -> Authorizer | None:

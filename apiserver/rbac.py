@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from apiserver.authn import UserInfo
 
 __all__ = ["Attributes", "Binding", "Policy", "PolicyRule", "RBACAuthorizer", "Role", "RoleRef", "Subject",
-           "forbidden_message"]
+           "forbidden_message", "rules_for"]
 
 ALL = "*"
 
@@ -142,6 +142,9 @@ def applies_to(subject: Subject, user: UserInfo, binding_namespace: str) -> bool
 class RBACAuthorizer:
     policy: Policy
 
+    def rules_for(self, user: UserInfo, namespace: str) -> list[PolicyRule]:
+        return rules_for(self.policy, user, namespace)
+
     def authorize(self, attrs: Attributes) -> tuple[bool, str]:
         """(allowed, why): the binding and role that allow it, or what was looked at."""
         for binding in self.policy.bindings:
@@ -157,6 +160,21 @@ class RBACAuthorizer:
                 where = f"{binding.namespace}/" if binding.namespace else ""
                 return True, f'RBAC: allowed by {kind} "{where}{binding.name}" of {role_kind(role)} "{role.name}"'
         return False, ""
+
+
+def rules_for(policy: Policy, user: UserInfo, namespace: str) -> list[PolicyRule]:
+    """Every rule the user holds in the namespace (cluster-wide ones included): what
+    SelfSubjectRulesReview lists (upstream's RulesFor)."""
+    rules: list[PolicyRule] = []
+    for binding in policy.bindings:
+        if binding.namespace and binding.namespace != namespace:
+            continue
+        if not any(applies_to(s, user, binding.namespace) for s in binding.subjects):
+            continue
+        role = policy.role_of(binding)
+        if role is not None:
+            rules.extend(r for r in role.rules if r not in rules)
+    return rules
 
 
 def role_kind(role: Role) -> str:

@@ -3,9 +3,10 @@ same in this project's messages (field numbers as upstream's generated.proto).
 
 Some kubectl commands (`kubectl create namespace`) send protobuf: the bytes `k8s\\0` then
 a runtime.Unknown {typeMeta {apiVersion=1, kind=2} = 1, raw = 2, contentEncoding = 3,
-contentType = 4} whose raw is the object. Only Namespace is read this way (ObjectMeta,
-NamespaceSpec and NamespaceStatus number their fields as upstream does); anything else is
-refused with 415 so that the client can be told to send JSON.
+contentType = 4} whose raw is the object. Namespace is read this way (ObjectMeta,
+NamespaceSpec and NamespaceStatus number their fields as upstream does), and the access
+reviews `kubectl auth can-i` sends (their few string fields, by upstream's numbers);
+anything else is refused with 415 so that the client can be told to send JSON.
 """
 
 from __future__ import annotations
@@ -59,6 +60,33 @@ def _fields(data: bytes) -> dict[int, bytes]:
     return out
 
 
+def _strings(fields: dict[int, bytes], names: dict[int, str]) -> dict[str, str]:
+    try:
+        return {name: fields[number].decode() for number, name in names.items() if fields.get(number)}
+    except UnicodeDecodeError:
+        raise errors.BadRequest("the protobuf body holds a string that is not UTF-8") from None
+
+
+def _access_review_spec(spec: dict[int, bytes]) -> dict[str, Any]:
+    """SelfSubjectAccessReviewSpec {resourceAttributes = 1, nonResourceAttributes = 2}."""
+    out: dict[str, Any] = {}
+    if 1 in spec:
+        out["resourceAttributes"] = _strings(_fields(spec[1]), {1: "namespace", 2: "verb", 3: "group", 4: "version",
+                                                                5: "resource", 6: "subresource", 7: "name"})
+    if 2 in spec:
+        out["nonResourceAttributes"] = _strings(_fields(spec[2]), {1: "path", 2: "verb"})
+    return out
+
+
+def _rules_review_spec(spec: dict[int, bytes]) -> dict[str, Any]:
+    """SelfSubjectRulesReviewSpec {namespace = 1}."""
+    return _strings(spec, {1: "namespace"})
+
+
+_REVIEWS = {("authorization.k8s.io/v1", "SelfSubjectAccessReview"): _access_review_spec,
+            ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): _rules_review_spec}
+
+
 def decode_envelope(body: bytes) -> dict[str, Any]:
     """The object of a protobuf request body, as Kubernetes JSON."""
     if not body.startswith(_MAGIC):
@@ -67,11 +95,16 @@ def decode_envelope(body: bytes) -> dict[str, Any]:
     type_meta = _fields(unknown.get(1, b""))
     api_version, kind = type_meta.get(1, b"").decode(), type_meta.get(2, b"").decode()
     message = _SAME_LAYOUT.get((api_version, kind))
-    if message is None:
-        raise UnsupportedMediaType(f"{PROTOBUF} is accepted for v1 Namespace only, not {api_version} {kind}: "
-                                   "send application/json")
+    review = _REVIEWS.get((api_version, kind))
+    if message is None and review is None:
+        raise UnsupportedMediaType(f"{PROTOBUF} is accepted for v1 Namespace and access reviews only, not "
+                                   f"{api_version} {kind}: send application/json")
     if unknown.get(3):
         raise UnsupportedMediaType(f"protobuf content encoding {unknown[3].decode()!r} is not supported")
+    if review is not None:
+        spec = _fields(_fields(unknown.get(2, b"")).get(2, b""))
+        return {"kind": kind, "apiVersion": api_version, "spec": review(spec)}
+    assert message is not None
     obj: Any = message.FromString(unknown.get(2, b""))
     obj.DiscardUnknownFields()  # upstream fields this server does not have (selfLink, managedFields)
     return {"kind": kind, "apiVersion": api_version, **to_json(obj)}

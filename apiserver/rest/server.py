@@ -19,7 +19,7 @@ from cryptography import x509
 from opentelemetry import propagate, trace
 
 from apiserver.authn import ANONYMOUS, Authenticator, UserInfo, current_user, user_from_certificate
-from apiserver.authz import Authorizer, require
+from apiserver.authz import EVERYTHING, Authorizer, require
 from apiserver.metrics import Metrics
 from apiserver.podlogs import PodLogProxy
 from apiserver.podstreams import PodStreams
@@ -59,6 +59,12 @@ log = logging.getLogger(__name__)
 _TRACER = tracer(__name__)
 
 SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"  # `kubectl auth whoami`
+# `kubectl auth can-i VERB RESOURCE` and `kubectl auth can-i --list`
+ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+RULES_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
+_REVIEWS = {SELF_SUBJECT_REVIEWS: ("authentication.k8s.io", "selfsubjectreviews"),
+            ACCESS_REVIEWS: ("authorization.k8s.io", "selfsubjectaccessreviews"),
+            RULES_REVIEWS: ("authorization.k8s.io", "selfsubjectrulesreviews")}
 _RESOURCE = web.RequestKey("resource", str)  # the request's resource, for metrics and errors
 _STREAMS = ("exec", "attach", "portforward")  # pod subresources that upgrade the connection
 _PATCH_TYPES = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
@@ -131,6 +137,8 @@ class RestServer:
         target = self._target(path)
         if self.authorizer is not None:
             require(self.authorizer, _attributes(request, path, target))
+        if request.method == "POST" and path in (ACCESS_REVIEWS, RULES_REVIEWS):
+            return await self._access_review(request, path)
         simple = self._simple(request, path)
         if simple is not None:
             return simple
@@ -147,6 +155,35 @@ class RestServer:
                                                        "url.path": request.path,
                                                        "user": user.name if user else ""}):
             return await self._resource(request, target)
+
+    async def _access_review(self, request: web.Request, path: str) -> web.Response:
+        """SelfSubjectAccessReview (may I do this?) and SelfSubjectRulesReview (what may I do
+        here?), answered by the authorizer that decides the requests themselves."""
+        body = await self._body(request)
+        spec = body.get("spec") if isinstance(body, dict) else None
+        if not isinstance(spec, dict):
+            raise errors.BadRequest("spec: Required value: the review needs a spec object")
+        user = current_user.get() or ANONYMOUS
+        kind = "SelfSubjectAccessReview" if path == ACCESS_REVIEWS else "SelfSubjectRulesReview"
+        if path == RULES_REVIEWS:
+            namespace = spec.get("namespace", "")
+            if not isinstance(namespace, str):
+                raise errors.BadRequest("spec.namespace: Invalid value: must be a string")
+            rules = self.authorizer.rules_for(user, namespace) if self.authorizer is not None else EVERYTHING
+            status: dict[str, Any] = {
+                "resourceRules": [{"verbs": list(r.verbs), "apiGroups": list(r.api_groups),
+                                   "resources": list(r.resources),
+                                   **({"resourceNames": list(r.resource_names)} if r.resource_names else {})}
+                                  for r in rules if not r.non_resource_urls],
+                "nonResourceRules": [{"verbs": list(r.verbs), "nonResourceURLs": list(r.non_resource_urls)}
+                                     for r in rules if r.non_resource_urls],
+                "incomplete": False}
+        else:
+            attrs = _review_attributes(user, spec)
+            allowed, reason = self.authorizer.authorize(attrs) if self.authorizer is not None else (True, "")
+            status = {"allowed": allowed, **({"reason": reason} if reason else {})}
+        return json_response({"kind": kind, "apiVersion": "authorization.k8s.io/v1",
+                              "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}, 201)
 
     def _simple(self, request: web.Request, path: str) -> web.Response | None:
         if path == SELF_SUBJECT_REVIEWS and request.method == "POST":
@@ -493,8 +530,10 @@ _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
 def _attributes(request: web.Request, path: str, target: Target | None) -> Attributes:
     """What the request does, in RBAC's terms (upstream's RequestInfo)."""
     user = current_user.get() or ANONYMOUS
-    if path == SELF_SUBJECT_REVIEWS:
-        return Attributes(user, "create", True, "", "authentication.k8s.io", "selfsubjectreviews")
+    if path in _REVIEWS:
+        group, resource = _REVIEWS[path]
+        return Attributes(user, request.method.lower() if request.method != "POST" else "create", True, "", group,
+                          resource)
     if target is None:
         return Attributes(user, request.method.lower(), False, path=path)
     r, method = target.resource, request.method
@@ -505,3 +544,23 @@ def _attributes(request: web.Request, path: str, target: Target | None) -> Attri
     else:
         verb = _VERBS.get(method, method.lower())
     return Attributes(user, verb, True, target.namespace, r.group, r.plural, target.sub, target.name)
+
+
+def _review_attributes(user: UserInfo, spec: dict[str, Any]) -> Attributes:
+    """A SelfSubjectAccessReview's question as the authorizer's attributes."""
+    resource, other = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    if isinstance(resource, dict) == isinstance(other, dict):
+        raise errors.BadRequest("spec: Invalid value: exactly one of nonResourceAttributes or resourceAttributes "
+                                "must be specified")
+
+    def text(source: dict[str, Any], key: str) -> str:
+        value = source.get(key, "")
+        if not isinstance(value, str):
+            raise errors.BadRequest(f"spec: {key}: Invalid value: must be a string")
+        return value
+
+    if isinstance(resource, dict):
+        return Attributes(user, text(resource, "verb"), True, text(resource, "namespace"), text(resource, "group"),
+                          text(resource, "resource"), text(resource, "subresource"), text(resource, "name"))
+    assert isinstance(other, dict)
+    return Attributes(user, text(other, "verb"), False, path=text(other, "path"))
