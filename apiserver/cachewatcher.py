@@ -13,7 +13,7 @@ import asyncio
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kubeling import errors
 from kubeling.selectors import FieldSelector, LabelSelector
@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # the cache creates its watchers
     from apiserver.watchcache import WatchCache
 
 __all__ = ["ADDED", "BOOKMARK", "DELETED", "INITIAL_EVENTS_END", "MODIFIED", "Attrs", "CacheEvent", "CacheWatcher",
-           "Entry", "Filter", "attrs_of", "batch_end", "change_type"]
+           "Entry", "Filter", "attrs_of", "batch_end", "change_type", "one_at_a_time"]
 
 ADDED, MODIFIED, DELETED, BOOKMARK = "ADDED", "MODIFIED", "DELETED", "BOOKMARK"
 # On the BOOKMARK that ends a WatchList's initial events (metav1.InitialEventsAnnotationKey).
@@ -125,14 +125,9 @@ class CacheWatcher:
             self._wake.set()
             self.cache.remove(self)
 
-    async def stream(self) -> AsyncIterator[bytes]:
+    def stream(self) -> AsyncIterator[bytes]:
         """The encoded events, one at a time."""
-        try:
-            async for batch in self.stream_batches(0):
-                for data in batch:
-                    yield data
-        finally:
-            self.terminate()  # now, not when the inner generator is collected
+        return one_at_a_time(self)
 
     async def stream_batches(self, max_bytes: int) -> AsyncIterator[list[bytes]]:
         """The encoded events, every one ready at once together (up to max_bytes in all,
@@ -159,6 +154,23 @@ class CacheWatcher:
                 await self._wake.wait()
         finally:
             self.terminate()
+
+
+class BatchedWatcher(Protocol):
+    def stream_batches(self, max_bytes: int) -> AsyncIterator[list[bytes]]: ...
+
+    def terminate(self, error: errors.ApiError | None = None) -> None: ...
+
+
+async def one_at_a_time(watcher: BatchedWatcher) -> AsyncIterator[bytes]:
+    """A watcher's encoded events one by one; the watcher ends with the stream (now, not
+    when the inner generator is collected)."""
+    try:
+        async for batch in watcher.stream_batches(0):
+            for data in batch:
+                yield data
+    finally:
+        watcher.terminate()
 
 
 def change_type(flt: Filter, typ: str, attrs: Attrs, prev_attrs: Attrs | None) -> str | None:

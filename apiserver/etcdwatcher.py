@@ -25,6 +25,7 @@ from apiserver.cachewatcher import (
     attrs_of,
     batch_end,
     change_type,
+    one_at_a_time,
 )
 from apiserver.storage.etcd import Compacted
 from apiserver.storage.watch import PrefixWatch, WatchedEvent
@@ -64,14 +65,9 @@ class EtcdWatcher:
             self._watch.cancel()
         self._on_end(self)
 
-    async def stream(self) -> AsyncIterator[bytes]:
+    def stream(self) -> AsyncIterator[bytes]:
         """The encoded events, one at a time."""
-        try:
-            async for batch in self.stream_batches(0):
-                for data in batch:
-                    yield data
-        finally:
-            self.terminate()
+        return one_at_a_time(self)
 
     async def stream_batches(self, max_bytes: int) -> AsyncIterator[list[bytes]]:
         """The encoded events, as many together as one etcd message brought (up to
