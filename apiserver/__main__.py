@@ -9,7 +9,7 @@ import sys
 
 import uvloop
 
-from apiserver.authz import MODES
+from apiserver.authz import parse_modes
 from apiserver.server import APIServer, Config
 from kubeling import telemetry
 from kubeling.netutil import host_port_arg
@@ -24,6 +24,14 @@ def cidr(text: str) -> str:
         return text
     try:
         ipaddress.ip_network(text, strict=True)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def modes(text: str) -> str:
+    try:
+        parse_modes(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
     return text
@@ -74,8 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="static bearer tokens, upstream's CSV: token,user,uid[,\"group1,group2\"]")
     p.add_argument("--anonymous-auth", type=boolean, default=True,
                    help="serve unauthenticated REST requests as system:anonymous (default true)")
-    p.add_argument("--authorization-mode", choices=MODES, default="AlwaysAllow",
-                   help="AlwaysAllow, or RBAC over upstream's default roles (default %(default)s)")
+    p.add_argument("--authorization-mode", type=modes, default=d.authorization_mode,
+                   help="comma-separated, asked in order: AlwaysAllow, Node (kubelets), RBAC (the stored roles "
+                        "and bindings); e.g. Node,RBAC (default %(default)s)")
+    p.add_argument("--enable-admission-plugins", default=d.admission_plugins,
+                   help="comma-separated admission plugins: NodeRestriction (default %(default)s)")
     p.add_argument("--port-file", default="", help="write the bound gRPC port here once serving")
     p.add_argument("--log-level", default="INFO")
     return p
@@ -89,7 +100,8 @@ async def _serve(args: argparse.Namespace) -> None:
                  cluster_cidr=args.cluster_cidr, node_cidr_mask_size=args.node_cidr_mask_size,
                  tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
                  client_ca_file=args.client_ca_file, token_auth_file=args.token_auth_file,
-                 anonymous_auth=args.anonymous_auth, authorization_mode=args.authorization_mode)
+                 anonymous_auth=args.anonymous_auth, authorization_mode=args.authorization_mode,
+                 admission_plugins=args.enable_admission_plugins)
     server = APIServer(cfg)
     await server.start()
     if args.port_file:

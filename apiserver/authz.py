@@ -1,19 +1,22 @@
-"""Whether a request may go on (`--authorization-mode`): AlwaysAllow (the default, until
-the RBAC objects are served), or RBAC over upstream's bootstrap policy. A refusal is a
-403 Forbidden worded exactly as upstream's."""
+"""Whether a request may go on (`--authorization-mode`, a comma-separated list as
+upstream's): AlwaysAllow (the default), Node (kubelets, `apiserver.nodeauthz`) and RBAC
+(the stored Roles and bindings). The modes are asked in order; the first that allows
+decides, and a request none allows is a 403 Forbidden worded exactly as upstream's."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from apiserver.authn import UserInfo
-from apiserver.bootstrappolicy import bootstrap_policy
-from apiserver.rbac import Attributes, PolicyRule, RBACAuthorizer, forbidden_message
+from apiserver.nodeauthz import NodeAuthorizer
+from apiserver.rbac import Attributes, Policy, PolicyRule, RBACAuthorizer, forbidden_message
 from kubeling import errors
 
-__all__ = ["EVERYTHING", "MODES", "Authorizer", "authorizer_for", "require"]
+__all__ = ["EVERYTHING", "MODES", "Authorizer", "Union", "authorizer_for", "parse_modes", "require"]
 
-MODES = ("AlwaysAllow", "RBAC")
+MODES = ("AlwaysAllow", "Node", "RBAC")
 
 
 class Authorizer(Protocol):
@@ -26,13 +29,64 @@ class Authorizer(Protocol):
 EVERYTHING = [PolicyRule(("*",), ("*",), ("*",)), PolicyRule(("*",), non_resource_urls=("*",))]
 
 
-def authorizer_for(mode: str) -> Authorizer | None:
+class AlwaysAllow:
+    def authorize(self, attrs: Attributes) -> tuple[bool, str]:
+        return True, "AlwaysAllow"
+
+    def rules_for(self, user: UserInfo, namespace: str) -> list[PolicyRule]:
+        return list(EVERYTHING)
+
+
+@dataclass
+class Union:
+    """Upstream's union authorizer: the first that allows decides."""
+
+    parts: Sequence[Authorizer]
+
+    def authorize(self, attrs: Attributes) -> tuple[bool, str]:
+        for part in self.parts:
+            allowed, why = part.authorize(attrs)
+            if allowed:
+                return True, why
+        return False, ""
+
+    def rules_for(self, user: UserInfo, namespace: str) -> list[PolicyRule]:
+        rules: list[PolicyRule] = []
+        for part in self.parts:
+            rules.extend(r for r in part.rules_for(user, namespace) if r not in rules)
+        return rules
+
+
+def parse_modes(modes: str) -> list[str]:
+    names = [m.strip() for m in modes.split(",") if m.strip()]
+    if not names:
+        raise ValueError("--authorization-mode: at least one mode is required")
+    for name in names:
+        if name not in MODES:
+            raise ValueError(f"--authorization-mode: {name!r} is not one of {', '.join(MODES)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"--authorization-mode: {modes!r} names a mode twice")
+    return names
+
+
+def authorizer_for(modes: str, policy: Callable[[], Policy]) -> Authorizer | None:
     """None: every request is allowed (no attributes need computing)."""
-    if mode == "AlwaysAllow":
+    names = parse_modes(modes)
+    if names == ["AlwaysAllow"]:
         return None
-    if mode == "RBAC":
-        return RBACAuthorizer(bootstrap_policy())
-    raise ValueError(f"--authorization-mode: {mode!r} is not one of {', '.join(MODES)}")
+    parts: list[Authorizer] = []
+    for name in names:
+        if name == "Node":
+            parts.append(NodeAuthorizer())
+        elif name == "RBAC":
+            parts.append(RBACAuthorizer(policy))
+        else:
+            parts.append(AlwaysAllow())
+    return parts[0] if len(parts) == 1 else Union(parts)
+
+
+def uses_rbac(modes: str) -> bool:
+    return "RBAC" in parse_modes(modes)
 
 
 def require(authorizer: Authorizer, attrs: Attributes) -> None:

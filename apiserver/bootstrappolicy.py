@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from apiserver.rbac import Binding, Policy, PolicyRule, Role, RoleRef, Subject
 
-__all__ = ["bootstrap_policy", "cluster_roles", "cluster_role_bindings"]
+__all__ = ["bootstrap_policy", "cluster_roles", "cluster_role_bindings", "node_rules"]
 
 READ = ("get", "list", "watch")
 WRITE = ("create", "delete", "deletecollection", "patch", "update")
@@ -66,19 +66,25 @@ def cluster_roles() -> list[Role]:
             _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
             _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews",)),
         )),
-        # What a kubelet may do at all; the Node authorizer narrows it to its own node.
-        Role("system:node", (
-            _rule(("create", "get", "list", "watch", "patch", "update"), (CORE,), ("nodes",)),
-            _rule(("patch", "update"), (CORE,), ("nodes/status",)),
-            _rule(READ, (CORE,), ("pods",)),
-            _rule(("create", "delete"), (CORE,), ("pods",)),
-            _rule(("patch", "update"), (CORE,), ("pods/status",)),
-            _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),
-            _rule(("create", "delete", "get", "patch", "update"), (COORDINATION,), ("leases",)),
-            _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
-            _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews", "localsubjectaccessreviews")),
-        )),
+        # What a kubelet may do at all (not bound by default, as upstream: the Node
+        # authorizer grants these rules and NodeRestriction narrows them to its own node).
+        Role("system:node", node_rules()),
     ]
+
+
+def node_rules() -> tuple[PolicyRule, ...]:
+    """Upstream's NodeRules() for kubeling's resources."""
+    return (
+        _rule(("create", "get", "list", "watch", "patch", "update"), (CORE,), ("nodes",)),
+        _rule(("patch", "update"), (CORE,), ("nodes/status",)),
+        _rule(READ, (CORE,), ("pods",)),
+        _rule(("create", "delete"), (CORE,), ("pods",)),
+        _rule(("patch", "update"), (CORE,), ("pods/status",)),
+        _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),
+        _rule(("create", "delete", "get", "patch", "update"), (COORDINATION,), ("leases",)),
+        _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
+        _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews", "localsubjectaccessreviews")),
+    )
 
 
 def cluster_role_bindings() -> list[Binding]:

@@ -5,18 +5,21 @@ ClusterRoleBinding anywhere, a Role or ClusterRole through a RoleBinding in the 
 namespace — covers its verb, API group, resource (with subresource), name, or its path
 for non-resource requests. Nothing is denied explicitly: no rule, no access.
 
-The roles and bindings come from a `Policy` (a snapshot: the RBAC objects' informer, or
-the bootstrap policy alone). Not wired into the apiserver yet (issue 18).
+The roles and bindings come from a `Policy`: a snapshot of the stored RBAC objects
+(`apiserver.rbacpolicy`), or a fixed one in tests.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from apiserver.authn import UserInfo
+from protos.kubeling.v1 import rbac_pb2
 
 __all__ = ["Attributes", "Binding", "Policy", "PolicyRule", "RBACAuthorizer", "Role", "RoleRef", "Subject",
-           "forbidden_message", "rules_for"]
+           "forbidden_message", "rules_for", "rule_allows", "role_from_proto", "binding_from_proto", "rule_to_proto",
+           "policy_of", "rule_from_proto", "ALL"]
 
 ALL = "*"
 
@@ -138,21 +141,57 @@ def applies_to(subject: Subject, user: UserInfo, binding_namespace: str) -> bool
     return False
 
 
+def rule_from_proto(rule: rbac_pb2.PolicyRule) -> PolicyRule:
+    return PolicyRule(tuple(rule.verbs), tuple(rule.apiGroups), tuple(rule.resources), tuple(rule.resourceNames),
+                      tuple(rule.nonResourceURLs))
+
+
+def rule_to_proto(rule: PolicyRule) -> rbac_pb2.PolicyRule:
+    return rbac_pb2.PolicyRule(verbs=rule.verbs, apiGroups=rule.api_groups, resources=rule.resources,
+                               resourceNames=rule.resource_names, nonResourceURLs=rule.non_resource_urls)
+
+
+def role_from_proto(role: rbac_pb2.Role | rbac_pb2.ClusterRole) -> Role:
+    return Role(role.metadata.name, tuple(rule_from_proto(r) for r in role.rules), role.metadata.namespace)
+
+
+def binding_from_proto(binding: rbac_pb2.RoleBinding | rbac_pb2.ClusterRoleBinding) -> Binding:
+    subjects = tuple(Subject(s.kind, s.name, s.namespace) for s in binding.subjects)
+    return Binding(binding.metadata.name, RoleRef(binding.roleRef.kind, binding.roleRef.name), subjects,
+                   binding.metadata.namespace)
+
+
+def policy_of(roles: Iterable[rbac_pb2.Role | rbac_pb2.ClusterRole],
+              bindings: Iterable[rbac_pb2.RoleBinding | rbac_pb2.ClusterRoleBinding]) -> Policy:
+    policy = Policy()
+    for role in roles:
+        policy.add_role(role_from_proto(role))
+    policy.bindings.extend(binding_from_proto(b) for b in bindings)
+    return policy
+
+
 @dataclass
 class RBACAuthorizer:
-    policy: Policy
+    """Decides on the policy `current()` returns at the time of each request."""
+
+    current: Callable[[], Policy]
+
+    @property
+    def policy(self) -> Policy:
+        return self.current()
 
     def rules_for(self, user: UserInfo, namespace: str) -> list[PolicyRule]:
         return rules_for(self.policy, user, namespace)
 
     def authorize(self, attrs: Attributes) -> tuple[bool, str]:
         """(allowed, why): the binding and role that allow it, or what was looked at."""
-        for binding in self.policy.bindings:
+        policy = self.current()
+        for binding in policy.bindings:
             if binding.namespace and binding.namespace != attrs.namespace:
                 continue  # a RoleBinding grants only in its own namespace
             if not any(applies_to(s, attrs.user, binding.namespace) for s in binding.subjects):
                 continue
-            role = self.policy.role_of(binding)
+            role = policy.role_of(binding)
             if role is None:
                 continue
             if any(rule_allows(attrs, rule) for rule in role.rules):

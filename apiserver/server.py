@@ -15,15 +15,19 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from apiserver.admission import Admission, AdmissionPlugin
 from apiserver.authn import Authenticator, load_token_file
-from apiserver.authz import authorizer_for
+from apiserver.authz import authorizer_for, parse_modes
 from apiserver.compaction import Compactor
 from apiserver.metrics import Metrics
 from apiserver.namespace_finalizer import NamespaceFinalizer
 from apiserver.nodeipam import CIDRAllocator, NodeIPAM
+from apiserver.noderestriction import NodeRestriction
 from apiserver.podlocation import PodLocator
 from apiserver.podlogs import PodLogProxy
 from apiserver.podstreams import PodStreams
+from apiserver.rbacescalation import EscalationCheck
+from apiserver.rbacpolicy import StoredPolicy, reconcile_bootstrap
 from apiserver.registry import ALL_STRATEGIES
 from apiserver.registry.namespaces import SYSTEM_NAMESPACES
 from apiserver.registry.store import Registry
@@ -66,7 +70,8 @@ class Config:
     client_ca_file: str = ""
     token_auth_file: str = ""
     anonymous_auth: bool = True
-    authorization_mode: str = "AlwaysAllow"  # or RBAC (over the bootstrap policy, for now)
+    authorization_mode: str = "AlwaysAllow"  # a comma-separated list of AlwaysAllow, Node, RBAC
+    admission_plugins: str = "NodeRestriction"  # comma-separated; "" for none
 
     def serving_tls(self) -> ServingTLS | None:
         if bool(self.tls_cert_file) != bool(self.tls_private_key_file):
@@ -86,6 +91,16 @@ class Config:
         except OSError as err:
             raise ValueError(f"--token-auth-file: {err}") from None
         return Authenticator(tokens, self.anonymous_auth)
+
+    def admission_plugin_names(self) -> list[str]:
+        names = [n.strip() for n in self.admission_plugins.split(",") if n.strip()]
+        for name in names:
+            if name not in ADMISSION_PLUGINS:
+                raise ValueError(f"--enable-admission-plugins: {name!r} is not one of {', '.join(ADMISSION_PLUGINS)}")
+        return names
+
+
+ADMISSION_PLUGINS = ("NodeRestriction",)
 
 
 @dataclass
@@ -124,10 +139,11 @@ class APIServer:
         cfg = self.config
         tls = cfg.serving_tls()  # bad files fail here, before anything is started
         authenticator = cfg.authenticator()
-        authorizer = authorizer_for(cfg.authorization_mode)
+        modes = parse_modes(cfg.authorization_mode)
+        admission_names = cfg.admission_plugin_names()
         # gRPC calls are told apart only by certificates or tokens: without either, skip it.
         grpc_authn = authenticator if cfg.client_ca_file or cfg.token_auth_file or not cfg.anonymous_auth \
-            or authorizer is not None else None
+            or modes != ["AlwaysAllow"] else None
         allocator = CIDRAllocator(cfg.cluster_cidr, cfg.node_cidr_mask_size) if cfg.cluster_cidr else None
         self._storage = storage = await Storage.connect(cfg.etcd)
         await self._wait_for_etcd(storage)
@@ -139,10 +155,19 @@ class APIServer:
                 namespace_check=self._check_namespace if strategy.namespaced else None,
                 expiry=LeasePool(storage, cfg.event_ttl, reuse=min(60.0, cfg.event_ttl))
                 if strategy.plural == "events" and cfg.event_ttl > 0 else None)
+        policy = StoredPolicy(self.registries)
+        authorizer = authorizer_for(cfg.authorization_mode, policy)
+        plugins: list[AdmissionPlugin] = [NodeRestriction()] if "NodeRestriction" in admission_names else []
+        if authorizer is not None and "RBAC" in modes:
+            plugins.append(EscalationCheck(authorizer, policy))  # upstream's RBAC storage does it
+        chain = Admission(plugins)
+        for reg in self.registries.values():
+            reg.admission = chain.for_resource(reg.strategy.plural)
         for reg in self.registries.values():
             await reg.start()
         await asyncio.gather(*(reg.wait_ready(timeout=30) for reg in self.registries.values()))
         await self._bootstrap_namespaces()
+        await reconcile_bootstrap(self.registries["clusterroles"], self.registries["clusterrolebindings"])
 
         self._server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),

@@ -34,7 +34,8 @@ __all__ = ["service_handler", "SERVICE_NAMES"]
 log = logging.getLogger(__name__)
 
 SERVICE_NAMES = {"pods": "Pods", "nodes": "Nodes", "namespaces": "Namespaces", "events": "Events",
-                 "leases": "Leases"}
+                 "leases": "Leases", "roles": "Roles", "clusterroles": "ClusterRoles",
+                 "rolebindings": "RoleBindings", "clusterrolebindings": "ClusterRoleBindings"}
 
 
 def _serialize(msg: Any) -> bytes:

@@ -66,6 +66,9 @@ class WatchCache:
         self.bookmark_interval = bookmark_interval
         self.watcher_buffer = watcher_buffer
         self.store: dict[bytes, Entry] = {}
+        # Bumped whenever `store` changes: what is derived from the whole store (the RBAC
+        # policy) is rebuilt only when this moved.
+        self.changes = 0
         self.events: deque[CacheEvent] = deque()
         self.oldest_rv = 0
         self.rv = 0
@@ -135,12 +138,14 @@ class WatchCache:
         for w in self.watchers():
             w.terminate(error)
         self.store.clear()
+        self.changes += 1
         self.events.clear()
 
     async def _initialize(self) -> int:
         """List at R, then return the revision to watch from (before R, to fill the window)."""
         kvs, rev, _, _ = await self.storage.range(self.prefix, prefix_end(self.prefix))
         self.store = {}
+        self.changes += 1
         for kv in kvs:
             if kv.key == self.prefix:
                 continue  # the progress sentinel
@@ -214,6 +219,7 @@ class WatchCache:
                 ev.prev_attrs = ev.attrs
                 if not history:
                     self.store.pop(kv.key, None)
+                    self.changes += 1
             else:
                 obj = self.decode(kv)
                 typ = ADDED if kv.create_revision == kv.mod_revision or prev is None else MODIFIED
@@ -221,6 +227,7 @@ class WatchCache:
                                 self.attrs(prev) if prev is not None else None)
                 if not history:
                     self.store[kv.key] = Entry(obj, ev.attrs, rv)
+                    self.changes += 1
             self._append(ev)
             if live:
                 self._dispatch(ev)

@@ -23,7 +23,7 @@ import yaml
 
 from kubeling.errors import from_rpc_error
 from kubeling.objects import ObjectT
-from protos.kubeling.v1 import api_pb2, api_pb2_grpc, coordination_pb2, core_pb2, meta_pb2
+from protos.kubeling.v1 import api_pb2, api_pb2_grpc, coordination_pb2, core_pb2, meta_pb2, rbac_pb2
 
 __all__ = ["Client", "ResourceClient", "PodClient", "WatchEvent", "GRPC_EXTENSION", "TLSConfig"]
 
@@ -213,6 +213,13 @@ class Client:
         self.events: ResourceClient[core_pb2.Event] = ResourceClient(api_pb2_grpc.EventsStub(ch), "Event", True, t, w)
         self.leases: ResourceClient[coordination_pb2.Lease] = ResourceClient(
             api_pb2_grpc.LeasesStub(ch), "Lease", True, t, w)
+        self.roles: ResourceClient[rbac_pb2.Role] = ResourceClient(api_pb2_grpc.RolesStub(ch), "Role", True, t, w)
+        self.clusterroles: ResourceClient[rbac_pb2.ClusterRole] = ResourceClient(
+            api_pb2_grpc.ClusterRolesStub(ch), "ClusterRole", False, t, w)
+        self.rolebindings: ResourceClient[rbac_pb2.RoleBinding] = ResourceClient(
+            api_pb2_grpc.RoleBindingsStub(ch), "RoleBinding", True, t, w)
+        self.clusterrolebindings: ResourceClient[rbac_pb2.ClusterRoleBinding] = ResourceClient(
+            api_pb2_grpc.ClusterRoleBindingsStub(ch), "ClusterRoleBinding", False, t, w)
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path, **options: Any) -> Client:

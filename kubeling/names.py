@@ -9,7 +9,7 @@ import re
 
 __all__ = [
     "dns1123_label", "dns1123_subdomain", "qualified_name", "label_value",
-    "env_var_name", "port_name", "c_identifier",
+    "env_var_name", "port_name", "c_identifier", "path_segment_name",
 ]
 
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
@@ -38,6 +38,13 @@ def dns1123_subdomain(value: str) -> list[str]:
         errs.append("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
                     "and must start and end with an alphanumeric character (e.g. 'example.com')")
     return errs
+
+
+def path_segment_name(value: str) -> list[str]:
+    """A name that only has to be one URL path segment (RBAC objects: `system:node`)."""
+    if value in (".", ".."):
+        return [f"may not be '{value}'"]
+    return [f"may not contain '{c}'" for c in ("/", "%") if c in value]
 
 
 def qualified_name(value: str) -> list[str]:

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic
 
+from apiserver.admission import CREATE, DELETE, UPDATE, Admission
 from apiserver.cachewatcher import CacheWatcher, Filter, attrs_of
 from apiserver.etcdwatcher import EtcdWatcher
 from apiserver.registry.strategy import Strategy, T, now, timestamp
@@ -50,8 +51,9 @@ class Registry(Generic[T]):
     def __init__(self, strategy: Strategy[T], storage: Storage, *, prefix: str = "/registry",
                  cache_capacity: int = 10_000, bookmark_interval: float = 60.0,
                  watcher_buffer: int = 1_000, namespace_check: NamespaceCheck | None = None,
-                 expiry: LeasePool | None = None) -> None:
+                 expiry: LeasePool | None = None, admission: Admission | None = None) -> None:
         self.strategy = strategy
+        self.admission = admission
         self.storage = storage
         self.expiry = expiry  # objects written with an expiring lease (Events)
         self.prefix = f"{prefix.rstrip('/')}/{strategy.plural}/".encode()
@@ -173,6 +175,8 @@ class Registry(Generic[T]):
             self._validate_meta(obj, check)
             self.strategy.validate(obj, check)
             self._invalid(obj, check)
+            if self.admission is not None:
+                await self.admission.admit(CREATE, self.strategy.plural, obj, None)
             try:
                 rev = await self.storage.create(self.key(namespace, meta.name), self.encode(obj),
                                                 lease=await self._lease())
@@ -245,6 +249,9 @@ class Registry(Generic[T]):
                 raise self._conflict(name)
             try:
                 new = self._updated(obj, old, status)
+                if self.admission is not None:
+                    await self.admission.admit(UPDATE, self.strategy.plural, new, old,
+                                               subresource="status" if status else "")
             except errors.ApiError:
                 if fresh:
                     raise
@@ -372,6 +379,14 @@ class Registry(Generic[T]):
                     if fresh:
                         raise
                     state = None
+                    continue
+            if self.admission is not None:
+                try:
+                    await self.admission.admit(DELETE, self.strategy.plural, None, obj)
+                except errors.ApiError:
+                    if fresh:
+                        raise
+                    state = None  # judged against the cache's copy: judge again against etcd's
                     continue
             plan = self.strategy.delete_plan(obj, grace_seconds)
             meta = obj.metadata

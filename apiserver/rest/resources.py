@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apiserver.rest.openapi import schemas
-from protos.kubeling.v1 import coordination_pb2, core_pb2
+from protos.kubeling.v1 import coordination_pb2, core_pb2, rbac_pb2
 
 __all__ = ["Resource", "RESOURCES", "GROUPS", "by_path", "api_versions", "api_group_list", "api_group",
            "resource_list", "openapi_index", "openapi_document", "VERSION"]
@@ -22,7 +22,10 @@ VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-kubeling", "gitCo
            "platform": "linux/amd64"}
 
 _MESSAGES: dict[str, Any] = {"Pod": core_pb2.Pod, "Node": core_pb2.Node, "Namespace": core_pb2.Namespace,
-                             "Event": core_pb2.Event, "Lease": coordination_pb2.Lease}
+                             "Event": core_pb2.Event, "Lease": coordination_pb2.Lease,
+                             "Role": rbac_pb2.Role, "ClusterRole": rbac_pb2.ClusterRole,
+                             "RoleBinding": rbac_pb2.RoleBinding, "ClusterRoleBinding": rbac_pb2.ClusterRoleBinding}
+_RBAC = "rbac.authorization.k8s.io"
 _VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
 
@@ -58,8 +61,12 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("namespaces", "Namespace", "", "v1", False, ("ns",), ("status",)),
     Resource("events", "Event", "", "v1", True, ("ev",)),
     Resource("leases", "Lease", "coordination.k8s.io", "v1", True),
+    Resource("roles", "Role", _RBAC, "v1", True),
+    Resource("clusterroles", "ClusterRole", _RBAC, "v1", False),
+    Resource("rolebindings", "RoleBinding", _RBAC, "v1", True),
+    Resource("clusterrolebindings", "ClusterRoleBinding", _RBAC, "v1", False),
 )
-GROUPS = {"coordination.k8s.io": "v1"}
+GROUPS = {"coordination.k8s.io": "v1", _RBAC: "v1"}
 
 
 def by_path(group: str, version: str, plural: str) -> Resource | None:
@@ -113,7 +120,7 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
 
 # ------------------------------------------------------------------ OpenAPI v3
 
-_GV_PATHS = {"": "api/v1", "coordination.k8s.io": "apis/coordination.k8s.io/v1"}
+_GV_PATHS = {"": "api/v1", "coordination.k8s.io": "apis/coordination.k8s.io/v1", _RBAC: f"apis/{_RBAC}/v1"}
 
 
 @functools.cache  # built once per group-version; callers only serialize it
@@ -161,7 +168,7 @@ def openapi_document(gv_path: str) -> dict[str, Any] | None:
 
 
 def _schema_name(r: Resource) -> str:
-    group = {"": "core", "coordination.k8s.io": "coordination"}[r.group]
+    group = {"": "core", "coordination.k8s.io": "coordination", _RBAC: "rbac"}[r.group]
     return f"io.k8s.api.{group}.{r.version}.{r.kind}"
 
 

@@ -204,12 +204,36 @@ def _lease_row(lease: Obj, now: float) -> list[Any]:
     return [lease["metadata"]["name"], lease.get("spec", {}).get("holderIdentity") or _NONE, _age(lease, now)]
 
 
+def _role_row(role: Obj, now: float) -> list[Any]:
+    return [role["metadata"]["name"], role["metadata"].get("creationTimestamp", "")]
+
+
+def _binding_row(binding: Obj, now: float) -> list[Any]:
+    ref = binding.get("roleRef", {})
+    subjects = binding.get("subjects", [])
+
+    def of(kind: str) -> str:
+        return ", ".join((f"{s.get('namespace', '')}:{s['name']}" if kind == "ServiceAccount" else s["name"])
+                         for s in subjects if s.get("kind") == kind)
+
+    return [binding["metadata"]["name"], f"{ref.get('kind', '')}/{ref.get('name', '')}", _age(binding, now),
+            of("User"), of("Group"), of("ServiceAccount")]
+
+
+_ROLE_COLUMNS = [("Name", "string", 0), ("Created At", "date", 0)]
+_BINDING_COLUMNS = [("Name", "string", 0), ("Role", "string", 0), ("Age", "string", 0), ("Users", "string", 1),
+                    ("Groups", "string", 1), ("ServiceAccounts", "string", 1)]
+
 _PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], list[Any]]]] = {
     "pods": (_POD_COLUMNS, _pod_row),
     "nodes": (_NODE_COLUMNS, _node_row),
     "events": (_EVENT_COLUMNS, _event_row),
     "namespaces": ([("Name", "string", 0), ("Status", "string", 0), ("Age", "string", 0)], _namespace_row),
     "leases": ([("Name", "string", 0), ("Holder", "string", 0), ("Age", "string", 0)], _lease_row),
+    "roles": (_ROLE_COLUMNS, _role_row),
+    "clusterroles": (_ROLE_COLUMNS, _role_row),
+    "rolebindings": (_BINDING_COLUMNS, _binding_row),
+    "clusterrolebindings": (_BINDING_COLUMNS, _binding_row),
 }
 
 

@@ -171,7 +171,7 @@ async def test_discovery_and_openapi(http: tuple[aiohttp.ClientSession, str]) ->
     assert code == 200 and version["major"] == "1" and 29 <= int(version["minor"]) <= 33
     assert (await _get(http, "/api"))[1]["versions"] == ["v1"]
     groups = (await _get(http, "/apis"))[1]
-    assert [g["name"] for g in groups["groups"]] == ["coordination.k8s.io"]
+    assert [g["name"] for g in groups["groups"]] == ["coordination.k8s.io", "rbac.authorization.k8s.io"]
     v1 = (await _get(http, "/api/v1"))[1]
     names = {r["name"]: r for r in v1["resources"]}
     assert names["pods"]["shortNames"] == ["po"] and names["pods"]["categories"] == ["all"]
@@ -183,6 +183,9 @@ async def test_discovery_and_openapi(http: tuple[aiohttp.ClientSession, str]) ->
     assert names["events"]["shortNames"] == ["ev"] and names["namespaces"]["shortNames"] == ["ns"]
     leases = (await _get(http, "/apis/coordination.k8s.io/v1"))[1]
     assert [r["name"] for r in leases["resources"]] == ["leases"]
+    rbac = (await _get(http, "/apis/rbac.authorization.k8s.io/v1"))[1]
+    assert [(r["name"], r["namespaced"]) for r in rbac["resources"]] == [
+        ("roles", True), ("clusterroles", False), ("rolebindings", True), ("clusterrolebindings", False)]
     index = (await _get(http, "/openapi/v3"))[1]
     url = index["paths"]["api/v1"]["serverRelativeURL"]
     doc = (await _get(http, url))[1]

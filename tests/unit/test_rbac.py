@@ -28,7 +28,7 @@ def _authorizer() -> RBACAuthorizer:
     ]
     policy.add_role(Role("pod-reader", (PolicyRule(("get",), ("",), ("pods",)),), "team"))
     policy.add_role(Role("one-pod", (PolicyRule(("delete",), ("",), ("pods",), ("keep-me",)),)))
-    return RBACAuthorizer(policy)
+    return RBACAuthorizer(lambda: policy)
 
 
 def _can(user: UserInfo, verb: str, resource: str = "pods", namespace: str = "default", *, group: str = "",
@@ -87,3 +87,63 @@ def test_forbidden_message_as_upstream() -> None:
         '"coordination.k8s.io" in the namespace "kube-system"'
     assert forbidden_message(Attributes(JANE, "get", False, path="/metrics")) == \
         'forbidden: User "jane" cannot get path "/metrics"'
+
+
+def test_coverage_as_upstreams_policy_comparator() -> None:
+    """The escalation check's coverage (upstream's policy_comparator_test cases, in part)."""
+    from apiserver.rbacescalation import compact_string, covers
+    owned = [PolicyRule(("get", "list"), ("",), ("pods",)), PolicyRule(("*",), ("apps",), ("*/scale",)),
+             PolicyRule(("delete",), ("",), ("secrets",), ("one",)), PolicyRule(("get",), non_resource_urls=("/api*",))]
+    assert covers(owned, [PolicyRule(("get",), ("",), ("pods",))]) == []
+    assert covers(owned, [PolicyRule(("update",), ("apps",), ("deployments/scale",))]) == []
+    assert covers(owned, [PolicyRule(("get",), non_resource_urls=("/apis/x",))]) == []
+    assert covers(owned, [PolicyRule(("delete",), ("",), ("secrets",), ("one",))]) == []
+    # names held do not cover all names; one verb too many is named alone
+    assert covers(owned, [PolicyRule(("delete",), ("",), ("secrets",))]) == [PolicyRule(("delete",), ("",),
+                                                                                        ("secrets",))]
+    missing = covers(owned, [PolicyRule(("get", "watch", "list"), ("",), ("pods", "nodes"))])
+    assert [compact_string(r) for r in missing] == ['{APIGroups:[""], Resources:["pods"], Verbs:["watch"]}',
+                                                    '{APIGroups:[""], Resources:["nodes"], Verbs:["get"]}',
+                                                    '{APIGroups:[""], Resources:["nodes"], Verbs:["watch"]}',
+                                                    '{APIGroups:[""], Resources:["nodes"], Verbs:["list"]}']
+    assert covers([PolicyRule(("*",), ("*",), ("*",))], [PolicyRule(("get",), non_resource_urls=("/x",))]) != []
+
+
+def test_escalation_message_compacts_verbs() -> None:
+    from apiserver.rbacescalation import covers, escalation_message
+    missing = covers([], [PolicyRule(("get", "list"), ("",), ("pods", "nodes"))])
+    assert escalation_message(JANE, missing) == (
+        'user "jane" (groups=["system:authenticated"]) is attempting to grant RBAC permissions not currently held:\n'
+        '{APIGroups:[""], Resources:["nodes"], Verbs:["get" "list"]}\n'
+        '{APIGroups:[""], Resources:["pods"], Verbs:["get" "list"]}')
+
+
+def test_labels_a_kubelet_may_not_set() -> None:
+    from apiserver.noderestriction import forbidden_labels
+    assert forbidden_labels({"kubernetes.io/hostname", "node.kubernetes.io/instance-type", "team", "example.com/x",
+                             "kubelet.kubernetes.io/a", "x.node.kubernetes.io/b"}) == []
+    assert forbidden_labels({"node-restriction.kubernetes.io/trusted", "a.node-restriction.kubernetes.io/b",
+                             "node-role.kubernetes.io/control-plane", "k8s.io/x"}) == [
+        "a.node-restriction.kubernetes.io/b", "k8s.io/x", "node-restriction.kubernetes.io/trusted",
+        "node-role.kubernetes.io/control-plane"]
+
+
+def test_node_authorizer_and_union() -> None:
+    from apiserver.authz import authorizer_for, parse_modes
+    from apiserver.nodeauthz import NodeAuthorizer
+    node1 = UserInfo("system:node:node-1", groups=("system:nodes", "system:authenticated"))
+    auth = NodeAuthorizer()
+    assert auth.authorize(Attributes(node1, "update", True, "", "", "nodes", "status", "node-1"))[0]
+    assert auth.authorize(Attributes(node1, "get", True, "kube-node-lease", "coordination.k8s.io", "leases", "",
+                                     "node-1"))[0]
+    assert not auth.authorize(Attributes(node1, "get", True, "kube-node-lease", "coordination.k8s.io", "leases", "",
+                                         "node-2"))[0]
+    assert not auth.authorize(Attributes(node1, "create", True, "default", "", "pods", "binding", "p"))[0]
+    assert not auth.authorize(Attributes(JANE, "get", True, "", "", "nodes"))[0]  # no opinion on others
+    union = authorizer_for("Node,RBAC", bootstrap_policy)
+    assert union is not None and union.authorize(Attributes(node1, "list", True, "", "", "pods"))[0]
+    assert union.authorize(Attributes(ADMIN, "delete", True, "", "", "nodes", "", "node-1"))[0]
+    assert authorizer_for("AlwaysAllow", bootstrap_policy) is None
+    for bad in ("", "RBAC,RBAC", "Webhook"):
+        with pytest.raises(ValueError):
+            parse_modes(bad)

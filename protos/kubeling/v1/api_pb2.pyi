@@ -1,6 +1,7 @@
 from protos.kubeling.v1 import meta_pb2 as _meta_pb2
 from protos.kubeling.v1 import core_pb2 as _core_pb2
 from protos.kubeling.v1 import coordination_pb2 as _coordination_pb2
+from protos.kubeling.v1 import rbac_pb2 as _rbac_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -124,3 +125,75 @@ class LeaseWatchEvent(_message.Message):
     object: _coordination_pb2.Lease
     batch: _containers.RepeatedCompositeFieldContainer[LeaseWatchEvent]
     def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_coordination_pb2.Lease, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[LeaseWatchEvent, _Mapping]]] = ...) -> None: ...
+
+class RoleList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_rbac_pb2.Role]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_rbac_pb2.Role, _Mapping]]] = ...) -> None: ...
+
+class RoleWatchEvent(_message.Message):
+    __slots__ = ("type", "object", "batch")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _rbac_pb2.Role
+    batch: _containers.RepeatedCompositeFieldContainer[RoleWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_rbac_pb2.Role, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[RoleWatchEvent, _Mapping]]] = ...) -> None: ...
+
+class ClusterRoleList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_rbac_pb2.ClusterRole]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_rbac_pb2.ClusterRole, _Mapping]]] = ...) -> None: ...
+
+class ClusterRoleWatchEvent(_message.Message):
+    __slots__ = ("type", "object", "batch")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _rbac_pb2.ClusterRole
+    batch: _containers.RepeatedCompositeFieldContainer[ClusterRoleWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_rbac_pb2.ClusterRole, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[ClusterRoleWatchEvent, _Mapping]]] = ...) -> None: ...
+
+class RoleBindingList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_rbac_pb2.RoleBinding]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_rbac_pb2.RoleBinding, _Mapping]]] = ...) -> None: ...
+
+class RoleBindingWatchEvent(_message.Message):
+    __slots__ = ("type", "object", "batch")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _rbac_pb2.RoleBinding
+    batch: _containers.RepeatedCompositeFieldContainer[RoleBindingWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_rbac_pb2.RoleBinding, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[RoleBindingWatchEvent, _Mapping]]] = ...) -> None: ...
+
+class ClusterRoleBindingList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_rbac_pb2.ClusterRoleBinding]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_rbac_pb2.ClusterRoleBinding, _Mapping]]] = ...) -> None: ...
+
+class ClusterRoleBindingWatchEvent(_message.Message):
+    __slots__ = ("type", "object", "batch")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _rbac_pb2.ClusterRoleBinding
+    batch: _containers.RepeatedCompositeFieldContainer[ClusterRoleBindingWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_rbac_pb2.ClusterRoleBinding, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[ClusterRoleBindingWatchEvent, _Mapping]]] = ...) -> None: ...

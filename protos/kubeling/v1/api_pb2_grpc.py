@@ -7,6 +7,7 @@ from protos.kubeling.v1 import api_pb2 as protos_dot_kubeling_dot_v1_dot_api__pb
 from protos.kubeling.v1 import coordination_pb2 as protos_dot_kubeling_dot_v1_dot_coordination__pb2
 from protos.kubeling.v1 import core_pb2 as protos_dot_kubeling_dot_v1_dot_core__pb2
 from protos.kubeling.v1 import meta_pb2 as protos_dot_kubeling_dot_v1_dot_meta__pb2
+from protos.kubeling.v1 import rbac_pb2 as protos_dot_kubeling_dot_v1_dot_rbac__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -1677,6 +1678,1158 @@ class Leases:
             '/kubeling.v1.Leases/Watch',
             protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
             protos_dot_kubeling_dot_v1_dot_api__pb2.LeaseWatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class RolesStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kubeling.v1.Roles/Create',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.Role.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.Role.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kubeling.v1.Roles/Get',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.Role.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kubeling.v1.Roles/List',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.RoleList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kubeling.v1.Roles/Update',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.Role.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.Role.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kubeling.v1.Roles/Delete',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.Role.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kubeling.v1.Roles/Watch',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.RoleWatchEvent.FromString,
+                _registered_method=True)
+
+
+class RolesServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces the object. metadata.resourceVersion, when set, is a precondition.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_RolesServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.Role.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.Role.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.Role.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.RoleList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.Role.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.Role.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.Role.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.RoleWatchEvent.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kubeling.v1.Roles', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kubeling.v1.Roles', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Roles:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Roles/Create',
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.Role.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.Role.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Roles/Get',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.Role.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Roles/List',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.RoleList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Roles/Update',
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.Role.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.Role.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Roles/Delete',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.Role.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kubeling.v1.Roles/Watch',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.RoleWatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class ClusterRolesStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kubeling.v1.ClusterRoles/Create',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRole.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRole.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kubeling.v1.ClusterRoles/Get',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRole.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kubeling.v1.ClusterRoles/List',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ClusterRoleList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kubeling.v1.ClusterRoles/Update',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRole.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRole.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kubeling.v1.ClusterRoles/Delete',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRole.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kubeling.v1.ClusterRoles/Watch',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ClusterRoleWatchEvent.FromString,
+                _registered_method=True)
+
+
+class ClusterRolesServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces the object. metadata.resourceVersion, when set, is a precondition.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ClusterRolesServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRole.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRole.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRole.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ClusterRoleList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRole.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRole.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRole.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ClusterRoleWatchEvent.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kubeling.v1.ClusterRoles', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kubeling.v1.ClusterRoles', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ClusterRoles:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ClusterRoles/Create',
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRole.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRole.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ClusterRoles/Get',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRole.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ClusterRoles/List',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.ClusterRoleList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ClusterRoles/Update',
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRole.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRole.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ClusterRoles/Delete',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRole.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kubeling.v1.ClusterRoles/Watch',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.ClusterRoleWatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class RoleBindingsStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kubeling.v1.RoleBindings/Create',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.RoleBinding.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.RoleBinding.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kubeling.v1.RoleBindings/Get',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.RoleBinding.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kubeling.v1.RoleBindings/List',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.RoleBindingList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kubeling.v1.RoleBindings/Update',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.RoleBinding.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.RoleBinding.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kubeling.v1.RoleBindings/Delete',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.RoleBinding.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kubeling.v1.RoleBindings/Watch',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.RoleBindingWatchEvent.FromString,
+                _registered_method=True)
+
+
+class RoleBindingsServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces the object. metadata.resourceVersion, when set, is a precondition.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_RoleBindingsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.RoleBinding.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.RoleBinding.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.RoleBinding.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.RoleBindingList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.RoleBinding.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.RoleBinding.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.RoleBinding.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.RoleBindingWatchEvent.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kubeling.v1.RoleBindings', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kubeling.v1.RoleBindings', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class RoleBindings:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.RoleBindings/Create',
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.RoleBinding.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.RoleBinding.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.RoleBindings/Get',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.RoleBinding.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.RoleBindings/List',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.RoleBindingList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.RoleBindings/Update',
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.RoleBinding.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.RoleBinding.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.RoleBindings/Delete',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.RoleBinding.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kubeling.v1.RoleBindings/Watch',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.RoleBindingWatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class ClusterRoleBindingsStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kubeling.v1.ClusterRoleBindings/Create',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRoleBinding.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRoleBinding.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kubeling.v1.ClusterRoleBindings/Get',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRoleBinding.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kubeling.v1.ClusterRoleBindings/List',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ClusterRoleBindingList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kubeling.v1.ClusterRoleBindings/Update',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRoleBinding.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRoleBinding.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kubeling.v1.ClusterRoleBindings/Delete',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRoleBinding.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kubeling.v1.ClusterRoleBindings/Watch',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ClusterRoleBindingWatchEvent.FromString,
+                _registered_method=True)
+
+
+class ClusterRoleBindingsServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces the object. metadata.resourceVersion, when set, is a precondition.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ClusterRoleBindingsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRoleBinding.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRoleBinding.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRoleBinding.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ClusterRoleBindingList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRoleBinding.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRoleBinding.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRoleBinding.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ClusterRoleBindingWatchEvent.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kubeling.v1.ClusterRoleBindings', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kubeling.v1.ClusterRoleBindings', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ClusterRoleBindings:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ClusterRoleBindings/Create',
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRoleBinding.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRoleBinding.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ClusterRoleBindings/Get',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRoleBinding.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ClusterRoleBindings/List',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.ClusterRoleBindingList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ClusterRoleBindings/Update',
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRoleBinding.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRoleBinding.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ClusterRoleBindings/Delete',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_rbac__pb2.ClusterRoleBinding.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kubeling.v1.ClusterRoleBindings/Watch',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.ClusterRoleBindingWatchEvent.FromString,
             options,
             channel_credentials,
             insecure,
