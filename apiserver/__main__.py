@@ -87,6 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "and bindings); e.g. Node,RBAC (default %(default)s)")
     p.add_argument("--enable-admission-plugins", default=d.admission_plugins,
                    help="comma-separated admission plugins: NodeRestriction (default %(default)s)")
+    p.add_argument("--kubelet-client-certificate", default="", help="the apiserver's client certificate for "
+                                                                     "the kubelets (logs, exec, port-forward)")
+    p.add_argument("--kubelet-client-key", default="", help="its private key")
+    p.add_argument("--kubelet-certificate-authority", default="",
+                   help="verify the kubelets' serving certificates against this CA (all three: HTTPS)")
+    p.add_argument("--etcd-cafile", default="", help="verify etcd's serving certificate against this CA")
+    p.add_argument("--etcd-certfile", default="", help="the apiserver's client certificate for etcd")
+    p.add_argument("--etcd-keyfile", default="", help="its private key (all three: TLS to etcd)")
     p.add_argument("--port-file", default="", help="write the bound gRPC port here once serving")
     p.add_argument("--log-level", default="INFO")
     return p
@@ -101,7 +109,11 @@ async def _serve(args: argparse.Namespace) -> None:
                  tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
                  client_ca_file=args.client_ca_file, token_auth_file=args.token_auth_file,
                  anonymous_auth=args.anonymous_auth, authorization_mode=args.authorization_mode,
-                 admission_plugins=args.enable_admission_plugins)
+                 admission_plugins=args.enable_admission_plugins,
+                 kubelet_client_certificate=args.kubelet_client_certificate,
+                 kubelet_client_key=args.kubelet_client_key,
+                 kubelet_certificate_authority=args.kubelet_certificate_authority,
+                 etcd_cafile=args.etcd_cafile, etcd_certfile=args.etcd_certfile, etcd_keyfile=args.etcd_keyfile)
     server = APIServer(cfg)
     await server.start()
     if args.port_file:

@@ -5,6 +5,7 @@ and which container a request means, as kube-apiserver's pod strategy
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
@@ -45,6 +46,9 @@ def choose_container(pod: core_pb2.Pod, container: str) -> str:
 class PodLocator:
     pods: Registry[core_pb2.Pod]
     nodes: Registry[core_pb2.Node]
+    # HTTPS to the kubelets, with the apiserver's client certificate (--kubelet-client-*)
+    # and their serving certificates verified (--kubelet-certificate-authority); None: HTTP.
+    ssl: ssl.SSLContext | None = None
 
     async def pod(self, namespace: str, name: str) -> core_pb2.Pod:
         if not name:
@@ -53,7 +57,7 @@ class PodLocator:
         return pod
 
     async def kubelet(self, pod: core_pb2.Pod) -> str:
-        """http://host:port of the kubelet the pod is bound to."""
+        """http(s)://host:port of the kubelet the pod is bound to."""
         if not pod.spec.nodeName:
             raise errors.BadRequest(f"pod {pod.metadata.name} does not have a host assigned")
         node: core_pb2.Node = await self.nodes.get("", pod.spec.nodeName)
@@ -62,7 +66,7 @@ class PodLocator:
         if not address or not port:
             raise errors.ServiceUnavailable(f"node {node.metadata.name} has no kubelet endpoint")
         host = f"[{address}]" if ":" in address else address
-        return f"http://{host}:{port}"
+        return f"{'https' if self.ssl is not None else 'http'}://{host}:{port}"
 
     async def container_url(self, kind: str, pod: core_pb2.Pod, container: str,
                             query: list[tuple[str, str]]) -> str:

@@ -42,7 +42,8 @@ class PodLogProxy:
         url = await self._location(req)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout)
         try:
-            async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url) as reply:
+            async with aiohttp.ClientSession(timeout=timeout) as session, \
+                    session.get(url, ssl=self.locator.ssl or True) as reply:
                 if reply.status != 200:
                     text = (await reply.text()).strip()
                     if reply.status == 404:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,11 +34,11 @@ from apiserver.registry.namespaces import SYSTEM_NAMESPACES
 from apiserver.registry.store import Registry
 from apiserver.rest.server import RestServer
 from apiserver.service import SERVICE_NAMES, service_handler
-from apiserver.storage.etcd import Storage
+from apiserver.storage.etcd import EtcdTLS, Storage
 from apiserver.storage.ttl import LeasePool
-from apiserver.tls import ServingTLS
 from kubeling import errors
 from kubeling.http import StatusServer
+from kubeling.servingtls import ServingTLS, client_context
 from protos.kubeling.v1 import api_pb2, core_pb2
 
 __all__ = ["APIServer", "Config"]
@@ -72,6 +73,15 @@ class Config:
     anonymous_auth: bool = True
     authorization_mode: str = "AlwaysAllow"  # a comma-separated list of AlwaysAllow, Node, RBAC
     admission_plugins: str = "NodeRestriction"  # comma-separated; "" for none
+    # To the kubelets: HTTPS with this client certificate, their serving certificates
+    # verified against the CA (all three, or none: plain HTTP).
+    kubelet_client_certificate: str = ""
+    kubelet_client_key: str = ""
+    kubelet_certificate_authority: str = ""
+    # To etcd: TLS with this client certificate, etcd's verified against the CA (all three, or none).
+    etcd_cafile: str = ""
+    etcd_certfile: str = ""
+    etcd_keyfile: str = ""
 
     def serving_tls(self) -> ServingTLS | None:
         if bool(self.tls_cert_file) != bool(self.tls_private_key_file):
@@ -91,6 +101,28 @@ class Config:
         except OSError as err:
             raise ValueError(f"--token-auth-file: {err}") from None
         return Authenticator(tokens, self.anonymous_auth)
+
+    def kubelet_ssl(self) -> ssl.SSLContext | None:
+        files = (self.kubelet_client_certificate, self.kubelet_client_key, self.kubelet_certificate_authority)
+        if not any(files):
+            return None
+        if not all(files):
+            raise ValueError("--kubelet-client-certificate, --kubelet-client-key and "
+                             "--kubelet-certificate-authority go together")
+        return client_context(Path(self.kubelet_certificate_authority), Path(self.kubelet_client_certificate),
+                              Path(self.kubelet_client_key))
+
+    def etcd_tls(self) -> EtcdTLS | None:
+        files = (self.etcd_cafile, self.etcd_certfile, self.etcd_keyfile)
+        if not any(files):
+            return None
+        if not all(files):
+            raise ValueError("--etcd-cafile, --etcd-certfile and --etcd-keyfile go together")
+        try:
+            ca, cert, key = (Path(f).read_bytes() for f in files)
+        except OSError as err:
+            raise ValueError(f"etcd TLS: {err}") from None
+        return EtcdTLS(ca, cert, key)
 
     def admission_plugin_names(self) -> list[str]:
         names = [n.strip() for n in self.admission_plugins.split(",") if n.strip()]
@@ -141,11 +173,13 @@ class APIServer:
         authenticator = cfg.authenticator()
         modes = parse_modes(cfg.authorization_mode)
         admission_names = cfg.admission_plugin_names()
+        kubelet_ssl = cfg.kubelet_ssl()
+        etcd_tls = cfg.etcd_tls()
         # gRPC calls are told apart only by certificates or tokens: without either, skip it.
         grpc_authn = authenticator if cfg.client_ca_file or cfg.token_auth_file or not cfg.anonymous_auth \
             or modes != ["AlwaysAllow"] else None
         allocator = CIDRAllocator(cfg.cluster_cidr, cfg.node_cidr_mask_size) if cfg.cluster_cidr else None
-        self._storage = storage = await Storage.connect(cfg.etcd)
+        self._storage = storage = await Storage.connect(cfg.etcd, etcd_tls)
         await self._wait_for_etcd(storage)
         for strategy_type in ALL_STRATEGIES:
             strategy = strategy_type()
@@ -178,7 +212,7 @@ class APIServer:
             ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
             ("grpc.http2.max_ping_strikes", 0),
         ])
-        locator = PodLocator(self.registries["pods"], self.registries["nodes"])
+        locator = PodLocator(self.registries["pods"], self.registries["nodes"], kubelet_ssl)
         pod_logs = PodLogProxy(locator)
         self._server.add_generic_rpc_handlers(
             [service_handler(reg, self.metrics, pod_logs, grpc_authn, authorizer) for reg in self.registries.values()])

@@ -24,8 +24,6 @@ from cluster.preflight import preflight
 from cluster.processes import alive, orphans
 from cluster.supervisor import Supervisor
 from kubeling import errors
-from kubeling.client import Client
-from kubeling.kubeconfig import write_kubeconfig
 
 __all__ = ["add_parsers", "cmd_down", "cmd_status", "cmd_up"]
 
@@ -55,7 +53,6 @@ async def _supervise(plan: ClusterPlan, keep_state_on_exit: bool) -> int:
         return 1
     plan.ready = True
     plan.save()
-    write_kubeconfig(plan.root / "kubeconfig", plan.rest, plan.apiserver)
     _print_summary(plan)
     watcher = asyncio.create_task(supervisor.supervise())
     await stop.wait()
@@ -73,9 +70,9 @@ def _print_summary(plan: ClusterPlan) -> None:
     root = plan.root
     print(f"""
 kubeling is up: {len(plan.nodes)} node(s) Ready
-  API (REST)   http://{plan.rest}   (kubectl)
-  API (gRPC)   {plan.apiserver}
-  kubeconfig   {root / 'kubeconfig'}
+  API (REST)   https://{plan.rest}   (kubectl)
+  API (gRPC)   {plan.apiserver}   (TLS)
+  kubeconfig   {root / 'kubeconfig'}   (kubernetes-admin; certificates in {root / 'pki'})
   logs         {root / 'logs'}/<component>.log
   metrics      scheduler http://127.0.0.1:{plan.scheduler_metrics_port}/metrics
   traces       {plan.otlp_endpoint + ' (OTLP)' if plan.otlp_endpoint else 'off (up --otlp-endpoint URL)'}
@@ -106,6 +103,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     plan = new_plan(state_dir, args.nodes, args.node_prefix, args.cluster_cidr, args.otlp_endpoint,
                      registry_config_dir)
+    issued = plan.prepare_credentials()
+    if issued and not args.detach:
+        print(f"certificates issued under {plan.pki}: {', '.join(issued)}", flush=True)
     plan.save()
     if not args.detach:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -164,7 +164,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 async def _status(plan: ClusterPlan) -> None:
-    async with Client(plan.apiserver, timeout=5, wait_for_ready=False) as client:
+    async with plan.admin_client(timeout=5, wait_for_ready=False) as client:
         nodes, _ = await client.nodes.list_all()
         pods, _ = await client.pods.list_all()
     print("NODE            READY  POD CIDR")
@@ -183,8 +183,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if plan is None or not plan.supervisor_pid or not alive(plan.supervisor_pid):
         print(f"no cluster is running from {state_dir}")
         return 1
-    print(f"cluster from {state_dir}: supervisor pid {plan.supervisor_pid}, API {plan.apiserver} (gRPC), "
-          f"http://{plan.rest} (REST)")
+    print(f"cluster from {state_dir}: supervisor pid {plan.supervisor_pid}, API {plan.apiserver} (gRPC, TLS), "
+          f"https://{plan.rest} (REST)")
     print("COMPONENT            PID      STATE")
     for name, pid in plan.components.items():
         print(f"{name:<20} {pid:<8} {'running' if alive(pid) else 'restarting'}")

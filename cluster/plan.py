@@ -1,15 +1,22 @@
-"""A cluster's plan: ports and names chosen once per `up`, and each component's command line."""
+"""A cluster's plan: ports and names chosen once per `up`, each component's command line,
+and its credentials: the cluster PKI under `<state-dir>/pki` (kubeling.pki, made or
+brought up to date on every `up`) and a kubeconfig per client (the admin's is the one
+users get; `scheduler.conf`, `kubelet-<node>.conf`), as kubeadm lays them out."""
 
 from __future__ import annotations
 
 import json
+import ssl
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kubelet.config import KubeletConfig
+from kubeling import pki
 from kubeling.atomicfile import replace_file
-from kubeling.etcd import etcd_binary
+from kubeling.client import Client, TLSConfig
+from kubeling.etcd import etcd_args, etcd_binary
+from kubeling.kubeconfig import write_kubeconfig
 from kubeling.netutil import free_port
 
 __all__ = ["CLUSTER_CIDR", "DEFAULT_STATE_DIR", "ClusterPlan", "commands", "new_plan"]
@@ -38,6 +45,38 @@ class ClusterPlan:
     components: dict[str, int] = field(default_factory=dict)  # name -> pid, kept current by the supervisor
 
     @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin's (kubernetes-admin in system:masters)."""
+        return self.root / "kubeconfig"
+
+    def tls(self, identity: str) -> TLSConfig:
+        root = self.pki
+        return TLSConfig.from_files(root / "ca.crt", root / f"{identity}.crt", root / f"{identity}.key")
+
+    def prepare_credentials(self) -> list[str]:
+        """The PKI and every kubeconfig, made or renewed; what was (re)issued."""
+        issued = pki.ensure(self.pki, {node: ["127.0.0.1"] for node in self.nodes}).issued
+        write_kubeconfig(self.kubeconfig, self.rest, self.apiserver, tls=self.tls("admin"))
+        write_kubeconfig(self.root / "scheduler.conf", self.rest, self.apiserver, tls=self.tls("scheduler"))
+        for node in self.nodes:
+            write_kubeconfig(self.root / f"kubelet-{node}.conf", self.rest, self.apiserver,
+                             tls=self.tls(f"kubelet/{node}-client"))
+        return issued
+
+    def admin_client(self, timeout: float | None = 30.0, wait_for_ready: bool = True) -> Client:
+        return Client(self.apiserver, tls=self.tls("admin"), timeout=timeout, wait_for_ready=wait_for_ready)
+
+    def etcd_ssl(self) -> ssl.SSLContext:
+        """What etcd's /health takes (a certificate from the cluster CA)."""
+        ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+        ctx.load_cert_chain(self.pki / "apiserver-etcd-client.crt", self.pki / "apiserver-etcd-client.key")
+        return ctx
+
+    @property
     def apiserver(self) -> str:
         return f"127.0.0.1:{self.apiserver_port}"
 
@@ -52,7 +91,10 @@ class ClusterPlan:
     def kubelet_config(self, node: str) -> KubeletConfig:
         return KubeletConfig(node_name=node, apiserver=self.apiserver, root_dir=self.root / "kubelet",
                              pod_logs_dir=self.root / "pod-logs", runc_root=self.runc_root(node),
-                             cluster_cidr=self.cluster_cidr)
+                             cluster_cidr=self.cluster_cidr, kubeconfig=self.root / f"kubelet-{node}.conf",
+                             tls_cert_file=self.pki / "kubelet" / f"{node}.crt",
+                             tls_private_key_file=self.pki / "kubelet" / f"{node}.key",
+                             client_ca_file=self.pki / "ca.crt")
 
     def runc_root(self, node: str) -> Path:
         return self.root / "runc" / node
@@ -82,21 +124,29 @@ def _python(module: str, *args: str) -> list[str]:
 
 def commands(plan: ClusterPlan) -> dict[str, list[str]]:
     """Each component's command line, in start order."""
-    root = plan.root
-    client, peer = f"http://127.0.0.1:{plan.etcd_port}", f"http://127.0.0.1:{plan.etcd_peer_port}"
+    root, certs = plan.root, plan.pki
     out = {
-        "etcd": [etcd_binary(), "--name", "kubeling", "--data-dir", str(root / "etcd"),
-                 "--listen-client-urls", client, "--advertise-client-urls", client, "--listen-peer-urls", peer,
-                 "--initial-advertise-peer-urls", peer, "--initial-cluster", f"kubeling={peer}",
-                 "--log-level", "warn"],
-        "apiserver": _python("apiserver", "--etcd", f"127.0.0.1:{plan.etcd_port}", "--listen", plan.apiserver,
-                             "--rest-listen", plan.rest, "--cluster-cidr", plan.cluster_cidr),
-        "scheduler": _python("scheduler", "--apiserver", plan.apiserver,
+        "etcd": etcd_args(etcd_binary(), "kubeling", root / "etcd", plan.etcd_port, plan.etcd_peer_port, certs),
+        "apiserver": _python(
+            "apiserver", "--etcd", f"127.0.0.1:{plan.etcd_port}", "--listen", plan.apiserver,
+            "--rest-listen", plan.rest, "--cluster-cidr", plan.cluster_cidr,
+            "--etcd-cafile", str(certs / "ca.crt"), "--etcd-certfile", str(certs / "apiserver-etcd-client.crt"),
+            "--etcd-keyfile", str(certs / "apiserver-etcd-client.key"),
+            "--tls-cert-file", str(certs / "apiserver.crt"), "--tls-private-key-file", str(certs / "apiserver.key"),
+            "--client-ca-file", str(certs / "ca.crt"), "--authorization-mode", "Node,RBAC",
+            "--enable-admission-plugins", "NodeRestriction",
+            "--kubelet-client-certificate", str(certs / "apiserver-kubelet-client.crt"),
+            "--kubelet-client-key", str(certs / "apiserver-kubelet-client.key"),
+            "--kubelet-certificate-authority", str(certs / "ca.crt")),
+        "scheduler": _python("scheduler", "--kubeconfig", str(root / "scheduler.conf"),
                              "--metrics-listen", f"127.0.0.1:{plan.scheduler_metrics_port}"),
     }
     for node in plan.nodes:
         config = plan.kubelet_config(node)
-        out[f"kubelet-{node}"] = _python("kubelet", "--node-name", node, "--apiserver", plan.apiserver,
+        out[f"kubelet-{node}"] = _python("kubelet", "--node-name", node, "--kubeconfig", str(config.kubeconfig),
+                                         "--tls-cert-file", str(config.tls_cert_file),
+                                         "--tls-private-key-file", str(config.tls_private_key_file),
+                                         "--client-ca-file", str(config.client_ca_file),
                                          "--root-dir", str(config.root_dir), "--pod-logs-dir",
                                          str(config.pod_logs_dir), "--runc-root", str(config.runc_root),
                                          "--cluster-cidr", plan.cluster_cidr,

@@ -11,13 +11,13 @@ import subprocess
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from ssl import SSLContext
 
 import aiohttp
 
 from cluster.cleanup import clean_node
 from cluster.plan import ClusterPlan, commands
 from kubeling import errors
-from kubeling.client import Client
 
 __all__ = ["Supervisor"]
 
@@ -85,22 +85,22 @@ class Supervisor:
             await self._wait(f"node {node} to be Ready", functools.partial(self._node_ready, node),
                              self.components[f"kubelet-{node}"])
 
-    async def _http_ok(self, url: str) -> bool:
+    async def _http_ok(self, url: str, ssl: SSLContext | None = None) -> bool:
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session, \
-                    session.get(url) as reply:
+                    session.get(url, ssl=ssl or True) as reply:
                 return reply.status == 200
         except (aiohttp.ClientError, asyncio.TimeoutError):
             return False
 
     async def _etcd_healthy(self) -> bool:
-        return await self._http_ok(f"http://127.0.0.1:{self.plan.etcd_port}/health")
+        return await self._http_ok(f"https://127.0.0.1:{self.plan.etcd_port}/health", self.plan.etcd_ssl())
 
     async def _scheduler_healthy(self) -> bool:
         return await self._http_ok(f"http://127.0.0.1:{self.plan.scheduler_metrics_port}/healthz")
 
     async def _apiserver_ready(self) -> bool:
-        async with Client(self.plan.apiserver, timeout=2, wait_for_ready=False) as client:
+        async with self.plan.admin_client(timeout=2, wait_for_ready=False) as client:
             try:
                 await client.namespaces.get("default")
                 return True
@@ -108,7 +108,7 @@ class Supervisor:
                 return False
 
     async def _node_ready(self, node: str) -> bool:
-        async with Client(self.plan.apiserver, timeout=2, wait_for_ready=False) as client:
+        async with self.plan.admin_client(timeout=2, wait_for_ready=False) as client:
             try:
                 found = await client.nodes.get(node)
             except errors.ApiError:

@@ -21,7 +21,8 @@ __all__ = ["build_parser", "main"]
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m kubelet", description=__doc__)
     p.add_argument("--node-name", required=True, help="the Node this kubelet registers and runs pods for")
-    p.add_argument("--apiserver", required=True, help="the apiserver's gRPC address HOST:PORT")
+    p.add_argument("--apiserver", default="", help="the apiserver's gRPC address HOST:PORT (plain text; or "
+                                                  "--kubeconfig)")
     p.add_argument("--config", type=Path, help="YAML or JSON file of settings (KubeletConfiguration-style keys); "
                                                "flags given here win")
     p.add_argument("--root-dir", type=Path, help="state directory root (default /var/lib/kubeling/kubelet; "
@@ -48,12 +49,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pod-routes", action="store_true", default=None,
                    help="route other nodes' pod CIDRs through their InternalIPs (kubelets in their own network "
                         "namespaces, e.g. docker-compose)")
+    p.add_argument("--kubeconfig", type=Path, help="this node's credentials for the apiserver (a kubeconfig "
+                                                    "with its client certificate); default: --apiserver, plain text")
+    p.add_argument("--tls-cert-file", type=Path, help="the daemon endpoint's serving certificate (default: plain "
+                                                       "HTTP)")
+    p.add_argument("--tls-private-key-file", type=Path, help="its private key")
+    p.add_argument("--client-ca-file", type=Path, help="verify callers' client certificates against this CA; only "
+                                                        "the apiserver's may use more than /healthz")
     p.add_argument("--log-level", default="INFO")
     return p
 
 
 def make_config(args: argparse.Namespace) -> KubeletConfig:
     config = KubeletConfig(node_name=args.node_name, apiserver=args.apiserver)
+    if not args.apiserver and args.kubeconfig is None:
+        raise ConfigError("--apiserver or --kubeconfig is required")
     if args.config is not None:
         config.apply(load_config_file(args.config))
     flags = {"root_dir": args.root_dir, "pod_logs_dir": args.pod_logs_dir,
@@ -62,7 +72,8 @@ def make_config(args: argparse.Namespace) -> KubeletConfig:
              "node_ip": args.node_ip, "address": args.address, "port": args.port, "max_pods": args.max_pods,
              "cluster_domain": args.cluster_domain, "registry_config_dir": args.registry_config_dir,
              "streaming_listen": args.streaming_listen, "cgroup_root": args.cgroup_root,
-             "pod_routes": args.pod_routes}
+             "pod_routes": args.pod_routes, "kubeconfig": args.kubeconfig, "tls_cert_file": args.tls_cert_file,
+             "tls_private_key_file": args.tls_private_key_file, "client_ca_file": args.client_ca_file}
     for name, value in flags.items():
         if value is not None:
             setattr(config, name, value)

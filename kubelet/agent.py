@@ -33,6 +33,7 @@ from kubeling.client import Client
 from kubeling.events import EventRecorder
 from kubeling.informer import Informer
 from kubeling.periodic import Periodic
+from kubeling.servingtls import ServingTLS
 from kubeling.telemetry import pod_attributes, pod_context, tracer
 from protos.kubeling.v1 import core_pb2
 from protos.kubeling.v1.core_pb2 import Pod
@@ -98,11 +99,14 @@ class Kubelet:
             await cri.start()
             endpoint = cri.address
             self.runtime = runtime = Runtime.in_process(endpoint, cri.runtime_service, cri.image_service)
-        self.client = client = Client(cfg.apiserver)
+        self.client = client = Client.from_kubeconfig(cfg.kubeconfig) if cfg.kubeconfig is not None \
+            else Client(cfg.apiserver)
         self.recorder = EventRecorder(client, "kubelet", host=cfg.node_name)
         self.paths = PodPaths(cfg.pod_logs_dir, cfg.state_dir / "pods")
         self.informer = Informer(client.pods, field_selector=f"spec.nodeName={cfg.node_name}")
-        self.server = DaemonServer(runtime, self._find_pod, cfg.address, cfg.port)
+        tls = ServingTLS(cfg.tls_cert_file, cfg.tls_private_key_file, cfg.client_ca_file) \
+            if cfg.tls_cert_file is not None and cfg.tls_private_key_file is not None else None
+        self.server = DaemonServer(runtime, self._find_pod, cfg.address, cfg.port, tls)
         await self.server.start()
 
         self.node = node = NodeManager(client, runtime, cfg.node_name, cfg.node_ip, self.server.port, cfg.state_dir,

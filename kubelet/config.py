@@ -56,9 +56,21 @@ class KubeletConfig:
     # Route the other nodes' pod CIDRs through their InternalIPs (flannel's host-gw),
     # for kubelets that each have their own network namespace (compose, separate hosts).
     pod_routes: bool = False
+    # Security, as upstream's flags: the kubeconfig with this node's credentials (its
+    # client certificate) for the apiserver, else `apiserver` in plain text; the daemon
+    # endpoint's serving certificate, and the CA whose client certificates it verifies
+    # (only the apiserver's, `kube-apiserver-kubelet-client`, may use it beyond /healthz).
+    kubeconfig: Path | None = None
+    tls_cert_file: Path | None = None
+    tls_private_key_file: Path | None = None
+    client_ca_file: Path | None = None
 
     def check(self) -> None:
         """Refuse values no kubelet can run with (ConfigError naming the setting)."""
+        if (self.tls_cert_file is None) != (self.tls_private_key_file is None):
+            raise ConfigError("tlsCertFile and tlsPrivateKeyFile go together")
+        if self.client_ca_file is not None and self.tls_cert_file is None:
+            raise ConfigError("clientCAFile needs tlsCertFile: client certificates come with TLS")
         if self.cgroup_root and not self.cgroup_root.startswith("/"):
             raise ConfigError(f"cgroupRoot {self.cgroup_root!r}: expected an absolute cgroup path")
 
@@ -76,7 +88,8 @@ class KubeletConfig:
             setattr(self, name, _coerce(key, name, getattr(self, name), value))
 
 
-_OPTIONAL_PATHS = ("cni_conf_dir", "runc_root", "registry_config_dir")
+_OPTIONAL_PATHS = ("cni_conf_dir", "runc_root", "registry_config_dir", "kubeconfig", "tls_cert_file",
+                   "tls_private_key_file", "client_ca_file")
 
 
 def _coerce(key: str, name: str, current: Any, value: Any) -> Any:

@@ -10,6 +10,12 @@ sends what it cannot serve from storage (the Node's daemonEndpoints say where):
   does, so whatever protocol the client and the runtime agree on (SPDY, WebSocket v4/v5,
   the port-forward tunnel) passes;
 - `/healthz`.
+
+With TLS and a client CA (`--tls-cert-file`, `--client-ca-file`), everything but
+`/healthz` is the apiserver's alone: a caller without a verified certificate gets 401, any
+other certificate 403 (upstream's kubelet asks the apiserver through a
+SubjectAccessReview, where only the apiserver's `kube-apiserver-kubelet-client` holds
+`nodes/proxy`; this decides the same without the round trip).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +32,7 @@ from aiohttp import web
 
 from kubelet.cri.logs import FULL, parse_line
 from kubelet.runtime import RUNNING, SANDBOX_READY, CRICallError, Runtime
+from kubeling.servingtls import ServingTLS, peer_common_name
 from kubeling.upgradeproxy import ProxyError, proxy_upgrade
 from protos.kubeling.v1 import core_pb2
 from protos.kubeling.v1.core_pb2 import Pod
@@ -35,6 +42,8 @@ __all__ = ["DaemonServer", "format_entries"]
 log = logging.getLogger(__name__)
 
 _POLL = 0.1  # seconds between looks at a followed file
+APISERVER_CLIENT = "kube-apiserver-kubelet-client"  # the one identity that may use the endpoint
+_OPEN = frozenset({"/healthz"})
 
 
 def format_entries(raw: bytes, timestamps: bool) -> list[bytes]:
@@ -105,8 +114,9 @@ def _int(request: web.Request, name: str) -> int | None:
 
 class DaemonServer:
     def __init__(self, runtime: Runtime, find_pod: Callable[[str, str], tuple[Pod, core_pb2.PodStatus] | None],
-                 address: str, port: int) -> None:
+                 address: str, port: int, tls: ServingTLS | None = None) -> None:
         """`find_pod`: this node's pod of that namespace and name, with its latest status."""
+        self.tls = tls
         self.runtime = runtime
         self.find_pod = find_pod
         self.address = address
@@ -114,7 +124,7 @@ class DaemonServer:
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(middlewares=[self._authorize] if self.tls and self.tls.client_ca_file else [])
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._logs)
         # GET and POST both: WebSocket clients must GET, SPDY ones POST.
@@ -124,12 +134,28 @@ class DaemonServer:
             app.router.add_route(method, "/portForward/{namespace}/{pod}", self._port_forward)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.address, self.port)
+        site = web.TCPSite(self._runner, self.address, self.port,
+                           ssl_context=self.tls.ssl_context() if self.tls is not None else None)
         await site.start()
         server = site._server  # aiohttp exposes the bound port only here
         if self.port == 0 and server is not None:
             self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
-        log.info("kubelet daemon endpoint on http://%s:%d", self.address, self.port)
+        log.info("kubelet daemon endpoint on %s://%s:%d", "https" if self.tls else "http", self.address, self.port)
+
+    @web.middleware
+    async def _authorize(self, request: web.Request,
+                         handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        if request.path in _OPEN:
+            return await handler(request)
+        user = peer_common_name(request.transport.get_extra_info("peercert") if request.transport else None)
+        if user is None:
+            return web.Response(status=401, text="Unauthorized")
+        if user != APISERVER_CLIENT:
+            verb = "create" if request.method == "POST" else "get"
+            log.warning("refused %s %s from %s", request.method, request.path, user)
+            return web.Response(status=403, text=f"Forbidden (user={user}, verb={verb}, resource=nodes, "
+                                                 "subresource=proxy)")
+        return await handler(request)
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from kubeling.netutil import free_port
 
-__all__ = ["EtcdServer", "EtcdNotFound", "etcd_binary"]
+__all__ = ["EtcdServer", "EtcdNotFound", "etcd_args", "etcd_binary"]
 
 
 class EtcdNotFound(RuntimeError):
@@ -30,6 +31,21 @@ def etcd_binary() -> str:
     return path
 
 
+def etcd_args(binary: str, name: str, data_dir: Path, client_port: int, peer_port: int,
+              pki: Path | None = None) -> list[str]:
+    """One member's command line: clients on loopback (TLS with client certificates when
+    given the cluster PKI), its peer URL on loopback."""
+    scheme = "https" if pki is not None else "http"
+    client, peer = f"{scheme}://127.0.0.1:{client_port}", f"http://127.0.0.1:{peer_port}"
+    args = [binary, "--name", name, "--data-dir", str(data_dir), "--listen-client-urls", client,
+            "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"{name}={peer}", "--log-level", "warn"]
+    if pki is not None:
+        args += ["--cert-file", str(pki / "etcd" / "server.crt"), "--key-file", str(pki / "etcd" / "server.key"),
+                 "--trusted-ca-file", str(pki / "ca.crt"), "--client-cert-auth"]
+    return args
+
+
 @dataclass
 class EtcdServer:
     """One etcd member. `data_dir=None` makes a temporary dir, removed on stop."""
@@ -39,6 +55,9 @@ class EtcdServer:
     client_port: int = 0
     peer_port: int = 0
     log_path: Path | None = None
+    # The cluster PKI (kubeling.pki): clients over TLS with verified client certificates
+    # (etcd's --client-cert-auth), etcd/server.crt serving; None: plain text.
+    pki: Path | None = None
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _tmp: Path | None = field(default=None, init=False, repr=False)
 
@@ -59,14 +78,7 @@ class EtcdServer:
         self.client_port = self.client_port or free_port()
         self.peer_port = self.peer_port or free_port()
         log_path = self.log_path or self.data_dir.parent / f"etcd-{self.client_port}.log"
-        client, peer = f"http://127.0.0.1:{self.client_port}", f"http://127.0.0.1:{self.peer_port}"
-        args = [
-            binary, "--name", self.name, "--data-dir", str(self.data_dir),
-            "--listen-client-urls", client, "--advertise-client-urls", client,
-            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"{self.name}={peer}",
-            "--log-level", "warn",
-        ]
+        args = etcd_args(binary, self.name, self.data_dir, self.client_port, self.peer_port, self.pki)
         with open(log_path, "ab") as log:
             self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
@@ -81,7 +93,12 @@ class EtcdServer:
 
     def _healthy(self) -> bool:
         try:
-            with socket.create_connection(("127.0.0.1", self.client_port), timeout=0.5) as s:
+            with socket.create_connection(("127.0.0.1", self.client_port), timeout=0.5) as raw:
+                s = raw
+                if self.pki is not None:
+                    ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+                    ctx.load_cert_chain(self.pki / "etcd" / "server.crt", self.pki / "etcd" / "server.key")
+                    s = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
                 s.sendall(b"GET /health HTTP/1.0\r\n\r\n")
                 return b'"health":"true"' in s.recv(4096)
         except OSError:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import urllib.parse
 
 from aiohttp import web
@@ -78,15 +79,18 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[int, str, list[tuple
     return int(parts[1]), parts[2] if len(parts) > 2 else "", headers
 
 
-async def proxy_upgrade(request: web.Request, url: str, connect_timeout: float = 10.0) -> web.StreamResponse:
-    """Send request on to url (http only); relay the upgraded connection or the answer."""
+async def proxy_upgrade(request: web.Request, url: str, connect_timeout: float = 10.0,
+                        ssl_context: ssl.SSLContext | None = None) -> web.StreamResponse:
+    """Send request on to url (http, or https with ssl_context); relay the upgraded
+    connection or the answer."""
     target = urllib.parse.urlsplit(url)
-    if target.scheme != "http" or not target.hostname:
+    if target.scheme not in ("http", "https") or not target.hostname or \
+            (target.scheme == "https") != (ssl_context is not None):
         raise ProxyError(f"cannot proxy to {url!r}")
-    port = target.port or 80
+    port = target.port or (443 if ssl_context is not None else 80)
     try:
         backend_reader, backend_writer = await asyncio.wait_for(
-            asyncio.open_connection(target.hostname, port, limit=MAX_HEAD), connect_timeout)
+            asyncio.open_connection(target.hostname, port, limit=MAX_HEAD, ssl=ssl_context), connect_timeout)
     except (OSError, asyncio.TimeoutError) as exc:
         raise ProxyError(f"cannot connect to {target.hostname}:{port}: {exc}") from None
     try:

@@ -35,11 +35,12 @@ class SchedulerService:
 
     def __init__(self, apiserver: str, config_path: str | Path | None = None, *,
                  leader_elect: bool = True, election: ElectionConfig = ElectionConfig(),
-                 metrics_listen: str = "", identity: str = "") -> None:
+                 metrics_listen: str = "", identity: str = "", client: Client | None = None) -> None:
+        """`client`: how to reach the apiserver when it needs credentials (else plain text to `apiserver`)."""
         self.apiserver = apiserver
         self.registry = registry()
         self.config = load_config(config_path, self.registry)
-        self.client = Client(apiserver)
+        self.client = client if client is not None else Client(apiserver)
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"
         self.recorder = ApiRecorder(self.client, instance=self.identity)
         self.scheduler = Scheduler(self.config, self.registry, client=self.client, recorder=self.recorder)

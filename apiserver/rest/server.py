@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 from cryptography import x509
 from opentelemetry import propagate, trace
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from apiserver.authn import ANONYMOUS, Authenticator, UserInfo, current_user, user_from_certificate
 from apiserver.authz import EVERYTHING, Authorizer, require
@@ -195,6 +196,9 @@ class RestServer:
             return web.Response(text=why, status=200 if ok else 503)
         if path == "/version":
             return json_response(res.VERSION)
+        if path == "/metrics" and request.method == "GET":  # authorized as a non-resource URL, as upstream
+            return web.Response(body=generate_latest(self.metrics.registry),
+                                headers={"Content-Type": CONTENT_TYPE_LATEST})
         if path == "/api":
             return json_response(res.api_versions(f"{request.host}"))
         if path == "/apis":
@@ -488,7 +492,7 @@ class RestServer:
         if not is_upgrade(request):
             raise errors.BadRequest("Upgrade request required")
         try:
-            return await proxy_upgrade(request, url)
+            return await proxy_upgrade(request, url, ssl_context=self.pod_streams.locator.ssl)
         except ProxyError as exc:
             raise errors.ServiceUnavailable(f"cannot reach the kubelet of pod {t.namespace}/{t.name}: {exc}") \
                 from None

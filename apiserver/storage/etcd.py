@@ -6,10 +6,13 @@ so that every answer carries the header revision (aetcd's `get` drops it).
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import aetcd
+import aetcd.watcher
 import grpc
 from aetcd.rpc import rpc_pb2
 from opentelemetry import trace
@@ -85,6 +88,38 @@ def translate(err: grpc.aio.AioRpcError, what: str) -> Exception:
     return errors.InternalError(f"{what}: etcd failed: {code.name}: {details}")
 
 
+@dataclass(frozen=True)
+class EtcdTLS:
+    """The apiserver's TLS to etcd (`--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`), PEM bytes."""
+
+    ca: bytes
+    cert: bytes
+    key: bytes
+
+
+class _TLSClient(aetcd.Client):
+    """aetcd's client over a TLS channel. aetcd makes only plain-text channels; its
+    `connect` is the one place that does, so this one makes the channel and the same
+    stubs and watcher on it (aetcd 1.0's attributes)."""
+
+    def __init__(self, tls: EtcdTLS, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._tls = tls
+
+    async def connect(self) -> None:
+        if self._connected.is_set():
+            return
+        creds = grpc.ssl_channel_credentials(self._tls.ca, self._tls.key, self._tls.cert)
+        self.channel = grpc.aio.secure_channel(f"{self._host}:{self._port}", creds, options=self._options.items())
+        self.kvstub = aetcd.rpc.KVStub(self.channel)
+        self.clusterstub = aetcd.rpc.ClusterStub(self.channel)
+        self.leasestub = aetcd.rpc.LeaseStub(self.channel)
+        self.maintenancestub = aetcd.rpc.MaintenanceStub(self.channel)
+        self._watcher = aetcd.watcher.Watcher(aetcd.rpc.WatchStub(self.channel), timeout=self._timeout,
+                                              metadata=self.metadata)
+        self._connected.set()
+
+
 class Storage:
     """Byte-level access to etcd for the registries; one per apiserver."""
 
@@ -93,9 +128,10 @@ class Storage:
         self.timeout = timeout
 
     @classmethod
-    async def connect(cls, endpoint: str) -> Storage:
+    async def connect(cls, endpoint: str, tls: EtcdTLS | None = None) -> Storage:
         host, _, port = endpoint.rpartition(":")
-        client = aetcd.Client(host=host or "127.0.0.1", port=int(port), options={
+        make: Any = functools.partial(_TLSClient, tls) if tls is not None else aetcd.Client
+        client = make(host=host or "127.0.0.1", port=int(port), options={
             "grpc.max_receive_message_length": MAX_MESSAGE,
             "grpc.max_send_message_length": MAX_MESSAGE,
             # Reconnect quickly when etcd comes back (gRPC's default backs off up to 120 s).

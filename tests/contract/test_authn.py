@@ -1,4 +1,4 @@
-"""Authentication on a TLS apiserver (apiserver/authn.py, apiserver/tls.py): client
+"""Authentication on a TLS apiserver (apiserver/authn.py, kubeling/servingtls.py): client
 certificates from the cluster PKI (kubeling/pki.py), static tokens and anonymous requests,
 seen through `kubectl auth whoami` (SelfSubjectReview), raw HTTPS and the gRPC client."""
 

@@ -1,5 +1,8 @@
 """A whole cluster per test: etcd (the session's), an apiserver, the scheduler and
-kubelets with their CRI runtimes, real runc and CNI. Every node has its own bridge,
+kubelets with their CRI runtimes, real runc and CNI, secured as `kubeling up` secures
+it: TLS everywhere from one cluster CA, each component with its own certificate
+(the admin's for the test's client and kubectl), `--authorization-mode Node,RBAC` and
+NodeRestriction, the kubelets' endpoints only for the apiserver. Every node has its own bridge,
 pod CIDR (out of a private cluster CIDR) and state; at the end every pod is deleted
 through the API (so the kubelets' termination path runs) and nothing may be left:
 no runc containers, shims, netns, mounts, or bridges."""
@@ -23,8 +26,8 @@ from cni import netns
 from kubelet.agent import Kubelet, bridge_name
 from kubelet.config import KubeletConfig
 from kubelet.cri.runc import Runc
-from kubeling import errors
-from kubeling.client import Client
+from kubeling import errors, pki
+from kubeling.client import Client, TLSConfig
 from kubeling.etcd import EtcdServer
 from kubeling.kubeconfig import write_kubeconfig
 from protos.kubeling.v1 import core_pb2, meta_pb2
@@ -35,6 +38,21 @@ from tests.e2e.kubectl import Kubectl
 CLUSTER_CIDR = f"10.{180 + os.getpid() % 10}.0.0/16"
 
 
+def tls_of(root: Path, identity: str) -> TLSConfig:
+    """A component's credentials from the cluster PKI (identity: admin, scheduler, kubelet/<node>-client)."""
+    return TLSConfig.from_files(root / "ca.crt", root / f"{identity}.crt", root / f"{identity}.key")
+
+
+def secured_apiserver_config(etcd: EtcdServer, prefix: str, root: Path, **overrides: Any) -> Any:
+    """The apiserver as `kubeling up` configures it, over the PKI under root."""
+    return apiserver_config(
+        etcd, prefix, tls_cert_file=str(root / "apiserver.crt"), tls_private_key_file=str(root / "apiserver.key"),
+        client_ca_file=str(root / "ca.crt"), authorization_mode="Node,RBAC",
+        kubelet_client_certificate=str(root / "apiserver-kubelet-client.crt"),
+        kubelet_client_key=str(root / "apiserver-kubelet-client.key"),
+        kubelet_certificate_authority=str(root / "ca.crt"), **overrides)
+
+
 @dataclass
 class Cluster:
     base: Path
@@ -43,15 +61,28 @@ class Cluster:
     scheduler: SchedulerService
     kubelets: dict[str, Kubelet] = field(default_factory=dict)
 
+    @property
+    def pki(self) -> Path:
+        return self.base / "pki"
+
     def kubelet_config(self, name: str, **overrides: Any) -> KubeletConfig:
+        pki.ensure(self.pki, {name: ["127.0.0.1"]})
+        kubeconfig = write_kubeconfig(self.base / f"kubelet-{name}.conf", self.apiserver.rest_address,
+                                      self.apiserver.address, tls=tls_of(self.pki, f"kubelet/{name}-client"))
         config = KubeletConfig(node_name=name, apiserver=self.apiserver.address, root_dir=self.base / "kubelets",
                                pod_logs_dir=self.base / "pod-logs", runc_root=self.base / "runc" / name,
                                cluster_cidr=CLUSTER_CIDR, node_status_update_frequency=1.0,
                                housekeeping_interval=0.5, container_gc_period=2.0, crash_loop_backoff_initial=1.0,
-                               crash_loop_backoff_max=4.0)
+                               crash_loop_backoff_max=4.0, kubeconfig=kubeconfig,
+                               tls_cert_file=self.pki / "kubelet" / f"{name}.crt",
+                               tls_private_key_file=self.pki / "kubelet" / f"{name}.key",
+                               client_ca_file=self.pki / "ca.crt")
         for key, value in overrides.items():
             setattr(config, key, value)
         return config
+
+    def admin_client(self, **options: Any) -> Client:
+        return Client(self.apiserver.address, tls=tls_of(self.pki, "admin"), **options)
 
     async def add_node(self, index: int, **overrides: Any) -> Kubelet:
         name = f"k{os.getpid() % 10000}n{index}"
@@ -127,10 +158,13 @@ def _shims(base: Path) -> str:
 async def cluster(etcd: EtcdServer, prefix: str) -> AsyncIterator[Cluster]:
     base = Path(tempfile.mkdtemp(prefix="ke2e-"))
     netns_before = set(netns.list_names())
-    apiserver = APIServer(apiserver_config(etcd, prefix, cluster_cidr=CLUSTER_CIDR, rest_listen="127.0.0.1:0"))
+    root = base / "pki"
+    pki.ensure(root, {})
+    apiserver = APIServer(secured_apiserver_config(etcd, prefix, root, cluster_cidr=CLUSTER_CIDR,
+                                                   rest_listen="127.0.0.1:0"))
     await apiserver.start()
-    client = Client(apiserver.address)
-    scheduler = SchedulerService(apiserver.address)
+    client = Client(apiserver.address, tls=tls_of(root, "admin"))
+    scheduler = SchedulerService(apiserver.address, client=Client(apiserver.address, tls=tls_of(root, "scheduler")))
     await scheduler.start()
     made = Cluster(base, apiserver, client, scheduler)
     try:
@@ -176,4 +210,5 @@ async def cluster(etcd: EtcdServer, prefix: str) -> AsyncIterator[Cluster]:
 @pytest.fixture
 def kubectl(cluster: Cluster, tmp_path: Path) -> Kubectl:
     """The real kubectl, configured for the cluster's REST API."""
-    return Kubectl(write_kubeconfig(tmp_path / "kubeconfig", cluster.apiserver.rest_address))
+    return Kubectl(write_kubeconfig(tmp_path / "kubeconfig", cluster.apiserver.rest_address, cluster.apiserver.address,
+                                    tls=tls_of(cluster.pki, "admin")))

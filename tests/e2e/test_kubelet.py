@@ -17,6 +17,7 @@ from cni import netns
 from kubelet.agent import bridge_name
 from kubelet.cri.runc import Runc
 from kubeling import errors
+from kubeling.servingtls import client_context
 from protos.kubeling.v1 import core_pb2
 from tests.contract.cni.conftest import write_failing_plugin
 from tests.e2e.conftest import Cluster, container, pod
@@ -81,8 +82,10 @@ async def test_two_nodes_pods_reach_each_other_and_init_containers_run_first(clu
 
 async def _logs(cluster: Cluster, kubelet: Any, name: str, container_name: str, **query: str) -> str:
     params = "&".join(f"{k}={v}" for k, v in query.items())
-    url = f"http://127.0.0.1:{kubelet.server.port}/containerLogs/default/{name}/{container_name}?{params}"
-    async with aiohttp.ClientSession() as session, session.get(url) as reply:
+    url = f"https://127.0.0.1:{kubelet.server.port}/containerLogs/default/{name}/{container_name}?{params}"
+    root = cluster.pki  # only the apiserver's client certificate may read logs from a kubelet
+    ssl = client_context(root / "ca.crt", root / "apiserver-kubelet-client.crt", root / "apiserver-kubelet-client.key")
+    async with aiohttp.ClientSession() as session, session.get(url, ssl=ssl) as reply:
         text = await reply.text()
         assert reply.status == 200, text
         return text
@@ -328,7 +331,9 @@ async def test_kubelet_process_killed_and_restarted_keeps_containers(cluster: Cl
     (same ID, restart count 0) and can still stop and remove it."""
     name = f"k{os.getpid() % 10000}p"
     config = cluster.kubelet_config(name)
-    argv = [sys.executable, "-m", "kubelet", "--node-name", name, "--apiserver", cluster.apiserver.address,
+    argv = [sys.executable, "-m", "kubelet", "--node-name", name, "--kubeconfig", str(config.kubeconfig),
+            "--tls-cert-file", str(config.tls_cert_file), "--tls-private-key-file", str(config.tls_private_key_file),
+            "--client-ca-file", str(config.client_ca_file),
             "--root-dir", str(config.root_dir), "--pod-logs-dir", str(config.pod_logs_dir),
             "--runc-root", str(config.runc_root), "--cluster-cidr", config.cluster_cidr, "--log-level", "WARNING"]
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL)

@@ -20,10 +20,12 @@ import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from kubelet.agent import bridge_name
-from kubeling import errors
-from kubeling.client import Client
+from kubeling import errors, pki
+from kubeling.client import Client, TLSConfig
 from kubeling.etcd import EtcdServer
+from kubeling.kubeconfig import write_kubeconfig
 from kubeling.netutil import free_port
+from kubeling.servingtls import client_context
 from kubeling.telemetry import POD_TRACE_ANNOTATION
 from protos.kubeling.v1 import core_pb2, meta_pb2
 
@@ -73,15 +75,33 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
     api, rest = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     node = f"t{os.getpid() % 10000}"
     cidr = f"10.{165 + os.getpid() % 4}.0.0/16"
+    # Secured as `kubeling up` runs it: traces cross TLS channels.
+    root = tmp_path / "pki"
+    pki.ensure(root, {node: ["127.0.0.1"]})
+    secured = ["--tls-cert-file", str(root / "apiserver.crt"), "--tls-private-key-file", str(root / "apiserver.key"),
+               "--client-ca-file", str(root / "ca.crt"), "--authorization-mode", "Node,RBAC",
+               "--kubelet-client-certificate", str(root / "apiserver-kubelet-client.crt"),
+               "--kubelet-client-key", str(root / "apiserver-kubelet-client.key"),
+               "--kubelet-certificate-authority", str(root / "ca.crt")]
+
+    def tls(identity: str) -> TLSConfig:
+        return TLSConfig.from_files(root / "ca.crt", root / f"{identity}.crt", root / f"{identity}.key")
+
+    admin_ssl = client_context(root / "ca.crt", root / "admin.crt", root / "admin.key")
     procs = [subprocess.Popen([sys.executable, "-m", *argv, "--log-level", "WARNING"], env=env,
                               stdin=subprocess.DEVNULL)
              for argv in (["apiserver", "--etcd", etcd.endpoint, "--listen", api, "--etcd-prefix", prefix,
-                           "--cluster-cidr", cidr, "--rest-listen", rest],)]
+                           "--cluster-cidr", cidr, "--rest-listen", rest, *secured],)]
     try:
-        async with Client(api) as client:
+        async with Client(api, tls=tls("admin")) as client:
             await client.namespaces.get("default")
-            for argv in (["scheduler", "--apiserver", api],
-                         ["kubelet", "--node-name", node, "--apiserver", api, "--root-dir", str(tmp_path / "k"),
+            scheduler_conf = write_kubeconfig(tmp_path / "scheduler.conf", rest, api, tls=tls("scheduler"))
+            kubelet_conf = write_kubeconfig(tmp_path / "kubelet.conf", rest, api, tls=tls(f"kubelet/{node}-client"))
+            for argv in (["scheduler", "--kubeconfig", str(scheduler_conf)],
+                         ["kubelet", "--node-name", node, "--kubeconfig", str(kubelet_conf),
+                          "--tls-cert-file", str(root / "kubelet" / f"{node}.crt"),
+                          "--tls-private-key-file", str(root / "kubelet" / f"{node}.key"),
+                          "--client-ca-file", str(root / "ca.crt"), "--root-dir", str(tmp_path / "k"),
                           "--pod-logs-dir", str(tmp_path / "logs"), "--runc-root", str(tmp_path / "runc"),
                           "--cluster-cidr", cidr]):
                 procs.append(subprocess.Popen([sys.executable, "-m", *argv, "--log-level", "WARNING"], env=env,
@@ -99,7 +119,7 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
             trace_id = pod.metadata.annotations[POD_TRACE_ANNOTATION].split("-")[1]
             # A pod created through the REST API (as kubectl does) starts a trace just the same.
             async with aiohttp.ClientSession() as http:
-                async with http.post(f"http://{rest}/api/v1/namespaces/default/pods", json={
+                async with http.post(f"https://{rest}/api/v1/namespaces/default/pods", ssl=admin_ssl, json={
                         "metadata": {"name": "via-rest"}, "spec": {"terminationGracePeriodSeconds": 1, "containers": [
                             {"name": "main", "image": "busybox", "imagePullPolicy": "IfNotPresent",
                              "command": ["sleep", "3600"]}]}}) as reply:
@@ -107,7 +127,7 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
                     rest_trace = (await reply.json())["metadata"]["annotations"][POD_TRACE_ANNOTATION].split("-")[1]
                 # ... and one created by server-side apply (kubectl apply --server-side); gated: it stays put.
                 async with http.patch(
-                        f"http://{rest}/api/v1/namespaces/default/pods/via-apply?fieldManager=test",
+                        f"https://{rest}/api/v1/namespaces/default/pods/via-apply?fieldManager=test", ssl=admin_ssl,
                         headers={"Content-Type": "application/apply-patch+yaml"}, json={
                             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "via-apply"}, "spec": {
                                 "schedulingGates": [{"name": "example.com/hold"}],
@@ -122,7 +142,7 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
         # Pods go through the API while the kubelet runs (it stops them), even when an
         # assertion above failed: nothing may stay running on the machine.
         try:
-            async with Client(api, timeout=5, wait_for_ready=False) as client:
+            async with Client(api, timeout=5, wait_for_ready=False, tls=tls("admin")) as client:
                 for name in ("traced", "via-rest", "via-apply"):
                     with contextlib.suppress(errors.NotFound):
                         await client.pods.delete(name, "default")

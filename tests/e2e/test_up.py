@@ -4,12 +4,17 @@ a component killed and brought back, data kept across down and up, nothing left.
 from __future__ import annotations
 
 import asyncio
+import http.client
 import os
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from cluster.plan import ClusterPlan
 from cluster.processes import alive
@@ -46,6 +51,30 @@ async def _wait(client: Client, name: str, predicate: Any, timeout: float = 90) 
         await asyncio.sleep(0.2)
 
 
+def _secured(plan: ClusterPlan, kubelet_port: int) -> None:
+    """What `up` runs is secured: without credentials, the API answers only what
+    anonymous users may ask (403 beyond), etcd and the kubelets' endpoints nothing."""
+    root = plan.pki
+    ca = ssl.create_default_context(cafile=str(root / "ca.crt"))
+    host, _, port = plan.rest.rpartition(":")
+    for path, wanted in (("/api/v1/namespaces/default/pods", 403), ("/healthz", 200), ("/metrics", 403)):
+        conn = http.client.HTTPSConnection(host, int(port), context=ca, timeout=10)
+        conn.request("GET", path)
+        assert conn.getresponse().status == wanted, path
+        conn.close()
+    with pytest.raises(ssl.SSLError):  # etcd takes only clients with a certificate of the cluster CA
+        with socket.create_connection(("127.0.0.1", plan.etcd_port), timeout=5) as raw, \
+                ca.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            tls.sendall(b"GET /health HTTP/1.0\r\n\r\n")
+            tls.recv(100)
+    conn = http.client.HTTPSConnection("127.0.0.1", kubelet_port, context=ca, timeout=10)
+    conn.request("GET", "/containerLogs/default/server/main")  # the apiserver's certificate only
+    assert conn.getresponse().status == 401
+    conn.close()
+    assert (plan.pki / "ca.key").stat().st_mode & 0o777 == 0o600
+    assert (plan.root / "kubeconfig").stat().st_mode & 0o777 == 0o600
+
+
 async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None:
     state = tmp_path / "cluster"
     prefix = f"u{os.getpid() % 1000}-"
@@ -73,6 +102,9 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
             assert status.returncode == 0 and "default/server" in status.stdout and nodes[1] in status.stdout
             assert f"kubelet-{nodes[0]}" in status.stdout and "running" in status.stdout
 
+            first = await client.nodes.get(nodes[0])
+            await asyncio.to_thread(_secured, plan, first.status.daemonEndpoints.kubeletEndpoint.Port)
+
             # kubectl, with the kubeconfig `up` wrote, as the README's quick start uses it.
             kubectl = [kubectl_binary(), "--kubeconfig", str(state / "kubeconfig")]
             listed = await asyncio.to_thread(subprocess.run, kubectl + ["get", "nodes"], capture_output=True, text=True)
@@ -85,7 +117,7 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
             assert waited.returncode == 0, waited.stderr
 
             # A component killed outright comes back (same ports) and the cluster keeps working.
-            scheduler = subprocess.run(["pgrep", "-f", f"scheduler --apiserver {plan.apiserver}"],
+            scheduler = subprocess.run(["pgrep", "-f", f"scheduler --kubeconfig {state}/scheduler.conf"],
                                        capture_output=True, text=True).stdout.split()
             assert len(scheduler) == 1
             os.kill(int(scheduler[0]), signal.SIGKILL)
@@ -114,7 +146,7 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
         assert again.returncode == 0, again.stdout + again.stderr
         plan = ClusterPlan.load(state)
         assert plan is not None
-        async with Client(plan.apiserver) as client:
+        async with plan.admin_client() as client:
             back = await _wait(client, "after-kill", lambda p: p.status.containerStatuses and
                                p.status.containerStatuses[0].containerID not in ("", first_id) and
                                p.status.containerStatuses[0].state.HasField("running"))

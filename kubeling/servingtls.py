@@ -1,6 +1,7 @@
-"""The apiserver's serving TLS (`--tls-cert-file`, `--tls-private-key-file`) and client
-certificate verification (`--client-ca-file`), for the REST listener (Python's ssl) and
-the gRPC one (gRPC's credentials).
+"""Serving TLS (`--tls-cert-file`, `--tls-private-key-file`) and client certificate
+verification (`--client-ca-file`), as the apiserver and the kubelet take them: for HTTP
+listeners (Python's ssl) and the apiserver's gRPC one (gRPC's credentials); and the
+context of an HTTPS client with a certificate of its own (the apiserver to kubelets).
 
 REST asks for a client certificate and verifies one that is presented (a request without
 one goes on to tokens and anonymous, as upstream). gRPC's server credentials can only
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import grpc
 
-__all__ = ["ServingTLS"]
+__all__ = ["ServingTLS", "client_context", "peer_common_name"]
 
 
 @dataclass(frozen=True)
@@ -49,3 +50,26 @@ class ServingTLS:
         ca = self.client_ca_file.read_bytes() if self.client_ca_file is not None else None
         return grpc.ssl_server_credentials([(self.key_file.read_bytes(), self.cert_file.read_bytes())],
                                            root_certificates=ca, require_client_auth=ca is not None)
+
+
+def client_context(ca_file: Path, cert_file: Path | None = None, key_file: Path | None = None) -> ssl.SSLContext:
+    """An HTTPS client's context: the server verified against ca_file (and its name), this
+    client's certificate presented when given."""
+    try:
+        ctx = ssl.create_default_context(cafile=str(ca_file))
+        if cert_file is not None and key_file is not None:
+            ctx.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as err:
+        raise ValueError(f"client TLS from {ca_file}, {cert_file}, {key_file}: {err}") from None
+    return ctx
+
+
+def peer_common_name(peercert: object) -> str | None:
+    """The CN of a verified peer certificate as ssl's getpeercert() gives it (None: none presented)."""
+    if not isinstance(peercert, dict):
+        return None
+    for rdn in peercert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return None
