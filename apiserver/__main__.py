@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated, asked in order: AlwaysAllow, Node (kubelets), RBAC (the stored roles "
                         "and bindings); e.g. Node,RBAC (default %(default)s)")
     p.add_argument("--enable-admission-plugins", default=d.admission_plugins,
-                   help="comma-separated admission plugins: NodeRestriction (default %(default)s)")
+                   help="comma-separated admission plugins: NodeRestriction, ServiceAccount (default %(default)s)")
     p.add_argument("--kubelet-client-certificate", default="", help="the apiserver's client certificate for "
                                                                      "the kubelets (logs, exec, port-forward)")
     p.add_argument("--kubelet-client-key", default="", help="its private key")
@@ -95,6 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--etcd-cafile", default="", help="verify etcd's serving certificate against this CA")
     p.add_argument("--etcd-certfile", default="", help="the apiserver's client certificate for etcd")
     p.add_argument("--etcd-keyfile", default="", help="its private key (all three: TLS to etcd)")
+    p.add_argument("--service-account-signing-key-file", default="",
+                   help="the ECDSA P-256 key ServiceAccount tokens are signed with (the PKI's sa.key); default: "
+                        "one made at start")
+    p.add_argument("--service-account-issuer", default=d.service_account_issuer,
+                   help="the tokens' iss (default %(default)s)")
+    p.add_argument("--api-audiences", default="", help="audiences the API accepts, comma-separated (default: "
+                                                       "the issuer)")
     p.add_argument("--port-file", default="", help="write the bound gRPC port here once serving")
     p.add_argument("--log-level", default="INFO")
     return p
@@ -113,7 +120,9 @@ async def _serve(args: argparse.Namespace) -> None:
                  kubelet_client_certificate=args.kubelet_client_certificate,
                  kubelet_client_key=args.kubelet_client_key,
                  kubelet_certificate_authority=args.kubelet_certificate_authority,
-                 etcd_cafile=args.etcd_cafile, etcd_certfile=args.etcd_certfile, etcd_keyfile=args.etcd_keyfile)
+                 etcd_cafile=args.etcd_cafile, etcd_certfile=args.etcd_certfile, etcd_keyfile=args.etcd_keyfile,
+                 service_account_signing_key_file=args.service_account_signing_key_file,
+                 service_account_issuer=args.service_account_issuer, api_audiences=args.api_audiences)
     server = APIServer(cfg)
     await server.start()
     if args.port_file:

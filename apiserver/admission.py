@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from apiserver.authn import UserInfo, current_user
 from kubeling import errors
 
-__all__ = ["AdmissionAttributes", "AdmissionPlugin", "Admission", "forbidden"]
+__all__ = ["AdmissionAttributes", "AdmissionPlugin", "MutatingPlugin", "Admission", "forbidden"]
 
 CREATE, UPDATE, DELETE = "CREATE", "UPDATE", "DELETE"
 
@@ -42,6 +42,13 @@ class AdmissionPlugin(Protocol):
         """Return to admit; raise an ApiError (Forbidden) to refuse."""
 
 
+class MutatingPlugin(Protocol):
+    resources: frozenset[str]
+
+    async def mutate(self, attrs: AdmissionAttributes) -> None:
+        """Change attrs.obj (a new object, before validation), or raise to refuse."""
+
+
 def forbidden(attrs: AdmissionAttributes, group_resource: str, reason: str) -> errors.Forbidden:
     """Upstream's admission.NewForbidden: `pods "p" is forbidden: <reason>`."""
     name = f' "{attrs.name}"' if attrs.name else ""
@@ -53,17 +60,31 @@ class Admission:
     """The chain one resource's registry runs (only the plugins that handle it)."""
 
     plugins: Sequence[AdmissionPlugin]
+    mutating: Sequence[MutatingPlugin] = ()
+
+    @staticmethod
+    def _attributes(operation: str, resource: str, obj: Any | None, old: Any | None,
+                    subresource: str) -> AdmissionAttributes | None:
+        user = current_user.get()
+        if user is None:
+            return None  # the apiserver's own write
+        meta = (obj if obj is not None else old).metadata  # type: ignore[union-attr]
+        return AdmissionAttributes(user, operation, resource, subresource, meta.namespace, meta.name, obj, old)
+
+    async def mutate(self, operation: str, resource: str, obj: Any) -> None:
+        attrs = self._attributes(operation, resource, obj, None, "")
+        if attrs is not None:
+            for plugin in self.mutating:
+                await plugin.mutate(attrs)
 
     async def admit(self, operation: str, resource: str, obj: Any | None, old: Any | None, *,
                     subresource: str = "") -> None:
-        user = current_user.get()
-        if user is None:
-            return  # the apiserver's own write
-        meta = (obj if obj is not None else old).metadata  # type: ignore[union-attr]
-        attrs = AdmissionAttributes(user, operation, resource, subresource, meta.namespace, meta.name, obj, old)
-        for plugin in self.plugins:
-            await plugin.validate(attrs)
+        attrs = self._attributes(operation, resource, obj, old, subresource)
+        if attrs is not None:
+            for plugin in self.plugins:
+                await plugin.validate(attrs)
 
     def for_resource(self, resource: str) -> Admission | None:
         plugins = [p for p in self.plugins if resource in p.resources]
-        return Admission(plugins) if plugins else None
+        mutating = [p for p in self.mutating if resource in p.resources]
+        return Admission(plugins, mutating) if plugins or mutating else None

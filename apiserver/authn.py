@@ -13,13 +13,15 @@ import csv
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from kubeling import errors
 
-__all__ = ["ANONYMOUS", "Authenticator", "UserInfo", "current_user", "load_token_file", "user_from_certificate"]
+__all__ = ["ANONYMOUS", "Authenticator", "TokenAuthenticator", "UserInfo", "current_user", "load_token_file",
+           "user_from_certificate"]
 
 AUTHENTICATED, UNAUTHENTICATED = "system:authenticated", "system:unauthenticated"
 
@@ -68,10 +70,17 @@ def user_from_certificate(cert: x509.Certificate) -> UserInfo:
     return UserInfo(str(names[0].value) if names else "", groups=tuple(str(o.value) for o in orgs))
 
 
+class TokenAuthenticator(Protocol):
+    def authenticate_token(self, token: str) -> UserInfo | None:
+        """The token's user; None: not one of this authenticator's tokens."""
+
+
 @dataclass
 class Authenticator:
     tokens: dict[str, UserInfo] = field(default_factory=dict)
     anonymous: bool = True
+    # Bearer tokens the static file does not hold (ServiceAccount tokens, apiserver.tokens).
+    others: list[TokenAuthenticator] = field(default_factory=list)
 
     def authenticate(self, certificate_user: UserInfo | None, authorization: str | None) -> UserInfo:
         """The request's user, or errors.Unauthorized."""
@@ -81,6 +90,10 @@ class Authenticator:
             scheme, _, token = authorization.strip().partition(" ")
             if scheme.lower() == "bearer" and token.strip():  # an empty one is none, as upstream
                 user = self.tokens.get(token.strip())
+                for other in self.others:
+                    if user is not None:
+                        break
+                    user = other.authenticate_token(token.strip())
                 if user is None:
                     raise errors.Unauthorized("Unauthorized")
                 return user.with_authenticated()

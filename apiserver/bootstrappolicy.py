@@ -26,13 +26,16 @@ def _urls(verbs: tuple[str, ...], urls: tuple[str, ...]) -> PolicyRule:
 
 
 _VIEW = (
-    _rule(READ, (CORE,), ("pods", "pods/log", "pods/status", "events", "namespaces", "namespaces/status")),
+    _rule(READ, (CORE,), ("pods", "pods/log", "pods/status", "events", "namespaces", "namespaces/status",
+                          "serviceaccounts")),
     _rule(READ, (EVENTS,), ("events",)),
 )
 _EDIT = (
     *_VIEW,
     _rule(READ + WRITE, (CORE,), ("pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy")),
     _rule(("create",), (CORE,), ("pods/eviction",)),
+    _rule(READ + WRITE, (CORE,), ("serviceaccounts",)),
+    _rule(("create",), (CORE,), ("serviceaccounts/token",)),
 )
 _ADMIN = (
     *_EDIT,
@@ -82,6 +85,7 @@ def node_rules() -> tuple[PolicyRule, ...]:
         _rule(("patch", "update"), (CORE,), ("pods/status",)),
         _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),
         _rule(("create", "delete", "get", "patch", "update"), (COORDINATION,), ("leases",)),
+        _rule(("create",), (CORE,), ("serviceaccounts/token",)),
         _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
         _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews", "localsubjectaccessreviews")),
     )

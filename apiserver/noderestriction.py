@@ -8,6 +8,7 @@ its own Lease. The messages are upstream's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -15,7 +16,7 @@ from google.protobuf.message import Message
 
 from apiserver.admission import CREATE, DELETE, UPDATE, AdmissionAttributes, forbidden
 from apiserver.nodeauthz import LEASE_NAMESPACE, node_name
-from protos.kubeling.v1 import core_pb2
+from protos.kubeling.v1 import authentication_pb2, core_pb2
 
 __all__ = ["NodeRestriction", "forbidden_labels"]
 
@@ -62,21 +63,47 @@ def _modified_labels(new: dict[str, str], old: dict[str, str]) -> set[str]:
     return {k for k in new.keys() | old.keys() if new.get(k) != old.get(k)}
 
 
+PodLookup = Callable[[str, str], core_pb2.Pod | None]
+
+
 @dataclass
 class NodeRestriction:
-    resources: frozenset[str] = frozenset({"pods", "nodes", "leases"})
+    pods: PodLookup  # (namespace, name) -> the pod, None when there is none
+    resources: frozenset[str] = frozenset({"pods", "nodes", "leases", "serviceaccounts"})
 
     async def validate(self, attrs: AdmissionAttributes) -> None:
         node = node_name(attrs.user)
         if node is None:
             return
-        if attrs.resource == "pods":
+        if attrs.resource == "serviceaccounts":
+            self._token(node, attrs)
+        elif attrs.resource == "pods":
             self._pod(node, attrs)
         elif attrs.resource == "nodes":
             self._node(node, attrs)
         elif attrs.namespace == LEASE_NAMESPACE and attrs.name != node:
             raise forbidden(attrs, "leases.coordination.k8s.io",
                             f'node "{node}" is not allowed to modify lease "{attrs.name}"')
+
+    def _token(self, node: str, attrs: AdmissionAttributes) -> None:
+        """A kubelet asks tokens only for the pods bound to it (the ServiceAccount is the
+        pod's: the TokenRequest checks that)."""
+        if attrs.subresource != "token":
+            raise forbidden(attrs, "serviceaccounts", f'node "{node}" may not modify serviceaccounts')
+        req = _as(authentication_pb2.TokenRequest, attrs.obj)
+        ref = req.spec.boundObjectRef
+        if ref.kind != "Pod":
+            raise forbidden(attrs, "serviceaccounts", "node requested token not bound to a pod")
+        if not ref.uid:
+            raise forbidden(attrs, "serviceaccounts", "node requested token with a pod binding without a uid")
+        pod = self.pods(attrs.namespace, ref.name)
+        if pod is None or pod.metadata.uid != ref.uid:
+            raise forbidden(attrs, "serviceaccounts", f"the UID in the bound object reference ({ref.uid}) does not "
+                                                      "match the UID in record. The object might have been deleted "
+                                                      "and then recreated")
+        if pod.spec.nodeName != node:
+            raise forbidden(attrs, "serviceaccounts",
+                            "node requested token bound to a pod scheduled on a different node")
 
     def _pod(self, node: str, attrs: AdmissionAttributes) -> None:
         if attrs.subresource == "status":

@@ -8,15 +8,17 @@ import asyncio
 import logging
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import grpc
+from cryptography.hazmat.primitives.asymmetric import ec
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from apiserver.admission import Admission, AdmissionPlugin
+from apiserver.admission import Admission, AdmissionPlugin, MutatingPlugin
 from apiserver.authn import Authenticator, load_token_file
 from apiserver.authz import authorizer_for, parse_modes
 from apiserver.compaction import Compactor
@@ -34,8 +36,12 @@ from apiserver.registry.namespaces import SYSTEM_NAMESPACES
 from apiserver.registry.store import Registry
 from apiserver.rest.server import RestServer
 from apiserver.service import SERVICE_NAMES, service_handler
+from apiserver.serviceaccountadmission import ServiceAccountAdmission
+from apiserver.serviceaccounts import ServiceAccountsController
 from apiserver.storage.etcd import EtcdTLS, Storage
 from apiserver.storage.ttl import LeasePool
+from apiserver.tokenrequest import TokenRequests
+from apiserver.tokens import DEFAULT_ISSUER, ServiceAccountTokens, TokenIssuer, load_signing_key
 from kubeling import errors
 from kubeling.http import StatusServer
 from kubeling.servingtls import ServingTLS, client_context
@@ -72,7 +78,12 @@ class Config:
     token_auth_file: str = ""
     anonymous_auth: bool = True
     authorization_mode: str = "AlwaysAllow"  # a comma-separated list of AlwaysAllow, Node, RBAC
-    admission_plugins: str = "NodeRestriction"  # comma-separated; "" for none
+    admission_plugins: str = "NodeRestriction,ServiceAccount"  # comma-separated; "" for none
+    # ServiceAccount tokens: signed with this ECDSA P-256 key (kubeling.pki's sa.key; empty:
+    # a key made at start, so tokens die with the process), for this issuer and audiences.
+    service_account_signing_key_file: str = ""
+    service_account_issuer: str = DEFAULT_ISSUER
+    api_audiences: str = ""  # comma-separated; empty: the issuer
     # To the kubelets: HTTPS with this client certificate, their serving certificates
     # verified against the CA (all three, or none: plain HTTP).
     kubelet_client_certificate: str = ""
@@ -112,6 +123,20 @@ class Config:
         return client_context(Path(self.kubelet_certificate_authority), Path(self.kubelet_client_certificate),
                               Path(self.kubelet_client_key))
 
+    def token_issuer(self) -> TokenIssuer:
+        if self.service_account_signing_key_file:
+            try:
+                key = load_signing_key(Path(self.service_account_signing_key_file).read_bytes())
+            except (OSError, ValueError) as err:
+                raise ValueError(f"--service-account-signing-key-file: {err}") from None
+        else:
+            log.warning("no --service-account-signing-key-file: ServiceAccount tokens are signed with a key made "
+                        "now, and die with this process")
+            key = ec.generate_private_key(ec.SECP256R1())
+        audiences = tuple(a.strip() for a in self.api_audiences.split(",") if a.strip()) or \
+            (self.service_account_issuer,)
+        return TokenIssuer(key, self.service_account_issuer, audiences)
+
     def etcd_tls(self) -> EtcdTLS | None:
         files = (self.etcd_cafile, self.etcd_certfile, self.etcd_keyfile)
         if not any(files):
@@ -132,7 +157,7 @@ class Config:
         return names
 
 
-ADMISSION_PLUGINS = ("NodeRestriction",)
+ADMISSION_PLUGINS = ("NodeRestriction", "ServiceAccount")
 
 
 @dataclass
@@ -149,6 +174,7 @@ class APIServer:
     _rest: RestServer | None = None
     _compactor: Compactor | None = None
     _finalizer: NamespaceFinalizer | None = None
+    _service_accounts: ServiceAccountsController | None = None
     _ipam: NodeIPAM | None = None
     _health: health.aio.HealthServicer | None = None
 
@@ -171,6 +197,7 @@ class APIServer:
         cfg = self.config
         tls = cfg.serving_tls()  # bad files fail here, before anything is started
         authenticator = cfg.authenticator()
+        issuer = cfg.token_issuer()
         modes = parse_modes(cfg.authorization_mode)
         admission_names = cfg.admission_plugin_names()
         kubelet_ssl = cfg.kubelet_ssl()
@@ -191,10 +218,17 @@ class APIServer:
                 if strategy.plural == "events" and cfg.event_ttl > 0 else None)
         policy = StoredPolicy(self.registries)
         authorizer = authorizer_for(cfg.authorization_mode, policy)
-        plugins: list[AdmissionPlugin] = [NodeRestriction()] if "NodeRestriction" in admission_names else []
+        authenticator.others.append(ServiceAccountTokens(
+            issuer.key.public_key(), self._cached("serviceaccounts"), self._cached("pods"), issuer.issuer,
+            issuer.audiences))
+        tokens = TokenRequests(issuer, self.registries["serviceaccounts"], self.registries["pods"])
+        plugins: list[AdmissionPlugin] = [NodeRestriction(self._cached("pods"))] \
+            if "NodeRestriction" in admission_names else []
         if authorizer is not None and "RBAC" in modes:
             plugins.append(EscalationCheck(authorizer, policy))  # upstream's RBAC storage does it
-        chain = Admission(plugins)
+        mutating: list[MutatingPlugin] = [ServiceAccountAdmission(self._service_account)] \
+            if "ServiceAccount" in admission_names else []
+        chain = Admission(plugins, mutating)
         for reg in self.registries.values():
             reg.admission = chain.for_resource(reg.strategy.plural)
         for reg in self.registries.values():
@@ -202,6 +236,9 @@ class APIServer:
         await asyncio.gather(*(reg.wait_ready(timeout=30) for reg in self.registries.values()))
         await self._bootstrap_namespaces()
         await reconcile_bootstrap(self.registries["clusterroles"], self.registries["clusterrolebindings"])
+        self._service_accounts = ServiceAccountsController(self.registries["namespaces"],
+                                                           self.registries["serviceaccounts"])
+        await self._service_accounts.sync()  # the system namespaces' before anyone asks
 
         self._server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
@@ -215,7 +252,8 @@ class APIServer:
         locator = PodLocator(self.registries["pods"], self.registries["nodes"], kubelet_ssl)
         pod_logs = PodLogProxy(locator)
         self._server.add_generic_rpc_handlers(
-            [service_handler(reg, self.metrics, pod_logs, grpc_authn, authorizer) for reg in self.registries.values()])
+            [service_handler(reg, self.metrics, pod_logs, grpc_authn, authorizer, tokens)
+             for reg in self.registries.values()])
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         names = [api_pb2.DESCRIPTOR.services_by_name[n].full_name for n in SERVICE_NAMES.values()]
@@ -235,6 +273,7 @@ class APIServer:
             [r for r in self.registries.values() if r.strategy.namespaced],
             cfg.namespace_finalize_interval)
         self._finalizer.start()
+        self._service_accounts.start()
         if allocator is not None:
             self._ipam = NodeIPAM(self.registries["nodes"], allocator)
             self._ipam.start()
@@ -243,7 +282,7 @@ class APIServer:
         if cfg.rest_listen:
             self._rest = RestServer(self.registries, pod_logs, PodStreams(locator), self.metrics, self._ready,
                                     authenticator=authenticator, authorizer=authorizer,
-                                    ssl_context=tls.ssl_context() if tls is not None else None)
+                                    ssl_context=tls.ssl_context() if tls is not None else None, tokens=tokens)
             self.rest_port = await self._rest.start(cfg.rest_listen)
             log.info("apiserver serving the REST API on %s", self.rest_address)
         log.info("apiserver serving gRPC on %s (etcd %s)", self.address, cfg.etcd)
@@ -251,7 +290,7 @@ class APIServer:
     async def stop(self, grace: float = 1.0) -> None:
         if self._health is not None:
             await self._health.enter_graceful_shutdown()
-        for part in (self._compactor, self._finalizer, self._ipam):
+        for part in (self._compactor, self._finalizer, self._ipam, self._service_accounts):
             if part is not None:
                 await part.stop()
         for reg in self.registries.values():
@@ -282,6 +321,26 @@ class APIServer:
         self.metrics.compactions.inc()
         for reg in self.registries.values():
             reg.compacted(revision)
+
+    def _cached(self, plural: str) -> Callable[[str, str], Any]:
+        """(namespace, name) -> the watch cache's object or None (the authenticator's lookups
+        are synchronous, as upstream's informer-backed getters)."""
+        registry = self.registries[plural]
+
+        def lookup(namespace: str, name: str) -> Any:
+            return registry.watch_cache.get(registry.key(namespace, name))
+        return lookup
+
+    async def _service_account(self, namespace: str, name: str) -> core_pb2.ServiceAccount | None:
+        """The cache's copy, else etcd's (one made a moment ago)."""
+        registry = self.registries["serviceaccounts"]
+        found = registry.watch_cache.get(registry.key(namespace, name))
+        if found is None:
+            try:
+                found = await registry.get(namespace, name)
+            except errors.NotFound:
+                return None
+        return found
 
     async def _check_namespace(self, namespace: str) -> None:
         namespaces = self.registries["namespaces"]

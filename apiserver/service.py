@@ -25,9 +25,10 @@ from apiserver.rbac import Attributes
 from apiserver.registry.binding import bind
 from apiserver.registry.store import Registry
 from apiserver.rest.resources import RESOURCES
+from apiserver.tokenrequest import TokenRequests
 from kubeling import errors
 from kubeling.deadline import until
-from protos.kubeling.v1 import api_pb2, core_pb2, meta_pb2
+from protos.kubeling.v1 import api_pb2, authentication_pb2, core_pb2, meta_pb2
 
 __all__ = ["service_handler", "SERVICE_NAMES"]
 
@@ -35,7 +36,8 @@ log = logging.getLogger(__name__)
 
 SERVICE_NAMES = {"pods": "Pods", "nodes": "Nodes", "namespaces": "Namespaces", "events": "Events",
                  "leases": "Leases", "roles": "Roles", "clusterroles": "ClusterRoles",
-                 "rolebindings": "RoleBindings", "clusterrolebindings": "ClusterRoleBindings"}
+                 "rolebindings": "RoleBindings", "clusterrolebindings": "ClusterRoleBindings",
+                 "serviceaccounts": "ServiceAccounts"}
 
 
 def _serialize(msg: Any) -> bytes:
@@ -198,8 +200,8 @@ def _pod_log(metrics: Metrics, proxy: PodLogProxy, authenticator: Authenticator 
 
 
 def service_handler(registry: Registry[Any], metrics: Metrics, pod_logs: PodLogProxy | None = None,
-                    authenticator: Authenticator | None = None,
-                    authorizer: Authorizer | None = None) -> grpc.GenericRpcHandler:
+                    authenticator: Authenticator | None = None, authorizer: Authorizer | None = None,
+                    tokens: TokenRequests | None = None) -> grpc.GenericRpcHandler:
     authn = authenticator
     strategy = registry.strategy
     resource = strategy.plural
@@ -277,4 +279,10 @@ def service_handler(registry: Registry[Any], metrics: Metrics, pod_logs: PodLogP
         methods["Bind"] = _unary(metrics, "BIND", resource, bind_, core_pb2.Binding, authn)
         if pod_logs is not None:
             methods["Log"] = _pod_log(metrics, pod_logs, authn, allow_log)
+    if resource == "serviceaccounts" and tokens is not None:
+        async def create_token(req: authentication_pb2.TokenRequest) -> Any:
+            allow("create", req.metadata.namespace, req.metadata.name, "token")
+            return await tokens.create(req)
+        methods["CreateToken"] = _unary(metrics, "CREATE_TOKEN", resource, create_token,
+                                        authentication_pb2.TokenRequest, authn)
     return grpc.method_handlers_generic_handler(f"kubeling.v1.{SERVICE_NAMES[resource]}", methods)

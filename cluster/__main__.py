@@ -5,16 +5,21 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cluster import commands
+from cluster import certs, commands
 from kubelet.cri.images import cli as image_cli
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubeling", description="a small but real Kubernetes control plane")
     subcommands = parser.add_subparsers(dest="command", required=True)
     image_cli.add_parser(subcommands)
     commands.add_parsers(subcommands)
-    args = parser.parse_args(argv)
+    certs.add_parser(subcommands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     return int(args.run(args))
 
 

@@ -11,12 +11,11 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from cluster.certs import write_credentials
 from kubelet.config import KubeletConfig
-from kubeling import pki
 from kubeling.atomicfile import replace_file
 from kubeling.client import Client, TLSConfig
 from kubeling.etcd import etcd_args, etcd_binary
-from kubeling.kubeconfig import write_kubeconfig
 from kubeling.netutil import free_port
 
 __all__ = ["CLUSTER_CIDR", "DEFAULT_STATE_DIR", "ClusterPlan", "commands", "new_plan"]
@@ -59,13 +58,8 @@ class ClusterPlan:
 
     def prepare_credentials(self) -> list[str]:
         """The PKI and every kubeconfig, made or renewed; what was (re)issued."""
-        issued = pki.ensure(self.pki, {node: ["127.0.0.1"] for node in self.nodes}).issued
-        write_kubeconfig(self.kubeconfig, self.rest, self.apiserver, tls=self.tls("admin"))
-        write_kubeconfig(self.root / "scheduler.conf", self.rest, self.apiserver, tls=self.tls("scheduler"))
-        for node in self.nodes:
-            write_kubeconfig(self.root / f"kubelet-{node}.conf", self.rest, self.apiserver,
-                             tls=self.tls(f"kubelet/{node}-client"))
-        return issued
+        return write_credentials(self.root, self.pki, {node: ["127.0.0.1"] for node in self.nodes},
+                                 rest=self.rest, grpc=self.apiserver, admin=self.kubeconfig)
 
     def admin_client(self, timeout: float | None = 30.0, wait_for_ready: bool = True) -> Client:
         return Client(self.apiserver, tls=self.tls("admin"), timeout=timeout, wait_for_ready=wait_for_ready)

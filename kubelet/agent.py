@@ -23,6 +23,7 @@ from kubelet.pleg import PLEG
 from kubelet.podconfig import PodPaths, grace_period
 from kubelet.podworkers import Outcome, PodWorkers, pods_differ_semantically
 from kubelet.probes import READINESS, STARTUP, ProbeManager
+from kubelet.projected import MountError, ProjectedVolumes
 from kubelet.routes import PodRoutes
 from kubelet.runtime import EXITED, RUNNING, CRICallError, PodRuntimeStatus, Runtime
 from kubelet.server import DaemonServer
@@ -78,6 +79,7 @@ class Kubelet:
     # made by start():
     recorder: EventRecorder = field(init=False)
     paths: PodPaths = field(init=False)
+    volumes: ProjectedVolumes = field(init=False)
     informer: Informer[Any] = field(init=False)
     status: StatusManager = field(init=False)
     workers: PodWorkers = field(init=False)
@@ -103,6 +105,7 @@ class Kubelet:
             else Client(cfg.apiserver)
         self.recorder = EventRecorder(client, "kubelet", host=cfg.node_name)
         self.paths = PodPaths(cfg.pod_logs_dir, cfg.state_dir / "pods")
+        self.volumes = ProjectedVolumes(client, self.paths, client.tls.ca if client.tls is not None else b"")
         self.informer = Informer(client.pods, field_selector=f"spec.nodeName={cfg.node_name}")
         tls = ServingTLS(cfg.tls_cert_file, cfg.tls_private_key_file, cfg.client_ca_file) \
             if cfg.tls_cert_file is not None and cfg.tls_private_key_file is not None else None
@@ -240,6 +243,12 @@ class Kubelet:
             # runtime has nothing of a pod never seen: no need to ask it.
             initial = generate_pod_status(pod, PodRuntimeStatus(uid), self._inputs(), old=None)
             await self.status.set_status(pod, initial)
+        try:
+            await self.volumes.ensure(pod)
+        except MountError as err:
+            log.warning("pod %s: %s", where, err)
+            self.recorder.pod_event(pod, "Warning", "FailedMount", f"MountVolume.SetUp failed: {err}")
+            return Outcome(retry_after=2.0)
         result = await self.syncer.sync(pod)
         self._seen[uid] = result.runtime.states()
         self.probes.sync(pod, result.runtime)
@@ -282,6 +291,7 @@ class Kubelet:
             except (errors.NotFound, errors.Conflict):
                 pass  # gone already, or a new pod of the same name
         self.status.forget(uid)
+        self.volumes.forget(uid)
         self._last_gc.pop(uid, None)
         self._seen.pop(uid, None)
         log.info("pod %s: terminated and removed", where)

@@ -158,8 +158,11 @@ def _mounts(pod: Pod, container: core_pb2.Container, paths: PodPaths) -> list[ap
         elif volume.HasField("emptyDir"):
             source = paths.volume_dir(pod, "kubernetes.io~empty-dir", volume.name)
             source.mkdir(parents=True, exist_ok=True)
+        elif volume.HasField("projected"):  # its files are written before (kubelet.projected)
+            source = paths.volume_dir(pod, "kubernetes.io~projected", volume.name)
+            source.mkdir(parents=True, exist_ok=True)
         else:
-            raise ConfigError(f"volume {volume.name!r}: only hostPath and emptyDir are supported")
+            raise ConfigError(f"volume {volume.name!r}: only hostPath, emptyDir and projected are supported")
         if mount.subPath:
             if Path(mount.subPath).is_absolute() or ".." in Path(mount.subPath).parts:
                 raise ConfigError(f"container {container.name}: subPath {mount.subPath!r} must be relative, "

@@ -23,7 +23,7 @@ import yaml
 
 from kubeling.errors import from_rpc_error
 from kubeling.objects import ObjectT
-from protos.kubeling.v1 import api_pb2, api_pb2_grpc, coordination_pb2, core_pb2, meta_pb2, rbac_pb2
+from protos.kubeling.v1 import api_pb2, api_pb2_grpc, authentication_pb2, coordination_pb2, core_pb2, meta_pb2, rbac_pb2
 
 __all__ = ["Client", "ResourceClient", "PodClient", "WatchEvent", "GRPC_EXTENSION", "TLSConfig"]
 
@@ -185,6 +185,22 @@ class PodClient(ResourceClient[core_pb2.Pod]):
             call.cancel()
 
 
+class ServiceAccountClient(ResourceClient[core_pb2.ServiceAccount]):
+    async def create_token(self, name: str, namespace: str = "", *, audiences: list[str] | None = None,
+                           expiration_seconds: int | None = None,
+                           bound_pod: core_pb2.Pod | None = None) -> authentication_pb2.TokenRequest:
+        """A token for the ServiceAccount (serviceaccounts/token), bound to a pod when given."""
+        req = authentication_pb2.TokenRequest(metadata=meta_pb2.ObjectMeta(name=name, namespace=namespace))
+        req.spec.audiences.extend(audiences or [])
+        if expiration_seconds is not None:
+            req.spec.expirationSeconds = expiration_seconds
+        if bound_pod is not None:
+            req.spec.boundObjectRef.CopyFrom(authentication_pb2.BoundObjectReference(
+                kind="Pod", apiVersion="v1", name=bound_pod.metadata.name, uid=bound_pod.metadata.uid))
+        result: authentication_pb2.TokenRequest = await self._call("CreateToken", req)
+        return result
+
+
 def _kubeconfig_bytes(path: Path, section: dict[str, Any], name: str) -> bytes | None:
     """A kubeconfig's `<name>-data` (base64) or `<name>` (a file, relative to the kubeconfig)."""
     if section.get(f"{name}-data"):
@@ -201,6 +217,7 @@ class Client:
         apiserver is unreachable waits for it (within the timeout) instead of failing.
         With `tls` the channel is TLS, with the client's certificate and/or token."""
         self.address = address
+        self.tls = tls
         if channel is None:
             channel = grpc.aio.secure_channel(address, tls.channel_credentials(), options=_CHANNEL_OPTIONS) \
                 if tls is not None else grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
@@ -211,6 +228,7 @@ class Client:
         self.namespaces: ResourceClient[core_pb2.Namespace] = ResourceClient(
             api_pb2_grpc.NamespacesStub(ch), "Namespace", False, t, w)
         self.events: ResourceClient[core_pb2.Event] = ResourceClient(api_pb2_grpc.EventsStub(ch), "Event", True, t, w)
+        self.serviceaccounts = ServiceAccountClient(api_pb2_grpc.ServiceAccountsStub(ch), "ServiceAccount", True, t, w)
         self.leases: ResourceClient[coordination_pb2.Lease] = ResourceClient(
             api_pb2_grpc.LeasesStub(ch), "Lease", True, t, w)
         self.roles: ResourceClient[rbac_pb2.Role] = ResourceClient(api_pb2_grpc.RolesStub(ch), "Role", True, t, w)

@@ -10,12 +10,13 @@ from apiserver.registry.namespaces import NamespaceStrategy
 from apiserver.registry.nodes import NodeStrategy
 from apiserver.registry.pods import PodStrategy
 from apiserver.registry.rbac import ClusterRoleBindingStrategy, ClusterRoleStrategy, RoleBindingStrategy, RoleStrategy
+from apiserver.registry.serviceaccounts import ServiceAccountStrategy
 from apiserver.registry.strategy import DeletePlan, Strategy
 
 __all__ = ["Strategy", "DeletePlan", "PodStrategy", "NodeStrategy", "NamespaceStrategy",
            "EventStrategy", "LeaseStrategy", "RoleStrategy", "ClusterRoleStrategy", "RoleBindingStrategy",
-           "ClusterRoleBindingStrategy", "ALL_STRATEGIES"]
+           "ClusterRoleBindingStrategy", "ServiceAccountStrategy", "ALL_STRATEGIES"]
 
 ALL_STRATEGIES: tuple[type[Strategy[Any]], ...] = (
     NamespaceStrategy, NodeStrategy, PodStrategy, EventStrategy, LeaseStrategy,
-    RoleStrategy, ClusterRoleStrategy, RoleBindingStrategy, ClusterRoleBindingStrategy)
+    RoleStrategy, ClusterRoleStrategy, RoleBindingStrategy, ClusterRoleBindingStrategy, ServiceAccountStrategy)

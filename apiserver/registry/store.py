@@ -167,6 +167,8 @@ class Registry(Generic[T]):
         meta.ClearField("deletionGracePeriodSeconds")
         self.strategy.prepare_for_create(obj)
         self.strategy.default(obj)
+        if self.admission is not None:
+            await self.admission.mutate(CREATE, self.strategy.plural, obj)
         for attempt in range(8 if generated else 1):
             if generated:
                 meta.name = meta.generateName[:_MAX_GENERATED_PREFIX] + "".join(

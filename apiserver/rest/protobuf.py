@@ -5,7 +5,8 @@ Some kubectl commands (`kubectl create namespace`) send protobuf: the bytes `k8s
 a runtime.Unknown {typeMeta {apiVersion=1, kind=2} = 1, raw = 2, contentEncoding = 3,
 contentType = 4} whose raw is the object. Namespace is read this way (ObjectMeta,
 NamespaceSpec and NamespaceStatus number their fields as upstream does), so are the RBAC
-kinds (`kubectl create role/rolebinding/...`; rbac.proto keeps upstream's numbers), and the access
+kinds (`kubectl create role/rolebinding/...`; rbac.proto keeps upstream's numbers),
+ServiceAccount and TokenRequest (`kubectl create serviceaccount`, `kubectl create token`), and the access
 reviews `kubectl auth can-i` sends (their few string fields, by upstream's numbers);
 anything else is refused with 415 so that the client can be told to send JSON.
 """
@@ -19,7 +20,7 @@ from google.protobuf.message import Message
 from apiserver.rest.codec import to_json
 from apiserver.rest.status import UnsupportedMediaType
 from kubeling import errors
-from protos.kubeling.v1 import core_pb2, rbac_pb2
+from protos.kubeling.v1 import authentication_pb2, core_pb2, rbac_pb2
 
 __all__ = ["PROTOBUF", "decode_envelope"]
 
@@ -29,7 +30,8 @@ _RBAC = "rbac.authorization.k8s.io/v1"
 _SAME_LAYOUT: dict[tuple[str, str], type[Message]] = {
     ("v1", "Namespace"): core_pb2.Namespace, (_RBAC, "Role"): rbac_pb2.Role,
     (_RBAC, "ClusterRole"): rbac_pb2.ClusterRole, (_RBAC, "RoleBinding"): rbac_pb2.RoleBinding,
-    (_RBAC, "ClusterRoleBinding"): rbac_pb2.ClusterRoleBinding}
+    (_RBAC, "ClusterRoleBinding"): rbac_pb2.ClusterRoleBinding, ("v1", "ServiceAccount"): core_pb2.ServiceAccount,
+    ("authentication.k8s.io/v1", "TokenRequest"): authentication_pb2.TokenRequest}
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -104,8 +106,8 @@ def decode_envelope(body: bytes) -> dict[str, Any]:
     message = _SAME_LAYOUT.get((api_version, kind))
     review = _REVIEWS.get((api_version, kind))
     if message is None and review is None:
-        raise UnsupportedMediaType(f"{PROTOBUF} is accepted for v1 Namespace, RBAC kinds and access reviews only, not "
-                                   f"{api_version} {kind}: send application/json")
+        raise UnsupportedMediaType(f"{PROTOBUF} is accepted for Namespace, ServiceAccount, TokenRequest, the RBAC "
+                                   f"kinds and access reviews only, not {api_version} {kind}: send application/json")
     if unknown.get(3):
         raise UnsupportedMediaType(f"protobuf content encoding {unknown[3].decode()!r} is not supported")
     if review is not None:

@@ -23,6 +23,7 @@ VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-kubeling", "gitCo
 
 _MESSAGES: dict[str, Any] = {"Pod": core_pb2.Pod, "Node": core_pb2.Node, "Namespace": core_pb2.Namespace,
                              "Event": core_pb2.Event, "Lease": coordination_pb2.Lease,
+                             "ServiceAccount": core_pb2.ServiceAccount,
                              "Role": rbac_pb2.Role, "ClusterRole": rbac_pb2.ClusterRole,
                              "RoleBinding": rbac_pb2.RoleBinding, "ClusterRoleBinding": rbac_pb2.ClusterRoleBinding}
 _RBAC = "rbac.authorization.k8s.io"
@@ -60,6 +61,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("nodes", "Node", "", "v1", False, ("no",), ("status",)),
     Resource("namespaces", "Namespace", "", "v1", False, ("ns",), ("status",)),
     Resource("events", "Event", "", "v1", True, ("ev",)),
+    Resource("serviceaccounts", "ServiceAccount", "", "v1", True, ("sa",), ("token",)),
     Resource("leases", "Lease", "coordination.k8s.io", "v1", True),
     Resource("roles", "Role", _RBAC, "v1", True),
     Resource("clusterroles", "ClusterRole", _RBAC, "v1", False),
@@ -106,12 +108,16 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
             entry["categories"] = list(r.categories)
         items.append(entry)
         for sub in r.subresources:
-            verbs = {"status": ["get", "patch", "update"], "binding": ["create"], "log": ["get"]}.get(
-                sub, ["create", "get"])  # the streams: POST (SPDY) or GET (WebSocket)
+            verbs = {"status": ["get", "patch", "update"], "binding": ["create"], "log": ["get"],
+                     "token": ["create"]}.get(sub, ["create", "get"])  # the streams: POST (SPDY) or GET (WebSocket)
             kind = {"binding": "Binding", "exec": "PodExecOptions", "attach": "PodAttachOptions",
-                    "portforward": "PodPortForwardOptions"}.get(sub, r.kind)
-            items.append({"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
-                          "kind": kind, "verbs": verbs})
+                    "portforward": "PodPortForwardOptions", "token": "TokenRequest"}.get(sub, r.kind)
+            sub_group = {"token": "authentication.k8s.io"}.get(sub)
+            sub_entry: dict[str, Any] = {"name": f"{r.plural}/{sub}", "singularName": "",
+                                         "namespaced": r.namespaced, "kind": kind, "verbs": verbs}
+            if sub_group:
+                sub_entry.update(group=sub_group, version="v1")
+            items.append(sub_entry)
     if not items:
         return None
     return {"kind": "APIResourceList", "apiVersion": "v1",

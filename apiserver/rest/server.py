@@ -48,11 +48,12 @@ from apiserver.rest.request import (
 from apiserver.rest.status import MethodNotAllowed, UnsupportedMediaType, http_code, status_json
 from apiserver.rest.tables import table
 from apiserver.rest.watch import serve_watch
+from apiserver.tokenrequest import TokenRequests
 from kubeling import errors
 from kubeling.http import start_site
 from kubeling.telemetry import tracer
 from kubeling.upgradeproxy import ProxyError, is_upgrade, proxy_upgrade
-from protos.kubeling.v1 import api_pb2, core_pb2, meta_pb2
+from protos.kubeling.v1 import api_pb2, authentication_pb2, core_pb2, meta_pb2
 
 __all__ = ["RestServer"]
 
@@ -82,6 +83,7 @@ class RestServer:
     authenticator: Authenticator = field(default_factory=Authenticator)
     authorizer: Authorizer | None = None  # None: every request is allowed
     ssl_context: ssl.SSLContext | None = None  # HTTPS (and client certificates) when set
+    tokens: TokenRequests | None = None  # serviceaccounts/token
     port: int = 0
     _runner: web.AppRunner | None = None
 
@@ -264,6 +266,9 @@ class RestServer:
         elif t.sub == "binding":
             if method == "POST":
                 return await self._bind(request, t)
+        elif t.sub == "token":
+            if method == "POST":
+                return await self._token(request, t)
         elif t.sub in _STREAMS:
             if method in ("GET", "POST"):
                 return await self._stream(request, t)
@@ -459,6 +464,20 @@ class RestServer:
         await bind(self.registries["pods"], binding)
         return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                                "code": 201}, 201)
+
+    async def _token(self, request: web.Request, t: Target) -> web.Response:
+        if self.tokens is None:
+            raise errors.NotFound("the server could not find the requested resource")
+        data = await self._body(request)
+        if isinstance(data, dict) and data.get("kind") not in (None, "TokenRequest"):
+            raise errors.BadRequest(f"serviceaccounts/token takes a TokenRequest, not a {data.get('kind')}")
+        req: Any = from_json(data, authentication_pb2.TokenRequest).message
+        if req.metadata.name not in ("", t.name) or req.metadata.namespace not in ("", t.namespace):
+            raise errors.BadRequest("the TokenRequest's name and namespace must be the ServiceAccount's")
+        req.metadata.name, req.metadata.namespace = t.name, t.namespace
+        answer = await self.tokens.create(req)
+        return json_response({"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1", **to_json(answer)},
+                             201)
 
     async def _log(self, request: web.Request, t: Target) -> web.StreamResponse:
         q = request.query

@@ -230,6 +230,8 @@ _PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], li
     "events": (_EVENT_COLUMNS, _event_row),
     "namespaces": ([("Name", "string", 0), ("Status", "string", 0), ("Age", "string", 0)], _namespace_row),
     "leases": ([("Name", "string", 0), ("Holder", "string", 0), ("Age", "string", 0)], _lease_row),
+    "serviceaccounts": ([("Name", "string", 0), ("Secrets", "integer", 0), ("Age", "string", 0)],
+                        lambda sa, now: [sa["metadata"]["name"], len(sa.get("secrets", [])), _age(sa, now)]),
     "roles": (_ROLE_COLUMNS, _role_row),
     "clusterroles": (_ROLE_COLUMNS, _role_row),
     "rolebindings": (_BINDING_COLUMNS, _binding_row),

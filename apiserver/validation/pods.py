@@ -226,15 +226,52 @@ def _validate_volumes(spec: core_pb2.PodSpec, check: Checker) -> None:
             if v.name in vol_names:
                 check.add(f"{path}.name", f"Duplicate value: {v.name!r}")
             vol_names.add(v.name)
-        sources = [s for s in ("hostPath", "emptyDir") if v.HasField(s)]
+        sources = [s for s in ("hostPath", "emptyDir", "projected") if v.HasField(s)]
         if len(sources) != 1:
-            check.add(path, "Required value: must specify exactly one volume type (hostPath or emptyDir)")
+            check.add(path, "Required value: must specify exactly one volume type (hostPath, emptyDir or projected)")
         if v.HasField("hostPath"):
             check.required(f"{path}.hostPath.path", v.hostPath.path)
+        if v.HasField("projected"):
+            _validate_projected(v.projected, f"{path}.projected", check)
     for c in list(spec.containers) + list(spec.initContainers):
         for m in c.volumeMounts:
             if m.name and m.name not in vol_names:
                 check.add("spec.containers.volumeMounts.name", f"Not found: {m.name!r}")
+
+
+def _relative_path(path: str, value: str, check: Checker) -> None:
+    if check.required(path, value) and (value.startswith("/") or ".." in value.split("/")):
+        check.invalid(path, value, "must be a relative path without '..'")
+
+
+def _validate_projected(projected: core_pb2.ProjectedVolumeSource, path: str, check: Checker) -> None:
+    """As upstream's validateProjectedVolumeSource, for the projections kubeling has."""
+    for i, source in enumerate(projected.sources):
+        at = f"{path}.sources[{i}]"
+        kinds = [k for k in ("serviceAccountToken", "configMap", "downwardAPI") if source.HasField(k)]
+        if len(kinds) != 1:
+            check.add(at, "Forbidden: may not specify more or less than 1 volume type")
+            continue
+        if source.HasField("serviceAccountToken"):
+            token = source.serviceAccountToken
+            _relative_path(f"{at}.serviceAccountToken.path", token.path, check)
+            if token.HasField("expirationSeconds") and token.expirationSeconds < 600:
+                check.add(f"{at}.serviceAccountToken.expirationSeconds",
+                          "Invalid value: may not specify a duration less than 10 minutes")
+            elif token.HasField("expirationSeconds") and token.expirationSeconds > 2**32:
+                check.add(f"{at}.serviceAccountToken.expirationSeconds",
+                          "Invalid value: may not specify a duration larger than 2^32 seconds")
+        elif source.HasField("configMap"):
+            check.required(f"{at}.configMap.name", source.configMap.name)
+            for j, item in enumerate(source.configMap.items):
+                check.required(f"{at}.configMap.items[{j}].key", item.key)
+                _relative_path(f"{at}.configMap.items[{j}].path", item.path, check)
+        else:
+            for j, item in enumerate(source.downwardAPI.items):
+                _relative_path(f"{at}.downwardAPI.items[{j}].path", item.path, check)
+                if item.fieldRef.fieldPath not in ("metadata.name", "metadata.namespace", "metadata.uid"):
+                    check.unsupported(f"{at}.downwardAPI.items[{j}].fieldRef.fieldPath", item.fieldRef.fieldPath,
+                                      ("metadata.name", "metadata.namespace", "metadata.uid"))
 
 
 def _validate_toleration(t: core_pb2.Toleration, path: str, check: Checker) -> None:

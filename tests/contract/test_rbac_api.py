@@ -250,3 +250,23 @@ async def test_a_kubelet_reaches_only_its_own_objects(secured: tuple[APIServer, 
             await kubelet.roles.list_all()
         assert [p.metadata.name for p in (await kubelet.pods.list_all())[0]] == ["theirs"]
         assert isinstance(own, core_pb2.Node)
+
+
+async def test_a_kubelet_gets_tokens_only_for_its_own_pods(secured: tuple[APIServer, Path]) -> None:
+    server, root = secured
+    async with Client(server.address, tls=_tls(root, "admin")) as admin, \
+            Client(server.address, tls=_tls(root, "kubelet/node-1-client")) as kubelet:
+        mine = await admin.pods.create(pod("mine", node="node-1"))
+        theirs = await admin.pods.create(pod("theirs", node="node-2"))
+        assert (await kubelet.serviceaccounts.create_token("default", bound_pod=mine)).status.token
+        with pytest.raises(errors.Forbidden, match="node requested token bound to a pod scheduled on a different "
+                                                   "node"):
+            await kubelet.serviceaccounts.create_token("default", bound_pod=theirs)
+        with pytest.raises(errors.Forbidden, match="node requested token not bound to a pod"):
+            await kubelet.serviceaccounts.create_token("default")
+        with pytest.raises(errors.Forbidden):
+            await kubelet.serviceaccounts.get("default")
+        other = core_pb2.ServiceAccount(metadata=meta_pb2.ObjectMeta(name="other"))
+        await admin.serviceaccounts.create(other)
+        with pytest.raises(errors.BadRequest, match="to pod running with different serviceaccount name"):
+            await admin.serviceaccounts.create_token("other", bound_pod=mine)

@@ -11,8 +11,11 @@ read through Jaeger's query API. The tests of this module run in order on one cl
 from __future__ import annotations
 
 import asyncio
+import base64
+import http.client
 import json
 import os
+import ssl
 import subprocess
 import tempfile
 import time
@@ -23,9 +26,9 @@ from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 
 from bench.dockerengine import DockerEngine, docker_engine
-from kubeling.kubeconfig import write_kubeconfig
 from kubeling.netutil import free_port
 from tests.e2e.kubectl import Kubectl
 
@@ -90,10 +93,15 @@ def compose() -> Iterator[Compose]:
         if os.environ.get("KUBELING_JAEGER") != "1":
             files.append(str(ROOT / "deploy" / "docker-compose.otlp.yml"))
         cluster = Compose(engine, f"kbtest{os.getpid()}", files, env, f"127.0.0.1:{rest}", f"127.0.0.1:{traces}",
-                          write_kubeconfig(work / "kubeconfig", f"127.0.0.1:{rest}"))
+                          work / "kubeconfig")
         try:
             start = time.monotonic()
             cluster("up", "-d")
+            # The admin's kubeconfig, as the compose file's header says to get it.
+            admin = cluster("exec", "-T", "apiserver", "cat", "/etc/kubeling/admin.conf").stdout
+            fd = os.open(cluster.kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(admin)
             _wait_nodes_ready(cluster)
             cluster.ready_seconds = time.monotonic() - start
             yield cluster
@@ -158,6 +166,21 @@ async def test_two_nodes_ready_and_the_image(compose: Compose) -> None:
         "for p in gcc cc pip pip3; do command -v $p; done;"
         " find /root/.cache /var/lib/apt/lists -mindepth 1 2>/dev/null; true")
     assert leftovers.stdout == "", leftovers.stdout
+
+
+async def test_the_api_is_secured(compose: Compose) -> None:
+    """The published API serves TLS from the cluster CA; without credentials only what
+    anonymous users may ask (upstream's public-info-viewer)."""
+    config = yaml.safe_load(compose.kubeconfig.read_text())
+    ca = base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"]).decode()
+    assert config["clusters"][0]["cluster"]["server"] == f"https://{compose.rest}"
+    ctx = ssl.create_default_context(cadata=ca)
+    host, _, port = compose.rest.rpartition(":")
+    for path, wanted in (("/api/v1/namespaces/default/pods", 403), ("/readyz", 200)):
+        conn = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=10)
+        conn.request("GET", path)
+        assert conn.getresponse().status == wanted, path
+        conn.close()
 
 
 async def test_pods_on_two_nodes_reach_each_other_and_nothing_else(compose: Compose, kubectl: Kubectl) -> None:

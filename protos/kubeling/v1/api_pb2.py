@@ -26,71 +26,78 @@ from protos.kubeling.v1 import meta_pb2 as protos_dot_kubeling_dot_v1_dot_meta__
 from protos.kubeling.v1 import core_pb2 as protos_dot_kubeling_dot_v1_dot_core__pb2
 from protos.kubeling.v1 import coordination_pb2 as protos_dot_kubeling_dot_v1_dot_coordination__pb2
 from protos.kubeling.v1 import rbac_pb2 as protos_dot_kubeling_dot_v1_dot_rbac__pb2
+from protos.kubeling.v1 import authentication_pb2 as protos_dot_kubeling_dot_v1_dot_authentication__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cprotos/kubeling/v1/api.proto\x12\x0bkubeling.v1\x1a\x1dprotos/kubeling/v1/meta.proto\x1a\x1dprotos/kubeling/v1/core.proto\x1a%protos/kubeling/v1/coordination.proto\x1a\x1dprotos/kubeling/v1/rbac.proto\"S\n\x07PodList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12\x1f\n\x05items\x18\x02 \x03(\x0b\x32\x10.kubeling.v1.Pod\"j\n\rPodWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12 \n\x06object\x18\x02 \x01(\x0b\x32\x10.kubeling.v1.Pod\x12)\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1a.kubeling.v1.PodWatchEvent\"\xc7\x01\n\rPodLogRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\tcontainer\x18\x03 \x01(\t\x12\x0e\n\x06\x66ollow\x18\x04 \x01(\x08\x12\x10\n\x08previous\x18\x05 \x01(\x08\x12\x16\n\ttailLines\x18\x06 \x01(\x03H\x00\x88\x01\x01\x12\x12\n\ntimestamps\x18\x07 \x01(\x08\x12\x17\n\nlimitBytes\x18\x08 \x01(\x03H\x01\x88\x01\x01\x42\x0c\n\n_tailLinesB\r\n\x0b_limitBytes\"\x1b\n\x0bPodLogChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"U\n\x08NodeList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12 \n\x05items\x18\x02 \x03(\x0b\x32\x11.kubeling.v1.Node\"m\n\x0eNodeWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12!\n\x06object\x18\x02 \x01(\x0b\x32\x11.kubeling.v1.Node\x12*\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1b.kubeling.v1.NodeWatchEvent\"_\n\rNamespaceList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12%\n\x05items\x18\x02 \x03(\x0b\x32\x16.kubeling.v1.Namespace\"|\n\x13NamespaceWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12&\n\x06object\x18\x02 \x01(\x0b\x32\x16.kubeling.v1.Namespace\x12/\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32 .kubeling.v1.NamespaceWatchEvent\"W\n\tEventList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12!\n\x05items\x18\x02 \x03(\x0b\x32\x12.kubeling.v1.Event\"p\n\x0f\x45ventWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\"\n\x06object\x18\x02 \x01(\x0b\x32\x12.kubeling.v1.Event\x12+\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1c.kubeling.v1.EventWatchEvent\"W\n\tLeaseList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12!\n\x05items\x18\x02 \x03(\x0b\x32\x12.kubeling.v1.Lease\"p\n\x0fLeaseWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\"\n\x06object\x18\x02 \x01(\x0b\x32\x12.kubeling.v1.Lease\x12+\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1c.kubeling.v1.LeaseWatchEvent\"U\n\x08RoleList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12 \n\x05items\x18\x02 \x03(\x0b\x32\x11.kubeling.v1.Role\"m\n\x0eRoleWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12!\n\x06object\x18\x02 \x01(\x0b\x32\x11.kubeling.v1.Role\x12*\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1b.kubeling.v1.RoleWatchEvent\"c\n\x0f\x43lusterRoleList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12\'\n\x05items\x18\x02 \x03(\x0b\x32\x18.kubeling.v1.ClusterRole\"\x82\x01\n\x15\x43lusterRoleWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12(\n\x06object\x18\x02 \x01(\x0b\x32\x18.kubeling.v1.ClusterRole\x12\x31\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\".kubeling.v1.ClusterRoleWatchEvent\"c\n\x0fRoleBindingList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12\'\n\x05items\x18\x02 \x03(\x0b\x32\x18.kubeling.v1.RoleBinding\"\x82\x01\n\x15RoleBindingWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12(\n\x06object\x18\x02 \x01(\x0b\x32\x18.kubeling.v1.RoleBinding\x12\x31\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\".kubeling.v1.RoleBindingWatchEvent\"q\n\x16\x43lusterRoleBindingList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12.\n\x05items\x18\x02 \x03(\x0b\x32\x1f.kubeling.v1.ClusterRoleBinding\"\x97\x01\n\x1c\x43lusterRoleBindingWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12/\n\x06object\x18\x02 \x01(\x0b\x32\x1f.kubeling.v1.ClusterRoleBinding\x12\x38\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32).kubeling.v1.ClusterRoleBindingWatchEvent2\xe9\x03\n\x04Pods\x12,\n\x06\x43reate\x12\x10.kubeling.v1.Pod\x1a\x10.kubeling.v1.Pod\x12\x30\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x10.kubeling.v1.Pod\x12\x36\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x14.kubeling.v1.PodList\x12,\n\x06Update\x12\x10.kubeling.v1.Pod\x1a\x10.kubeling.v1.Pod\x12\x32\n\x0cUpdateStatus\x12\x10.kubeling.v1.Pod\x1a\x10.kubeling.v1.Pod\x12\x36\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x10.kubeling.v1.Pod\x12@\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1a.kubeling.v1.PodWatchEvent0\x01\x12.\n\x04\x42ind\x12\x14.kubeling.v1.Binding\x1a\x10.kubeling.v1.Pod\x12=\n\x03Log\x12\x1a.kubeling.v1.PodLogRequest\x1a\x18.kubeling.v1.PodLogChunk0\x01\x32\x85\x03\n\x05Nodes\x12.\n\x06\x43reate\x12\x11.kubeling.v1.Node\x1a\x11.kubeling.v1.Node\x12\x31\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x11.kubeling.v1.Node\x12\x37\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x15.kubeling.v1.NodeList\x12.\n\x06Update\x12\x11.kubeling.v1.Node\x1a\x11.kubeling.v1.Node\x12\x34\n\x0cUpdateStatus\x12\x11.kubeling.v1.Node\x1a\x11.kubeling.v1.Node\x12\x37\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x11.kubeling.v1.Node\x12\x41\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1b.kubeling.v1.NodeWatchEvent0\x01\x32\xbc\x03\n\nNamespaces\x12\x38\n\x06\x43reate\x12\x16.kubeling.v1.Namespace\x1a\x16.kubeling.v1.Namespace\x12\x36\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x16.kubeling.v1.Namespace\x12<\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1a.kubeling.v1.NamespaceList\x12\x38\n\x06Update\x12\x16.kubeling.v1.Namespace\x1a\x16.kubeling.v1.Namespace\x12>\n\x0cUpdateStatus\x12\x16.kubeling.v1.Namespace\x1a\x16.kubeling.v1.Namespace\x12<\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x16.kubeling.v1.Namespace\x12\x46\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a .kubeling.v1.NamespaceWatchEvent0\x01\x32\xd8\x02\n\x06\x45vents\x12\x30\n\x06\x43reate\x12\x12.kubeling.v1.Event\x1a\x12.kubeling.v1.Event\x12\x32\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x12.kubeling.v1.Event\x12\x38\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x16.kubeling.v1.EventList\x12\x30\n\x06Update\x12\x12.kubeling.v1.Event\x1a\x12.kubeling.v1.Event\x12\x38\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x12.kubeling.v1.Event\x12\x42\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1c.kubeling.v1.EventWatchEvent0\x01\x32\xd8\x02\n\x06Leases\x12\x30\n\x06\x43reate\x12\x12.kubeling.v1.Lease\x1a\x12.kubeling.v1.Lease\x12\x32\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x12.kubeling.v1.Lease\x12\x38\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x16.kubeling.v1.LeaseList\x12\x30\n\x06Update\x12\x12.kubeling.v1.Lease\x1a\x12.kubeling.v1.Lease\x12\x38\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x12.kubeling.v1.Lease\x12\x42\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1c.kubeling.v1.LeaseWatchEvent0\x01\x32\xcf\x02\n\x05Roles\x12.\n\x06\x43reate\x12\x11.kubeling.v1.Role\x1a\x11.kubeling.v1.Role\x12\x31\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x11.kubeling.v1.Role\x12\x37\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x15.kubeling.v1.RoleList\x12.\n\x06Update\x12\x11.kubeling.v1.Role\x1a\x11.kubeling.v1.Role\x12\x37\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x11.kubeling.v1.Role\x12\x41\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1b.kubeling.v1.RoleWatchEvent0\x01\x32\x8e\x03\n\x0c\x43lusterRoles\x12<\n\x06\x43reate\x12\x18.kubeling.v1.ClusterRole\x1a\x18.kubeling.v1.ClusterRole\x12\x38\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x18.kubeling.v1.ClusterRole\x12>\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1c.kubeling.v1.ClusterRoleList\x12<\n\x06Update\x12\x18.kubeling.v1.ClusterRole\x1a\x18.kubeling.v1.ClusterRole\x12>\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x18.kubeling.v1.ClusterRole\x12H\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\".kubeling.v1.ClusterRoleWatchEvent0\x01\x32\x8e\x03\n\x0cRoleBindings\x12<\n\x06\x43reate\x12\x18.kubeling.v1.RoleBinding\x1a\x18.kubeling.v1.RoleBinding\x12\x38\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x18.kubeling.v1.RoleBinding\x12>\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1c.kubeling.v1.RoleBindingList\x12<\n\x06Update\x12\x18.kubeling.v1.RoleBinding\x1a\x18.kubeling.v1.RoleBinding\x12>\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x18.kubeling.v1.RoleBinding\x12H\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\".kubeling.v1.RoleBindingWatchEvent0\x01\x32\xcd\x03\n\x13\x43lusterRoleBindings\x12J\n\x06\x43reate\x12\x1f.kubeling.v1.ClusterRoleBinding\x1a\x1f.kubeling.v1.ClusterRoleBinding\x12?\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x1f.kubeling.v1.ClusterRoleBinding\x12\x45\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a#.kubeling.v1.ClusterRoleBindingList\x12J\n\x06Update\x12\x1f.kubeling.v1.ClusterRoleBinding\x1a\x1f.kubeling.v1.ClusterRoleBinding\x12\x45\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x1f.kubeling.v1.ClusterRoleBinding\x12O\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a).kubeling.v1.ClusterRoleBindingWatchEvent0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cprotos/kubeling/v1/api.proto\x12\x0bkubeling.v1\x1a\x1dprotos/kubeling/v1/meta.proto\x1a\x1dprotos/kubeling/v1/core.proto\x1a%protos/kubeling/v1/coordination.proto\x1a\x1dprotos/kubeling/v1/rbac.proto\x1a\'protos/kubeling/v1/authentication.proto\"S\n\x07PodList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12\x1f\n\x05items\x18\x02 \x03(\x0b\x32\x10.kubeling.v1.Pod\"j\n\rPodWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12 \n\x06object\x18\x02 \x01(\x0b\x32\x10.kubeling.v1.Pod\x12)\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1a.kubeling.v1.PodWatchEvent\"\xc7\x01\n\rPodLogRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\tcontainer\x18\x03 \x01(\t\x12\x0e\n\x06\x66ollow\x18\x04 \x01(\x08\x12\x10\n\x08previous\x18\x05 \x01(\x08\x12\x16\n\ttailLines\x18\x06 \x01(\x03H\x00\x88\x01\x01\x12\x12\n\ntimestamps\x18\x07 \x01(\x08\x12\x17\n\nlimitBytes\x18\x08 \x01(\x03H\x01\x88\x01\x01\x42\x0c\n\n_tailLinesB\r\n\x0b_limitBytes\"\x1b\n\x0bPodLogChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"U\n\x08NodeList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12 \n\x05items\x18\x02 \x03(\x0b\x32\x11.kubeling.v1.Node\"m\n\x0eNodeWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12!\n\x06object\x18\x02 \x01(\x0b\x32\x11.kubeling.v1.Node\x12*\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1b.kubeling.v1.NodeWatchEvent\"_\n\rNamespaceList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12%\n\x05items\x18\x02 \x03(\x0b\x32\x16.kubeling.v1.Namespace\"|\n\x13NamespaceWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12&\n\x06object\x18\x02 \x01(\x0b\x32\x16.kubeling.v1.Namespace\x12/\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32 .kubeling.v1.NamespaceWatchEvent\"W\n\tEventList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12!\n\x05items\x18\x02 \x03(\x0b\x32\x12.kubeling.v1.Event\"p\n\x0f\x45ventWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\"\n\x06object\x18\x02 \x01(\x0b\x32\x12.kubeling.v1.Event\x12+\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1c.kubeling.v1.EventWatchEvent\"W\n\tLeaseList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12!\n\x05items\x18\x02 \x03(\x0b\x32\x12.kubeling.v1.Lease\"p\n\x0fLeaseWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\"\n\x06object\x18\x02 \x01(\x0b\x32\x12.kubeling.v1.Lease\x12+\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1c.kubeling.v1.LeaseWatchEvent\"U\n\x08RoleList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12 \n\x05items\x18\x02 \x03(\x0b\x32\x11.kubeling.v1.Role\"m\n\x0eRoleWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12!\n\x06object\x18\x02 \x01(\x0b\x32\x11.kubeling.v1.Role\x12*\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1b.kubeling.v1.RoleWatchEvent\"c\n\x0f\x43lusterRoleList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12\'\n\x05items\x18\x02 \x03(\x0b\x32\x18.kubeling.v1.ClusterRole\"\x82\x01\n\x15\x43lusterRoleWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12(\n\x06object\x18\x02 \x01(\x0b\x32\x18.kubeling.v1.ClusterRole\x12\x31\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\".kubeling.v1.ClusterRoleWatchEvent\"c\n\x0fRoleBindingList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12\'\n\x05items\x18\x02 \x03(\x0b\x32\x18.kubeling.v1.RoleBinding\"\x82\x01\n\x15RoleBindingWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12(\n\x06object\x18\x02 \x01(\x0b\x32\x18.kubeling.v1.RoleBinding\x12\x31\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\".kubeling.v1.RoleBindingWatchEvent\"q\n\x16\x43lusterRoleBindingList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12.\n\x05items\x18\x02 \x03(\x0b\x32\x1f.kubeling.v1.ClusterRoleBinding\"\x97\x01\n\x1c\x43lusterRoleBindingWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12/\n\x06object\x18\x02 \x01(\x0b\x32\x1f.kubeling.v1.ClusterRoleBinding\x12\x38\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32).kubeling.v1.ClusterRoleBindingWatchEvent\"i\n\x12ServiceAccountList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12*\n\x05items\x18\x02 \x03(\x0b\x32\x1b.kubeling.v1.ServiceAccount\"\x8b\x01\n\x18ServiceAccountWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12+\n\x06object\x18\x02 \x01(\x0b\x32\x1b.kubeling.v1.ServiceAccount\x12\x34\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32%.kubeling.v1.ServiceAccountWatchEvent2\xe9\x03\n\x04Pods\x12,\n\x06\x43reate\x12\x10.kubeling.v1.Pod\x1a\x10.kubeling.v1.Pod\x12\x30\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x10.kubeling.v1.Pod\x12\x36\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x14.kubeling.v1.PodList\x12,\n\x06Update\x12\x10.kubeling.v1.Pod\x1a\x10.kubeling.v1.Pod\x12\x32\n\x0cUpdateStatus\x12\x10.kubeling.v1.Pod\x1a\x10.kubeling.v1.Pod\x12\x36\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x10.kubeling.v1.Pod\x12@\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1a.kubeling.v1.PodWatchEvent0\x01\x12.\n\x04\x42ind\x12\x14.kubeling.v1.Binding\x1a\x10.kubeling.v1.Pod\x12=\n\x03Log\x12\x1a.kubeling.v1.PodLogRequest\x1a\x18.kubeling.v1.PodLogChunk0\x01\x32\x85\x03\n\x05Nodes\x12.\n\x06\x43reate\x12\x11.kubeling.v1.Node\x1a\x11.kubeling.v1.Node\x12\x31\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x11.kubeling.v1.Node\x12\x37\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x15.kubeling.v1.NodeList\x12.\n\x06Update\x12\x11.kubeling.v1.Node\x1a\x11.kubeling.v1.Node\x12\x34\n\x0cUpdateStatus\x12\x11.kubeling.v1.Node\x1a\x11.kubeling.v1.Node\x12\x37\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x11.kubeling.v1.Node\x12\x41\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1b.kubeling.v1.NodeWatchEvent0\x01\x32\xbc\x03\n\nNamespaces\x12\x38\n\x06\x43reate\x12\x16.kubeling.v1.Namespace\x1a\x16.kubeling.v1.Namespace\x12\x36\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x16.kubeling.v1.Namespace\x12<\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1a.kubeling.v1.NamespaceList\x12\x38\n\x06Update\x12\x16.kubeling.v1.Namespace\x1a\x16.kubeling.v1.Namespace\x12>\n\x0cUpdateStatus\x12\x16.kubeling.v1.Namespace\x1a\x16.kubeling.v1.Namespace\x12<\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x16.kubeling.v1.Namespace\x12\x46\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a .kubeling.v1.NamespaceWatchEvent0\x01\x32\xd8\x02\n\x06\x45vents\x12\x30\n\x06\x43reate\x12\x12.kubeling.v1.Event\x1a\x12.kubeling.v1.Event\x12\x32\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x12.kubeling.v1.Event\x12\x38\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x16.kubeling.v1.EventList\x12\x30\n\x06Update\x12\x12.kubeling.v1.Event\x1a\x12.kubeling.v1.Event\x12\x38\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x12.kubeling.v1.Event\x12\x42\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1c.kubeling.v1.EventWatchEvent0\x01\x32\xd8\x02\n\x06Leases\x12\x30\n\x06\x43reate\x12\x12.kubeling.v1.Lease\x1a\x12.kubeling.v1.Lease\x12\x32\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x12.kubeling.v1.Lease\x12\x38\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x16.kubeling.v1.LeaseList\x12\x30\n\x06Update\x12\x12.kubeling.v1.Lease\x1a\x12.kubeling.v1.Lease\x12\x38\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x12.kubeling.v1.Lease\x12\x42\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1c.kubeling.v1.LeaseWatchEvent0\x01\x32\xcf\x02\n\x05Roles\x12.\n\x06\x43reate\x12\x11.kubeling.v1.Role\x1a\x11.kubeling.v1.Role\x12\x31\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x11.kubeling.v1.Role\x12\x37\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x15.kubeling.v1.RoleList\x12.\n\x06Update\x12\x11.kubeling.v1.Role\x1a\x11.kubeling.v1.Role\x12\x37\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x11.kubeling.v1.Role\x12\x41\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1b.kubeling.v1.RoleWatchEvent0\x01\x32\x8e\x03\n\x0c\x43lusterRoles\x12<\n\x06\x43reate\x12\x18.kubeling.v1.ClusterRole\x1a\x18.kubeling.v1.ClusterRole\x12\x38\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x18.kubeling.v1.ClusterRole\x12>\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1c.kubeling.v1.ClusterRoleList\x12<\n\x06Update\x12\x18.kubeling.v1.ClusterRole\x1a\x18.kubeling.v1.ClusterRole\x12>\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x18.kubeling.v1.ClusterRole\x12H\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\".kubeling.v1.ClusterRoleWatchEvent0\x01\x32\x8e\x03\n\x0cRoleBindings\x12<\n\x06\x43reate\x12\x18.kubeling.v1.RoleBinding\x1a\x18.kubeling.v1.RoleBinding\x12\x38\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x18.kubeling.v1.RoleBinding\x12>\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1c.kubeling.v1.RoleBindingList\x12<\n\x06Update\x12\x18.kubeling.v1.RoleBinding\x1a\x18.kubeling.v1.RoleBinding\x12>\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x18.kubeling.v1.RoleBinding\x12H\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\".kubeling.v1.RoleBindingWatchEvent0\x01\x32\xcd\x03\n\x13\x43lusterRoleBindings\x12J\n\x06\x43reate\x12\x1f.kubeling.v1.ClusterRoleBinding\x1a\x1f.kubeling.v1.ClusterRoleBinding\x12?\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x1f.kubeling.v1.ClusterRoleBinding\x12\x45\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a#.kubeling.v1.ClusterRoleBindingList\x12J\n\x06Update\x12\x1f.kubeling.v1.ClusterRoleBinding\x1a\x1f.kubeling.v1.ClusterRoleBinding\x12\x45\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x1f.kubeling.v1.ClusterRoleBinding\x12O\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a).kubeling.v1.ClusterRoleBindingWatchEvent0\x01\x32\xee\x03\n\x0fServiceAccounts\x12\x42\n\x06\x43reate\x12\x1b.kubeling.v1.ServiceAccount\x1a\x1b.kubeling.v1.ServiceAccount\x12;\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x1b.kubeling.v1.ServiceAccount\x12\x41\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1f.kubeling.v1.ServiceAccountList\x12\x42\n\x06Update\x12\x1b.kubeling.v1.ServiceAccount\x1a\x1b.kubeling.v1.ServiceAccount\x12\x41\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x1b.kubeling.v1.ServiceAccount\x12K\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a%.kubeling.v1.ServiceAccountWatchEvent0\x01\x12\x43\n\x0b\x43reateToken\x12\x19.kubeling.v1.TokenRequest\x1a\x19.kubeling.v1.TokenRequestb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'protos.kubeling.v1.api_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PODLIST']._serialized_start=177
-  _globals['_PODLIST']._serialized_end=260
-  _globals['_PODWATCHEVENT']._serialized_start=262
-  _globals['_PODWATCHEVENT']._serialized_end=368
-  _globals['_PODLOGREQUEST']._serialized_start=371
-  _globals['_PODLOGREQUEST']._serialized_end=570
-  _globals['_PODLOGCHUNK']._serialized_start=572
-  _globals['_PODLOGCHUNK']._serialized_end=599
-  _globals['_NODELIST']._serialized_start=601
-  _globals['_NODELIST']._serialized_end=686
-  _globals['_NODEWATCHEVENT']._serialized_start=688
-  _globals['_NODEWATCHEVENT']._serialized_end=797
-  _globals['_NAMESPACELIST']._serialized_start=799
-  _globals['_NAMESPACELIST']._serialized_end=894
-  _globals['_NAMESPACEWATCHEVENT']._serialized_start=896
-  _globals['_NAMESPACEWATCHEVENT']._serialized_end=1020
-  _globals['_EVENTLIST']._serialized_start=1022
-  _globals['_EVENTLIST']._serialized_end=1109
-  _globals['_EVENTWATCHEVENT']._serialized_start=1111
-  _globals['_EVENTWATCHEVENT']._serialized_end=1223
-  _globals['_LEASELIST']._serialized_start=1225
-  _globals['_LEASELIST']._serialized_end=1312
-  _globals['_LEASEWATCHEVENT']._serialized_start=1314
-  _globals['_LEASEWATCHEVENT']._serialized_end=1426
-  _globals['_ROLELIST']._serialized_start=1428
-  _globals['_ROLELIST']._serialized_end=1513
-  _globals['_ROLEWATCHEVENT']._serialized_start=1515
-  _globals['_ROLEWATCHEVENT']._serialized_end=1624
-  _globals['_CLUSTERROLELIST']._serialized_start=1626
-  _globals['_CLUSTERROLELIST']._serialized_end=1725
-  _globals['_CLUSTERROLEWATCHEVENT']._serialized_start=1728
-  _globals['_CLUSTERROLEWATCHEVENT']._serialized_end=1858
-  _globals['_ROLEBINDINGLIST']._serialized_start=1860
-  _globals['_ROLEBINDINGLIST']._serialized_end=1959
-  _globals['_ROLEBINDINGWATCHEVENT']._serialized_start=1962
-  _globals['_ROLEBINDINGWATCHEVENT']._serialized_end=2092
-  _globals['_CLUSTERROLEBINDINGLIST']._serialized_start=2094
-  _globals['_CLUSTERROLEBINDINGLIST']._serialized_end=2207
-  _globals['_CLUSTERROLEBINDINGWATCHEVENT']._serialized_start=2210
-  _globals['_CLUSTERROLEBINDINGWATCHEVENT']._serialized_end=2361
-  _globals['_PODS']._serialized_start=2364
-  _globals['_PODS']._serialized_end=2853
-  _globals['_NODES']._serialized_start=2856
-  _globals['_NODES']._serialized_end=3245
-  _globals['_NAMESPACES']._serialized_start=3248
-  _globals['_NAMESPACES']._serialized_end=3692
-  _globals['_EVENTS']._serialized_start=3695
-  _globals['_EVENTS']._serialized_end=4039
-  _globals['_LEASES']._serialized_start=4042
-  _globals['_LEASES']._serialized_end=4386
-  _globals['_ROLES']._serialized_start=4389
-  _globals['_ROLES']._serialized_end=4724
-  _globals['_CLUSTERROLES']._serialized_start=4727
-  _globals['_CLUSTERROLES']._serialized_end=5125
-  _globals['_ROLEBINDINGS']._serialized_start=5128
-  _globals['_ROLEBINDINGS']._serialized_end=5526
-  _globals['_CLUSTERROLEBINDINGS']._serialized_start=5529
-  _globals['_CLUSTERROLEBINDINGS']._serialized_end=5990
+  _globals['_PODLIST']._serialized_start=218
+  _globals['_PODLIST']._serialized_end=301
+  _globals['_PODWATCHEVENT']._serialized_start=303
+  _globals['_PODWATCHEVENT']._serialized_end=409
+  _globals['_PODLOGREQUEST']._serialized_start=412
+  _globals['_PODLOGREQUEST']._serialized_end=611
+  _globals['_PODLOGCHUNK']._serialized_start=613
+  _globals['_PODLOGCHUNK']._serialized_end=640
+  _globals['_NODELIST']._serialized_start=642
+  _globals['_NODELIST']._serialized_end=727
+  _globals['_NODEWATCHEVENT']._serialized_start=729
+  _globals['_NODEWATCHEVENT']._serialized_end=838
+  _globals['_NAMESPACELIST']._serialized_start=840
+  _globals['_NAMESPACELIST']._serialized_end=935
+  _globals['_NAMESPACEWATCHEVENT']._serialized_start=937
+  _globals['_NAMESPACEWATCHEVENT']._serialized_end=1061
+  _globals['_EVENTLIST']._serialized_start=1063
+  _globals['_EVENTLIST']._serialized_end=1150
+  _globals['_EVENTWATCHEVENT']._serialized_start=1152
+  _globals['_EVENTWATCHEVENT']._serialized_end=1264
+  _globals['_LEASELIST']._serialized_start=1266
+  _globals['_LEASELIST']._serialized_end=1353
+  _globals['_LEASEWATCHEVENT']._serialized_start=1355
+  _globals['_LEASEWATCHEVENT']._serialized_end=1467
+  _globals['_ROLELIST']._serialized_start=1469
+  _globals['_ROLELIST']._serialized_end=1554
+  _globals['_ROLEWATCHEVENT']._serialized_start=1556
+  _globals['_ROLEWATCHEVENT']._serialized_end=1665
+  _globals['_CLUSTERROLELIST']._serialized_start=1667
+  _globals['_CLUSTERROLELIST']._serialized_end=1766
+  _globals['_CLUSTERROLEWATCHEVENT']._serialized_start=1769
+  _globals['_CLUSTERROLEWATCHEVENT']._serialized_end=1899
+  _globals['_ROLEBINDINGLIST']._serialized_start=1901
+  _globals['_ROLEBINDINGLIST']._serialized_end=2000
+  _globals['_ROLEBINDINGWATCHEVENT']._serialized_start=2003
+  _globals['_ROLEBINDINGWATCHEVENT']._serialized_end=2133
+  _globals['_CLUSTERROLEBINDINGLIST']._serialized_start=2135
+  _globals['_CLUSTERROLEBINDINGLIST']._serialized_end=2248
+  _globals['_CLUSTERROLEBINDINGWATCHEVENT']._serialized_start=2251
+  _globals['_CLUSTERROLEBINDINGWATCHEVENT']._serialized_end=2402
+  _globals['_SERVICEACCOUNTLIST']._serialized_start=2404
+  _globals['_SERVICEACCOUNTLIST']._serialized_end=2509
+  _globals['_SERVICEACCOUNTWATCHEVENT']._serialized_start=2512
+  _globals['_SERVICEACCOUNTWATCHEVENT']._serialized_end=2651
+  _globals['_PODS']._serialized_start=2654
+  _globals['_PODS']._serialized_end=3143
+  _globals['_NODES']._serialized_start=3146
+  _globals['_NODES']._serialized_end=3535
+  _globals['_NAMESPACES']._serialized_start=3538
+  _globals['_NAMESPACES']._serialized_end=3982
+  _globals['_EVENTS']._serialized_start=3985
+  _globals['_EVENTS']._serialized_end=4329
+  _globals['_LEASES']._serialized_start=4332
+  _globals['_LEASES']._serialized_end=4676
+  _globals['_ROLES']._serialized_start=4679
+  _globals['_ROLES']._serialized_end=5014
+  _globals['_CLUSTERROLES']._serialized_start=5017
+  _globals['_CLUSTERROLES']._serialized_end=5415
+  _globals['_ROLEBINDINGS']._serialized_start=5418
+  _globals['_ROLEBINDINGS']._serialized_end=5816
+  _globals['_CLUSTERROLEBINDINGS']._serialized_start=5819
+  _globals['_CLUSTERROLEBINDINGS']._serialized_end=6280
+  _globals['_SERVICEACCOUNTS']._serialized_start=6283
+  _globals['_SERVICEACCOUNTS']._serialized_end=6777
 # @@protoc_insertion_point(module_scope)

@@ -2,6 +2,7 @@ from protos.kubeling.v1 import meta_pb2 as _meta_pb2
 from protos.kubeling.v1 import core_pb2 as _core_pb2
 from protos.kubeling.v1 import coordination_pb2 as _coordination_pb2
 from protos.kubeling.v1 import rbac_pb2 as _rbac_pb2
+from protos.kubeling.v1 import authentication_pb2 as _authentication_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -197,3 +198,21 @@ class ClusterRoleBindingWatchEvent(_message.Message):
     object: _rbac_pb2.ClusterRoleBinding
     batch: _containers.RepeatedCompositeFieldContainer[ClusterRoleBindingWatchEvent]
     def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_rbac_pb2.ClusterRoleBinding, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[ClusterRoleBindingWatchEvent, _Mapping]]] = ...) -> None: ...
+
+class ServiceAccountList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_core_pb2.ServiceAccount]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_core_pb2.ServiceAccount, _Mapping]]] = ...) -> None: ...
+
+class ServiceAccountWatchEvent(_message.Message):
+    __slots__ = ("type", "object", "batch")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _core_pb2.ServiceAccount
+    batch: _containers.RepeatedCompositeFieldContainer[ServiceAccountWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.ServiceAccount, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[ServiceAccountWatchEvent, _Mapping]]] = ...) -> None: ...

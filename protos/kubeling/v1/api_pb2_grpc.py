@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from protos.kubeling.v1 import api_pb2 as protos_dot_kubeling_dot_v1_dot_api__pb2
+from protos.kubeling.v1 import authentication_pb2 as protos_dot_kubeling_dot_v1_dot_authentication__pb2
 from protos.kubeling.v1 import coordination_pb2 as protos_dot_kubeling_dot_v1_dot_coordination__pb2
 from protos.kubeling.v1 import core_pb2 as protos_dot_kubeling_dot_v1_dot_core__pb2
 from protos.kubeling.v1 import meta_pb2 as protos_dot_kubeling_dot_v1_dot_meta__pb2
@@ -2830,6 +2831,338 @@ class ClusterRoleBindings:
             '/kubeling.v1.ClusterRoleBindings/Watch',
             protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
             protos_dot_kubeling_dot_v1_dot_api__pb2.ClusterRoleBindingWatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class ServiceAccountsStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kubeling.v1.ServiceAccounts/Create',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ServiceAccount.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ServiceAccount.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kubeling.v1.ServiceAccounts/Get',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ServiceAccount.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kubeling.v1.ServiceAccounts/List',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ServiceAccountList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kubeling.v1.ServiceAccounts/Update',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ServiceAccount.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ServiceAccount.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kubeling.v1.ServiceAccounts/Delete',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ServiceAccount.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kubeling.v1.ServiceAccounts/Watch',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ServiceAccountWatchEvent.FromString,
+                _registered_method=True)
+        self.CreateToken = channel.unary_unary(
+                '/kubeling.v1.ServiceAccounts/CreateToken',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_authentication__pb2.TokenRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_authentication__pb2.TokenRequest.FromString,
+                _registered_method=True)
+
+
+class ServiceAccountsServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces the object. metadata.resourceVersion, when set, is a precondition.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateToken(self, request, context):
+        """A token for the ServiceAccount request.metadata names (the serviceaccounts/token subresource).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ServiceAccountsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ServiceAccount.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ServiceAccount.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ServiceAccount.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ServiceAccountList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ServiceAccount.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ServiceAccount.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ServiceAccount.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ServiceAccountWatchEvent.SerializeToString,
+            ),
+            'CreateToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateToken,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_authentication__pb2.TokenRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_authentication__pb2.TokenRequest.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kubeling.v1.ServiceAccounts', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kubeling.v1.ServiceAccounts', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ServiceAccounts:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ServiceAccounts/Create',
+            protos_dot_kubeling_dot_v1_dot_core__pb2.ServiceAccount.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.ServiceAccount.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ServiceAccounts/Get',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.ServiceAccount.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ServiceAccounts/List',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.ServiceAccountList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ServiceAccounts/Update',
+            protos_dot_kubeling_dot_v1_dot_core__pb2.ServiceAccount.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.ServiceAccount.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ServiceAccounts/Delete',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.ServiceAccount.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kubeling.v1.ServiceAccounts/Watch',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.ServiceAccountWatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ServiceAccounts/CreateToken',
+            protos_dot_kubeling_dot_v1_dot_authentication__pb2.TokenRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_authentication__pb2.TokenRequest.FromString,
             options,
             channel_credentials,
             insecure,

@@ -214,15 +214,81 @@ class EmptyDirVolumeSource(_message.Message):
     sizeLimit: str
     def __init__(self, medium: _Optional[str] = ..., sizeLimit: _Optional[str] = ...) -> None: ...
 
+class ServiceAccountTokenProjection(_message.Message):
+    __slots__ = ("audience", "expirationSeconds", "path")
+    AUDIENCE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRATIONSECONDS_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    audience: str
+    expirationSeconds: int
+    path: str
+    def __init__(self, audience: _Optional[str] = ..., expirationSeconds: _Optional[int] = ..., path: _Optional[str] = ...) -> None: ...
+
+class DownwardAPIVolumeFile(_message.Message):
+    __slots__ = ("path", "fieldRef", "mode")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    FIELDREF_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    fieldRef: ObjectFieldSelector
+    mode: int
+    def __init__(self, path: _Optional[str] = ..., fieldRef: _Optional[_Union[ObjectFieldSelector, _Mapping]] = ..., mode: _Optional[int] = ...) -> None: ...
+
+class DownwardAPIProjection(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[DownwardAPIVolumeFile]
+    def __init__(self, items: _Optional[_Iterable[_Union[DownwardAPIVolumeFile, _Mapping]]] = ...) -> None: ...
+
+class KeyToPath(_message.Message):
+    __slots__ = ("key", "path", "mode")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    path: str
+    mode: int
+    def __init__(self, key: _Optional[str] = ..., path: _Optional[str] = ..., mode: _Optional[int] = ...) -> None: ...
+
+class ConfigMapProjection(_message.Message):
+    __slots__ = ("name", "items", "optional")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    OPTIONAL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    items: _containers.RepeatedCompositeFieldContainer[KeyToPath]
+    optional: bool
+    def __init__(self, name: _Optional[str] = ..., items: _Optional[_Iterable[_Union[KeyToPath, _Mapping]]] = ..., optional: _Optional[bool] = ...) -> None: ...
+
+class VolumeProjection(_message.Message):
+    __slots__ = ("downwardAPI", "configMap", "serviceAccountToken")
+    DOWNWARDAPI_FIELD_NUMBER: _ClassVar[int]
+    CONFIGMAP_FIELD_NUMBER: _ClassVar[int]
+    SERVICEACCOUNTTOKEN_FIELD_NUMBER: _ClassVar[int]
+    downwardAPI: DownwardAPIProjection
+    configMap: ConfigMapProjection
+    serviceAccountToken: ServiceAccountTokenProjection
+    def __init__(self, downwardAPI: _Optional[_Union[DownwardAPIProjection, _Mapping]] = ..., configMap: _Optional[_Union[ConfigMapProjection, _Mapping]] = ..., serviceAccountToken: _Optional[_Union[ServiceAccountTokenProjection, _Mapping]] = ...) -> None: ...
+
+class ProjectedVolumeSource(_message.Message):
+    __slots__ = ("sources", "defaultMode")
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    DEFAULTMODE_FIELD_NUMBER: _ClassVar[int]
+    sources: _containers.RepeatedCompositeFieldContainer[VolumeProjection]
+    defaultMode: int
+    def __init__(self, sources: _Optional[_Iterable[_Union[VolumeProjection, _Mapping]]] = ..., defaultMode: _Optional[int] = ...) -> None: ...
+
 class Volume(_message.Message):
-    __slots__ = ("name", "hostPath", "emptyDir")
+    __slots__ = ("name", "hostPath", "emptyDir", "projected")
     NAME_FIELD_NUMBER: _ClassVar[int]
     HOSTPATH_FIELD_NUMBER: _ClassVar[int]
     EMPTYDIR_FIELD_NUMBER: _ClassVar[int]
+    PROJECTED_FIELD_NUMBER: _ClassVar[int]
     name: str
     hostPath: HostPathVolumeSource
     emptyDir: EmptyDirVolumeSource
-    def __init__(self, name: _Optional[str] = ..., hostPath: _Optional[_Union[HostPathVolumeSource, _Mapping]] = ..., emptyDir: _Optional[_Union[EmptyDirVolumeSource, _Mapping]] = ...) -> None: ...
+    projected: ProjectedVolumeSource
+    def __init__(self, name: _Optional[str] = ..., hostPath: _Optional[_Union[HostPathVolumeSource, _Mapping]] = ..., emptyDir: _Optional[_Union[EmptyDirVolumeSource, _Mapping]] = ..., projected: _Optional[_Union[ProjectedVolumeSource, _Mapping]] = ...) -> None: ...
 
 class NodeSelectorRequirement(_message.Message):
     __slots__ = ("key", "operator", "values")
@@ -355,7 +421,7 @@ class PodSchedulingGate(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class PodSpec(_message.Message):
-    __slots__ = ("volumes", "initContainers", "containers", "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector", "serviceAccountName", "nodeName", "hostNetwork", "hostname", "subdomain", "affinity", "schedulerName", "tolerations", "priorityClassName", "priority", "preemptionPolicy", "overhead", "topologySpreadConstraints", "schedulingGates")
+    __slots__ = ("volumes", "initContainers", "containers", "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector", "serviceAccountName", "nodeName", "automountServiceAccountToken", "hostNetwork", "hostname", "subdomain", "affinity", "schedulerName", "tolerations", "priorityClassName", "priority", "preemptionPolicy", "overhead", "topologySpreadConstraints", "schedulingGates")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -380,6 +446,7 @@ class PodSpec(_message.Message):
     NODESELECTOR_FIELD_NUMBER: _ClassVar[int]
     SERVICEACCOUNTNAME_FIELD_NUMBER: _ClassVar[int]
     NODENAME_FIELD_NUMBER: _ClassVar[int]
+    AUTOMOUNTSERVICEACCOUNTTOKEN_FIELD_NUMBER: _ClassVar[int]
     HOSTNETWORK_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     SUBDOMAIN_FIELD_NUMBER: _ClassVar[int]
@@ -402,6 +469,7 @@ class PodSpec(_message.Message):
     nodeSelector: _containers.ScalarMap[str, str]
     serviceAccountName: str
     nodeName: str
+    automountServiceAccountToken: bool
     hostNetwork: bool
     hostname: str
     subdomain: str
@@ -414,7 +482,7 @@ class PodSpec(_message.Message):
     overhead: _containers.ScalarMap[str, str]
     topologySpreadConstraints: _containers.RepeatedCompositeFieldContainer[TopologySpreadConstraint]
     schedulingGates: _containers.RepeatedCompositeFieldContainer[PodSchedulingGate]
-    def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., initContainers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., restartPolicy: _Optional[str] = ..., terminationGracePeriodSeconds: _Optional[int] = ..., activeDeadlineSeconds: _Optional[int] = ..., dnsPolicy: _Optional[str] = ..., nodeSelector: _Optional[_Mapping[str, str]] = ..., serviceAccountName: _Optional[str] = ..., nodeName: _Optional[str] = ..., hostNetwork: _Optional[bool] = ..., hostname: _Optional[str] = ..., subdomain: _Optional[str] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., schedulerName: _Optional[str] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., priorityClassName: _Optional[str] = ..., priority: _Optional[int] = ..., preemptionPolicy: _Optional[str] = ..., overhead: _Optional[_Mapping[str, str]] = ..., topologySpreadConstraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., schedulingGates: _Optional[_Iterable[_Union[PodSchedulingGate, _Mapping]]] = ...) -> None: ...
+    def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., initContainers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., restartPolicy: _Optional[str] = ..., terminationGracePeriodSeconds: _Optional[int] = ..., activeDeadlineSeconds: _Optional[int] = ..., dnsPolicy: _Optional[str] = ..., nodeSelector: _Optional[_Mapping[str, str]] = ..., serviceAccountName: _Optional[str] = ..., nodeName: _Optional[str] = ..., automountServiceAccountToken: _Optional[bool] = ..., hostNetwork: _Optional[bool] = ..., hostname: _Optional[str] = ..., subdomain: _Optional[str] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., schedulerName: _Optional[str] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., priorityClassName: _Optional[str] = ..., priority: _Optional[int] = ..., preemptionPolicy: _Optional[str] = ..., overhead: _Optional[_Mapping[str, str]] = ..., topologySpreadConstraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., schedulingGates: _Optional[_Iterable[_Union[PodSchedulingGate, _Mapping]]] = ...) -> None: ...
 
 class PodCondition(_message.Message):
     __slots__ = ("type", "status", "lastProbeTime", "lastTransitionTime", "reason", "message")
@@ -755,3 +823,21 @@ class Event(_message.Message):
     reportingComponent: str
     reportingInstance: str
     def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., involvedObject: _Optional[_Union[_meta_pb2.ObjectReference, _Mapping]] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., source: _Optional[_Union[EventSource, _Mapping]] = ..., firstTimestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lastTimestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., count: _Optional[int] = ..., type: _Optional[str] = ..., eventTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., action: _Optional[str] = ..., reportingComponent: _Optional[str] = ..., reportingInstance: _Optional[str] = ...) -> None: ...
+
+class LocalObjectReference(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ServiceAccount(_message.Message):
+    __slots__ = ("metadata", "secrets", "imagePullSecrets", "automountServiceAccountToken")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SECRETS_FIELD_NUMBER: _ClassVar[int]
+    IMAGEPULLSECRETS_FIELD_NUMBER: _ClassVar[int]
+    AUTOMOUNTSERVICEACCOUNTTOKEN_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ObjectMeta
+    secrets: _containers.RepeatedCompositeFieldContainer[_meta_pb2.ObjectReference]
+    imagePullSecrets: _containers.RepeatedCompositeFieldContainer[LocalObjectReference]
+    automountServiceAccountToken: bool
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., secrets: _Optional[_Iterable[_Union[_meta_pb2.ObjectReference, _Mapping]]] = ..., imagePullSecrets: _Optional[_Iterable[_Union[LocalObjectReference, _Mapping]]] = ..., automountServiceAccountToken: _Optional[bool] = ...) -> None: ...
