@@ -138,6 +138,29 @@ async def test_what_is_refused_and_the_server_keeps_serving(secure: tuple[APISer
     with pytest.raises(ssl.SSLCertVerificationError):  # the client checks the server's names
         await call(_https, server, root, {}, None, other / "ca.crt")
     assert (await call(_https, server, root, {}, (root / "admin.crt", root / "admin.key")))[0] == 200
+    # TLS clients that stop mid-handshake (half a ClientHello, left hanging, or garbage),
+    # on both listeners: the server goes on serving everyone else meanwhile.
+    stalled = [await asyncio.to_thread(_half_handshake, address, payload)
+               for address in (server.rest_address, server.address)
+               for payload in (_CLIENT_HELLO_START, b"\x16\x03\x01\xff\xff" + b"\x00" * 50, b"\xff" * 300)]
+    try:
+        assert (await call(_https, server, root, {}))[0] == 200
+        async with Client(server.address, tls=_tls(root, "admin"), timeout=10) as client:
+            assert (await client.namespaces.get("default")).metadata.name == "default"
+    finally:
+        for sock in stalled:
+            sock.close()
+
+
+# The first bytes of a TLS 1.2 ClientHello record (its length promises more than follows).
+_CLIENT_HELLO_START = bytes.fromhex("160301020001000200") + b"\x03\x03" + b"\x00" * 20
+
+
+def _half_handshake(address: str, payload: bytes) -> socket.socket:
+    host, _, port = address.rpartition(":")
+    sock = socket.create_connection((host, int(port)), timeout=5)
+    sock.sendall(payload)
+    return sock
 
 
 async def test_grpc_needs_a_client_certificate(secure: tuple[APIServer, Path], tmp_path: Path) -> None:

@@ -91,6 +91,27 @@ async def _logs(cluster: Cluster, kubelet: Any, name: str, container_name: str, 
         return text
 
 
+async def test_the_kubelet_endpoint_is_the_apiservers_alone(cluster: Cluster) -> None:
+    """Over TLS from the cluster CA: /healthz for anyone, the rest only for the apiserver's
+    client certificate (401 without one, 403 with another, as upstream's words)."""
+    kubelet = await cluster.add_node(1)
+    root, port = cluster.pki, kubelet.server.port
+    base = f"https://127.0.0.1:{port}"
+    anyone = client_context(root / "ca.crt")
+    admin = client_context(root / "ca.crt", root / "admin.crt", root / "admin.key")
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{base}/healthz", ssl=anyone) as reply:
+            assert reply.status == 200
+        async with session.get(f"{base}/containerLogs/default/x/y", ssl=anyone) as reply:
+            assert reply.status == 401
+        async with session.post(f"{base}/exec/default/x/y?command=id", ssl=admin) as reply:
+            assert (reply.status, await reply.text()) == (
+                403, "Forbidden (user=kubernetes-admin, verb=create, resource=nodes, subresource=proxy)")
+        with pytest.raises(aiohttp.ClientError):  # plain HTTP is no longer spoken there
+            async with session.get(f"http://127.0.0.1:{port}/healthz") as reply:
+                await reply.read()
+
+
 async def test_restart_policies_and_crash_loop_backoff(cluster: Cluster) -> None:
     kubelet = await cluster.add_node(1)  # back-off 1 s doubling to 4 s in these tests
     node = kubelet.config.node_name

@@ -1,16 +1,56 @@
-"""The scheduler against a real apiserver and etcd: it watches, binds, reports."""
+"""The scheduler against a real apiserver and etcd: it watches, binds, reports. The
+apiserver is secured as `kubeling up` runs it (TLS, x509, Node,RBAC): the scheduler uses
+its own certificate and lives with upstream's system:kube-scheduler role."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
 
 from apiserver.server import APIServer
+from kubeling import pki
 from kubeling.client import Client
+from kubeling.etcd import EtcdServer
 from kubeling.quantity import parse_quantity
 from protos.kubeling.v1 import core_pb2, meta_pb2
 from scheduler.service import SchedulerService
+from tests.e2e.conftest import secured_apiserver_config, tls_of
+
+
+@pytest.fixture
+def certs(tmp_path: Path) -> Path:
+    root = tmp_path / "pki"
+    pki.ensure(root, {})
+    return root
+
+
+@pytest.fixture
+async def apiserver(etcd: EtcdServer, prefix: str, certs: Path) -> AsyncIterator[APIServer]:
+    server = APIServer(secured_apiserver_config(etcd, prefix, certs))
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop(grace=0)
+
+
+@pytest.fixture
+async def client(apiserver: APIServer, certs: Path) -> AsyncIterator[Client]:
+    async with Client(apiserver.address, tls=tls_of(certs, "admin")) as made:
+        yield made
+
+
+def _scheduler(apiserver: APIServer, *args: Any, **options: Any) -> SchedulerService:
+    """A scheduler on its own certificate (CN system:kube-scheduler)."""
+    certs = Path(apiserver.config.client_ca_file).parent
+    return SchedulerService(apiserver.address, *args,
+                            client=Client(apiserver.address, tls=tls_of(certs, "scheduler")), **options)
 
 
 def _node(name: str, cpu: str, memory: str, pods: str = "110") -> core_pb2.Node:
@@ -40,7 +80,7 @@ async def test_300_pods_on_20_nodes_all_bound_within_capacity(apiserver: APIServ
         cpu, mem = rng.choice([("2", "4Gi"), ("4", "8Gi"), ("8", "16Gi")])
         sizes[f"node-{i}"] = (parse_quantity(cpu).milli_value(), parse_quantity(mem).int_value())
         await client.nodes.create(_node(f"node-{i}", cpu, mem))
-    service = SchedulerService(apiserver.address)
+    service = _scheduler(apiserver)
     await service.start()
     try:
         await asyncio.gather(*(client.pods.create(_pod(f"p{i}", rng.choice(["100m", "200m", "250m"]),
@@ -77,7 +117,7 @@ async def test_300_pods_on_20_nodes_all_bound_within_capacity(apiserver: APIServ
 async def test_unschedulable_pod_reported_then_scheduled_when_a_node_arrives(apiserver: APIServer,
                                                                              client: Client) -> None:
     await client.nodes.create(_node("small", "1", "1Gi"))
-    service = SchedulerService(apiserver.address)
+    service = _scheduler(apiserver)
     await service.start()
     try:
         await client.pods.create(_pod("big", "4", "1Gi"))
@@ -111,8 +151,8 @@ async def test_leader_failover_under_load(apiserver: APIServer, client: Client) 
     election = ElectionConfig(lease_duration=2.0, renew_deadline=1.5, retry_period=0.2)
     for i in range(10):
         await client.nodes.create(_node(f"node-{i}", "8", "16Gi"))
-    a = SchedulerService(apiserver.address, election=election, identity="replica-a")
-    b = SchedulerService(apiserver.address, election=election, identity="replica-b")
+    a = _scheduler(apiserver, election=election, identity="replica-a")
+    b = _scheduler(apiserver, election=election, identity="replica-b")
     await a.start()
 
     async def a_leads() -> bool:
@@ -156,7 +196,7 @@ async def test_leader_failover_under_load(apiserver: APIServer, client: Client) 
 
 async def test_preemption_through_the_apiserver(apiserver: APIServer, client: Client) -> None:
     await client.nodes.create(_node("only", "2", "4Gi"))
-    service = SchedulerService(apiserver.address, leader_elect=False)
+    service = _scheduler(apiserver, leader_elect=False)
     await service.start()
     try:
         for i in range(2):
@@ -210,7 +250,7 @@ async def test_profiles_metrics_and_health(apiserver: APIServer, client: Client,
     for name in ("a", "b"):
         await client.nodes.create(_node(name, "4", "8Gi"))
     port = free_port()
-    service = SchedulerService(apiserver.address, config, leader_elect=False, metrics_listen=f"127.0.0.1:{port}")
+    service = _scheduler(apiserver, config, leader_elect=False, metrics_listen=f"127.0.0.1:{port}")
     await service.start()
     try:
         for i in range(4):
@@ -242,16 +282,17 @@ async def test_profiles_metrics_and_health(apiserver: APIServer, client: Client,
         await service.stop()
 
 
-async def test_a_leader_stops_promptly_when_the_apiserver_is_gone(etcd: object, prefix: str) -> None:
+async def test_a_leader_stops_promptly_when_the_apiserver_is_gone(etcd: EtcdServer, prefix: str,
+                                                                  certs: Path) -> None:
     """Shutdown gives the lease up through the apiserver; with the apiserver stopped first
     (as a supervisor stopping everything at once would) it must still end, soon."""
+
     from kubeling.leaderelection import ElectionConfig
     from scheduler.service import SHUTDOWN_API_SECONDS
-    from tests.conftest import apiserver_config
 
-    server = APIServer(apiserver_config(etcd, prefix))  # type: ignore[arg-type]
+    server = APIServer(secured_apiserver_config(etcd, prefix, certs))
     await server.start()
-    service = SchedulerService(server.address, identity="alone",
+    service = _scheduler(server, identity="alone",
                                election=ElectionConfig(lease_duration=2.0, renew_deadline=1.5, retry_period=0.2))
     await service.start()
     try:
