@@ -28,7 +28,7 @@ class AdmissionAttributes:
     user: UserInfo
     operation: str  # CREATE, UPDATE, DELETE
     resource: str  # plural
-    subresource: str  # "" or "status"
+    subresource: str  # "", "status" or "token"
     namespace: str
     name: str
     obj: Any | None  # the object to store (None on DELETE)
