@@ -29,6 +29,12 @@ def cidr(text: str) -> str:
     return text
 
 
+def endpoints(text: str) -> str:
+    for part in text.split(","):
+        host_port_arg(part.strip())
+    return text
+
+
 def modes(text: str) -> str:
     try:
         parse_modes(text)
@@ -47,8 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     d = Config()
     p = argparse.ArgumentParser(prog="python -m apiserver",
                                 description="kubeling apiserver: the Kubernetes API over etcd, in gRPC")
-    p.add_argument("--etcd", type=host_port_arg, default=d.etcd,
-                   help="etcd client endpoint host:port (default %(default)s)")
+    p.add_argument("--etcd", type=endpoints, default=d.etcd,
+                   help="etcd client endpoint HOST:PORT, or every member's, comma-separated (the apiserver moves "
+                        "to another when the one it uses goes; default %(default)s)")
     p.add_argument("--listen", type=host_port_arg, default=d.listen,
                    help="gRPC listen address (default %(default)s; port 0 picks one)")
     p.add_argument("--metrics-listen", type=lambda t: host_port_arg(t) if t else t, default=d.metrics_listen,
@@ -86,7 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated, asked in order: AlwaysAllow, Node (kubelets), RBAC (the stored roles "
                         "and bindings); e.g. Node,RBAC (default %(default)s)")
     p.add_argument("--enable-admission-plugins", default=d.admission_plugins,
-                   help="comma-separated admission plugins: NodeRestriction, ServiceAccount (default %(default)s)")
+                   help="comma-separated admission plugins: NodeRestriction, ServiceAccount, "
+                        "DefaultTolerationSeconds (default %(default)s)")
+    p.add_argument("--default-not-ready-toleration-seconds", type=int, default=d.default_not_ready_toleration_seconds,
+                   help="DefaultTolerationSeconds: how long pods tolerate a not-ready node (default %(default)s)")
+    p.add_argument("--default-unreachable-toleration-seconds", type=int,
+                   default=d.default_unreachable_toleration_seconds,
+                   help="DefaultTolerationSeconds: how long pods tolerate an unreachable node (default %(default)s)")
     p.add_argument("--kubelet-client-certificate", default="", help="the apiserver's client certificate for "
                                                                      "the kubelets (logs, exec, port-forward)")
     p.add_argument("--kubelet-client-key", default="", help="its private key")
@@ -117,6 +130,8 @@ async def _serve(args: argparse.Namespace) -> None:
                  client_ca_file=args.client_ca_file, token_auth_file=args.token_auth_file,
                  anonymous_auth=args.anonymous_auth, authorization_mode=args.authorization_mode,
                  admission_plugins=args.enable_admission_plugins,
+                 default_not_ready_toleration_seconds=args.default_not_ready_toleration_seconds,
+                 default_unreachable_toleration_seconds=args.default_unreachable_toleration_seconds,
                  kubelet_client_certificate=args.kubelet_client_certificate,
                  kubelet_client_key=args.kubelet_client_key,
                  kubelet_certificate_authority=args.kubelet_certificate_authority,

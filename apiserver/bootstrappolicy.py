@@ -69,6 +69,20 @@ def cluster_roles() -> list[Role]:
             _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
             _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews",)),
         )),
+        # Upstream's system:kube-controller-manager with the node lifecycle controller's
+        # rules (upstream gives each controller its own ServiceAccount; one identity here).
+        Role("system:kube-controller-manager", (
+            _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),
+            _rule(("create",), (COORDINATION,), ("leases",)),
+            _rule(("get", "update"), (COORDINATION,), ("leases",), ("kube-controller-manager",)),
+            _rule(READ, (COORDINATION,), ("leases",)),
+            _rule(READ + ("patch", "update"), (CORE,), ("nodes",)),
+            _rule(("patch", "update"), (CORE,), ("nodes/status", "pods/status")),
+            _rule(READ + ("delete",), (CORE,), ("pods",)),
+            _rule(READ, (CORE,), ("namespaces", "serviceaccounts")),
+            _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
+            _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews",)),
+        )),
         # What a kubelet may do at all (not bound by default, as upstream: the Node
         # authorizer grants these rules and NodeRestriction narrows them to its own node).
         Role("system:node", node_rules()),
@@ -103,6 +117,7 @@ def cluster_role_bindings() -> list[Binding]:
         bind("system:public-info-viewer", authenticated, unauthenticated),
         bind("system:basic-user", authenticated),
         bind("system:kube-scheduler", Subject("User", "system:kube-scheduler")),
+        bind("system:kube-controller-manager", Subject("User", "system:kube-controller-manager")),
     ]
 
 

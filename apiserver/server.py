@@ -22,6 +22,7 @@ from apiserver.admission import Admission, AdmissionPlugin, MutatingPlugin
 from apiserver.authn import Authenticator, load_token_file
 from apiserver.authz import authorizer_for, parse_modes
 from apiserver.compaction import Compactor
+from apiserver.defaulttolerationseconds import DefaultTolerationSeconds
 from apiserver.metrics import Metrics
 from apiserver.namespace_finalizer import NamespaceFinalizer
 from apiserver.nodeipam import CIDRAllocator, NodeIPAM
@@ -78,7 +79,9 @@ class Config:
     token_auth_file: str = ""
     anonymous_auth: bool = True
     authorization_mode: str = "AlwaysAllow"  # a comma-separated list of AlwaysAllow, Node, RBAC
-    admission_plugins: str = "NodeRestriction,ServiceAccount"  # comma-separated; "" for none
+    admission_plugins: str = "NodeRestriction,ServiceAccount,DefaultTolerationSeconds"  # comma-separated; "": none
+    default_not_ready_toleration_seconds: int = 300
+    default_unreachable_toleration_seconds: int = 300
     # ServiceAccount tokens: signed with this ECDSA P-256 key (kubeling.pki's sa.key; empty:
     # a key made at start, so tokens die with the process), for this issuer and audiences.
     service_account_signing_key_file: str = ""
@@ -157,7 +160,7 @@ class Config:
         return names
 
 
-ADMISSION_PLUGINS = ("NodeRestriction", "ServiceAccount")
+ADMISSION_PLUGINS = ("NodeRestriction", "ServiceAccount", "DefaultTolerationSeconds")
 
 
 @dataclass
@@ -228,6 +231,9 @@ class APIServer:
             plugins.append(EscalationCheck(authorizer, policy))  # upstream's RBAC storage does it
         mutating: list[MutatingPlugin] = [ServiceAccountAdmission(self._service_account)] \
             if "ServiceAccount" in admission_names else []
+        if "DefaultTolerationSeconds" in admission_names:
+            mutating.append(DefaultTolerationSeconds(cfg.default_not_ready_toleration_seconds,
+                                                     cfg.default_unreachable_toleration_seconds))
         chain = Admission(plugins, mutating)
         for reg in self.registries.values():
             reg.admission = chain.for_resource(reg.strategy.plural)

@@ -6,6 +6,7 @@ the same files under its state dir (cluster.plan).
   DIR/pki/...                  kubeling.pki's layout (the CA, serving and client certificates)
   DIR/admin.conf               kubernetes-admin (system:masters), for users
   DIR/scheduler.conf           system:kube-scheduler
+  DIR/controller-manager.conf  system:kube-controller-manager
   DIR/kubelet-<node>.conf      system:node:<node>
 """
 
@@ -34,6 +35,7 @@ def write_credentials(root: Path, certs: Path, nodes: dict[str, list[str]], *, r
     issued = pki.ensure(certs, nodes, server_names).issued
     write_kubeconfig(admin, admin_rest or rest, admin_grpc or grpc, tls=_tls(certs, "admin"))
     write_kubeconfig(root / "scheduler.conf", rest, grpc, tls=_tls(certs, "scheduler"))
+    write_kubeconfig(root / "controller-manager.conf", rest, grpc, tls=_tls(certs, "controller-manager"))
     for node in nodes:
         write_kubeconfig(root / f"kubelet-{node}.conf", rest, grpc, tls=_tls(certs, f"kubelet/{node}-client"))
     return issued

@@ -74,7 +74,7 @@ kubeling is up: {len(plan.nodes)} node(s) Ready
   API (gRPC)   {plan.apiserver}   (TLS)
   kubeconfig   {root / 'kubeconfig'}   (kubernetes-admin; certificates in {root / 'pki'})
   logs         {root / 'logs'}/<component>.log
-  metrics      scheduler http://127.0.0.1:{plan.scheduler_metrics_port}/metrics
+  metrics      scheduler http://127.0.0.1:{plan.scheduler_metrics_port}/metrics, controller manager http://127.0.0.1:{plan.controller_manager_metrics_port}/metrics
   traces       {plan.otlp_endpoint + ' (OTLP)' if plan.otlp_endpoint else 'off (up --otlp-endpoint URL)'}
 
 create a first pod:
@@ -101,8 +101,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     if registry_config_dir and not Path(registry_config_dir).is_dir():
         print(f"kubeling: --registry-config-dir {registry_config_dir} is not a directory", file=sys.stderr)
         return 1
+    if args.etcd_members < 1 or args.etcd_members % 2 == 0:
+        print("kubeling: --etcd-members must be odd (1, 3, 5): an even count adds no fault tolerance",
+              file=sys.stderr)
+        return 1
     plan = new_plan(state_dir, args.nodes, args.node_prefix, args.cluster_cidr, args.otlp_endpoint,
-                     registry_config_dir)
+                    registry_config_dir, args.etcd_members, existing)
     issued = plan.prepare_credentials()
     if issued and not args.detach:
         print(f"certificates issued under {plan.pki}: {', '.join(issued)}", flush=True)
@@ -112,7 +116,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         return asyncio.run(_supervise(plan, args.keep_state))
     argv = [sys.executable, "-m", "cluster", "up", "--state-dir", str(state_dir), "--nodes", str(args.nodes),
             "--node-prefix", args.node_prefix, "--cluster-cidr", args.cluster_cidr,
-            "--otlp-endpoint", args.otlp_endpoint, "--registry-config-dir", registry_config_dir] + \
+            "--otlp-endpoint", args.otlp_endpoint, "--registry-config-dir", registry_config_dir,
+            "--etcd-members", str(args.etcd_members)] + \
         (["--keep-state"] if args.keep_state else [])
     (state_dir / "logs").mkdir(exist_ok=True)
     with open(state_dir / "logs" / "supervisor.log", "ab") as out:
@@ -210,6 +215,9 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     up.add_argument("--registry-config-dir", default="",
                     help="registry mirrors for the kubelets' runtimes, containerd's hosts.toml layout: "
                          "DIR/<registry>/hosts.toml (e.g. /etc/containerd/certs.d)")
+    up.add_argument("--etcd-members", type=int, default=1,
+                    help="etcd cluster size (1, 3 or 5; real Raft): the apiserver is given every member and "
+                         "moves to another when the one it uses dies (default 1)")
     up.add_argument("--node-prefix", default="node-", help=argparse.SUPPRESS)  # tests: names of their own
     up.set_defaults(run=cmd_up)
     down = commands.add_parser("down", help="stop the cluster started with --detach")

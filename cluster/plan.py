@@ -35,6 +35,9 @@ class ClusterPlan:
     apiserver_port: int
     scheduler_metrics_port: int
     rest_port: int = 0  # the Kubernetes REST API (kubectl)
+    controller_manager_metrics_port: int = 0
+    # More etcd members (--etcd-members N): [client port, peer port] of members 2..N.
+    etcd_more_ports: list[list[int]] = field(default_factory=list)
     cluster_cidr: str = CLUSTER_CIDR
     otlp_endpoint: str = ""  # every component exports its spans here ("" : nowhere)
     registry_config_dir: str = ""  # the kubelets' registry mirrors (hosts.toml directory); "" : none
@@ -42,6 +45,19 @@ class ClusterPlan:
     ready: bool = False
     error: str = ""
     components: dict[str, int] = field(default_factory=dict)  # name -> pid, kept current by the supervisor
+
+    @property
+    def etcd_members(self) -> list[tuple[str, int, int]]:
+        """(component name, client port, peer port) of each member; one alone is `etcd`
+        (its data in <state-dir>/etcd, as before clusters existed), several `etcd-1`..N."""
+        ports = [(self.etcd_port, self.etcd_peer_port), *((c, p) for c, p in self.etcd_more_ports)]
+        if len(ports) == 1:
+            return [("etcd", *ports[0])]
+        return [(f"etcd-{i}", c, p) for i, (c, p) in enumerate(ports, 1)]
+
+    @property
+    def etcd_endpoints(self) -> str:
+        return ",".join(f"127.0.0.1:{client}" for _, client, _ in self.etcd_members)
 
     @property
     def pki(self) -> Path:
@@ -105,11 +121,19 @@ class ClusterPlan:
 
 
 def new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_endpoint: str = "",
-             registry_config_dir: str = "") -> ClusterPlan:
+             registry_config_dir: str = "", etcd_members: int = 1, previous: ClusterPlan | None = None) -> ClusterPlan:
+    """Fresh ports, but an etcd cluster's from the previous plan of this state dir: its
+    members know each other by their peer URLs, kept in their data."""
+    ports = [[free_port(), free_port()] for _ in range(etcd_members)]
+    if previous is not None and len(previous.etcd_members) == etcd_members > 1 and \
+            all((state_dir / name).is_dir() for name, _, _ in previous.etcd_members):
+        ports = [[client, peer] for _, client, peer in previous.etcd_members]
     return ClusterPlan(state_dir=str(state_dir), nodes=[f"{prefix}{i}" for i in range(1, nodes + 1)],
-                       etcd_port=free_port(), etcd_peer_port=free_port(), apiserver_port=free_port(),
-                       rest_port=free_port(), scheduler_metrics_port=free_port(), cluster_cidr=cluster_cidr,
-                       otlp_endpoint=otlp_endpoint, registry_config_dir=registry_config_dir)
+                       etcd_port=ports[0][0], etcd_peer_port=ports[0][1], apiserver_port=free_port(),
+                       rest_port=free_port(), scheduler_metrics_port=free_port(),
+                       controller_manager_metrics_port=free_port(), cluster_cidr=cluster_cidr,
+                       otlp_endpoint=otlp_endpoint, registry_config_dir=registry_config_dir,
+                       etcd_more_ports=ports[1:])
 
 
 def _python(module: str, *args: str) -> list[str]:
@@ -119,10 +143,14 @@ def _python(module: str, *args: str) -> list[str]:
 def commands(plan: ClusterPlan) -> dict[str, list[str]]:
     """Each component's command line, in start order."""
     root, certs = plan.root, plan.pki
-    out = {
-        "etcd": etcd_args(etcd_binary(), "kubeling", root / "etcd", plan.etcd_port, plan.etcd_peer_port, certs),
+    members = plan.etcd_members
+    initial = ",".join(f"{name}=http://127.0.0.1:{peer}" for name, _, peer in members) if len(members) > 1 else ""
+    out = {name: etcd_args(etcd_binary(), "kubeling" if name == "etcd" else name, root / name, client, peer, certs,
+                           initial)
+           for name, client, peer in members}
+    out |= {
         "apiserver": _python(
-            "apiserver", "--etcd", f"127.0.0.1:{plan.etcd_port}", "--listen", plan.apiserver,
+            "apiserver", "--etcd", plan.etcd_endpoints, "--listen", plan.apiserver,
             "--rest-listen", plan.rest, "--cluster-cidr", plan.cluster_cidr,
             "--etcd-cafile", str(certs / "ca.crt"), "--etcd-certfile", str(certs / "apiserver-etcd-client.crt"),
             "--etcd-keyfile", str(certs / "apiserver-etcd-client.key"),
@@ -134,6 +162,8 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
             "--kubelet-certificate-authority", str(certs / "ca.crt")),
         "scheduler": _python("scheduler", "--kubeconfig", str(root / "scheduler.conf"),
                              "--metrics-listen", f"127.0.0.1:{plan.scheduler_metrics_port}"),
+        "controller-manager": _python("controllers", "--kubeconfig", str(root / "controller-manager.conf"),
+                                      "--metrics-listen", f"127.0.0.1:{plan.controller_manager_metrics_port}"),
     }
     for node in plan.nodes:
         config = plan.kubelet_config(node)

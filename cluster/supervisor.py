@@ -71,16 +71,22 @@ class Supervisor:
 
     async def start(self) -> None:
         plan = self.plan
+        members = {name: client for name, client, _ in plan.etcd_members}
         for name, argv in commands(plan).items():
             component = self.components[name] = _Component(name, argv)
             print(f"starting {name}", flush=True)
             self._spawn(component)
-            if name == "etcd":
-                await self._wait(f"etcd on 127.0.0.1:{plan.etcd_port}", self._etcd_healthy, component)
+            if name in members and name == next(reversed(members)):
+                # every member runs before any is waited for: a cluster answers once it has quorum
+                for member, port in members.items():
+                    await self._wait(f"{member} on 127.0.0.1:{port}", functools.partial(self._etcd_healthy, port),
+                                     self.components[member])
             elif name == "apiserver":
                 await self._wait(f"the apiserver on {plan.apiserver}", self._apiserver_ready, component)
             elif name == "scheduler":
                 await self._wait("the scheduler's /healthz", self._scheduler_healthy, component)
+            elif name == "controller-manager":
+                await self._wait("the controller manager's /healthz", self._controller_manager_healthy, component)
         for node in plan.nodes:
             await self._wait(f"node {node} to be Ready", functools.partial(self._node_ready, node),
                              self.components[f"kubelet-{node}"])
@@ -93,11 +99,14 @@ class Supervisor:
         except (aiohttp.ClientError, asyncio.TimeoutError):
             return False
 
-    async def _etcd_healthy(self) -> bool:
-        return await self._http_ok(f"https://127.0.0.1:{self.plan.etcd_port}/health", self.plan.etcd_ssl())
+    async def _etcd_healthy(self, port: int) -> bool:
+        return await self._http_ok(f"https://127.0.0.1:{port}/health", self.plan.etcd_ssl())
 
     async def _scheduler_healthy(self) -> bool:
         return await self._http_ok(f"http://127.0.0.1:{self.plan.scheduler_metrics_port}/healthz")
+
+    async def _controller_manager_healthy(self) -> bool:
+        return await self._http_ok(f"http://127.0.0.1:{self.plan.controller_manager_metrics_port}/healthz")
 
     async def _apiserver_ready(self) -> bool:
         async with self.plan.admin_client(timeout=2, wait_for_ready=False) as client:
@@ -154,13 +163,14 @@ class Supervisor:
 
     async def stop(self, keep_state: bool) -> None:
         """Kubelets first (their pods keep running), then the pods' leftovers unless
-        keep_state, then scheduler, apiserver and etcd."""
+        keep_state, then scheduler and controller manager, apiserver and etcd."""
         self.stopping = True
         self._terminate([f"kubelet-{n}" for n in self.plan.nodes])
         if not keep_state:
             for node in self.plan.nodes:
                 await clean_node(self.plan, node)
-        # One after the other: the scheduler gives its lease up through the apiserver.
-        self._terminate(["scheduler"])
+        # One after the other: the scheduler and the controller manager give their leases
+        # up through the apiserver.
+        self._terminate(["scheduler", "controller-manager"])
         self._terminate(["apiserver"])
-        self._terminate(["etcd"])
+        self._terminate([name for name, _, _ in self.plan.etcd_members])

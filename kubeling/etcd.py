@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kubeling.netutil import free_port
 
-__all__ = ["EtcdServer", "EtcdNotFound", "etcd_args", "etcd_binary"]
+__all__ = ["EtcdCluster", "EtcdServer", "EtcdNotFound", "etcd_args", "etcd_binary"]
 
 
 class EtcdNotFound(RuntimeError):
@@ -32,14 +32,17 @@ def etcd_binary() -> str:
 
 
 def etcd_args(binary: str, name: str, data_dir: Path, client_port: int, peer_port: int,
-              pki: Path | None = None) -> list[str]:
+              pki: Path | None = None, initial_cluster: str = "") -> list[str]:
     """One member's command line: clients on loopback (TLS with client certificates when
-    given the cluster PKI), its peer URL on loopback."""
+    given the cluster PKI), its peer URL on loopback; `initial_cluster` names every member
+    (name=peer URL, comma-separated) of a cluster made together, default this one alone."""
     scheme = "https" if pki is not None else "http"
     client, peer = f"{scheme}://127.0.0.1:{client_port}", f"http://127.0.0.1:{peer_port}"
     args = [binary, "--name", name, "--data-dir", str(data_dir), "--listen-client-urls", client,
             "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"{name}={peer}", "--log-level", "warn"]
+            "--initial-cluster", initial_cluster or f"{name}={peer}", "--log-level", "warn"]
+    if initial_cluster:
+        args += ["--initial-cluster-state", "new", "--initial-cluster-token", "kubeling"]
     if pki is not None:
         args += ["--cert-file", str(pki / "etcd" / "server.crt"), "--key-file", str(pki / "etcd" / "server.key"),
                  "--trusted-ca-file", str(pki / "ca.crt"), "--client-cert-auth"]
@@ -58,8 +61,10 @@ class EtcdServer:
     # The cluster PKI (kubeling.pki): clients over TLS with verified client certificates
     # (etcd's --client-cert-auth), etcd/server.crt serving; None: plain text.
     pki: Path | None = None
+    initial_cluster: str = ""  # every member of a cluster started together (EtcdCluster)
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _tmp: Path | None = field(default=None, init=False, repr=False)
+    _log_path: Path | None = field(default=None, init=False, repr=False)
 
     @property
     def endpoint(self) -> str:
@@ -69,7 +74,17 @@ class EtcdServer:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
+    @property
+    def peer_url(self) -> str:
+        return f"http://127.0.0.1:{self.peer_port}"
+
     def start(self, timeout: float = 20.0) -> EtcdServer:
+        self.launch()
+        self.wait_healthy(timeout)
+        return self
+
+    def launch(self) -> None:
+        """Start the process without waiting (a cluster's members wait for each other)."""
         binary = etcd_binary()
         if self.data_dir is None:
             self._tmp = Path(tempfile.mkdtemp(prefix="kubeling-etcd-"))
@@ -77,19 +92,29 @@ class EtcdServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.client_port = self.client_port or free_port()
         self.peer_port = self.peer_port or free_port()
-        log_path = self.log_path or self.data_dir.parent / f"etcd-{self.client_port}.log"
-        args = etcd_args(binary, self.name, self.data_dir, self.client_port, self.peer_port, self.pki)
-        with open(log_path, "ab") as log:
+        self._log_path = self.log_path or self.data_dir.parent / f"etcd-{self.client_port}.log"
+        args = etcd_args(binary, self.name, self.data_dir, self.client_port, self.peer_port, self.pki,
+                         self.initial_cluster)
+        with open(self._log_path, "ab") as log:
             self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def wait_healthy(self, timeout: float = 20.0) -> None:
+        assert self._proc is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise RuntimeError(f"etcd exited with {self._proc.returncode}; see {log_path}")
+                raise RuntimeError(f"etcd exited with {self._proc.returncode}; see {self._log_path}")
             if self._healthy():
-                return self
+                return
             time.sleep(0.05)
         self.stop()
-        raise RuntimeError(f"etcd did not become healthy in {timeout}s; see {log_path}")
+        raise RuntimeError(f"etcd did not become healthy in {timeout}s; see {self._log_path}")
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash (for fault tests); stop() still cleans up after it."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
 
     def _healthy(self) -> bool:
         try:
@@ -123,3 +148,41 @@ class EtcdServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@dataclass
+class EtcdCluster:
+    """Several members started together (real Raft), in one temporary dir."""
+
+    size: int = 3
+    pki: Path | None = None
+    members: list[EtcdServer] = field(default_factory=list)
+    _tmp: Path | None = field(default=None, init=False, repr=False)
+
+    @property
+    def endpoints(self) -> str:
+        """HOST:PORT of every member, comma-separated (the apiserver's --etcd)."""
+        return ",".join(m.endpoint for m in self.members)
+
+    def start(self, timeout: float = 30.0) -> EtcdCluster:
+        self._tmp = Path(tempfile.mkdtemp(prefix="kubeling-etcd-cluster-"))
+        self.members = [EtcdServer(data_dir=self._tmp / f"m{i}", name=f"m{i}", client_port=free_port(),
+                                   peer_port=free_port(), pki=self.pki) for i in range(1, self.size + 1)]
+        initial = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+        for m in self.members:
+            m.initial_cluster = initial
+            m.launch()
+        try:
+            for m in self.members:
+                m.wait_healthy(timeout)
+        except RuntimeError:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for m in self.members:
+            m.stop()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None

@@ -9,6 +9,7 @@ identities, plus the ServiceAccount token signing key.
   etcd/server.crt                         etcd serving
   admin.crt                               CN kubernetes-admin, O system:masters (the kubeconfig's)
   scheduler.crt                           CN system:kube-scheduler
+  controller-manager.crt                  CN system:kube-controller-manager
   kubelet/<node>.crt                      the kubelet's serving certificate (its node name and IPs)
   kubelet/<node>-client.crt               CN system:node:<node>, O system:nodes
   sa.key, sa.pub                          ServiceAccount tokens' signing key
@@ -80,6 +81,7 @@ def control_plane_identities(server_names: Iterable[str] = ()) -> list[Identity]
                  names=tuple(dict.fromkeys(("127.0.0.1", "localhost", "etcd", *server_names)))),
         Identity("admin", "kubernetes-admin", ("system:masters",)),
         Identity("scheduler", "system:kube-scheduler"),
+        Identity("controller-manager", "system:kube-controller-manager"),
     ]
 
 

@@ -6,7 +6,7 @@ so that every answer carries the header revision (aetcd's `get` drops it).
 
 from __future__ import annotations
 
-import functools
+import ipaddress
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -97,20 +97,44 @@ class EtcdTLS:
     key: bytes
 
 
-class _TLSClient(aetcd.Client):
-    """aetcd's client over a TLS channel. aetcd makes only plain-text channels; its
-    `connect` is the one place that does, so this one makes the channel and the same
-    stubs and watcher on it (aetcd 1.0's attributes)."""
+def channel_target(endpoints: list[str]) -> str:
+    """One gRPC target for etcd's members: gRPC's own address list when there are several
+    (`ipv4:a:p,b:p`; pick_first connects to the first that answers and moves on to the
+    next when it goes, as etcd's clientv3 balancer does), else the endpoint itself."""
+    if len(endpoints) == 1:
+        return endpoints[0]
+    for endpoint in endpoints:
+        host, _, _ = endpoint.rpartition(":")
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            raise ValueError(f"--etcd: several members must be given by IPv4 address, not {endpoint!r}") from None
+    return "ipv4:" + ",".join(endpoints)
 
-    def __init__(self, tls: EtcdTLS, **kwargs: Any) -> None:
+
+class _Client(aetcd.Client):
+    """aetcd's client on a channel of ours. aetcd makes only plain-text channels to one
+    address; its `connect` is the one place that does, so this one makes the channel (TLS
+    and several members) and the same stubs and watcher on it (aetcd 1.0's attributes)."""
+
+    def __init__(self, target: str, tls: EtcdTLS | None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self._target = target
         self._tls = tls
 
     async def connect(self) -> None:
         if self._connected.is_set():
             return
-        creds = grpc.ssl_channel_credentials(self._tls.ca, self._tls.key, self._tls.cert)
-        self.channel = grpc.aio.secure_channel(f"{self._host}:{self._port}", creds, options=self._options.items())
+        options = [*self._options.items(), ("grpc.lb_policy_name", "pick_first")]
+        if self._tls is not None:
+            creds = grpc.ssl_channel_credentials(self._tls.ca, self._tls.key, self._tls.cert)
+            # several members share one name to check: the certificate's (127.0.0.1 and
+            # localhost are in every member's, kubeling.pki)
+            if self._target.startswith("ipv4:"):
+                options.append(("grpc.ssl_target_name_override", "localhost"))
+            self.channel = grpc.aio.secure_channel(self._target, creds, options=options)
+        else:
+            self.channel = grpc.aio.insecure_channel(self._target, options=options)
         self.kvstub = aetcd.rpc.KVStub(self.channel)
         self.clusterstub = aetcd.rpc.ClusterStub(self.channel)
         self.leasestub = aetcd.rpc.LeaseStub(self.channel)
@@ -128,10 +152,10 @@ class Storage:
         self.timeout = timeout
 
     @classmethod
-    async def connect(cls, endpoint: str, tls: EtcdTLS | None = None) -> Storage:
-        host, _, port = endpoint.rpartition(":")
-        make: Any = functools.partial(_TLSClient, tls) if tls is not None else aetcd.Client
-        client = make(host=host or "127.0.0.1", port=int(port), options={
+    async def connect(cls, endpoints: str, tls: EtcdTLS | None = None) -> Storage:
+        """endpoints: HOST:PORT, or several (etcd's members) separated by commas."""
+        target = channel_target([e.strip() for e in endpoints.split(",") if e.strip()])
+        client = _Client(target, tls, options={
             "grpc.max_receive_message_length": MAX_MESSAGE,
             "grpc.max_send_message_length": MAX_MESSAGE,
             # Reconnect quickly when etcd comes back (gRPC's default backs off up to 120 s).
@@ -150,6 +174,16 @@ class Storage:
         await self.client.close()
 
     async def _call(self, what: str, method: str, request: object) -> object:
+        try:
+            return await self._call_once(what, method, request)
+        except errors.ServiceUnavailable:
+            if method != "Range":
+                raise  # a write may have been applied: only its caller can tell (as etcd's clientv3)
+        # A read is safe to repeat: once more, on whichever member the channel reaches now
+        # (the one it used may just have died).
+        return await self._call_once(what, method, request)
+
+    async def _call_once(self, what: str, method: str, request: object) -> object:
         stub = self.client.kvstub
         try:
             if not trace.get_current_span().is_recording():

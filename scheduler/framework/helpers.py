@@ -2,39 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
+from kubeling.taints import find_untolerated, tolerates
 from scheduler.framework.interface import NodeScore
 
 __all__ = ["tolerates", "find_untolerated", "term_matches", "node_selector_matches",
            "default_normalize", "default_normalize_array", "normalized_image_name"]
-
-
-def tolerates(toleration: Any, taint: Any) -> bool:
-    """Upstream Toleration.ToleratesTaint."""
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    # an empty key with Exists tolerates everything
-    if toleration.operator == "Exists":
-        return True
-    if toleration.operator in ("", "Equal"):
-        return toleration.value == taint.value
-    return False
-
-
-def find_untolerated(taints: Iterable[Any], tolerations: Iterable[Any], effects: tuple[str, ...]) -> Any | None:
-    tols = list(tolerations)
-    for taint in taints:
-        if taint.effect not in effects:
-            continue
-        if not any(tolerates(t, taint) for t in tols):
-            return taint
-    return None
 
 
 def _requirement_matches(req: Any, value: str | None) -> bool:

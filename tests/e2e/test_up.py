@@ -20,6 +20,7 @@ from cluster.plan import ClusterPlan
 from cluster.processes import alive
 from cni import netns
 from kubelet.agent import bridge_name
+from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import core_pb2, meta_pb2
 from tests.e2e.kubectl import kubectl_binary
@@ -80,7 +81,7 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
     prefix = f"u{os.getpid() % 1000}-"
     nodes = [f"{prefix}1", f"{prefix}2"]
     netns_before = set(netns.list_names())
-    up = ["up", "--nodes", "2", "--detach", "--state-dir", str(state), "--node-prefix", prefix,
+    up = ["up", "--nodes", "2", "--etcd-members", "3", "--detach", "--state-dir", str(state), "--node-prefix", prefix,
           "--cluster-cidr", CIDR]
     started = _kubeling(*up)
     try:
@@ -132,6 +133,33 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
                     name="main", image="busybox", imagePullPolicy="IfNotPresent", command=["sleep", "3600"])])))
             ran = await _wait(client, "after-kill", lambda p: p.status.phase == "Running")
             first_id = ran.status.containerStatuses[0].containerID
+
+            # The etcd member the apiserver uses (the first of its endpoints) killed: the
+            # apiserver moves to another, the supervisor brings the member back, and it
+            # rejoins the cluster.
+            member = subprocess.run(["pgrep", "-f", f"etcd --name etcd-1 --data-dir {state}/etcd-1"],
+                                    capture_output=True, text=True).stdout.split()
+            assert len(member) == 1
+            os.kill(int(member[0]), signal.SIGKILL)
+            for attempt in range(50):  # a write in flight when the member died is refused (503): a client retries
+                try:
+                    await client.pods.create(core_pb2.Pod(
+                        metadata=meta_pb2.ObjectMeta(name="after-etcd-kill", namespace="default"),
+                        spec=core_pb2.PodSpec(terminationGracePeriodSeconds=1, containers=[core_pb2.Container(
+                            name="main", image="busybox", imagePullPolicy="IfNotPresent",
+                            command=["sleep", "3600"])])))
+                    break
+                except errors.AlreadyExists:
+                    break
+                except errors.ServiceUnavailable:
+                    assert attempt < 49
+                    await asyncio.sleep(0.2)
+            await _wait(client, "after-etcd-kill", lambda p: p.status.phase == "Running")
+            for _ in range(300):
+                if "etcd-1 restarted" in supervisor_log.read_text():
+                    break
+                await asyncio.sleep(0.1)
+            assert "etcd-1 restarted" in supervisor_log.read_text()
         assert "scheduler restarted" in (state / "logs" / "supervisor.log").read_text()
 
         stopped = _kubeling("down", "--state-dir", str(state))

@@ -40,6 +40,7 @@ def test_identities_as_upstream_names_them(tmp_path: Path) -> None:
     ca = _cert(tmp_path, "ca")
     expected = {"admin": ("kubernetes-admin", ["system:masters"]),
                 "scheduler": ("system:kube-scheduler", []),
+                "controller-manager": ("system:kube-controller-manager", []),
                 "kubelet/node-1-client": ("system:node:node-1", ["system:nodes"]),
                 "kubelet/node-2-client": ("system:node:node-2", ["system:nodes"]),
                 "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", ["kubeadm:cluster-admins"]),
