@@ -53,6 +53,7 @@ apt:
 	command -v docker-registry >/dev/null 2>&1 || missing="$$missing docker-registry"; \
 	command -v skopeo >/dev/null 2>&1 || missing="$$missing skopeo"; \
 	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
+	command -v haproxy >/dev/null 2>&1 || missing="$$missing haproxy"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	$(PYTHON) -c 'import venv, ensurepip' >/dev/null 2>&1 || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \

@@ -23,6 +23,7 @@ from apiserver.authn import Authenticator, load_token_file
 from apiserver.authz import authorizer_for, parse_modes
 from apiserver.compaction import Compactor
 from apiserver.defaulttolerationseconds import DefaultTolerationSeconds
+from apiserver.election import Controller, ControllerElection
 from apiserver.metrics import Metrics
 from apiserver.namespace_finalizer import NamespaceFinalizer
 from apiserver.nodeipam import CIDRAllocator, NodeIPAM
@@ -179,6 +180,7 @@ class APIServer:
     _finalizer: NamespaceFinalizer | None = None
     _service_accounts: ServiceAccountsController | None = None
     _ipam: NodeIPAM | None = None
+    _election: ControllerElection | None = None
     _health: health.aio.HealthServicer | None = None
 
     @property
@@ -278,11 +280,12 @@ class APIServer:
             self.registries["namespaces"],
             [r for r in self.registries.values() if r.strategy.namespaced],
             cfg.namespace_finalize_interval)
-        self._finalizer.start()
-        self._service_accounts.start()
+        controllers: list[Controller] = [self._finalizer, self._service_accounts]
         if allocator is not None:
             self._ipam = NodeIPAM(self.registries["nodes"], allocator)
-            self._ipam.start()
+            controllers.append(self._ipam)
+        self._election = ControllerElection(self.registries["leases"], controllers)
+        self._election.start()
         if cfg.metrics_listen:
             await self._start_http(cfg.metrics_listen)
         if cfg.rest_listen:
@@ -296,6 +299,8 @@ class APIServer:
     async def stop(self, grace: float = 1.0) -> None:
         if self._health is not None:
             await self._health.enter_graceful_shutdown()
+        if self._election is not None:
+            await self._election.stop()
         for part in (self._compactor, self._finalizer, self._ipam, self._service_accounts):
             if part is not None:
                 await part.stop()

@@ -15,6 +15,10 @@ this load-generating process:
   controllers), while pods bound round-robin to those nodes are created at 200/s.
   watch_p50_ms / watch_p99_ms: from the moment the create is sent (an upper bound on its
   commit) to delivery to each watcher it concerns.
+
+`--ha` then measures creates through HAProxy (Debian's, TCP mode, /readyz checks, as
+`kubeling up --apiservers N` runs it) to one and to two apiservers on the same etcd:
+`ha_create_ratio_2_over_1` (HAProxy balances connections: the 8 channels split 4 and 4).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from bench.output import report
 from kubeling import pki
 from kubeling.client import Client, TLSConfig
 from kubeling.etcd import EtcdServer
+from kubeling.netutil import free_port
 from protos.kubeling.v1 import core_pb2, meta_pb2
 
 CONCURRENCY = 64
@@ -190,6 +195,9 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         create_rate, create_p50 = await bench_creates(address, args.creates)
         cpu_per_create = (_cpu_seconds(proc.pid) - cpu_before) / args.creates
         watch = await bench_watch(address, args.watchers, args.unfiltered, args.rate, args.seconds)
+        ha: dict[str, object] = {}
+        if args.ha:
+            ha = await _ha_run(etcd.endpoint, workdir, args, procs)
         secure: dict[str, object] = {}
         if args.secure:
             proc.terminate()
@@ -220,7 +228,63 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         "apiserver_vs_floor": round(create_rate / floor_rate, 3),
         **watch,
         **secure,
+        **ha,
     }
+
+
+def _haproxy_config(listen: int, backends: list[tuple[int, int]]) -> str:
+    servers = "\n".join(f"    server a{i} 127.0.0.1:{grpc_port} check port {rest_port} inter 1s fall 2 rise 1"
+                         for i, (grpc_port, rest_port) in enumerate(backends, 1))
+    return ("global\n    maxconn 4000\n\ndefaults\n    mode tcp\n    timeout connect 5s\n    timeout client 1h\n"
+            f"    timeout server 1h\n\nfrontend api\n    bind 127.0.0.1:{listen}\n    default_backend api\n\n"
+            "backend api\n    balance roundrobin\n    option httpchk GET /readyz\n    http-check expect status 200\n"
+            + servers + "\n")
+
+
+async def _ha_run(etcd: str, workdir: Path, args: argparse.Namespace,
+                  procs: list[subprocess.Popen[bytes]]) -> dict[str, object]:
+    """Creates through HAProxy to 1, then 2 apiservers (fresh key prefixes of one etcd)."""
+    if shutil.which("haproxy") is None:
+        raise SystemExit("--ha needs HAProxy: apt-get install haproxy (make deps does)")
+    out: dict[str, object] = {}
+    for count in (1, 2):
+        backends: list[tuple[int, int]] = []
+        started: list[subprocess.Popen[bytes]] = []
+        for i in range(count):
+            proc, _ = start_server(["-m", "apiserver", "--etcd", etcd, "--listen", "127.0.0.1:0", "--rest-listen",
+                                    "127.0.0.1:0", "--log-level", "WARNING", "--etcd-prefix", f"/ha{count}"],
+                                   workdir, f"apiserver-ha{count}-{i}")
+            ports = (workdir / f"apiserver-ha{count}-{i}.port").read_text().split()
+            backends.append((int(ports[0]), int(ports[1])))
+            started.append(proc)
+        listen = free_port()
+        (workdir / f"haproxy-{count}.cfg").write_text(_haproxy_config(listen, backends))
+        with open(workdir / f"haproxy-{count}.log", "ab") as log:
+            haproxy = subprocess.Popen(["haproxy", "-f", str(workdir / f"haproxy-{count}.cfg"), "-db"],
+                                       stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        started.append(haproxy)
+        procs.extend(started)
+        address = f"127.0.0.1:{listen}"
+        async with Client(address, timeout=5) as probe:  # HAProxy up and the servers checked healthy
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    await probe.pods.list(limit=1)
+                    break
+                except Exception:  # noqa: BLE001 (not yet: connection refused, no server up)
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"HAProxy on {address} did not answer") from None
+                    await asyncio.sleep(0.2)
+        await asyncio.sleep(2.5)  # every server through its first health checks (rise 1, inter 1s)
+        rate, p50 = await bench_creates(address, args.creates)
+        out[f"ha_{count}_apiservers_create_per_s"] = round(rate, 1)
+        out[f"ha_{count}_apiservers_create_p50_ms"] = round(p50, 2)
+        for proc in started:
+            proc.terminate()
+            proc.wait(10)
+    out["ha_create_ratio_2_over_1"] = round(float(out["ha_2_apiservers_create_per_s"])  # type: ignore[arg-type]
+                                            / float(out["ha_1_apiservers_create_per_s"]), 3)  # type: ignore[arg-type]
+    return out
 
 
 async def _secure_run(etcd: str, workdir: Path, args: argparse.Namespace, procs: list[subprocess.Popen[bytes]],
@@ -259,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=float, default=200.0, help="pod creates per second during the watch phase")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--keep", action="store_true", help="keep the work dir (etcd data, logs)")
+    p.add_argument("--ha", action="store_true",
+                   help="then creates through HAProxy to 1 and to 2 apiservers (ha_create_ratio_2_over_1)")
     p.add_argument("--secure", action="store_true",
                    help="then the same on an apiserver with TLS, certificate and token authentication and RBAC, "
                         "and the ratios (benchmarks only: plain text is no default to measure against)")

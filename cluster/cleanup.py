@@ -50,5 +50,6 @@ async def stop_orphans(plan: ClusterPlan, running: dict[str, int], keep_state: b
     if not keep_state:
         for node in plan.nodes:
             await clean_node(plan, node)
-    terminate_pids(group("scheduler", "controller-manager", "apiserver"))
+    terminate_pids(group("scheduler", "controller-manager"))
+    terminate_pids(group("haproxy", *(name for name, _, _ in plan.apiserver_backends)))
     terminate_pids(group(*(name for name, _, _ in plan.etcd_members)))

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -105,8 +106,13 @@ def cmd_up(args: argparse.Namespace) -> int:
         print("kubeling: --etcd-members must be odd (1, 3, 5): an even count adds no fault tolerance",
               file=sys.stderr)
         return 1
+    if args.apiservers > 1 and shutil.which("haproxy") is None:
+        print("kubeling: --apiservers needs HAProxy in front of them: apt-get install haproxy", file=sys.stderr)
+        return 1
     plan = new_plan(state_dir, args.nodes, args.node_prefix, args.cluster_cidr, args.otlp_endpoint,
-                    registry_config_dir, args.etcd_members, existing)
+                    registry_config_dir, args.etcd_members, existing, args.apiservers)
+    if args.apiservers > 1:
+        plan.write_haproxy_config()
     issued = plan.prepare_credentials()
     if issued and not args.detach:
         print(f"certificates issued under {plan.pki}: {', '.join(issued)}", flush=True)
@@ -117,7 +123,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     argv = [sys.executable, "-m", "cluster", "up", "--state-dir", str(state_dir), "--nodes", str(args.nodes),
             "--node-prefix", args.node_prefix, "--cluster-cidr", args.cluster_cidr,
             "--otlp-endpoint", args.otlp_endpoint, "--registry-config-dir", registry_config_dir,
-            "--etcd-members", str(args.etcd_members)] + \
+            "--etcd-members", str(args.etcd_members), "--apiservers", str(args.apiservers)] + \
         (["--keep-state"] if args.keep_state else [])
     (state_dir / "logs").mkdir(exist_ok=True)
     with open(state_dir / "logs" / "supervisor.log", "ab") as out:
@@ -218,6 +224,9 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     up.add_argument("--etcd-members", type=int, default=1,
                     help="etcd cluster size (1, 3 or 5; real Raft): the apiserver is given every member and "
                          "moves to another when the one it uses dies (default 1)")
+    up.add_argument("--apiservers", type=int, default=1,
+                    help="apiservers to run, behind HAProxy (TCP, /readyz health checks) when more than one; the "
+                         "kubeconfig points at HAProxy (default 1)")
     up.add_argument("--node-prefix", default="node-", help=argparse.SUPPRESS)  # tests: names of their own
     up.set_defaults(run=cmd_up)
     down = commands.add_parser("down", help="stop the cluster started with --detach")

@@ -38,6 +38,9 @@ class ClusterPlan:
     controller_manager_metrics_port: int = 0
     # More etcd members (--etcd-members N): [client port, peer port] of members 2..N.
     etcd_more_ports: list[list[int]] = field(default_factory=list)
+    # Several apiservers (--apiservers N): [gRPC port, REST port] of each, behind HAProxy
+    # on apiserver_port and rest_port; empty: one apiserver on those ports itself.
+    apiserver_ports: list[list[int]] = field(default_factory=list)
     cluster_cidr: str = CLUSTER_CIDR
     otlp_endpoint: str = ""  # every component exports its spans here ("" : nowhere)
     registry_config_dir: str = ""  # the kubelets' registry mirrors (hosts.toml directory); "" : none
@@ -54,6 +57,29 @@ class ClusterPlan:
         if len(ports) == 1:
             return [("etcd", *ports[0])]
         return [(f"etcd-{i}", c, p) for i, (c, p) in enumerate(ports, 1)]
+
+    @property
+    def apiserver_backends(self) -> list[tuple[str, int, int]]:
+        """(component name, gRPC port, REST port) of each apiserver."""
+        if not self.apiserver_ports:
+            return [("apiserver", self.apiserver_port, self.rest_port)]
+        return [(f"apiserver-{i}", g, r) for i, (g, r) in enumerate(self.apiserver_ports, 1)]
+
+    def write_haproxy_config(self) -> None:
+        """HAProxy in front of the apiservers as kubeadm's HA guide has it: TCP (TLS passes
+        through to the apiservers), a server taken out when its /readyz fails."""
+        def backend(name: str, port_of: int) -> str:
+            servers = "\n".join(f"    server {n} 127.0.0.1:{(g, r)[port_of]} port {r}"
+                                 for n, g, r in self.apiserver_backends)
+            return (f"backend {name}\n    option httpchk GET /readyz\n    http-check expect status 200\n"
+                    "    default-server check check-ssl verify none inter 1s fall 2 rise 1\n" + servers + "\n")
+        text = ("global\n    maxconn 4000\n\ndefaults\n    mode tcp\n    timeout connect 5s\n"
+                "    timeout client 24h\n    timeout server 24h\n    timeout tunnel 24h\n    timeout check 2s\n\n"
+                f"frontend kubeling-grpc\n    bind {self.apiserver}\n    default_backend kubeling-grpc\n\n"
+                + backend("kubeling-grpc", 0) + "\n"
+                + f"frontend kubeling-rest\n    bind {self.rest}\n    default_backend kubeling-rest\n\n"
+                + backend("kubeling-rest", 1))
+        replace_file(self.root / "haproxy.cfg", text.encode(), 0o644)
 
     @property
     def etcd_endpoints(self) -> str:
@@ -77,8 +103,10 @@ class ClusterPlan:
         return write_credentials(self.root, self.pki, {node: ["127.0.0.1"] for node in self.nodes},
                                  rest=self.rest, grpc=self.apiserver, admin=self.kubeconfig)
 
-    def admin_client(self, timeout: float | None = 30.0, wait_for_ready: bool = True) -> Client:
-        return Client(self.apiserver, tls=self.tls("admin"), timeout=timeout, wait_for_ready=wait_for_ready)
+    def admin_client(self, timeout: float | None = 30.0, wait_for_ready: bool = True, address: str = "") -> Client:
+        """The admin's client, of the cluster's API (or of one apiserver at `address`)."""
+        return Client(address or self.apiserver, tls=self.tls("admin"), timeout=timeout,
+                      wait_for_ready=wait_for_ready)
 
     def etcd_ssl(self) -> ssl.SSLContext:
         """What etcd's /health takes (a certificate from the cluster CA)."""
@@ -121,7 +149,8 @@ class ClusterPlan:
 
 
 def new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_endpoint: str = "",
-             registry_config_dir: str = "", etcd_members: int = 1, previous: ClusterPlan | None = None) -> ClusterPlan:
+             registry_config_dir: str = "", etcd_members: int = 1, previous: ClusterPlan | None = None,
+             apiservers: int = 1) -> ClusterPlan:
     """Fresh ports, but an etcd cluster's from the previous plan of this state dir: its
     members know each other by their peer URLs, kept in their data."""
     ports = [[free_port(), free_port()] for _ in range(etcd_members)]
@@ -133,7 +162,8 @@ def new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_e
                        rest_port=free_port(), scheduler_metrics_port=free_port(),
                        controller_manager_metrics_port=free_port(), cluster_cidr=cluster_cidr,
                        otlp_endpoint=otlp_endpoint, registry_config_dir=registry_config_dir,
-                       etcd_more_ports=ports[1:])
+                       etcd_more_ports=ports[1:],
+                       apiserver_ports=[[free_port(), free_port()] for _ in range(apiservers if apiservers > 1 else 0)])
 
 
 def _python(module: str, *args: str) -> list[str]:
@@ -148,18 +178,21 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
     out = {name: etcd_args(etcd_binary(), "kubeling" if name == "etcd" else name, root / name, client, peer, certs,
                            initial)
            for name, client, peer in members}
-    out |= {
-        "apiserver": _python(
-            "apiserver", "--etcd", plan.etcd_endpoints, "--listen", plan.apiserver,
-            "--rest-listen", plan.rest, "--cluster-cidr", plan.cluster_cidr,
+    for name, grpc_port, rest_port in plan.apiserver_backends:
+        out[name] = _python(
+            "apiserver", "--etcd", plan.etcd_endpoints, "--listen", f"127.0.0.1:{grpc_port}",
+            "--rest-listen", f"127.0.0.1:{rest_port}", "--cluster-cidr", plan.cluster_cidr,
             "--etcd-cafile", str(certs / "ca.crt"), "--etcd-certfile", str(certs / "apiserver-etcd-client.crt"),
             "--etcd-keyfile", str(certs / "apiserver-etcd-client.key"),
             "--tls-cert-file", str(certs / "apiserver.crt"), "--tls-private-key-file", str(certs / "apiserver.key"),
             "--client-ca-file", str(certs / "ca.crt"), "--authorization-mode", "Node,RBAC",
-            "--enable-admission-plugins", "NodeRestriction",
+            "--service-account-signing-key-file", str(certs / "sa.key"),
             "--kubelet-client-certificate", str(certs / "apiserver-kubelet-client.crt"),
             "--kubelet-client-key", str(certs / "apiserver-kubelet-client.key"),
-            "--kubelet-certificate-authority", str(certs / "ca.crt")),
+            "--kubelet-certificate-authority", str(certs / "ca.crt"))
+    if len(plan.apiserver_backends) > 1:
+        out["haproxy"] = ["haproxy", "-f", str(root / "haproxy.cfg"), "-db"]  # -db: in the foreground
+    out |= {
         "scheduler": _python("scheduler", "--kubeconfig", str(root / "scheduler.conf"),
                              "--metrics-listen", f"127.0.0.1:{plan.scheduler_metrics_port}"),
         "controller-manager": _python("controllers", "--kubeconfig", str(root / "controller-manager.conf"),

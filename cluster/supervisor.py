@@ -72,6 +72,7 @@ class Supervisor:
     async def start(self) -> None:
         plan = self.plan
         members = {name: client for name, client, _ in plan.etcd_members}
+        apiservers = {name: grpc_port for name, grpc_port, _ in plan.apiserver_backends}
         for name, argv in commands(plan).items():
             component = self.components[name] = _Component(name, argv)
             print(f"starting {name}", flush=True)
@@ -81,8 +82,13 @@ class Supervisor:
                 for member, port in members.items():
                     await self._wait(f"{member} on 127.0.0.1:{port}", functools.partial(self._etcd_healthy, port),
                                      self.components[member])
-            elif name == "apiserver":
-                await self._wait(f"the apiserver on {plan.apiserver}", self._apiserver_ready, component)
+            elif name in apiservers:
+                address = f"127.0.0.1:{apiservers[name]}"
+                await self._wait(f"the apiserver on {address}", functools.partial(self._apiserver_ready, address),
+                                 component)
+            elif name == "haproxy":
+                await self._wait(f"HAProxy on {plan.apiserver}", functools.partial(self._apiserver_ready, ""),
+                                 component)
             elif name == "scheduler":
                 await self._wait("the scheduler's /healthz", self._scheduler_healthy, component)
             elif name == "controller-manager":
@@ -108,8 +114,8 @@ class Supervisor:
     async def _controller_manager_healthy(self) -> bool:
         return await self._http_ok(f"http://127.0.0.1:{self.plan.controller_manager_metrics_port}/healthz")
 
-    async def _apiserver_ready(self) -> bool:
-        async with self.plan.admin_client(timeout=2, wait_for_ready=False) as client:
+    async def _apiserver_ready(self, address: str) -> bool:
+        async with self.plan.admin_client(timeout=2, wait_for_ready=False, address=address) as client:
             try:
                 await client.namespaces.get("default")
                 return True
@@ -172,5 +178,5 @@ class Supervisor:
         # One after the other: the scheduler and the controller manager give their leases
         # up through the apiserver.
         self._terminate(["scheduler", "controller-manager"])
-        self._terminate(["apiserver"])
+        self._terminate(["haproxy", *(name for name, _, _ in self.plan.apiserver_backends)])
         self._terminate([name for name, _, _ in self.plan.etcd_members])

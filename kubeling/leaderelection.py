@@ -14,18 +14,33 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from kubeling import errors
-from kubeling.client import Client
 from protos.kubeling.v1 import coordination_pb2, meta_pb2
 
-__all__ = ["LeaderElector", "ElectionConfig"]
+__all__ = ["LeaderElector", "ElectionConfig", "LeaseAPI", "HasLeases"]
 
 log = logging.getLogger(__name__)
 
 Callback = Callable[[], Awaitable[None]]
+
+
+class LeaseAPI(Protocol):
+    """The Lease verbs an election needs (kubeling.Client's, or the apiserver's own store)."""
+
+    async def get(self, name: str, namespace: str = "") -> coordination_pb2.Lease: ...
+
+    async def create(self, obj: coordination_pb2.Lease) -> coordination_pb2.Lease: ...
+
+    async def update(self, obj: coordination_pb2.Lease) -> coordination_pb2.Lease: ...
+
+
+class HasLeases(Protocol):
+    @property
+    def leases(self) -> LeaseAPI: ...
 
 
 @dataclass(frozen=True)
@@ -44,7 +59,7 @@ def _now() -> Timestamp:
 
 
 class LeaderElector:
-    def __init__(self, client: Client, identity: str, config: ElectionConfig = ElectionConfig(), *,
+    def __init__(self, client: HasLeases, identity: str, config: ElectionConfig = ElectionConfig(), *,
                  on_started: Callback | None = None, on_stopped: Callback | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if config.renew_deadline >= config.lease_duration:
