@@ -6,6 +6,7 @@ import logging
 import shutil
 import subprocess
 
+from cluster import hosts
 from cluster.plan import ClusterPlan
 from cluster.processes import terminate_pids
 from kubelet.agent import bridge_name, runtime_config
@@ -53,3 +54,5 @@ async def stop_orphans(plan: ClusterPlan, running: dict[str, int], keep_state: b
     terminate_pids(group("scheduler", "controller-manager"))
     terminate_pids(group("haproxy", *(name for name, _, _ in plan.apiserver_backends)))
     terminate_pids(group(*(name for name, _, _ in plan.etcd_members)))
+    if plan.hosts_subnet:
+        hosts.destroy(plan.state_dir, plan.nodes)

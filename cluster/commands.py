@@ -110,7 +110,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         print("kubeling: --apiservers needs HAProxy in front of them: apt-get install haproxy", file=sys.stderr)
         return 1
     plan = new_plan(state_dir, args.nodes, args.node_prefix, args.cluster_cidr, args.otlp_endpoint,
-                    registry_config_dir, args.etcd_members, existing, args.apiservers)
+                    registry_config_dir, args.etcd_members, existing, args.apiservers, args.hosts)
+    plan.node_monitor_grace_period = args.node_monitor_grace_period
+    plan.default_unreachable_toleration_seconds = args.default_unreachable_toleration_seconds
     if args.apiservers > 1:
         plan.write_haproxy_config()
     issued = plan.prepare_credentials()
@@ -124,6 +126,9 @@ def cmd_up(args: argparse.Namespace) -> int:
             "--node-prefix", args.node_prefix, "--cluster-cidr", args.cluster_cidr,
             "--otlp-endpoint", args.otlp_endpoint, "--registry-config-dir", registry_config_dir,
             "--etcd-members", str(args.etcd_members), "--apiservers", str(args.apiservers)] + \
+        (["--hosts"] if args.hosts else []) + \
+        ["--node-monitor-grace-period", str(args.node_monitor_grace_period),
+         "--default-unreachable-toleration-seconds", str(args.default_unreachable_toleration_seconds)] + \
         (["--keep-state"] if args.keep_state else [])
     (state_dir / "logs").mkdir(exist_ok=True)
     with open(state_dir / "logs" / "supervisor.log", "ab") as out:
@@ -227,6 +232,13 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     up.add_argument("--apiservers", type=int, default=1,
                     help="apiservers to run, behind HAProxy (TCP, /readyz health checks) when more than one; the "
                          "kubeconfig points at HAProxy (default 1)")
+    up.add_argument("--hosts", action="store_true",
+                    help="each kubelet on a host of its own: a network namespace on an underlay bridge with its "
+                         "own address (a private /24), pod CIDRs routed between hosts as flannel's host-gw")
+    up.add_argument("--node-monitor-grace-period", type=float, default=40.0,
+                    help="seconds without a kubelet heartbeat before its node is Unknown (default 40)")
+    up.add_argument("--default-unreachable-toleration-seconds", type=int, default=300,
+                    help="how long pods stay on an unreachable node before eviction (default 300)")
     up.add_argument("--node-prefix", default="node-", help=argparse.SUPPRESS)  # tests: names of their own
     up.set_defaults(run=cmd_up)
     down = commands.add_parser("down", help="stop the cluster started with --detach")

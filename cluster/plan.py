@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cluster.certs import write_credentials
+from cluster.hosts import choose_subnet, host_ip, netns_name
 from kubelet.config import KubeletConfig
 from kubeling.atomicfile import replace_file
 from kubeling.client import Client, TLSConfig
@@ -41,6 +42,11 @@ class ClusterPlan:
     # Several apiservers (--apiservers N): [gRPC port, REST port] of each, behind HAProxy
     # on apiserver_port and rest_port; empty: one apiserver on those ports itself.
     apiserver_ports: list[list[int]] = field(default_factory=list)
+    # --hosts: the underlay /24 the kubelets' network namespaces are on ("": no hosts,
+    # every kubelet on this machine's loopback)
+    hosts_subnet: str = ""
+    node_monitor_grace_period: float = 40.0  # upstream's defaults; shorter for fault tests
+    default_unreachable_toleration_seconds: int = 300
     cluster_cidr: str = CLUSTER_CIDR
     otlp_endpoint: str = ""  # every component exports its spans here ("" : nowhere)
     registry_config_dir: str = ""  # the kubelets' registry mirrors (hosts.toml directory); "" : none
@@ -100,8 +106,9 @@ class ClusterPlan:
 
     def prepare_credentials(self) -> list[str]:
         """The PKI and every kubeconfig, made or renewed; what was (re)issued."""
-        return write_credentials(self.root, self.pki, {node: ["127.0.0.1"] for node in self.nodes},
-                                 rest=self.rest, grpc=self.apiserver, admin=self.kubeconfig)
+        return write_credentials(self.root, self.pki, {node: [self.node_ip(node)] for node in self.nodes},
+                                 rest=self.rest, grpc=self.apiserver, admin=self.kubeconfig,
+                                 server_names=(self.api_host,) if self.hosts_subnet else ())
 
     def admin_client(self, timeout: float | None = 30.0, wait_for_ready: bool = True, address: str = "") -> Client:
         """The admin's client, of the cluster's API (or of one apiserver at `address`)."""
@@ -115,12 +122,20 @@ class ClusterPlan:
         return ctx
 
     @property
+    def api_host(self) -> str:
+        """Where the API listens: loopback, or the underlay's gateway for hosts to reach."""
+        return host_ip(self.hosts_subnet, 0) if self.hosts_subnet else "127.0.0.1"
+
+    def node_ip(self, node: str) -> str:
+        return host_ip(self.hosts_subnet, self.nodes.index(node) + 1) if self.hosts_subnet else "127.0.0.1"
+
+    @property
     def apiserver(self) -> str:
-        return f"127.0.0.1:{self.apiserver_port}"
+        return f"{self.api_host}:{self.apiserver_port}"
 
     @property
     def rest(self) -> str:
-        return f"127.0.0.1:{self.rest_port}"
+        return f"{self.api_host}:{self.rest_port}"
 
     @property
     def root(self) -> Path:
@@ -132,7 +147,8 @@ class ClusterPlan:
                              cluster_cidr=self.cluster_cidr, kubeconfig=self.root / f"kubelet-{node}.conf",
                              tls_cert_file=self.pki / "kubelet" / f"{node}.crt",
                              tls_private_key_file=self.pki / "kubelet" / f"{node}.key",
-                             client_ca_file=self.pki / "ca.crt")
+                             client_ca_file=self.pki / "ca.crt", node_ip=self.node_ip(node),
+                             address=self.node_ip(node), pod_routes=bool(self.hosts_subnet))
 
     def runc_root(self, node: str) -> Path:
         return self.root / "runc" / node
@@ -150,7 +166,7 @@ class ClusterPlan:
 
 def new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_endpoint: str = "",
              registry_config_dir: str = "", etcd_members: int = 1, previous: ClusterPlan | None = None,
-             apiservers: int = 1) -> ClusterPlan:
+             apiservers: int = 1, hosts: bool = False) -> ClusterPlan:
     """Fresh ports, but an etcd cluster's from the previous plan of this state dir: its
     members know each other by their peer URLs, kept in their data."""
     ports = [[free_port(), free_port()] for _ in range(etcd_members)]
@@ -163,7 +179,8 @@ def new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_e
                        controller_manager_metrics_port=free_port(), cluster_cidr=cluster_cidr,
                        otlp_endpoint=otlp_endpoint, registry_config_dir=registry_config_dir,
                        etcd_more_ports=ports[1:],
-                       apiserver_ports=[[free_port(), free_port()] for _ in range(apiservers if apiservers > 1 else 0)])
+                       apiserver_ports=[[free_port(), free_port()] for _ in range(apiservers if apiservers > 1 else 0)],
+                       hosts_subnet=choose_subnet() if hosts else "")
 
 
 def _python(module: str, *args: str) -> list[str]:
@@ -179,9 +196,11 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
                            initial)
            for name, client, peer in members}
     for name, grpc_port, rest_port in plan.apiserver_backends:
+        # one apiserver listens where the API is; several, on loopback behind HAProxy there
+        host = plan.api_host if len(plan.apiserver_backends) == 1 else "127.0.0.1"
         out[name] = _python(
-            "apiserver", "--etcd", plan.etcd_endpoints, "--listen", f"127.0.0.1:{grpc_port}",
-            "--rest-listen", f"127.0.0.1:{rest_port}", "--cluster-cidr", plan.cluster_cidr,
+            "apiserver", "--etcd", plan.etcd_endpoints, "--listen", f"{host}:{grpc_port}",
+            "--rest-listen", f"{host}:{rest_port}", "--cluster-cidr", plan.cluster_cidr,
             "--etcd-cafile", str(certs / "ca.crt"), "--etcd-certfile", str(certs / "apiserver-etcd-client.crt"),
             "--etcd-keyfile", str(certs / "apiserver-etcd-client.key"),
             "--tls-cert-file", str(certs / "apiserver.crt"), "--tls-private-key-file", str(certs / "apiserver.key"),
@@ -189,24 +208,28 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
             "--service-account-signing-key-file", str(certs / "sa.key"),
             "--kubelet-client-certificate", str(certs / "apiserver-kubelet-client.crt"),
             "--kubelet-client-key", str(certs / "apiserver-kubelet-client.key"),
-            "--kubelet-certificate-authority", str(certs / "ca.crt"))
+            "--kubelet-certificate-authority", str(certs / "ca.crt"),
+            "--default-unreachable-toleration-seconds", str(plan.default_unreachable_toleration_seconds))
     if len(plan.apiserver_backends) > 1:
         out["haproxy"] = ["haproxy", "-f", str(root / "haproxy.cfg"), "-db"]  # -db: in the foreground
     out |= {
         "scheduler": _python("scheduler", "--kubeconfig", str(root / "scheduler.conf"),
                              "--metrics-listen", f"127.0.0.1:{plan.scheduler_metrics_port}"),
         "controller-manager": _python("controllers", "--kubeconfig", str(root / "controller-manager.conf"),
+                                      "--node-monitor-grace-period", str(plan.node_monitor_grace_period),
                                       "--metrics-listen", f"127.0.0.1:{plan.controller_manager_metrics_port}"),
     }
     for node in plan.nodes:
         config = plan.kubelet_config(node)
-        out[f"kubelet-{node}"] = _python("kubelet", "--node-name", node, "--kubeconfig", str(config.kubeconfig),
-                                         "--tls-cert-file", str(config.tls_cert_file),
-                                         "--tls-private-key-file", str(config.tls_private_key_file),
-                                         "--client-ca-file", str(config.client_ca_file),
-                                         "--root-dir", str(config.root_dir), "--pod-logs-dir",
-                                         str(config.pod_logs_dir), "--runc-root", str(config.runc_root),
-                                         "--cluster-cidr", plan.cluster_cidr,
-                                         *(["--registry-config-dir", plan.registry_config_dir]
-                                           if plan.registry_config_dir else []))
+        # on its host: in the host's network namespace only (files and mounts are shared)
+        enter = ["nsenter", f"--net=/run/netns/{netns_name(node)}"] if plan.hosts_subnet else []
+        out[f"kubelet-{node}"] = enter + _python(
+            "kubelet", "--node-name", node, "--kubeconfig", str(config.kubeconfig),
+            "--node-ip", config.node_ip, "--address", config.address,
+            *(["--pod-routes"] if config.pod_routes else []),
+            "--tls-cert-file", str(config.tls_cert_file), "--tls-private-key-file", str(config.tls_private_key_file),
+            "--client-ca-file", str(config.client_ca_file), "--root-dir", str(config.root_dir),
+            "--pod-logs-dir", str(config.pod_logs_dir), "--runc-root", str(config.runc_root),
+            "--cluster-cidr", plan.cluster_cidr,
+            *(["--registry-config-dir", plan.registry_config_dir] if plan.registry_config_dir else []))
     return out

@@ -15,7 +15,9 @@ from ssl import SSLContext
 
 import aiohttp
 
+from cluster import hosts
 from cluster.cleanup import clean_node
+from cluster.hosts import bridge_of
 from cluster.plan import ClusterPlan, commands
 from kubeling import errors
 
@@ -71,6 +73,10 @@ class Supervisor:
 
     async def start(self) -> None:
         plan = self.plan
+        if plan.hosts_subnet:
+            print(f"making {len(plan.nodes)} hosts on {plan.hosts_subnet} (bridge {bridge_of(plan.state_dir)})",
+                  flush=True)
+            hosts.create(plan.state_dir, plan.hosts_subnet, plan.nodes)
         members = {name: client for name, client, _ in plan.etcd_members}
         apiservers = {name: grpc_port for name, grpc_port, _ in plan.apiserver_backends}
         for name, argv in commands(plan).items():
@@ -83,7 +89,8 @@ class Supervisor:
                     await self._wait(f"{member} on 127.0.0.1:{port}", functools.partial(self._etcd_healthy, port),
                                      self.components[member])
             elif name in apiservers:
-                address = f"127.0.0.1:{apiservers[name]}"
+                host = plan.api_host if len(apiservers) == 1 else "127.0.0.1"  # as commands() listens
+                address = f"{host}:{apiservers[name]}"
                 await self._wait(f"the apiserver on {address}", functools.partial(self._apiserver_ready, address),
                                  component)
             elif name == "haproxy":
@@ -180,3 +187,5 @@ class Supervisor:
         self._terminate(["scheduler", "controller-manager"])
         self._terminate(["haproxy", *(name for name, _, _ in self.plan.apiserver_backends)])
         self._terminate([name for name, _, _ in self.plan.etcd_members])
+        if self.plan.hosts_subnet:
+            hosts.destroy(self.plan.state_dir, self.plan.nodes)
