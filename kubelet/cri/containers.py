@@ -31,7 +31,7 @@ from kubelet.cri.rootfs import MountError, mount_overlay, unmount
 from kubelet.cri.runc import Runc, RuncError
 from kubelet.cri.sandbox_store import READY, SandboxRecord
 from kubelet.cri.sandboxes import SandboxManager
-from kubelet.cri.shims import ShimError, ShimLauncher, record_start_failure, reopen_log
+from kubelet.cri.shims import ShimError, ShimLauncher, record_lost_shim, record_start_failure, reopen_log, shim_running
 from kubelet.cri.stats import CpuSampler, directory_usage, memory_usage, network_usage, now
 from kubeling.telemetry import tracer
 from protos.runtime.v1 import api_pb2
@@ -197,6 +197,18 @@ class ContainerManager:
             await self.runc.kill(record.id, signals.SIGKILL, all_processes=True)
         except RuncError as exc:
             log.debug("container %s: SIGKILL: %s", record.id[:13], exc)
+        state_dir = Path(record.state_dir) if record.state_dir else None
+        if state_dir is not None and not shim_running(state_dir):
+            # No shim to record the exit (it died with a runtime killed mid-start): once
+            # runc says the container is gone or stopped, record it here, or it would be
+            # "running" forever and its pod never finish terminating.
+            for _ in range(100):
+                current = await self.runc.state(record.id)
+                if current is None or current.status == "stopped":
+                    record_lost_shim(state_dir)
+                    log.warning("container %s: its shim was gone; recorded as exited (255)", record.id[:13])
+                    return
+                await asyncio.sleep(0.1)
         if not await self._wait_exit(record, 10.0):
             raise CRIError(grpc.StatusCode.DEADLINE_EXCEEDED, f"container {record.id} did not exit after SIGKILL")
 

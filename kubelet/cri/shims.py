@@ -47,17 +47,38 @@ def record_start_failure(state: Path, message: str) -> None:
     write_exit(state, START_ERROR_EXIT_CODE, reason=START_ERROR_REASON, message=message)
 
 
+def _shim_pid(state: Path) -> int | None:
+    """The container's shim, if it still runs (a pid can be reused: only our shim counts)."""
+    try:
+        pid = int((state / SHIM_PID_FILE).read_text())
+        if b"kubelet.cri.shim" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return None
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
+def shim_running(state: Path) -> bool:
+    return _shim_pid(state) is not None
+
+
+def record_lost_shim(state: Path) -> None:
+    """The shim died (with a runtime killed while it started the container): no one will
+    write the exit, so it is written here once the container is gone (containerd's
+    "shim lost": the exit code unknown, 255)."""
+    write_exit(state, 255, reason="Unknown", message="the container's shim is gone; its exit status is unknown")
+
+
 def reopen_log(state: Path) -> bool:
     """Ask a running shim to reopen the container's log (after rotation); False if it is gone."""
     if read_exit(state) is not None:
         return False
+    pid = _shim_pid(state)
+    if pid is None:
+        return False
     try:
-        pid = int((state / SHIM_PID_FILE).read_text())
-        # A pid can be reused once the shim is gone: signal only our shim.
-        if b"kubelet.cri.shim" not in Path(f"/proc/{pid}/cmdline").read_bytes():
-            return False
         os.kill(pid, signal.SIGUSR1)
-    except (OSError, ValueError):
+    except OSError:
         return False
     return True
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from pathlib import Path
 
 import grpc
@@ -150,6 +151,23 @@ async def test_a_start_cut_short_by_its_deadline_is_still_recorded(env: Env, tmp
     assert twice.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     await env.runtime.StopContainer(api_pb2.StopContainerRequest(container_id=cid, timeout=5))
     assert (await _status(env, cid)).exit_code == 0
+
+
+async def test_a_container_whose_shim_died_still_stops(env: Env, tmp_path: Path) -> None:
+    # A runtime killed while it started a container can leave it without its shim, the
+    # one that writes the exit: StopContainer must still end it and say it exited (255,
+    # the status unknown, as containerd's "shim lost"), or the pod never finishes terminating.
+    sandbox = await _sandbox(env, "orphan", tmp_path / "logs")
+    cid = await _create(env, sandbox, _container("app", ["sh", "-c", LOOP]))
+    await env.runtime.StartContainer(api_pb2.StartContainerRequest(container_id=cid))
+    await _wait_state(env, cid, api_pb2.CONTAINER_RUNNING)
+    state = Path(env.server.runtime_service.containers.store.get(cid).state_dir)
+    shim = int((state / "shim.pid").read_text())
+    os.kill(shim, signal.SIGKILL)
+    await env.runtime.StopContainer(api_pb2.StopContainerRequest(container_id=cid, timeout=1), timeout=30)
+    status = await _status(env, cid)
+    assert (status.state, status.exit_code, status.reason) == (api_pb2.CONTAINER_EXITED, 255, "Unknown")
+    await env.runtime.RemoveContainer(api_pb2.RemoveContainerRequest(container_id=cid))
 
 
 async def test_restart_keeps_running_containers(env: Env, tmp_path: Path) -> None:
