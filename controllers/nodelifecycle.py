@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -55,12 +56,12 @@ class NodeLifecycleController:
     leases: Informer[coordination_pb2.Lease]
     pods: Informer[core_pb2.Pod]
     grace: float = 40.0  # --node-monitor-grace-period
-    clock: object = time.monotonic
+    clock: Callable[[], float] = time.monotonic
     _health: dict[str, _Health] = field(default_factory=dict)
 
     async def monitor(self) -> None:
         """One pass over every node (upstream's monitorNodeHealth, every --node-monitor-period)."""
-        now = self.clock()  # type: ignore[operator]
+        now = self.clock()
         names = set()
         for node in self.nodes.store.list():
             name = node.metadata.name
