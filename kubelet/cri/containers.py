@@ -181,6 +181,10 @@ class ContainerManager:
     async def _stop(self, record: ContainerRecord, timeout: float) -> None:
         if record.exit() is not None:
             return  # already stopped: success
+        # Judged before any signal: a live shim records the exit itself (and ends right
+        # after, so its absence later proves nothing).
+        state_dir = Path(record.state_dir) if record.state_dir else None
+        shim_lost = state_dir is not None and not shim_running(state_dir)
         state = await self.runc.state(record.id)
         if state is None:
             return
@@ -197,15 +201,17 @@ class ContainerManager:
             await self.runc.kill(record.id, signals.SIGKILL, all_processes=True)
         except RuncError as exc:
             log.debug("container %s: SIGKILL: %s", record.id[:13], exc)
-        state_dir = Path(record.state_dir) if record.state_dir else None
-        if state_dir is not None and not shim_running(state_dir):
+        if shim_lost and state_dir is not None:
             # No shim to record the exit (it died with a runtime killed mid-start): once
             # runc says the container is gone or stopped, record it here, or it would be
             # "running" forever and its pod never finish terminating.
             for _ in range(100):
+                if record.exit() is not None:
+                    return  # the shim wrote it after all, then ended: the real exit stands
                 current = await self.runc.state(record.id)
                 if current is None or current.status == "stopped":
-                    record_lost_shim(state_dir)
+                    if not record_lost_shim(state_dir):
+                        return
                     log.warning("container %s: its shim was gone; recorded as exited (255)", record.id[:13])
                     return
                 await asyncio.sleep(0.1)

@@ -62,11 +62,15 @@ def shim_running(state: Path) -> bool:
     return _shim_pid(state) is not None
 
 
-def record_lost_shim(state: Path) -> None:
+def record_lost_shim(state: Path) -> bool:
     """The shim died (with a runtime killed while it started the container): no one will
     write the exit, so it is written here once the container is gone (containerd's
-    "shim lost": the exit code unknown, 255)."""
+    "shim lost": the exit code unknown, 255). False when the shim had written one (a shim
+    ends right after it records the exit: its absence alone proves nothing)."""
+    if read_exit(state) is not None:
+        return False
     write_exit(state, 255, reason="Unknown", message="the container's shim is gone; its exit status is unknown")
+    return True
 
 
 def reopen_log(state: Path) -> bool:
