@@ -164,6 +164,7 @@ async def test_the_cluster_survives_each_fault_in_turn(tmp_path: Path) -> None:
         down = _kubeling("down", "--state-dir", str(state))
     assert down.returncode == 0, down.stdout + down.stderr
     assert set(netns.list_names()) == netns_before
+    assert str(state) not in Path("/proc/self/mountinfo").read_text()  # no container's rootfs left mounted
     assert subprocess.run(["ip", "link", "show", bridge_of(str(state.resolve()))],
                           capture_output=True).returncode != 0
     assert subprocess.run(["pgrep", "-f", str(state)], capture_output=True, text=True).stdout == ""

@@ -112,4 +112,5 @@ async def test_two_apiservers_behind_haproxy_survive_each_others_death(tmp_path:
         subprocess.run(["ip", "link", "del", bridge_name(node)], capture_output=True)
     assert down.returncode == 0, down.stdout + down.stderr
     assert set(netns.list_names()) == netns_before
+    assert str(state) not in Path("/proc/self/mountinfo").read_text()  # no container's rootfs left mounted
     assert subprocess.run(["pgrep", "-f", str(state)], capture_output=True, text=True).stdout == ""

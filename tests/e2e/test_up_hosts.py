@@ -128,6 +128,7 @@ async def test_hosts_route_pods_and_a_partitioned_host_is_evicted_then_healed(tm
         down = _kubeling("down", "--state-dir", str(state))
     assert down.returncode == 0, down.stdout + down.stderr
     assert set(netns.list_names()) == netns_before
+    assert str(state) not in Path("/proc/self/mountinfo").read_text()  # no container's rootfs left mounted
     assert subprocess.run(["ip", "link", "show", bridge_of(str(state.resolve()))],
                           capture_output=True).returncode != 0
     assert subprocess.run(["pgrep", "-f", str(state)], capture_output=True, text=True).stdout == ""
