@@ -169,18 +169,31 @@ def new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_e
              apiservers: int = 1, hosts: bool = False) -> ClusterPlan:
     """Fresh ports, but an etcd cluster's from the previous plan of this state dir: its
     members know each other by their peer URLs, kept in their data."""
-    ports = [[free_port(), free_port()] for _ in range(etcd_members)]
+    backends = apiservers if apiservers > 1 else 0
+    fresh = iter(_distinct_free_ports(2 * etcd_members + 4 + 2 * backends))
+    ports = [[next(fresh), next(fresh)] for _ in range(etcd_members)]
     if previous is not None and len(previous.etcd_members) == etcd_members > 1 and \
             all((state_dir / name).is_dir() for name, _, _ in previous.etcd_members):
         ports = [[client, peer] for _, client, peer in previous.etcd_members]
     return ClusterPlan(state_dir=str(state_dir), nodes=[f"{prefix}{i}" for i in range(1, nodes + 1)],
-                       etcd_port=ports[0][0], etcd_peer_port=ports[0][1], apiserver_port=free_port(),
-                       rest_port=free_port(), scheduler_metrics_port=free_port(),
-                       controller_manager_metrics_port=free_port(), cluster_cidr=cluster_cidr,
+                       etcd_port=ports[0][0], etcd_peer_port=ports[0][1], apiserver_port=next(fresh),
+                       rest_port=next(fresh), scheduler_metrics_port=next(fresh),
+                       controller_manager_metrics_port=next(fresh), cluster_cidr=cluster_cidr,
                        otlp_endpoint=otlp_endpoint, registry_config_dir=registry_config_dir,
                        etcd_more_ports=ports[1:],
-                       apiserver_ports=[[free_port(), free_port()] for _ in range(apiservers if apiservers > 1 else 0)],
+                       apiserver_ports=[[next(fresh), next(fresh)] for _ in range(backends)],
                        hosts_subnet=choose_subnet() if hosts else "")
+
+
+def _distinct_free_ports(count: int) -> list[int]:
+    """`count` different free ports: the kernel may hand the same ephemeral port to two
+    binds made one after the other (two components of one plan on one port, found in CI)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 def _python(module: str, *args: str) -> list[str]:
