@@ -27,14 +27,14 @@ def _urls(verbs: tuple[str, ...], urls: tuple[str, ...]) -> PolicyRule:
 
 _VIEW = (
     _rule(READ, (CORE,), ("pods", "pods/log", "pods/status", "events", "namespaces", "namespaces/status",
-                          "serviceaccounts")),
+                          "serviceaccounts", "configmaps")),
     _rule(READ, (EVENTS,), ("events",)),
 )
 _EDIT = (
     *_VIEW,
     _rule(READ + WRITE, (CORE,), ("pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy")),
     _rule(("create",), (CORE,), ("pods/eviction",)),
-    _rule(READ + WRITE, (CORE,), ("serviceaccounts",)),
+    _rule(READ + WRITE, (CORE,), ("serviceaccounts", "configmaps", "secrets")),
     _rule(("create",), (CORE,), ("serviceaccounts/token",)),
 )
 _ADMIN = (

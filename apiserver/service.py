@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 SERVICE_NAMES = {"pods": "Pods", "nodes": "Nodes", "namespaces": "Namespaces", "events": "Events",
                  "leases": "Leases", "roles": "Roles", "clusterroles": "ClusterRoles",
                  "rolebindings": "RoleBindings", "clusterrolebindings": "ClusterRoleBindings",
-                 "serviceaccounts": "ServiceAccounts"}
+                 "serviceaccounts": "ServiceAccounts", "configmaps": "ConfigMaps", "secrets": "Secrets"}
 
 
 def _serialize(msg: Any) -> bytes:

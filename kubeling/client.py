@@ -229,6 +229,10 @@ class Client:
             api_pb2_grpc.NamespacesStub(ch), "Namespace", False, t, w)
         self.events: ResourceClient[core_pb2.Event] = ResourceClient(api_pb2_grpc.EventsStub(ch), "Event", True, t, w)
         self.serviceaccounts = ServiceAccountClient(api_pb2_grpc.ServiceAccountsStub(ch), "ServiceAccount", True, t, w)
+        self.configmaps: ResourceClient[core_pb2.ConfigMap] = ResourceClient(
+            api_pb2_grpc.ConfigMapsStub(ch), "ConfigMap", True, t, w)
+        self.secrets: ResourceClient[core_pb2.Secret] = ResourceClient(
+            api_pb2_grpc.SecretsStub(ch), "Secret", True, t, w)
         self.leases: ResourceClient[coordination_pb2.Lease] = ResourceClient(
             api_pb2_grpc.LeasesStub(ch), "Lease", True, t, w)
         self.roles: ResourceClient[rbac_pb2.Role] = ResourceClient(api_pb2_grpc.RolesStub(ch), "Role", True, t, w)

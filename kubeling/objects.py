@@ -10,7 +10,8 @@ from protos.kubeling.v1 import coordination_pb2, core_pb2, rbac_pb2
 __all__ = ["ApiObject", "ObjectT"]
 
 ApiObject = (core_pb2.Pod | core_pb2.Node | core_pb2.Namespace | core_pb2.Event | coordination_pb2.Lease
-             | core_pb2.ServiceAccount | rbac_pb2.Role | rbac_pb2.ClusterRole | rbac_pb2.RoleBinding
+             | core_pb2.ServiceAccount | core_pb2.ConfigMap | core_pb2.Secret | rbac_pb2.Role | rbac_pb2.ClusterRole
+             | rbac_pb2.RoleBinding
              | rbac_pb2.ClusterRoleBinding)
 # One resource's object type, for what is generic over resources (clients, informers, registries).
 ObjectT = TypeVar("ObjectT", bound=ApiObject)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from apiserver.registry.configmaps import ConfigMapStrategy, SecretStrategy
 from apiserver.registry.events import EventStrategy
 from apiserver.registry.leases import LeaseStrategy
 from apiserver.registry.namespaces import NamespaceStrategy
@@ -15,8 +16,10 @@ from apiserver.registry.strategy import DeletePlan, Strategy
 
 __all__ = ["Strategy", "DeletePlan", "PodStrategy", "NodeStrategy", "NamespaceStrategy",
            "EventStrategy", "LeaseStrategy", "RoleStrategy", "ClusterRoleStrategy", "RoleBindingStrategy",
-           "ClusterRoleBindingStrategy", "ServiceAccountStrategy", "ALL_STRATEGIES"]
+           "ClusterRoleBindingStrategy", "ServiceAccountStrategy", "ConfigMapStrategy", "SecretStrategy",
+           "ALL_STRATEGIES"]
 
 ALL_STRATEGIES: tuple[type[Strategy[Any]], ...] = (
     NamespaceStrategy, NodeStrategy, PodStrategy, EventStrategy, LeaseStrategy,
-    RoleStrategy, ClusterRoleStrategy, RoleBindingStrategy, ClusterRoleBindingStrategy, ServiceAccountStrategy)
+    RoleStrategy, ClusterRoleStrategy, RoleBindingStrategy, ClusterRoleBindingStrategy, ServiceAccountStrategy,
+    ConfigMapStrategy, SecretStrategy)

@@ -31,6 +31,7 @@ _SAME_LAYOUT: dict[tuple[str, str], type[Message]] = {
     ("v1", "Namespace"): core_pb2.Namespace, (_RBAC, "Role"): rbac_pb2.Role,
     (_RBAC, "ClusterRole"): rbac_pb2.ClusterRole, (_RBAC, "RoleBinding"): rbac_pb2.RoleBinding,
     (_RBAC, "ClusterRoleBinding"): rbac_pb2.ClusterRoleBinding, ("v1", "ServiceAccount"): core_pb2.ServiceAccount,
+    ("v1", "ConfigMap"): core_pb2.ConfigMap, ("v1", "Secret"): core_pb2.Secret,
     ("authentication.k8s.io/v1", "TokenRequest"): authentication_pb2.TokenRequest}
 
 

@@ -23,7 +23,8 @@ VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-kubeling", "gitCo
 
 _MESSAGES: dict[str, Any] = {"Pod": core_pb2.Pod, "Node": core_pb2.Node, "Namespace": core_pb2.Namespace,
                              "Event": core_pb2.Event, "Lease": coordination_pb2.Lease,
-                             "ServiceAccount": core_pb2.ServiceAccount,
+                             "ServiceAccount": core_pb2.ServiceAccount, "ConfigMap": core_pb2.ConfigMap,
+                             "Secret": core_pb2.Secret,
                              "Role": rbac_pb2.Role, "ClusterRole": rbac_pb2.ClusterRole,
                              "RoleBinding": rbac_pb2.RoleBinding, "ClusterRoleBinding": rbac_pb2.ClusterRoleBinding}
 _RBAC = "rbac.authorization.k8s.io"
@@ -62,6 +63,8 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("namespaces", "Namespace", "", "v1", False, ("ns",), ("status",)),
     Resource("events", "Event", "", "v1", True, ("ev",)),
     Resource("serviceaccounts", "ServiceAccount", "", "v1", True, ("sa",), ("token",)),
+    Resource("configmaps", "ConfigMap", "", "v1", True, ("cm",)),
+    Resource("secrets", "Secret", "", "v1", True),
     Resource("leases", "Lease", "coordination.k8s.io", "v1", True),
     Resource("roles", "Role", _RBAC, "v1", True),
     Resource("clusterroles", "ClusterRole", _RBAC, "v1", False),

@@ -216,3 +216,39 @@ class ServiceAccountWatchEvent(_message.Message):
     object: _core_pb2.ServiceAccount
     batch: _containers.RepeatedCompositeFieldContainer[ServiceAccountWatchEvent]
     def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.ServiceAccount, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[ServiceAccountWatchEvent, _Mapping]]] = ...) -> None: ...
+
+class ConfigMapList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_core_pb2.ConfigMap]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_core_pb2.ConfigMap, _Mapping]]] = ...) -> None: ...
+
+class ConfigMapWatchEvent(_message.Message):
+    __slots__ = ("type", "object", "batch")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _core_pb2.ConfigMap
+    batch: _containers.RepeatedCompositeFieldContainer[ConfigMapWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.ConfigMap, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[ConfigMapWatchEvent, _Mapping]]] = ...) -> None: ...
+
+class SecretList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_core_pb2.Secret]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_core_pb2.Secret, _Mapping]]] = ...) -> None: ...
+
+class SecretWatchEvent(_message.Message):
+    __slots__ = ("type", "object", "batch")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _core_pb2.Secret
+    batch: _containers.RepeatedCompositeFieldContainer[SecretWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.Secret, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[SecretWatchEvent, _Mapping]]] = ...) -> None: ...

@@ -3172,3 +3172,579 @@ class ServiceAccounts:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class ConfigMapsStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kubeling.v1.ConfigMaps/Create',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ConfigMap.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ConfigMap.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kubeling.v1.ConfigMaps/Get',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ConfigMap.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kubeling.v1.ConfigMaps/List',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ConfigMapList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kubeling.v1.ConfigMaps/Update',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ConfigMap.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ConfigMap.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kubeling.v1.ConfigMaps/Delete',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ConfigMap.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kubeling.v1.ConfigMaps/Watch',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ConfigMapWatchEvent.FromString,
+                _registered_method=True)
+
+
+class ConfigMapsServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces the object. metadata.resourceVersion, when set, is a precondition.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ConfigMapsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ConfigMap.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ConfigMap.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ConfigMap.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ConfigMapList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ConfigMap.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ConfigMap.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.ConfigMap.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ConfigMapWatchEvent.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kubeling.v1.ConfigMaps', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kubeling.v1.ConfigMaps', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ConfigMaps:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ConfigMaps/Create',
+            protos_dot_kubeling_dot_v1_dot_core__pb2.ConfigMap.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.ConfigMap.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ConfigMaps/Get',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.ConfigMap.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ConfigMaps/List',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.ConfigMapList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ConfigMaps/Update',
+            protos_dot_kubeling_dot_v1_dot_core__pb2.ConfigMap.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.ConfigMap.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ConfigMaps/Delete',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.ConfigMap.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kubeling.v1.ConfigMaps/Watch',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.ConfigMapWatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class SecretsStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kubeling.v1.Secrets/Create',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Secret.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Secret.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kubeling.v1.Secrets/Get',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Secret.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kubeling.v1.Secrets/List',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.SecretList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kubeling.v1.Secrets/Update',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Secret.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Secret.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kubeling.v1.Secrets/Delete',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Secret.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kubeling.v1.Secrets/Watch',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.SecretWatchEvent.FromString,
+                _registered_method=True)
+
+
+class SecretsServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces the object. metadata.resourceVersion, when set, is a precondition.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_SecretsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Secret.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Secret.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Secret.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.SecretList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Secret.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Secret.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Secret.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.SecretWatchEvent.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kubeling.v1.Secrets', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kubeling.v1.Secrets', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Secrets:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Secrets/Create',
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Secret.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Secret.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Secrets/Get',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Secret.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Secrets/List',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.SecretList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Secrets/Update',
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Secret.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Secret.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Secrets/Delete',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Secret.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kubeling.v1.Secrets/Watch',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.SecretWatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
