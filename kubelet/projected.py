@@ -5,8 +5,8 @@ directory before its containers start, and kept current while it runs.
 - serviceAccountToken: a TokenRequest for the pod's ServiceAccount, bound to the pod;
   asked again once 80% of its lifetime has passed or it is older than 24 h, as upstream.
 - configMap `kube-root-ca.crt` (what the ServiceAccount admission plugin projects): the
-  cluster CA this kubelet trusts the apiserver by. Other ConfigMaps need the ConfigMap
-  API, which kubeling does not serve yet: such a pod does not start (FailedMount).
+  cluster CA this kubelet trusts the apiserver by. Other ConfigMaps are not mounted yet
+  (issue 20): such a pod does not start (FailedMount).
 - downwardAPI: metadata.name, metadata.namespace, metadata.uid.
 
 Files are replaced whole (written beside, then renamed), so a reader inside the
@@ -80,7 +80,7 @@ class ProjectedVolumes:
                 if config_map.name != ROOT_CA:
                     if config_map.HasField("optional") and config_map.optional:
                         continue
-                    raise MountError(f'configmap "{config_map.name}" not found (ConfigMaps are not served yet)')
+                    raise MountError(f'configmap "{config_map.name}": ConfigMap volumes are not mounted yet')
                 for item in config_map.items or [core_pb2.KeyToPath(key="ca.crt", path="ca.crt")]:
                     if item.key == "ca.crt":
                         _write(target / item.path, self.ca, item.mode if item.HasField("mode") else default_mode)
