@@ -13,6 +13,9 @@ __all__ = ["bootstrap_policy", "cluster_roles", "cluster_role_bindings", "node_r
 READ = ("get", "list", "watch")
 WRITE = ("create", "delete", "deletecollection", "patch", "update")
 CORE, COORDINATION, RBAC = "", "coordination.k8s.io", "rbac.authorization.k8s.io"
+APPS, BATCH, POLICY, SCHEDULING = "apps", "batch", "policy", "scheduling.k8s.io"
+_WORKLOADS = ("deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
+              "replicasets/status")
 AUTHENTICATION, AUTHORIZATION, EVENTS = "authentication.k8s.io", "authorization.k8s.io", "events.k8s.io"
 
 
@@ -29,6 +32,9 @@ _VIEW = (
     _rule(READ, (CORE,), ("pods", "pods/log", "pods/status", "events", "namespaces", "namespaces/status",
                           "serviceaccounts", "configmaps")),
     _rule(READ, (EVENTS,), ("events",)),
+    _rule(READ, (APPS,), _WORKLOADS),
+    _rule(READ, (BATCH,), ("jobs", "jobs/status")),
+    _rule(READ, (POLICY,), ("poddisruptionbudgets", "poddisruptionbudgets/status")),
 )
 _EDIT = (
     *_VIEW,
@@ -36,6 +42,10 @@ _EDIT = (
     _rule(("create",), (CORE,), ("pods/eviction",)),
     _rule(READ + WRITE, (CORE,), ("serviceaccounts", "configmaps", "secrets")),
     _rule(("create",), (CORE,), ("serviceaccounts/token",)),
+    _rule(READ + WRITE, (APPS,), ("deployments", "deployments/scale", "deployments/rollback", "replicasets",
+                                  "replicasets/scale")),
+    _rule(READ + WRITE, (BATCH,), ("jobs",)),
+    _rule(READ + WRITE, (POLICY,), ("poddisruptionbudgets",)),
 )
 _ADMIN = (
     *_EDIT,
@@ -66,11 +76,15 @@ def cluster_roles() -> list[Role]:
             _rule(("delete", "get", "list", "watch"), (CORE,), ("pods",)),
             _rule(("create",), (CORE,), ("bindings", "pods/binding")),
             _rule(("patch", "update"), (CORE,), ("pods/status",)),
+            _rule(READ, (POLICY,), ("poddisruptionbudgets",)),
+            _rule(READ, (APPS,), ("replicasets",)),
+            _rule(READ, (SCHEDULING,), ("priorityclasses",)),
             _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
             _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews",)),
         )),
         # Upstream's system:kube-controller-manager with the node lifecycle controller's
-        # rules (upstream gives each controller its own ServiceAccount; one identity here).
+        # rules, the workload controllers' and the garbage collector's (upstream gives each controller its own
+        # ServiceAccount; one identity here).
         Role("system:kube-controller-manager", (
             _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),
             _rule(("create",), (COORDINATION,), ("leases",)),
@@ -78,8 +92,17 @@ def cluster_roles() -> list[Role]:
             _rule(READ, (COORDINATION,), ("leases",)),
             _rule(READ + ("patch", "update"), (CORE,), ("nodes",)),
             _rule(("patch", "update"), (CORE,), ("nodes/status", "pods/status")),
-            _rule(READ + ("delete",), (CORE,), ("pods",)),
+            _rule(READ + ("create", "delete", "patch", "update"), (CORE,), ("pods",)),
             _rule(READ, (CORE,), ("namespaces", "serviceaccounts")),
+            # the workload controllers'
+            _rule(READ + ("create", "delete", "patch", "update"), (APPS,), ("deployments", "replicasets")),
+            _rule(("patch", "update"), (APPS,), ("deployments/status", "replicasets/status")),
+            _rule(READ + ("patch", "update", "delete"), (BATCH,), ("jobs",)),
+            _rule(("patch", "update"), (BATCH,), ("jobs/status",)),
+            _rule(READ, (POLICY,), ("poddisruptionbudgets",)),
+            _rule(("patch", "update"), (POLICY,), ("poddisruptionbudgets/status",)),
+            # the garbage collector's: whatever has owners
+            _rule(READ + ("delete", "patch", "update"), ("*",), ("*",)),
             _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
             _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews",)),
         )),

@@ -31,10 +31,12 @@ from apiserver.noderestriction import NodeRestriction
 from apiserver.podlocation import PodLocator
 from apiserver.podlogs import PodLogProxy
 from apiserver.podstreams import PodStreams
+from apiserver.priorityadmission import PriorityAdmission
 from apiserver.rbacescalation import EscalationCheck
 from apiserver.rbacpolicy import StoredPolicy, reconcile_bootstrap
 from apiserver.registry import ALL_STRATEGIES
 from apiserver.registry.namespaces import SYSTEM_NAMESPACES
+from apiserver.registry.scheduling import bootstrap_priority_classes
 from apiserver.registry.store import Registry
 from apiserver.rest.server import RestServer
 from apiserver.service import SERVICE_NAMES, service_handler
@@ -80,7 +82,8 @@ class Config:
     token_auth_file: str = ""
     anonymous_auth: bool = True
     authorization_mode: str = "AlwaysAllow"  # a comma-separated list of AlwaysAllow, Node, RBAC
-    admission_plugins: str = "NodeRestriction,ServiceAccount,DefaultTolerationSeconds"  # comma-separated; "": none
+    # comma-separated; "": none
+    admission_plugins: str = "NodeRestriction,ServiceAccount,DefaultTolerationSeconds,Priority"
     default_not_ready_toleration_seconds: int = 300
     default_unreachable_toleration_seconds: int = 300
     # ServiceAccount tokens: signed with this ECDSA P-256 key (kubeling.pki's sa.key; empty:
@@ -161,7 +164,7 @@ class Config:
         return names
 
 
-ADMISSION_PLUGINS = ("NodeRestriction", "ServiceAccount", "DefaultTolerationSeconds")
+ADMISSION_PLUGINS = ("NodeRestriction", "ServiceAccount", "DefaultTolerationSeconds", "Priority")
 
 
 @dataclass
@@ -236,6 +239,10 @@ class APIServer:
         if "DefaultTolerationSeconds" in admission_names:
             mutating.append(DefaultTolerationSeconds(cfg.default_not_ready_toleration_seconds,
                                                      cfg.default_unreachable_toleration_seconds))
+        if "Priority" in admission_names:
+            priority = PriorityAdmission(self.registries["priorityclasses"])
+            plugins.append(priority)
+            mutating.append(priority)
         chain = Admission(plugins, mutating)
         for reg in self.registries.values():
             reg.admission = chain.for_resource(reg.strategy.plural)
@@ -244,6 +251,7 @@ class APIServer:
         await asyncio.gather(*(reg.wait_ready(timeout=30) for reg in self.registries.values()))
         await self._bootstrap_namespaces()
         await reconcile_bootstrap(self.registries["clusterroles"], self.registries["clusterrolebindings"])
+        await bootstrap_priority_classes(self.registries["priorityclasses"])
         self._service_accounts = ServiceAccountsController(self.registries["namespaces"],
                                                            self.registries["serviceaccounts"])
         await self._service_accounts.sync()  # the system namespaces' before anyone asks

@@ -37,7 +37,9 @@ log = logging.getLogger(__name__)
 SERVICE_NAMES = {"pods": "Pods", "nodes": "Nodes", "namespaces": "Namespaces", "events": "Events",
                  "leases": "Leases", "roles": "Roles", "clusterroles": "ClusterRoles",
                  "rolebindings": "RoleBindings", "clusterrolebindings": "ClusterRoleBindings",
-                 "serviceaccounts": "ServiceAccounts", "configmaps": "ConfigMaps", "secrets": "Secrets"}
+                 "serviceaccounts": "ServiceAccounts", "configmaps": "ConfigMaps", "secrets": "Secrets",
+                 "replicasets": "ReplicaSets", "deployments": "Deployments", "jobs": "Jobs",
+                 "priorityclasses": "PriorityClasses", "poddisruptionbudgets": "PodDisruptionBudgets"}
 
 
 def _serialize(msg: Any) -> bytes:
@@ -260,7 +262,9 @@ def service_handler(registry: Registry[Any], metrics: Metrics, pod_logs: PodLogP
         allow("delete", req.namespace, req.name)
         grace = req.gracePeriodSeconds if req.HasField("gracePeriodSeconds") else None
         pre = req.preconditions if req.HasField("preconditions") else None
-        return await registry.delete(req.namespace, req.name, grace_seconds=grace, preconditions=pre)
+        policy = req.propagationPolicy if req.HasField("propagationPolicy") else None
+        return await registry.delete(req.namespace, req.name, grace_seconds=grace, preconditions=pre,
+                                     propagation=policy)
 
     methods: dict[str, grpc.RpcMethodHandler] = {
         "Create": _unary(metrics, "CREATE", resource, create, msg, authn),

@@ -18,7 +18,8 @@ from kubeling.signals import wait_for_termination
 def build_parser() -> argparse.ArgumentParser:
     d = ManagerConfig()
     p = argparse.ArgumentParser(prog="python -m controllers",
-                                description="kubeling controller manager: node lifecycle and NoExecute eviction")
+                                description="kubeling controller manager: node lifecycle, NoExecute eviction, "
+                                            "ReplicaSets, Deployments, Jobs, PodDisruptionBudgets, garbage collection")
     p.add_argument("--kubeconfig", default="", help="credentials for the apiserver (its client certificate)")
     p.add_argument("--apiserver", type=host_port_arg, default=None, help="apiserver gRPC HOST:PORT, plain text")
     p.add_argument("--node-monitor-grace-period", type=float, default=d.node_monitor_grace_period,

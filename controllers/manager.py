@@ -1,6 +1,8 @@
 """The controller manager: shared informers (one per resource, for every controller),
 leader election on kube-system/kube-controller-manager (the informers stay warm on a
-standby; only the leader's controllers act), and each controller's loop."""
+standby; only the leader's controllers act), and each controller's loop or workers:
+node lifecycle, NoExecute taint eviction, ReplicaSet, Deployment, Job, disruption
+(PodDisruptionBudget status) and the garbage collector."""
 
 from __future__ import annotations
 
@@ -9,18 +11,25 @@ import logging
 import socket
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
+from controllers.deployment import DeploymentController
+from controllers.disruption import DisruptionController
+from controllers.garbagecollector import GarbageCollector, Watched
+from controllers.job import JobController
 from controllers.nodelifecycle import LEASE_NAMESPACE, NodeLifecycleController
+from controllers.replicaset import ReplicaSetController
 from controllers.tainteviction import TaintEviction
+from controllers.workqueue import Workers
 from kubeling.client import Client
 from kubeling.events import EventRecorder
 from kubeling.http import StatusServer
 from kubeling.informer import Informer
 from kubeling.leaderelection import ElectionConfig, LeaderElector
 from kubeling.periodic import Periodic
-from protos.kubeling.v1 import coordination_pb2, core_pb2
+from protos.kubeling.v1 import apps_pb2, batch_pb2, coordination_pb2, core_pb2, policy_pb2
 
 __all__ = ["ManagerConfig", "ControllerManager"]
 
@@ -35,6 +44,8 @@ class ManagerConfig:
     leader_elect: bool = True
     election: ElectionConfig = field(default_factory=lambda: ElectionConfig(name="kube-controller-manager"))
     metrics_listen: str = ""  # /metrics, /healthz, /readyz; empty: off
+    job_backoff_base: float = 10.0  # a failed Job pod is replaced after 10 s, doubling (upstream's)
+    workers: int = 3  # per controller, as upstream's --concurrent-*-syncs
 
 
 class ControllerManager:
@@ -45,7 +56,33 @@ class ControllerManager:
         self.nodes: Informer[core_pb2.Node] = Informer(client.nodes)
         self.pods: Informer[core_pb2.Pod] = Informer(client.pods)
         self.leases: Informer[coordination_pb2.Lease] = Informer(client.leases, namespace=LEASE_NAMESPACE)
+        self.replicasets: Informer[apps_pb2.ReplicaSet] = Informer(client.replicasets)
+        self.deployments: Informer[apps_pb2.Deployment] = Informer(client.deployments)
+        self.jobs: Informer[batch_pb2.Job] = Informer(client.jobs)
+        self.pdbs: Informer[policy_pb2.PodDisruptionBudget] = Informer(client.poddisruptionbudgets)
+        self.configmaps: Informer[core_pb2.ConfigMap] = Informer(client.configmaps)
+        self.secrets: Informer[core_pb2.Secret] = Informer(client.secrets)
         self.recorder = EventRecorder(client, "node-controller", instance=self.identity)
+        workload_events = EventRecorder(client, "controller-manager", instance=self.identity)
+        self.replicaset = ReplicaSetController(client, self.replicasets, self.pods, workload_events, config.workers)
+        self.deployment = DeploymentController(client, self.deployments, self.replicasets, self.pods,
+                                               workload_events, config.workers)
+        self.job = JobController(client, self.jobs, self.pods, workload_events, backoff_base=config.job_backoff_base,
+                                 workers=config.workers)
+        self.disruption = DisruptionController(client, self.pdbs, self.pods, self.replicasets, self.deployments)
+        self.garbage_collector = GarbageCollector([
+            Watched("pods", "v1", "Pod", True, self.pods, client.pods),
+            Watched("replicasets", "apps/v1", "ReplicaSet", True, self.replicasets, client.replicasets),
+            Watched("deployments", "apps/v1", "Deployment", True, self.deployments, client.deployments),
+            Watched("jobs", "batch/v1", "Job", True, self.jobs, client.jobs),
+            Watched("configmaps", "v1", "ConfigMap", True, self.configmaps, client.configmaps),
+            Watched("secrets", "v1", "Secret", True, self.secrets, client.secrets),
+            Watched("nodes", "v1", "Node", False, self.nodes, client.nodes),
+            Watched("leases", "coordination.k8s.io/v1", "Lease", True, self.leases, client.leases),
+        ], config.workers)
+        self._workers: list[Workers] = [c.workers for c in (self.replicaset, self.deployment, self.job,
+                                                             self.disruption, self.garbage_collector)]
+        self._events = (self.recorder, workload_events)
         self.node_lifecycle = NodeLifecycleController(client, self.nodes, self.leases, self.pods,
                                                       config.node_monitor_grace_period)
         self.eviction = TaintEviction(client, self.nodes, self.pods, self.recorder)
@@ -59,17 +96,22 @@ class ControllerManager:
         self._election: asyncio.Task[None] | None = None
         self.leading = False
 
+    @property
+    def _informers(self) -> tuple[Informer[Any], ...]:
+        return (self.nodes, self.leases, self.pods, self.replicasets, self.deployments, self.jobs, self.pdbs,
+                self.configmaps, self.secrets)
+
     def _ready(self) -> tuple[bool, str]:
-        if not all(i.synced for i in (self.nodes, self.pods, self.leases)):
+        if not all(i.synced for i in self._informers):
             return False, "informers not synced"
         return True, "leader" if self.leading else "standby"
 
     async def start(self, sync_timeout: float = 60.0) -> None:
         if self.config.metrics_listen:
             await self.status.start(self.config.metrics_listen)
-        for informer in (self.nodes, self.leases, self.pods):
+        for informer in self._informers:
             await informer.start()
-        for informer in (self.nodes, self.leases, self.pods):
+        for informer in self._informers:
             await informer.wait_synced(sync_timeout)
         if self.elector is not None:
             self._election = asyncio.create_task(self.elector.run(), name="leader-election")
@@ -82,12 +124,16 @@ class ControllerManager:
         self._leader.set(1)
         for loop in self._loops:
             loop.start()
+        for workers in self._workers:
+            workers.start()
 
     async def _follow(self) -> None:
         self.leading = False
         self._leader.set(0)
         for loop in self._loops:
             await loop.stop()
+        for workers in self._workers:
+            await workers.stop()
 
     async def stop(self, *, release: bool = True) -> None:
         if self._election is not None:
@@ -102,11 +148,12 @@ class ControllerManager:
                 await asyncio.wait_for(self.elector.release(), 5)
             except Exception as err:  # noqa: BLE001 (the lease then expires by itself)
                 log.info("lease not released: %s", err)
-        try:
-            await asyncio.wait_for(self.recorder.flush(), 5)
-        except TimeoutError:
-            pass
-        for informer in (self.pods, self.leases, self.nodes):
+        for recorder in self._events:
+            try:
+                await asyncio.wait_for(recorder.flush(), 5)
+            except TimeoutError:
+                pass
+        for informer in self._informers:
             await informer.stop()
         await self.status.stop()
         await self.client.close()

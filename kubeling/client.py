@@ -23,7 +23,19 @@ import yaml
 
 from kubeling.errors import from_rpc_error
 from kubeling.objects import ObjectT
-from protos.kubeling.v1 import api_pb2, api_pb2_grpc, authentication_pb2, coordination_pb2, core_pb2, meta_pb2, rbac_pb2
+from protos.kubeling.v1 import (
+    api_pb2,
+    api_pb2_grpc,
+    apps_pb2,
+    authentication_pb2,
+    batch_pb2,
+    coordination_pb2,
+    core_pb2,
+    meta_pb2,
+    policy_pb2,
+    rbac_pb2,
+    scheduling_pb2,
+)
 
 __all__ = ["Client", "ResourceClient", "PodClient", "WatchEvent", "GRPC_EXTENSION", "TLSConfig"]
 
@@ -122,8 +134,12 @@ class ResourceClient(Generic[ObjectT]):
         return await self._call("UpdateStatus", obj)
 
     async def delete(self, name: str, namespace: str = "", *, grace_period_seconds: int | None = None,
-                     uid: str | None = None, resource_version: str | None = None) -> ObjectT:
+                     uid: str | None = None, resource_version: str | None = None,
+                     propagation_policy: str | None = None) -> ObjectT:
+        """propagation_policy: Background (unset), Foreground or Orphan, for the dependents."""
         req = meta_pb2.DeleteRequest(namespace=namespace, name=name)
+        if propagation_policy is not None:
+            req.propagationPolicy = propagation_policy
         if grace_period_seconds is not None:
             req.gracePeriodSeconds = grace_period_seconds
         if uid is not None:
@@ -242,6 +258,15 @@ class Client:
             api_pb2_grpc.RoleBindingsStub(ch), "RoleBinding", True, t, w)
         self.clusterrolebindings: ResourceClient[rbac_pb2.ClusterRoleBinding] = ResourceClient(
             api_pb2_grpc.ClusterRoleBindingsStub(ch), "ClusterRoleBinding", False, t, w)
+        self.replicasets: ResourceClient[apps_pb2.ReplicaSet] = ResourceClient(
+            api_pb2_grpc.ReplicaSetsStub(ch), "ReplicaSet", True, t, w)
+        self.deployments: ResourceClient[apps_pb2.Deployment] = ResourceClient(
+            api_pb2_grpc.DeploymentsStub(ch), "Deployment", True, t, w)
+        self.jobs: ResourceClient[batch_pb2.Job] = ResourceClient(api_pb2_grpc.JobsStub(ch), "Job", True, t, w)
+        self.priorityclasses: ResourceClient[scheduling_pb2.PriorityClass] = ResourceClient(
+            api_pb2_grpc.PriorityClassesStub(ch), "PriorityClass", False, t, w)
+        self.poddisruptionbudgets: ResourceClient[policy_pb2.PodDisruptionBudget] = ResourceClient(
+            api_pb2_grpc.PodDisruptionBudgetsStub(ch), "PodDisruptionBudget", True, t, w)
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path, **options: Any) -> Client:

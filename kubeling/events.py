@@ -42,17 +42,23 @@ class EventRecorder:
 
     def pod_event(self, pod: Any, kind: str, reason: str, message: str, *, action: str = "",
                   field_path: str = "") -> None:
-        self.spawn(self._write(pod, kind, reason, message, action, field_path))
+        self.spawn(self._write(pod, kind, reason, message, action, field_path, ("v1", "Pod")))
 
-    async def _write(self, pod: Any, kind: str, reason: str, message: str, action: str, field_path: str) -> None:
+    def object_event(self, obj: Any, api_version: str, object_kind: str, kind: str, reason: str,
+                     message: str) -> None:
+        """An event about any object (a ReplicaSet's SuccessfulCreate, a Deployment's ScalingReplicaSet)."""
+        self.spawn(self._write(obj, kind, reason, message, "", "", (api_version, object_kind)))
+
+    async def _write(self, pod: Any, kind: str, reason: str, message: str, action: str, field_path: str,
+                     involved: tuple[str, str]) -> None:
         now = core_pb2.Event().lastTimestamp
         now.GetCurrentTime()
         now.nanos = 0
         m = pod.metadata
         ev = core_pb2.Event(
             metadata=meta_pb2.ObjectMeta(name=f"{m.name}.{time.time_ns():x}", namespace=m.namespace),
-            involvedObject=meta_pb2.ObjectReference(kind="Pod", namespace=m.namespace, name=m.name, uid=m.uid,
-                                                    apiVersion="v1", fieldPath=field_path),
+            involvedObject=meta_pb2.ObjectReference(kind=involved[1], namespace=m.namespace, name=m.name, uid=m.uid,
+                                                    apiVersion=involved[0], fieldPath=field_path),
             reason=reason, message=message[:4096], type=kind,
             source=core_pb2.EventSource(component=self.component, host=self.host),
             reportingComponent=self.component, reportingInstance=self.instance, action=action or reason,
@@ -60,4 +66,4 @@ class EventRecorder:
         try:
             await self.client.events.create(ev)
         except errors.ApiError as err:
-            log.debug("event %s for pod %s/%s not recorded: %s", reason, m.namespace, m.name, err.message)
+            log.debug("event %s for %s/%s not recorded: %s", reason, m.namespace, m.name, err.message)

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1.core_pb2 import Pod
+from protos.kubeling.v1.policy_pb2 import PodDisruptionBudget
 from scheduler.cache import Cache, Snapshot
 from scheduler.config import SchedulerConfig
 from scheduler.eventhandlers import EventHandlers
@@ -58,6 +59,8 @@ class Scheduler(EventHandlers, ScheduleOne):
                  evictor: Callable[[Pod, str], Awaitable[None]] | None = None) -> None:
         self.config = config
         self.evictor = evictor  # how preemption removes victims (default: delete through the API)
+        # The PodDisruptionBudgets preemption weighs (the service's informer; none without one).
+        self.pdb_lister: Callable[[], Sequence[PodDisruptionBudget]] = tuple
         self.metrics = metrics or SchedulerMetrics()
         self._client = client
         self._recorder: Recorder = recorder or NullRecorder()
@@ -116,6 +119,9 @@ class Scheduler(EventHandlers, ScheduleOne):
         for pi in self.queue.nominated_for_node(node):
             if pi.pod.spec.priority < pod.spec.priority:
                 self.queue.delete_nominated(pi.pod)
+
+    def pod_disruption_budgets(self) -> Sequence[PodDisruptionBudget]:
+        return self.pdb_lister()
 
     async def evict(self, pod: Pod, message: str) -> None:
         """Remove a preemption victim: graceful delete through the API (its kubelet stops it)."""

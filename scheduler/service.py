@@ -13,7 +13,7 @@ from kubeling.http import StatusServer
 from kubeling.informer import Informer
 from kubeling.leaderelection import ElectionConfig, LeaderElector
 from kubeling.periodic import cancel_and_wait
-from protos.kubeling.v1 import core_pb2
+from protos.kubeling.v1 import core_pb2, policy_pb2
 from scheduler.config import load_config
 from scheduler.plugins import registry
 from scheduler.recorder import ApiRecorder
@@ -46,7 +46,9 @@ class SchedulerService:
         self.scheduler = Scheduler(self.config, self.registry, client=self.client, recorder=self.recorder)
         self.pods: Informer[core_pb2.Pod] = Informer(self.client.pods, field_selector=ACTIVE_PODS)
         self.nodes: Informer[core_pb2.Node] = Informer(self.client.nodes)
+        self.pdbs: Informer[policy_pb2.PodDisruptionBudget] = Informer(self.client.poddisruptionbudgets)
         s = self.scheduler
+        s.pdb_lister = self.pdbs.store.list
         self.nodes.add_handler(on_add=s.on_node_add, on_update=s.on_node_update, on_delete=s.on_node_delete)
         self.pods.add_handler(on_add=s.on_pod_add, on_update=s.on_pod_update, on_delete=s.on_pod_delete)
         self.elector = LeaderElector(self.client, self.identity, election, on_started=self._lead,
@@ -61,7 +63,7 @@ class SchedulerService:
         return self._loop is not None and not self._loop.done()
 
     def _ready(self) -> tuple[bool, str]:
-        if not (self.pods.synced and self.nodes.synced):
+        if not (self.pods.synced and self.nodes.synced and self.pdbs.synced):
             return False, "informers not synced"
         return True, "leader" if self.leading else "standby"
 
@@ -71,7 +73,9 @@ class SchedulerService:
         await self.nodes.start()
         await self.nodes.wait_synced(sync_timeout)
         await self.pods.start()
+        await self.pdbs.start()
         await self.pods.wait_synced(sync_timeout)
+        await self.pdbs.wait_synced(sync_timeout)
         log.info("scheduler %s synced: %d nodes, %d pods; profiles %s", self.identity, len(self.nodes.store.items),
                  len(self.pods.store.items), ", ".join(self.scheduler.frameworks))
         self._tasks = [asyncio.create_task(self.scheduler.housekeeping(), name="scheduler-housekeeping")]
@@ -112,6 +116,7 @@ class SchedulerService:
                         "the lease will expire by itself", self.identity, SHUTDOWN_API_SECONDS)
         await self.scheduler.close()
         await self.pods.stop()
+        await self.pdbs.stop()
         await self.nodes.stop()
         await self.status.stop()
         await self.client.close()

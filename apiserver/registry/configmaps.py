@@ -41,6 +41,7 @@ class ConfigMapStrategy(Strategy[core_pb2.ConfigMap]):
     kind = "ConfigMap"
     plural = "configmaps"
     namespaced = True
+    garbage_collected = True
     has_status = False
     message = core_pb2.ConfigMap
     list_message = api_pb2.ConfigMapList
@@ -67,6 +68,7 @@ class SecretStrategy(Strategy[core_pb2.Secret]):
     kind = "Secret"
     plural = "secrets"
     namespaced = True
+    garbage_collected = True
     has_status = False
     message = core_pb2.Secret
     list_message = api_pb2.SecretList

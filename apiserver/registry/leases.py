@@ -13,6 +13,7 @@ class LeaseStrategy(Strategy[coordination_pb2.Lease]):
     kind = "Lease"
     plural = "leases"
     namespaced = True
+    garbage_collected = True
     has_status = False
     message = coordination_pb2.Lease
     list_message = api_pb2.LeaseList

@@ -16,6 +16,7 @@ class NodeStrategy(Strategy[core_pb2.Node]):
     kind = "Node"
     plural = "nodes"
     namespaced = False
+    garbage_collected = True
     message = core_pb2.Node
     list_message = api_pb2.NodeList
     event_message = api_pb2.NodeWatchEvent

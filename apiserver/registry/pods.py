@@ -6,12 +6,12 @@ from typing import Any, ClassVar
 
 from apiserver.registry.strategy import DeletePlan, Strategy
 from apiserver.validation import Checker
-from apiserver.validation.pods import SYSTEM_PRIORITY_CLASSES, validate_pod, validate_pod_status, validate_pod_update
+from apiserver.validation.pods import validate_pod, validate_pod_status, validate_pod_update
 from kubeling.quantity import canonical
 from kubeling.telemetry import mark_pod_trace
 from protos.kubeling.v1 import api_pb2, core_pb2
 
-__all__ = ["PodStrategy", "SYSTEM_PRIORITY_CLASSES"]
+__all__ = ["PodStrategy", "default_pod_spec", "canonicalize_resources"]
 
 DEFAULT_SCHEDULER = "default-scheduler"
 DEFAULT_GRACE_SECONDS = 30
@@ -21,6 +21,7 @@ class PodStrategy(Strategy[core_pb2.Pod]):
     kind = "Pod"
     plural = "pods"
     namespaced = True
+    garbage_collected = True
     message = core_pb2.Pod
     list_message = api_pb2.PodList
     event_message = api_pb2.PodWatchEvent
@@ -51,31 +52,11 @@ class PodStrategy(Strategy[core_pb2.Pod]):
         obj.status.qosClass = _qos_class(obj.spec)
 
     def default(self, obj: core_pb2.Pod) -> None:
-        spec = obj.spec
-        spec.restartPolicy = spec.restartPolicy or "Always"
-        spec.schedulerName = spec.schedulerName or DEFAULT_SCHEDULER
-        spec.dnsPolicy = spec.dnsPolicy or "ClusterFirst"
-        if not spec.HasField("terminationGracePeriodSeconds"):
-            spec.terminationGracePeriodSeconds = DEFAULT_GRACE_SECONDS
-        if not spec.HasField("preemptionPolicy"):
-            spec.preemptionPolicy = "PreemptLowerPriority"
-        if spec.priorityClassName in SYSTEM_PRIORITY_CLASSES and not spec.HasField("priority"):
-            spec.priority = SYSTEM_PRIORITY_CLASSES[spec.priorityClassName]
-        if not spec.HasField("priority"):
-            spec.priority = 0
-        for c in list(spec.initContainers) + list(spec.containers):
-            _default_container(c)
-        for t in spec.tolerations:
-            t.operator = t.operator or "Equal"
-        for tsc in spec.topologySpreadConstraints:
-            if not tsc.HasField("nodeAffinityPolicy"):
-                tsc.nodeAffinityPolicy = "Honor"
-            if not tsc.HasField("nodeTaintsPolicy"):
-                tsc.nodeTaintsPolicy = "Ignore"
+        default_pod_spec(obj.spec)
 
     def validate(self, obj: core_pb2.Pod, check: Checker) -> None:
         validate_pod(obj.spec, check)
-        _canonicalize_resources(obj.spec)
+        canonicalize_resources(obj.spec)
 
     # ---------------------------------------------------------------- update
 
@@ -99,6 +80,25 @@ class PodStrategy(Strategy[core_pb2.Pod]):
 
 
 # -------------------------------------------------------------------- helpers
+
+def default_pod_spec(spec: core_pb2.PodSpec) -> None:
+    """Upstream's SetDefaults_PodSpec and its containers' (pods and pod templates alike).
+    `priority` and `preemptionPolicy` come from the Priority admission plugin, as upstream."""
+    spec.restartPolicy = spec.restartPolicy or "Always"
+    spec.schedulerName = spec.schedulerName or DEFAULT_SCHEDULER
+    spec.dnsPolicy = spec.dnsPolicy or "ClusterFirst"
+    if not spec.HasField("terminationGracePeriodSeconds"):
+        spec.terminationGracePeriodSeconds = DEFAULT_GRACE_SECONDS
+    for c in list(spec.initContainers) + list(spec.containers):
+        _default_container(c)
+    for t in spec.tolerations:
+        t.operator = t.operator or "Equal"
+    for tsc in spec.topologySpreadConstraints:
+        if not tsc.HasField("nodeAffinityPolicy"):
+            tsc.nodeAffinityPolicy = "Honor"
+        if not tsc.HasField("nodeTaintsPolicy"):
+            tsc.nodeTaintsPolicy = "Ignore"
+
 
 def _default_container(c: core_pb2.Container) -> None:
     for p in c.ports:
@@ -124,7 +124,7 @@ def _default_container(c: core_pb2.Container) -> None:
             probe.httpGet.scheme = probe.httpGet.scheme or "HTTP"
 
 
-def _canonicalize_resources(spec: core_pb2.PodSpec) -> None:
+def canonicalize_resources(spec: core_pb2.PodSpec) -> None:
     """Store quantities in canonical form (`1.5` -> `1500m`), as upstream's serialization does."""
     for c in list(spec.containers) + list(spec.initContainers):
         for rl in (c.resources.requests, c.resources.limits):

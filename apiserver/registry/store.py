@@ -30,7 +30,7 @@ from kubeling import errors, names
 from kubeling.selectors import FieldSelector, LabelSelector, SelectorError
 from protos.kubeling.v1 import meta_pb2
 
-__all__ = ["Registry", "MAX_OBJECT_BYTES"]
+__all__ = ["Registry", "MAX_OBJECT_BYTES", "PROPAGATION_POLICIES", "ORPHAN_FINALIZER", "FOREGROUND_FINALIZER"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,8 @@ _MAX_GENERATED_PREFIX = 58
 _CONFLICT_RETRIES = 20
 # A deletionTimestamp this far ahead is still a valid time (far beyond any real grace period).
 MAX_GRACE_SECONDS = 10**10
+PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
+ORPHAN_FINALIZER, FOREGROUND_FINALIZER = "orphan", "foregroundDeletion"  # the garbage collector's
 
 NamespaceCheck = Callable[[str], Awaitable[None]]
 
@@ -360,8 +362,11 @@ class Registry(Generic[T]):
                 and meta.deletionGracePeriodSeconds == 0 and self.strategy.finalized(obj))
 
     async def delete(self, namespace: str, name: str, *, grace_seconds: int | None = None,
-                     preconditions: meta_pb2.Preconditions | None = None) -> T:
+                     preconditions: meta_pb2.Preconditions | None = None, propagation: str | None = None) -> T:
         _require_name(name)
+        if propagation is not None and propagation not in PROPAGATION_POLICIES:
+            raise errors.BadRequest(f'propagationPolicy: Unsupported value: "{propagation}": supported values: '
+                                    + ", ".join(f'"{p}"' for p in PROPAGATION_POLICIES))
         namespace = self._request_namespace(namespace)
         key = self.key(namespace, name)
         if grace_seconds is not None and grace_seconds < 0:
@@ -392,9 +397,12 @@ class Registry(Generic[T]):
                     continue
             plan = self.strategy.delete_plan(obj, grace_seconds)
             meta = obj.metadata
+            gc_changed = self.strategy.garbage_collected and _set_gc_finalizers(meta, propagation)
             pending = bool(meta.finalizers) or not self.strategy.finalized(obj)
             write: bool
-            if meta.HasField("deletionTimestamp"):
+            if meta.HasField("deletionTimestamp") and gc_changed:
+                write = True  # the garbage collector's instructions changed (orphan <-> foreground)
+            elif meta.HasField("deletionTimestamp"):
                 current = meta.deletionGracePeriodSeconds
                 if plan.graceful and plan.grace_seconds < current:
                     self._mark_deleting(obj, plan.grace_seconds)  # shortening is allowed, never lengthening
@@ -556,6 +564,23 @@ def _check_watch_list(req: meta_pb2.WatchRequest, initial_events: bool | None) -
     elif match:
         raise errors.BadRequest("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch "
                                 "unless sendInitialEvents is provided")
+
+
+def _set_gc_finalizers(meta: meta_pb2.ObjectMeta, propagation: str | None) -> bool:
+    """The finalizers that tell the garbage collector what to do with the dependents
+    (upstream's deletionFinalizersForGarbageCollection); whether they changed."""
+    if propagation is None:
+        return False
+    wanted = {"Orphan": ORPHAN_FINALIZER, "Foreground": FOREGROUND_FINALIZER}.get(propagation)
+    before = list(meta.finalizers)
+    kept = [f for f in before if f not in (ORPHAN_FINALIZER, FOREGROUND_FINALIZER) or f == wanted]
+    if wanted is not None and wanted not in kept:
+        kept.append(wanted)
+    if kept == before:
+        return False
+    del meta.finalizers[:]
+    meta.finalizers.extend(kept)
+    return True
 
 
 def _require_name(name: str) -> None:

@@ -54,6 +54,9 @@ class Strategy(Generic[T]):
     # False: reads and watches go to etcd, nothing is kept in memory (upstream's
     # UndecoratedStorage, for resources written far more often than they are watched).
     watch_cache: ClassVar[bool] = True
+    # The controller manager's garbage collector watches it: a delete's propagationPolicy
+    # Orphan or Foreground leaves a finalizer for it (elsewhere the policy is moot).
+    garbage_collected: ClassVar[bool] = False
 
     def validate_name(self, name: str) -> list[str]:
         """metadata.name's rule (most resources: a DNS-1123 subdomain)."""

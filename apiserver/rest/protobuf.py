@@ -6,7 +6,8 @@ a runtime.Unknown {typeMeta {apiVersion=1, kind=2} = 1, raw = 2, contentEncoding
 contentType = 4} whose raw is the object. Namespace is read this way (ObjectMeta,
 NamespaceSpec and NamespaceStatus number their fields as upstream does), so are the RBAC
 kinds (`kubectl create role/rolebinding/...`; rbac.proto keeps upstream's numbers),
-ServiceAccount and TokenRequest (`kubectl create serviceaccount`, `kubectl create token`), and the access
+ServiceAccount and TokenRequest (`kubectl create serviceaccount`, `kubectl create token`), ConfigMap,
+Secret, Deployment, Job, PriorityClass and PodDisruptionBudget (their `kubectl create`), and the access
 reviews `kubectl auth can-i` sends (their few string fields, by upstream's numbers);
 anything else is refused with 415 so that the client can be told to send JSON.
 """
@@ -16,11 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from apiserver.rest.codec import to_json
 from apiserver.rest.status import UnsupportedMediaType
 from kubeling import errors
-from protos.kubeling.v1 import authentication_pb2, core_pb2, rbac_pb2
+from protos.kubeling.v1 import apps_pb2, authentication_pb2, batch_pb2, core_pb2, policy_pb2, rbac_pb2, scheduling_pb2
 
 __all__ = ["PROTOBUF", "decode_envelope"]
 
@@ -32,6 +34,9 @@ _SAME_LAYOUT: dict[tuple[str, str], type[Message]] = {
     (_RBAC, "ClusterRole"): rbac_pb2.ClusterRole, (_RBAC, "RoleBinding"): rbac_pb2.RoleBinding,
     (_RBAC, "ClusterRoleBinding"): rbac_pb2.ClusterRoleBinding, ("v1", "ServiceAccount"): core_pb2.ServiceAccount,
     ("v1", "ConfigMap"): core_pb2.ConfigMap, ("v1", "Secret"): core_pb2.Secret,
+    ("apps/v1", "Deployment"): apps_pb2.Deployment, ("apps/v1", "ReplicaSet"): apps_pb2.ReplicaSet,
+    ("batch/v1", "Job"): batch_pb2.Job, ("scheduling.k8s.io/v1", "PriorityClass"): scheduling_pb2.PriorityClass,
+    ("policy/v1", "PodDisruptionBudget"): policy_pb2.PodDisruptionBudget,
     ("authentication.k8s.io/v1", "TokenRequest"): authentication_pb2.TokenRequest}
 
 
@@ -97,6 +102,24 @@ _REVIEWS = {("authorization.k8s.io/v1", "SelfSubjectAccessReview"): _access_revi
             ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): _rules_review_spec}
 
 
+def _clear_zero_times(msg: Message) -> None:
+    """Go's zero metav1.Time goes on the wire as an empty message: it means unset (a pod
+    template's creationTimestamp), not the epoch."""
+    for fd, value in msg.ListFields():
+        if fd.message_type is None:
+            continue
+        if fd.message_type.full_name == Timestamp.DESCRIPTOR.full_name:
+            if not fd.is_repeated and value.seconds == 0 and value.nanos == 0:
+                msg.ClearField(fd.name)
+        elif fd.message_type.GetOptions().map_entry:
+            continue
+        elif fd.is_repeated:
+            for item in value:
+                _clear_zero_times(item)
+        else:
+            _clear_zero_times(value)
+
+
 def decode_envelope(body: bytes) -> dict[str, Any]:
     """The object of a protobuf request body, as Kubernetes JSON."""
     if not body.startswith(_MAGIC):
@@ -107,8 +130,8 @@ def decode_envelope(body: bytes) -> dict[str, Any]:
     message = _SAME_LAYOUT.get((api_version, kind))
     review = _REVIEWS.get((api_version, kind))
     if message is None and review is None:
-        raise UnsupportedMediaType(f"{PROTOBUF} is accepted for Namespace, ServiceAccount, TokenRequest, the RBAC "
-                                   f"kinds and access reviews only, not {api_version} {kind}: send application/json")
+        raise UnsupportedMediaType(f"{PROTOBUF} is accepted for the kinds kubectl's create commands send and "
+                                   f"access reviews only, not {api_version} {kind}: send application/json")
     if unknown.get(3):
         raise UnsupportedMediaType(f"protobuf content encoding {unknown[3].decode()!r} is not supported")
     if review is not None:
@@ -117,4 +140,5 @@ def decode_envelope(body: bytes) -> dict[str, Any]:
     assert message is not None
     obj: Any = message.FromString(unknown.get(2, b""))
     obj.DiscardUnknownFields()  # upstream fields this server does not have (selfLink, managedFields)
+    _clear_zero_times(obj)
     return {"kind": kind, "apiVersion": api_version, **to_json(obj)}

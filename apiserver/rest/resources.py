@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apiserver.rest.openapi import schemas
-from protos.kubeling.v1 import coordination_pb2, core_pb2, rbac_pb2
+from protos.kubeling.v1 import apps_pb2, batch_pb2, coordination_pb2, core_pb2, policy_pb2, rbac_pb2, scheduling_pb2
 
 __all__ = ["Resource", "RESOURCES", "GROUPS", "by_path", "api_versions", "api_group_list", "api_group",
            "resource_list", "openapi_index", "openapi_document", "VERSION"]
@@ -26,7 +26,10 @@ _MESSAGES: dict[str, Any] = {"Pod": core_pb2.Pod, "Node": core_pb2.Node, "Namesp
                              "ServiceAccount": core_pb2.ServiceAccount, "ConfigMap": core_pb2.ConfigMap,
                              "Secret": core_pb2.Secret,
                              "Role": rbac_pb2.Role, "ClusterRole": rbac_pb2.ClusterRole,
-                             "RoleBinding": rbac_pb2.RoleBinding, "ClusterRoleBinding": rbac_pb2.ClusterRoleBinding}
+                             "RoleBinding": rbac_pb2.RoleBinding, "ClusterRoleBinding": rbac_pb2.ClusterRoleBinding,
+                             "ReplicaSet": apps_pb2.ReplicaSet, "Deployment": apps_pb2.Deployment,
+                             "Job": batch_pb2.Job, "PriorityClass": scheduling_pb2.PriorityClass,
+                             "PodDisruptionBudget": policy_pb2.PodDisruptionBudget}
 _RBAC = "rbac.authorization.k8s.io"
 _VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
@@ -70,8 +73,14 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("clusterroles", "ClusterRole", _RBAC, "v1", False),
     Resource("rolebindings", "RoleBinding", _RBAC, "v1", True),
     Resource("clusterrolebindings", "ClusterRoleBinding", _RBAC, "v1", False),
+    Resource("deployments", "Deployment", "apps", "v1", True, ("deploy",), ("status", "scale"), ("all",)),
+    Resource("replicasets", "ReplicaSet", "apps", "v1", True, ("rs",), ("status", "scale"), ("all",)),
+    Resource("jobs", "Job", "batch", "v1", True, (), ("status",), ("all",)),
+    Resource("priorityclasses", "PriorityClass", "scheduling.k8s.io", "v1", False, ("pc",)),
+    Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy", "v1", True, ("pdb",), ("status",)),
 )
-GROUPS = {"coordination.k8s.io": "v1", _RBAC: "v1"}
+GROUPS = {"apps": "v1", "batch": "v1", "coordination.k8s.io": "v1", "policy": "v1", _RBAC: "v1",
+          "scheduling.k8s.io": "v1"}
 
 
 def by_path(group: str, version: str, plural: str) -> Resource | None:
@@ -111,11 +120,12 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
             entry["categories"] = list(r.categories)
         items.append(entry)
         for sub in r.subresources:
+            # the streams: POST (SPDY) or GET (WebSocket)
             verbs = {"status": ["get", "patch", "update"], "binding": ["create"], "log": ["get"],
-                     "token": ["create"]}.get(sub, ["create", "get"])  # the streams: POST (SPDY) or GET (WebSocket)
+                     "token": ["create"], "scale": ["get", "patch", "update"]}.get(sub, ["create", "get"])
             kind = {"binding": "Binding", "exec": "PodExecOptions", "attach": "PodAttachOptions",
-                    "portforward": "PodPortForwardOptions", "token": "TokenRequest"}.get(sub, r.kind)
-            sub_group = {"token": "authentication.k8s.io"}.get(sub)
+                    "portforward": "PodPortForwardOptions", "token": "TokenRequest", "scale": "Scale"}.get(sub, r.kind)
+            sub_group = {"token": "authentication.k8s.io", "scale": "autoscaling"}.get(sub)
             sub_entry: dict[str, Any] = {"name": f"{r.plural}/{sub}", "singularName": "",
                                          "namespaced": r.namespaced, "kind": kind, "verbs": verbs}
             if sub_group:
@@ -129,7 +139,9 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
 
 # ------------------------------------------------------------------ OpenAPI v3
 
-_GV_PATHS = {"": "api/v1", "coordination.k8s.io": "apis/coordination.k8s.io/v1", _RBAC: f"apis/{_RBAC}/v1"}
+_GV_PATHS = {"": "api/v1", "coordination.k8s.io": "apis/coordination.k8s.io/v1", _RBAC: f"apis/{_RBAC}/v1",
+             "apps": "apis/apps/v1", "batch": "apis/batch/v1", "policy": "apis/policy/v1",
+             "scheduling.k8s.io": "apis/scheduling.k8s.io/v1"}
 
 
 @functools.cache  # built once per group-version; callers only serialize it
@@ -177,7 +189,8 @@ def openapi_document(gv_path: str) -> dict[str, Any] | None:
 
 
 def _schema_name(r: Resource) -> str:
-    group = {"": "core", "coordination.k8s.io": "coordination", _RBAC: "rbac"}[r.group]
+    group = {"": "core", "coordination.k8s.io": "coordination", _RBAC: "rbac", "apps": "apps", "batch": "batch",
+             "policy": "policy", "scheduling.k8s.io": "scheduling"}[r.group]
     return f"io.k8s.api.{group}.{r.version}.{r.kind}"
 
 

@@ -45,6 +45,7 @@ from apiserver.rest.request import (
     read_body,
     warning_header,
 )
+from apiserver.rest.scale import patched_scale, replicas_from, scale_of
 from apiserver.rest.status import MethodNotAllowed, UnsupportedMediaType, http_code, status_json
 from apiserver.rest.tables import table
 from apiserver.rest.watch import serve_watch
@@ -272,6 +273,9 @@ class RestServer:
         elif t.sub in _STREAMS:
             if method in ("GET", "POST"):
                 return await self._stream(request, t)
+        elif t.sub == "scale":
+            if method in ("GET", "PUT", "PATCH"):
+                return await self._scale(request, t)
         else:
             if method == "GET":
                 return self._object_response(request, t, await self._registry(t).get(t.namespace, t.name))
@@ -448,8 +452,42 @@ class RestServer:
         if isinstance(options.get("preconditions"), dict):
             pre = meta_pb2.Preconditions(**{k: v for k, v in options["preconditions"].items()
                                             if k in ("uid", "resourceVersion") and isinstance(v, str)})
-        deleted = await self._registry(t).delete(t.namespace, t.name, grace_seconds=grace, preconditions=pre)
+        policy = request.query.get("propagationPolicy", options.get("propagationPolicy"))
+        if policy is None and options.get("orphanDependents") is not None:  # the deprecated form
+            policy = "Orphan" if options["orphanDependents"] else "Background"
+        deleted = await self._registry(t).delete(t.namespace, t.name, grace_seconds=grace, preconditions=pre,
+                                                 propagation=policy)
         return self._object_response(request, t, deleted)
+
+    async def _scale(self, request: web.Request, t: Target) -> web.Response:
+        registry = self._registry(t)
+        sent = None if request.method == "GET" else await self._body(request)
+        for _ in range(10):
+            current = await registry.get(t.namespace, t.name)
+            if request.method == "GET":
+                return json_response(scale_of(current))
+            body = sent
+            if request.method == "PATCH":
+                kind = _PATCH_TYPES.get(request.content_type)
+                if kind is None:
+                    raise UnsupportedMediaType(f"the body of the request was in an unknown format - accepted media "
+                                               f"types include: {', '.join(_PATCH_TYPES)}")
+                body = patched_scale(kind, current, body)
+            replicas, version = replicas_from(body, current)
+            if version and version != current.metadata.resourceVersion:
+                raise errors.Conflict(f'Operation cannot be fulfilled on {t.resource.plural}.{t.resource.group} '
+                                      f'"{t.name}": the object has been modified; please apply your changes to the '
+                                      "latest version and try again")
+            current.spec.replicas = replicas
+            try:
+                updated = await registry.update(current)
+            except errors.Conflict:
+                if version:
+                    raise
+                continue  # written in between: scale the newer object
+            return json_response(scale_of(updated))
+        raise errors.Conflict(f'Operation cannot be fulfilled on {t.resource.plural} "{t.name}": '
+                              "the object kept changing while it was scaled")
 
     async def _bind(self, request: web.Request, t: Target) -> web.Response:
         data = await self._body(request)

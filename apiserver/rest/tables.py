@@ -224,6 +224,108 @@ _ROLE_COLUMNS = [("Name", "string", 0), ("Created At", "date", 0)]
 _BINDING_COLUMNS = [("Name", "string", 0), ("Role", "string", 0), ("Age", "string", 0), ("Users", "string", 1),
                     ("Groups", "string", 1), ("ServiceAccounts", "string", 1)]
 
+# ---------------------------------------------------------------- workloads
+
+def _selector(sel: Obj | None) -> str:
+    """metav1.FormatLabelSelector."""
+    if not sel:
+        return _NONE
+    parts = [f"{k}={v}" for k, v in sorted((sel.get("matchLabels") or {}).items())]
+    for expr in sel.get("matchExpressions") or []:
+        op, key, values = expr.get("operator", ""), expr.get("key", ""), expr.get("values") or []
+        if op == "In":
+            parts.append(f"{key} in ({','.join(values)})")
+        elif op == "NotIn":
+            parts.append(f"{key} notin ({','.join(values)})")
+        elif op == "Exists":
+            parts.append(key)
+        elif op == "DoesNotExist":
+            parts.append(f"!{key}")
+    return ",".join(parts) or _NONE
+
+
+def _containers(template: Obj) -> tuple[str, str]:
+    containers = (template.get("spec") or {}).get("containers") or []
+    return ",".join(c.get("name", "") for c in containers), ",".join(c.get("image", "") for c in containers)
+
+
+def _deployment_row(d: Obj, now: float) -> list[Any]:
+    spec, status = d.get("spec", {}), d.get("status", {})
+    names, images = _containers(spec.get("template", {}))
+    return [d["metadata"]["name"], f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 0)}",
+            status.get("updatedReplicas", 0), status.get("availableReplicas", 0), _age(d, now), names, images,
+            _selector(spec.get("selector"))]
+
+
+def _replicaset_row(rs: Obj, now: float) -> list[Any]:
+    spec, status = rs.get("spec", {}), rs.get("status", {})
+    names, images = _containers(spec.get("template", {}))
+    return [rs["metadata"]["name"], spec.get("replicas", 0), status.get("replicas", 0),
+            status.get("readyReplicas", 0), _age(rs, now), names, images, _selector(spec.get("selector"))]
+
+
+def _seconds(stamp: str) -> float:
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def _job_status(job: Obj) -> str:
+    """Upstream's printJob status column."""
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("status") != "True":
+            continue
+        kind = cond.get("type")
+        if kind == "Complete":
+            return "Complete"
+        if kind == "Failed":
+            return "Failed"
+        if kind == "FailureTarget":
+            return "FailureTarget"
+        if kind == "Suspended":
+            return "Suspended"
+    return "Running"
+
+
+def _job_row(job: Obj, now: float) -> list[Any]:
+    spec, status = job.get("spec", {}), job.get("status", {})
+    completions = spec.get("completions")
+    shown = f"{status.get('succeeded', 0)}/{completions}" if completions is not None else \
+        f"{status.get('succeeded', 0)}/1 of {spec.get('parallelism', 1)}"
+    duration = ""
+    if status.get("startTime"):
+        end = _seconds(status["completionTime"]) if status.get("completionTime") else now
+        duration = human_duration(end - _seconds(status["startTime"]))
+    names, images = _containers(spec.get("template", {}))
+    return [job["metadata"]["name"], _job_status(job), shown, duration, _age(job, now), names, images,
+            _selector(spec.get("selector"))]
+
+
+def _priorityclass_row(pc: Obj, now: float) -> list[Any]:
+    return [pc["metadata"]["name"], pc.get("value", 0), bool(pc.get("globalDefault", False)), _age(pc, now),
+            pc.get("preemptionPolicy", "")]
+
+
+def _pdb_row(pdb: Obj, now: float) -> list[Any]:
+    spec = pdb.get("spec", {})
+    shown = {k: str(spec[k]) if k in spec else "N/A" for k in ("minAvailable", "maxUnavailable")}
+    return [pdb["metadata"]["name"], shown["minAvailable"], shown["maxUnavailable"],
+            (pdb.get("status") or {}).get("disruptionsAllowed", 0), _age(pdb, now)]
+
+
+_WIDE = [("Containers", "string", 1), ("Images", "string", 1), ("Selector", "string", 1)]
+_WORKLOAD_PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], list[Any]]]] = {
+    "deployments": ([("Name", "string", 0), ("Ready", "string", 0), ("Up-to-date", "integer", 0),
+                     ("Available", "integer", 0), ("Age", "string", 0), *_WIDE], _deployment_row),
+    "replicasets": ([("Name", "string", 0), ("Desired", "integer", 0), ("Current", "integer", 0),
+                     ("Ready", "integer", 0), ("Age", "string", 0), *_WIDE], _replicaset_row),
+    "jobs": ([("Name", "string", 0), ("Status", "string", 0), ("Completions", "string", 0),
+              ("Duration", "string", 0), ("Age", "string", 0), *_WIDE], _job_row),
+    "priorityclasses": ([("Name", "string", 0), ("Value", "integer", 0), ("Global-Default", "boolean", 0),
+                         ("Age", "string", 0), ("PreemptionPolicy", "string", 0)], _priorityclass_row),
+    "poddisruptionbudgets": ([("Name", "string", 0), ("Min Available", "string", 0),
+                              ("Max Unavailable", "string", 0), ("Allowed Disruptions", "integer", 0),
+                              ("Age", "string", 0)], _pdb_row),
+}
+
 _PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], list[Any]]]] = {
     "pods": (_POD_COLUMNS, _pod_row),
     "nodes": (_NODE_COLUMNS, _node_row),
@@ -241,6 +343,7 @@ _PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], li
     "clusterroles": (_ROLE_COLUMNS, _role_row),
     "rolebindings": (_BINDING_COLUMNS, _binding_row),
     "clusterrolebindings": (_BINDING_COLUMNS, _binding_row),
+    **_WORKLOAD_PRINTERS,
 }
 
 

@@ -11,9 +11,10 @@ from apiserver.validation.checker import Checker
 from kubeling import names
 from protos.kubeling.v1 import core_pb2, meta_pb2
 
-__all__ = ["SYSTEM_PRIORITY_CLASSES", "validate_pod", "validate_pod_status", "validate_pod_update"]
+__all__ = ["SYSTEM_PRIORITY_CLASSES", "validate_pod", "validate_pod_status", "validate_pod_update",
+           "validate_label_selector"]
 
-# Built-in PriorityClasses (kubeling has no PriorityClass objects yet).
+# The built-in PriorityClasses (the apiserver creates them at start, as upstream).
 SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 _RESTART = ("Always", "OnFailure", "Never")
 _PROTOCOLS = ("TCP", "UDP", "SCTP")
@@ -41,9 +42,10 @@ def validate_pod(spec: core_pb2.PodSpec, check: Checker) -> None:
     if spec.HasField("activeDeadlineSeconds") and spec.activeDeadlineSeconds <= 0:
         check.invalid("spec.activeDeadlineSeconds", spec.activeDeadlineSeconds,
                       "must be between 1 and 2147483647, inclusive")
-    check.unsupported("spec.preemptionPolicy", spec.preemptionPolicy, ("PreemptLowerPriority", "Never"))
+    if spec.HasField("preemptionPolicy"):
+        check.unsupported("spec.preemptionPolicy", spec.preemptionPolicy, ("PreemptLowerPriority", "Never"))
     system_priority = SYSTEM_PRIORITY_CLASSES.get(spec.priorityClassName)
-    if system_priority is not None and spec.priority != system_priority:
+    if system_priority is not None and spec.HasField("priority") and spec.priority != system_priority:
         check.invalid("spec.priority", spec.priority,
                       f"must be {system_priority} for priorityClassName {spec.priorityClassName}")
     if spec.nodeName:
@@ -65,7 +67,7 @@ def validate_pod(spec: core_pb2.PodSpec, check: Checker) -> None:
             check.invalid(f"{path}.minDomains", tsc.minDomains, "must be greater than zero")
         check.unsupported(f"{path}.nodeAffinityPolicy", tsc.nodeAffinityPolicy, ("Honor", "Ignore"))
         check.unsupported(f"{path}.nodeTaintsPolicy", tsc.nodeTaintsPolicy, ("Honor", "Ignore"))
-        _validate_label_selector(tsc.labelSelector, f"{path}.labelSelector", check)
+        validate_label_selector(tsc.labelSelector, f"{path}.labelSelector", check)
     gates = set()
     for i, g in enumerate(spec.schedulingGates):
         check.name(f"spec.schedulingGates[{i}].name", g.name, names.qualified_name)
@@ -311,7 +313,7 @@ def _validate_node_selector_term(term: core_pb2.NodeSelectorTerm, path: str, che
                     check.invalid(f"{rp}.values[0]", r.values[0], "must be an integer")
 
 
-def _validate_label_selector(sel: meta_pb2.LabelSelector, path: str, check: Checker) -> None:
+def validate_label_selector(sel: meta_pb2.LabelSelector, path: str, check: Checker) -> None:
     check.labels(f"{path}.matchLabels", sel.matchLabels)
     for i, r in enumerate(sel.matchExpressions):
         rp = f"{path}.matchExpressions[{i}]"
@@ -327,8 +329,8 @@ def _validate_pod_affinity_term(term: core_pb2.PodAffinityTerm, path: str, check
     check.required(f"{path}.topologyKey", term.topologyKey)
     if term.topologyKey:
         check.name(f"{path}.topologyKey", term.topologyKey, names.qualified_name)
-    _validate_label_selector(term.labelSelector, f"{path}.labelSelector", check)
-    _validate_label_selector(term.namespaceSelector, f"{path}.namespaceSelector", check)
+    validate_label_selector(term.labelSelector, f"{path}.labelSelector", check)
+    validate_label_selector(term.namespaceSelector, f"{path}.namespaceSelector", check)
     for i, ns in enumerate(term.namespaces):
         check.name(f"{path}.namespaces[{i}]", ns, names.dns1123_label)
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import numpy as np
 
 from protos.kubeling.v1.core_pb2 import Pod
+from protos.kubeling.v1.policy_pb2 import PodDisruptionBudget
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.status import SUCCESS, Status
@@ -157,6 +158,10 @@ class Handle(Protocol):
 
     async def evict(self, pod: Pod, message: str) -> None:
         """Remove a preemption victim: a graceful delete through the API, and a Preempted Event."""
+
+    def pod_disruption_budgets(self) -> Sequence[PodDisruptionBudget]:
+        """The cluster's PodDisruptionBudgets (preemption prefers victims they allow to go)."""
+        ...
 
     def iterate_over_waiting_pods(self) -> Iterator[WaitingPod]:
         """Every pod parked by Permit, in every profile."""

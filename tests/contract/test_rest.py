@@ -171,7 +171,8 @@ async def test_discovery_and_openapi(http: tuple[aiohttp.ClientSession, str]) ->
     assert code == 200 and version["major"] == "1" and 29 <= int(version["minor"]) <= 33
     assert (await _get(http, "/api"))[1]["versions"] == ["v1"]
     groups = (await _get(http, "/apis"))[1]
-    assert [g["name"] for g in groups["groups"]] == ["coordination.k8s.io", "rbac.authorization.k8s.io"]
+    assert [g["name"] for g in groups["groups"]] == ["apps", "batch", "coordination.k8s.io", "policy",
+                                                     "rbac.authorization.k8s.io", "scheduling.k8s.io"]
     v1 = (await _get(http, "/api/v1"))[1]
     names = {r["name"]: r for r in v1["resources"]}
     assert names["pods"]["shortNames"] == ["po"] and names["pods"]["categories"] == ["all"]
@@ -186,7 +187,12 @@ async def test_discovery_and_openapi(http: tuple[aiohttp.ClientSession, str]) ->
     rbac = (await _get(http, "/apis/rbac.authorization.k8s.io/v1"))[1]
     assert [(r["name"], r["namespaced"]) for r in rbac["resources"]] == [
         ("roles", True), ("clusterroles", False), ("rolebindings", True), ("clusterrolebindings", False)]
+    apps = {r["name"]: r for r in (await _get(http, "/apis/apps/v1"))[1]["resources"]}
+    assert apps["deployments"]["shortNames"] == ["deploy"] and apps["deployments"]["categories"] == ["all"]
+    assert (apps["deployments/scale"]["group"], apps["deployments/scale"]["version"],
+            apps["deployments/scale"]["kind"]) == ("autoscaling", "v1", "Scale")
     index = (await _get(http, "/openapi/v3"))[1]
+    assert {"apis/apps/v1", "apis/batch/v1", "apis/policy/v1", "apis/scheduling.k8s.io/v1"} <= set(index["paths"])
     url = index["paths"]["api/v1"]["serverRelativeURL"]
     doc = (await _get(http, url))[1]
     patch = doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]

@@ -23,6 +23,7 @@ import pytest
 
 from apiserver.server import APIServer
 from cni import netns
+from controllers.manager import ControllerManager, ManagerConfig
 from kubelet.agent import Kubelet, bridge_name
 from kubelet.config import KubeletConfig
 from kubelet.cri.runc import Runc
@@ -180,6 +181,12 @@ async def cluster(etcd: EtcdServer, prefix: str) -> AsyncIterator[Cluster]:
                     break
                 await asyncio.sleep(0.1)
             remaining = [p.metadata.name for p in (await client.pods.list_all())[0]]
+            # A finished pod leaves the API at once; its kubelet removes its containers after.
+            for _ in range(150):
+                if not any([await Runc(k.config.runc_root or base).list_containers()
+                            for k in made.kubelets.values()]):
+                    break
+                await asyncio.sleep(0.1)
         finally:
             for kubelet in made.kubelets.values():
                 await kubelet.stop()
@@ -212,3 +219,21 @@ def kubectl(cluster: Cluster, tmp_path: Path) -> Kubectl:
     """The real kubectl, configured for the cluster's REST API."""
     return Kubectl(write_kubeconfig(tmp_path / "kubeconfig", cluster.apiserver.rest_address, cluster.apiserver.address,
                                     tls=tls_of(cluster.pki, "admin")))
+
+
+@pytest.fixture
+async def controllers(cluster: Cluster) -> AsyncIterator[ControllerManager]:
+    """The controller manager on the cluster, with its own certificate; stopped before the
+    cluster's teardown (which then deletes what is left). Job backoff shortened for tests."""
+    manager = ControllerManager(Client(cluster.apiserver.address, tls=tls_of(cluster.pki, "controller-manager")),
+                                ManagerConfig(leader_elect=False, job_backoff_base=1.0))
+    await manager.start()
+    try:
+        yield manager
+    finally:
+        await manager.stop()
+        # What the controllers made goes with its owners, as the garbage collector would.
+        for resource in (cluster.client.deployments, cluster.client.replicasets, cluster.client.jobs):
+            items, _ = await resource.list_all()
+            for obj in items:
+                await resource.delete(obj.metadata.name, obj.metadata.namespace)

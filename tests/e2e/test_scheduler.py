@@ -18,7 +18,7 @@ from kubeling import pki
 from kubeling.client import Client
 from kubeling.etcd import EtcdServer
 from kubeling.quantity import parse_quantity
-from protos.kubeling.v1 import core_pb2, meta_pb2
+from protos.kubeling.v1 import core_pb2, meta_pb2, scheduling_pb2
 from scheduler.service import SchedulerService
 from tests.e2e.conftest import secured_apiserver_config, tls_of
 
@@ -207,8 +207,10 @@ async def test_preemption_through_the_apiserver(apiserver: APIServer, client: Cl
             return all(p.spec.nodeName == "only" for p in pods)
 
         await _until(lows_bound, 30)
+        await client.priorityclasses.create(scheduling_pb2.PriorityClass(
+            metadata=meta_pb2.ObjectMeta(name="urgent"), value=1000))
         urgent = _pod("urgent", "1500m", "256Mi")
-        urgent.spec.priority = 1000
+        urgent.spec.priorityClassName = "urgent"
         await client.pods.create(urgent)
 
         async def nominated() -> bool:

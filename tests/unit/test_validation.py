@@ -27,8 +27,9 @@ def test_pod_defaults() -> None:
     strategy.default(p)
     c = p.spec.containers[0]
     assert p.spec.restartPolicy == "Always" and p.spec.schedulerName == "default-scheduler"
-    assert p.spec.terminationGracePeriodSeconds == 30 and p.spec.priority == 0
-    assert p.spec.preemptionPolicy == "PreemptLowerPriority"
+    assert p.spec.terminationGracePeriodSeconds == 30
+    # priority and preemptionPolicy are the Priority admission plugin's, as upstream
+    assert not p.spec.HasField("priority") and not p.spec.HasField("preemptionPolicy")
     assert c.resources.requests["memory"] == "1Gi"  # requests default to limits
     assert c.ports[0].protocol == "TCP"
     assert c.imagePullPolicy == "Always"  # untagged image
@@ -38,10 +39,6 @@ def test_pod_defaults() -> None:
     tagged = pod("b", image="busybox:1.35")
     strategy.default(tagged)
     assert tagged.spec.containers[0].imagePullPolicy == "IfNotPresent"
-    critical = pod("c")
-    critical.spec.priorityClassName = "system-node-critical"
-    strategy.default(critical)
-    assert critical.spec.priority == 2000001000
 
 
 def test_pod_validation_names_each_field() -> None:

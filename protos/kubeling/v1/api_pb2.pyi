@@ -3,6 +3,10 @@ from protos.kubeling.v1 import core_pb2 as _core_pb2
 from protos.kubeling.v1 import coordination_pb2 as _coordination_pb2
 from protos.kubeling.v1 import rbac_pb2 as _rbac_pb2
 from protos.kubeling.v1 import authentication_pb2 as _authentication_pb2
+from protos.kubeling.v1 import apps_pb2 as _apps_pb2
+from protos.kubeling.v1 import batch_pb2 as _batch_pb2
+from protos.kubeling.v1 import scheduling_pb2 as _scheduling_pb2
+from protos.kubeling.v1 import policy_pb2 as _policy_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -252,3 +256,93 @@ class SecretWatchEvent(_message.Message):
     object: _core_pb2.Secret
     batch: _containers.RepeatedCompositeFieldContainer[SecretWatchEvent]
     def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.Secret, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[SecretWatchEvent, _Mapping]]] = ...) -> None: ...
+
+class ReplicaSetList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_apps_pb2.ReplicaSet]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_apps_pb2.ReplicaSet, _Mapping]]] = ...) -> None: ...
+
+class ReplicaSetWatchEvent(_message.Message):
+    __slots__ = ("type", "object", "batch")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _apps_pb2.ReplicaSet
+    batch: _containers.RepeatedCompositeFieldContainer[ReplicaSetWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_apps_pb2.ReplicaSet, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[ReplicaSetWatchEvent, _Mapping]]] = ...) -> None: ...
+
+class DeploymentList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_apps_pb2.Deployment]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_apps_pb2.Deployment, _Mapping]]] = ...) -> None: ...
+
+class DeploymentWatchEvent(_message.Message):
+    __slots__ = ("type", "object", "batch")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _apps_pb2.Deployment
+    batch: _containers.RepeatedCompositeFieldContainer[DeploymentWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_apps_pb2.Deployment, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[DeploymentWatchEvent, _Mapping]]] = ...) -> None: ...
+
+class JobList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_batch_pb2.Job]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_batch_pb2.Job, _Mapping]]] = ...) -> None: ...
+
+class JobWatchEvent(_message.Message):
+    __slots__ = ("type", "object", "batch")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _batch_pb2.Job
+    batch: _containers.RepeatedCompositeFieldContainer[JobWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_batch_pb2.Job, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[JobWatchEvent, _Mapping]]] = ...) -> None: ...
+
+class PriorityClassList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_scheduling_pb2.PriorityClass]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_scheduling_pb2.PriorityClass, _Mapping]]] = ...) -> None: ...
+
+class PriorityClassWatchEvent(_message.Message):
+    __slots__ = ("type", "object", "batch")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _scheduling_pb2.PriorityClass
+    batch: _containers.RepeatedCompositeFieldContainer[PriorityClassWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_scheduling_pb2.PriorityClass, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[PriorityClassWatchEvent, _Mapping]]] = ...) -> None: ...
+
+class PodDisruptionBudgetList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_policy_pb2.PodDisruptionBudget]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_policy_pb2.PodDisruptionBudget, _Mapping]]] = ...) -> None: ...
+
+class PodDisruptionBudgetWatchEvent(_message.Message):
+    __slots__ = ("type", "object", "batch")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _policy_pb2.PodDisruptionBudget
+    batch: _containers.RepeatedCompositeFieldContainer[PodDisruptionBudgetWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_policy_pb2.PodDisruptionBudget, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[PodDisruptionBudgetWatchEvent, _Mapping]]] = ...) -> None: ...

@@ -4,11 +4,15 @@ import grpc
 import warnings
 
 from protos.kubeling.v1 import api_pb2 as protos_dot_kubeling_dot_v1_dot_api__pb2
+from protos.kubeling.v1 import apps_pb2 as protos_dot_kubeling_dot_v1_dot_apps__pb2
 from protos.kubeling.v1 import authentication_pb2 as protos_dot_kubeling_dot_v1_dot_authentication__pb2
+from protos.kubeling.v1 import batch_pb2 as protos_dot_kubeling_dot_v1_dot_batch__pb2
 from protos.kubeling.v1 import coordination_pb2 as protos_dot_kubeling_dot_v1_dot_coordination__pb2
 from protos.kubeling.v1 import core_pb2 as protos_dot_kubeling_dot_v1_dot_core__pb2
 from protos.kubeling.v1 import meta_pb2 as protos_dot_kubeling_dot_v1_dot_meta__pb2
+from protos.kubeling.v1 import policy_pb2 as protos_dot_kubeling_dot_v1_dot_policy__pb2
 from protos.kubeling.v1 import rbac_pb2 as protos_dot_kubeling_dot_v1_dot_rbac__pb2
+from protos.kubeling.v1 import scheduling_pb2 as protos_dot_kubeling_dot_v1_dot_scheduling__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -3739,6 +3743,1622 @@ class Secrets:
             '/kubeling.v1.Secrets/Watch',
             protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
             protos_dot_kubeling_dot_v1_dot_api__pb2.SecretWatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class ReplicaSetsStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kubeling.v1.ReplicaSets/Create',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kubeling.v1.ReplicaSets/Get',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kubeling.v1.ReplicaSets/List',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ReplicaSetList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kubeling.v1.ReplicaSets/Update',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+                _registered_method=True)
+        self.UpdateStatus = channel.unary_unary(
+                '/kubeling.v1.ReplicaSets/UpdateStatus',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kubeling.v1.ReplicaSets/Delete',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kubeling.v1.ReplicaSets/Watch',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ReplicaSetWatchEvent.FromString,
+                _registered_method=True)
+
+
+class ReplicaSetsServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces spec and metadata; status is kept. metadata.resourceVersion, when set, is a precondition.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateStatus(self, request, context):
+        """Replaces status only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ReplicaSetsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ReplicaSetList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+            ),
+            'UpdateStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateStatus,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ReplicaSetWatchEvent.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kubeling.v1.ReplicaSets', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kubeling.v1.ReplicaSets', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ReplicaSets:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ReplicaSets/Create',
+            protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ReplicaSets/Get',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ReplicaSets/List',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.ReplicaSetList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ReplicaSets/Update',
+            protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ReplicaSets/UpdateStatus',
+            protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.ReplicaSets/Delete',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kubeling.v1.ReplicaSets/Watch',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.ReplicaSetWatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class DeploymentsStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kubeling.v1.Deployments/Create',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kubeling.v1.Deployments/Get',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kubeling.v1.Deployments/List',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.DeploymentList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kubeling.v1.Deployments/Update',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.FromString,
+                _registered_method=True)
+        self.UpdateStatus = channel.unary_unary(
+                '/kubeling.v1.Deployments/UpdateStatus',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kubeling.v1.Deployments/Delete',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kubeling.v1.Deployments/Watch',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.DeploymentWatchEvent.FromString,
+                _registered_method=True)
+
+
+class DeploymentsServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces spec and metadata; status is kept. metadata.resourceVersion, when set, is a precondition.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateStatus(self, request, context):
+        """Replaces status only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_DeploymentsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.DeploymentList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+            ),
+            'UpdateStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateStatus,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.DeploymentWatchEvent.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kubeling.v1.Deployments', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kubeling.v1.Deployments', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Deployments:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Deployments/Create',
+            protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Deployments/Get',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Deployments/List',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.DeploymentList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Deployments/Update',
+            protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Deployments/UpdateStatus',
+            protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Deployments/Delete',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_apps__pb2.Deployment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kubeling.v1.Deployments/Watch',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.DeploymentWatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class JobsStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kubeling.v1.Jobs/Create',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kubeling.v1.Jobs/Get',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kubeling.v1.Jobs/List',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.JobList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kubeling.v1.Jobs/Update',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.FromString,
+                _registered_method=True)
+        self.UpdateStatus = channel.unary_unary(
+                '/kubeling.v1.Jobs/UpdateStatus',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kubeling.v1.Jobs/Delete',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kubeling.v1.Jobs/Watch',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.JobWatchEvent.FromString,
+                _registered_method=True)
+
+
+class JobsServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces spec and metadata; status is kept. metadata.resourceVersion, when set, is a precondition.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateStatus(self, request, context):
+        """Replaces status only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_JobsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.JobList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.SerializeToString,
+            ),
+            'UpdateStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateStatus,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.JobWatchEvent.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kubeling.v1.Jobs', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kubeling.v1.Jobs', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Jobs:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Jobs/Create',
+            protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Jobs/Get',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Jobs/List',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.JobList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Jobs/Update',
+            protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Jobs/UpdateStatus',
+            protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Jobs/Delete',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_batch__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kubeling.v1.Jobs/Watch',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.JobWatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class PriorityClassesStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kubeling.v1.PriorityClasses/Create',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_scheduling__pb2.PriorityClass.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_scheduling__pb2.PriorityClass.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kubeling.v1.PriorityClasses/Get',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_scheduling__pb2.PriorityClass.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kubeling.v1.PriorityClasses/List',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.PriorityClassList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kubeling.v1.PriorityClasses/Update',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_scheduling__pb2.PriorityClass.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_scheduling__pb2.PriorityClass.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kubeling.v1.PriorityClasses/Delete',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_scheduling__pb2.PriorityClass.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kubeling.v1.PriorityClasses/Watch',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.PriorityClassWatchEvent.FromString,
+                _registered_method=True)
+
+
+class PriorityClassesServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces the object. metadata.resourceVersion, when set, is a precondition.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_PriorityClassesServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_scheduling__pb2.PriorityClass.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_scheduling__pb2.PriorityClass.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_scheduling__pb2.PriorityClass.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.PriorityClassList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_scheduling__pb2.PriorityClass.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_scheduling__pb2.PriorityClass.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_scheduling__pb2.PriorityClass.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.PriorityClassWatchEvent.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kubeling.v1.PriorityClasses', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kubeling.v1.PriorityClasses', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class PriorityClasses:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.PriorityClasses/Create',
+            protos_dot_kubeling_dot_v1_dot_scheduling__pb2.PriorityClass.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_scheduling__pb2.PriorityClass.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.PriorityClasses/Get',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_scheduling__pb2.PriorityClass.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.PriorityClasses/List',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.PriorityClassList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.PriorityClasses/Update',
+            protos_dot_kubeling_dot_v1_dot_scheduling__pb2.PriorityClass.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_scheduling__pb2.PriorityClass.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.PriorityClasses/Delete',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_scheduling__pb2.PriorityClass.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kubeling.v1.PriorityClasses/Watch',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.PriorityClassWatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class PodDisruptionBudgetsStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kubeling.v1.PodDisruptionBudgets/Create',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kubeling.v1.PodDisruptionBudgets/Get',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kubeling.v1.PodDisruptionBudgets/List',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.PodDisruptionBudgetList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kubeling.v1.PodDisruptionBudgets/Update',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.FromString,
+                _registered_method=True)
+        self.UpdateStatus = channel.unary_unary(
+                '/kubeling.v1.PodDisruptionBudgets/UpdateStatus',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kubeling.v1.PodDisruptionBudgets/Delete',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kubeling.v1.PodDisruptionBudgets/Watch',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.PodDisruptionBudgetWatchEvent.FromString,
+                _registered_method=True)
+
+
+class PodDisruptionBudgetsServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces spec and metadata; status is kept. metadata.resourceVersion, when set, is a precondition.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateStatus(self, request, context):
+        """Replaces status only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_PodDisruptionBudgetsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.PodDisruptionBudgetList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.SerializeToString,
+            ),
+            'UpdateStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateStatus,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.PodDisruptionBudgetWatchEvent.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kubeling.v1.PodDisruptionBudgets', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kubeling.v1.PodDisruptionBudgets', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class PodDisruptionBudgets:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.PodDisruptionBudgets/Create',
+            protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.PodDisruptionBudgets/Get',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.PodDisruptionBudgets/List',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.PodDisruptionBudgetList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.PodDisruptionBudgets/Update',
+            protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.PodDisruptionBudgets/UpdateStatus',
+            protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.PodDisruptionBudgets/Delete',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_policy__pb2.PodDisruptionBudget.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kubeling.v1.PodDisruptionBudgets/Watch',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.PodDisruptionBudgetWatchEvent.FromString,
             options,
             channel_credentials,
             insecure,

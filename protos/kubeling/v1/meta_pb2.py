@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dprotos/kubeling/v1/meta.proto\x12\x0bkubeling.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\x01\n\x0eOwnerReference\x12\x12\n\napiVersion\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0b\n\x03uid\x18\x04 \x01(\t\x12\x17\n\ncontroller\x18\x05 \x01(\x08H\x00\x88\x01\x01\x12\x1f\n\x12\x62lockOwnerDeletion\x18\x06 \x01(\x08H\x01\x88\x01\x01\x42\r\n\x0b_controllerB\x15\n\x13_blockOwnerDeletion\"\xb1\x01\n\x12ManagedFieldsEntry\x12\x0f\n\x07manager\x18\x01 \x01(\t\x12\x11\n\toperation\x18\x02 \x01(\t\x12\x12\n\napiVersion\x18\x03 \x01(\t\x12(\n\x04time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nfieldsType\x18\x06 \x01(\t\x12\x10\n\x08\x66ieldsV1\x18\x07 \x01(\t\x12\x13\n\x0bsubresource\x18\x08 \x01(\t\"\x8c\x05\n\nObjectMeta\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0cgenerateName\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\x12\x0b\n\x03uid\x18\x05 \x01(\t\x12\x17\n\x0fresourceVersion\x18\x06 \x01(\t\x12\x12\n\ngeneration\x18\x07 \x01(\x03\x12\x35\n\x11\x63reationTimestamp\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11\x64\x65letionTimestamp\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x1a\x64\x65letionGracePeriodSeconds\x18\n \x01(\x03H\x00\x88\x01\x01\x12\x33\n\x06labels\x18\x0b \x03(\x0b\x32#.kubeling.v1.ObjectMeta.LabelsEntry\x12=\n\x0b\x61nnotations\x18\x0c \x03(\x0b\x32(.kubeling.v1.ObjectMeta.AnnotationsEntry\x12\x34\n\x0fownerReferences\x18\r \x03(\x0b\x32\x1b.kubeling.v1.OwnerReference\x12\x12\n\nfinalizers\x18\x0e \x03(\t\x12\x36\n\rmanagedFields\x18\x11 \x03(\x0b\x32\x1f.kubeling.v1.ManagedFieldsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x32\n\x10\x41nnotationsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x1d\n\x1b_deletionGracePeriodSeconds\"m\n\x08ListMeta\x12\x17\n\x0fresourceVersion\x18\x02 \x01(\t\x12\x10\n\x08\x63ontinue\x18\x03 \x01(\t\x12\x1f\n\x12remainingItemCount\x18\x04 \x01(\x03H\x00\x88\x01\x01\x42\x15\n\x13_remainingItemCount\"I\n\x18LabelSelectorRequirement\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x10\n\x08operator\x18\x02 \x01(\t\x12\x0e\n\x06values\x18\x03 \x03(\t\"\xc6\x01\n\rLabelSelector\x12@\n\x0bmatchLabels\x18\x01 \x03(\x0b\x32+.kubeling.v1.LabelSelector.MatchLabelsEntry\x12?\n\x10matchExpressions\x18\x02 \x03(\x0b\x32%.kubeling.v1.LabelSelectorRequirement\x1a\x32\n\x10MatchLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x8d\x01\n\x0fObjectReference\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0b\n\x03uid\x18\x04 \x01(\t\x12\x12\n\napiVersion\x18\x05 \x01(\t\x12\x17\n\x0fresourceVersion\x18\x06 \x01(\t\x12\x11\n\tfieldPath\x18\x07 \x01(\t\"-\n\nGetRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x88\x01\n\x0bListRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x15\n\rlabelSelector\x18\x02 \x01(\t\x12\x15\n\rfieldSelector\x18\x03 \x01(\t\x12\r\n\x05limit\x18\x04 \x01(\x03\x12\x10\n\x08\x63ontinue\x18\x05 \x01(\t\x12\x17\n\x0fresourceVersion\x18\x06 \x01(\t\"\x86\x02\n\x0cWatchRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x15\n\rlabelSelector\x18\x02 \x01(\t\x12\x15\n\rfieldSelector\x18\x03 \x01(\t\x12\x17\n\x0fresourceVersion\x18\x04 \x01(\t\x12\x1b\n\x13\x61llowWatchBookmarks\x18\x05 \x01(\x08\x12\x16\n\x0etimeoutSeconds\x18\x06 \x01(\x03\x12\x1e\n\x11sendInitialEvents\x18\x07 \x01(\x08H\x00\x88\x01\x01\x12\x1c\n\x14resourceVersionMatch\x18\x08 \x01(\t\x12\x13\n\x0b\x62\x61tchEvents\x18\t \x01(\x08\x42\x14\n\x12_sendInitialEvents\"[\n\rPreconditions\x12\x10\n\x03uid\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x1c\n\x0fresourceVersion\x18\x02 \x01(\tH\x01\x88\x01\x01\x42\x06\n\x04_uidB\x12\n\x10_resourceVersion\"\x9b\x01\n\rDeleteRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x1f\n\x12gracePeriodSeconds\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x31\n\rpreconditions\x18\x04 \x01(\x0b\x32\x1a.kubeling.v1.PreconditionsB\x15\n\x13_gracePeriodSecondsb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dprotos/kubeling/v1/meta.proto\x12\x0bkubeling.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\x01\n\x0eOwnerReference\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0b\n\x03uid\x18\x04 \x01(\t\x12\x12\n\napiVersion\x18\x05 \x01(\t\x12\x17\n\ncontroller\x18\x06 \x01(\x08H\x00\x88\x01\x01\x12\x1f\n\x12\x62lockOwnerDeletion\x18\x07 \x01(\x08H\x01\x88\x01\x01\x42\r\n\x0b_controllerB\x15\n\x13_blockOwnerDeletion\"\x9e\x01\n\tCondition\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x1a\n\x12observedGeneration\x18\x03 \x01(\x03\x12\x36\n\x12lastTransitionTime\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x0f\n\x07message\x18\x06 \x01(\t\"\xb1\x01\n\x12ManagedFieldsEntry\x12\x0f\n\x07manager\x18\x01 \x01(\t\x12\x11\n\toperation\x18\x02 \x01(\t\x12\x12\n\napiVersion\x18\x03 \x01(\t\x12(\n\x04time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nfieldsType\x18\x06 \x01(\t\x12\x10\n\x08\x66ieldsV1\x18\x07 \x01(\t\x12\x13\n\x0bsubresource\x18\x08 \x01(\t\"\x8c\x05\n\nObjectMeta\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0cgenerateName\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\x12\x0b\n\x03uid\x18\x05 \x01(\t\x12\x17\n\x0fresourceVersion\x18\x06 \x01(\t\x12\x12\n\ngeneration\x18\x07 \x01(\x03\x12\x35\n\x11\x63reationTimestamp\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11\x64\x65letionTimestamp\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x1a\x64\x65letionGracePeriodSeconds\x18\n \x01(\x03H\x00\x88\x01\x01\x12\x33\n\x06labels\x18\x0b \x03(\x0b\x32#.kubeling.v1.ObjectMeta.LabelsEntry\x12=\n\x0b\x61nnotations\x18\x0c \x03(\x0b\x32(.kubeling.v1.ObjectMeta.AnnotationsEntry\x12\x34\n\x0fownerReferences\x18\r \x03(\x0b\x32\x1b.kubeling.v1.OwnerReference\x12\x12\n\nfinalizers\x18\x0e \x03(\t\x12\x36\n\rmanagedFields\x18\x11 \x03(\x0b\x32\x1f.kubeling.v1.ManagedFieldsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x32\n\x10\x41nnotationsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x1d\n\x1b_deletionGracePeriodSeconds\"m\n\x08ListMeta\x12\x17\n\x0fresourceVersion\x18\x02 \x01(\t\x12\x10\n\x08\x63ontinue\x18\x03 \x01(\t\x12\x1f\n\x12remainingItemCount\x18\x04 \x01(\x03H\x00\x88\x01\x01\x42\x15\n\x13_remainingItemCount\"I\n\x18LabelSelectorRequirement\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x10\n\x08operator\x18\x02 \x01(\t\x12\x0e\n\x06values\x18\x03 \x03(\t\"\xc6\x01\n\rLabelSelector\x12@\n\x0bmatchLabels\x18\x01 \x03(\x0b\x32+.kubeling.v1.LabelSelector.MatchLabelsEntry\x12?\n\x10matchExpressions\x18\x02 \x03(\x0b\x32%.kubeling.v1.LabelSelectorRequirement\x1a\x32\n\x10MatchLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x8d\x01\n\x0fObjectReference\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0b\n\x03uid\x18\x04 \x01(\t\x12\x12\n\napiVersion\x18\x05 \x01(\t\x12\x17\n\x0fresourceVersion\x18\x06 \x01(\t\x12\x11\n\tfieldPath\x18\x07 \x01(\t\"-\n\nGetRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x88\x01\n\x0bListRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x15\n\rlabelSelector\x18\x02 \x01(\t\x12\x15\n\rfieldSelector\x18\x03 \x01(\t\x12\r\n\x05limit\x18\x04 \x01(\x03\x12\x10\n\x08\x63ontinue\x18\x05 \x01(\t\x12\x17\n\x0fresourceVersion\x18\x06 \x01(\t\"\x86\x02\n\x0cWatchRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x15\n\rlabelSelector\x18\x02 \x01(\t\x12\x15\n\rfieldSelector\x18\x03 \x01(\t\x12\x17\n\x0fresourceVersion\x18\x04 \x01(\t\x12\x1b\n\x13\x61llowWatchBookmarks\x18\x05 \x01(\x08\x12\x16\n\x0etimeoutSeconds\x18\x06 \x01(\x03\x12\x1e\n\x11sendInitialEvents\x18\x07 \x01(\x08H\x00\x88\x01\x01\x12\x1c\n\x14resourceVersionMatch\x18\x08 \x01(\t\x12\x13\n\x0b\x62\x61tchEvents\x18\t \x01(\x08\x42\x14\n\x12_sendInitialEvents\"[\n\rPreconditions\x12\x10\n\x03uid\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x1c\n\x0fresourceVersion\x18\x02 \x01(\tH\x01\x88\x01\x01\x42\x06\n\x04_uidB\x12\n\x10_resourceVersion\"\xd1\x01\n\rDeleteRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x1f\n\x12gracePeriodSeconds\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x31\n\rpreconditions\x18\x04 \x01(\x0b\x32\x1a.kubeling.v1.Preconditions\x12\x1e\n\x11propagationPolicy\x18\x05 \x01(\tH\x01\x88\x01\x01\x42\x15\n\x13_gracePeriodSecondsB\x14\n\x12_propagationPolicyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,32 +40,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LABELSELECTOR_MATCHLABELSENTRY']._serialized_options = b'8\001'
   _globals['_OWNERREFERENCE']._serialized_start=80
   _globals['_OWNERREFERENCE']._serialized_end=253
-  _globals['_MANAGEDFIELDSENTRY']._serialized_start=256
-  _globals['_MANAGEDFIELDSENTRY']._serialized_end=433
-  _globals['_OBJECTMETA']._serialized_start=436
-  _globals['_OBJECTMETA']._serialized_end=1088
-  _globals['_OBJECTMETA_LABELSENTRY']._serialized_start=960
-  _globals['_OBJECTMETA_LABELSENTRY']._serialized_end=1005
-  _globals['_OBJECTMETA_ANNOTATIONSENTRY']._serialized_start=1007
-  _globals['_OBJECTMETA_ANNOTATIONSENTRY']._serialized_end=1057
-  _globals['_LISTMETA']._serialized_start=1090
-  _globals['_LISTMETA']._serialized_end=1199
-  _globals['_LABELSELECTORREQUIREMENT']._serialized_start=1201
-  _globals['_LABELSELECTORREQUIREMENT']._serialized_end=1274
-  _globals['_LABELSELECTOR']._serialized_start=1277
-  _globals['_LABELSELECTOR']._serialized_end=1475
-  _globals['_LABELSELECTOR_MATCHLABELSENTRY']._serialized_start=1425
-  _globals['_LABELSELECTOR_MATCHLABELSENTRY']._serialized_end=1475
-  _globals['_OBJECTREFERENCE']._serialized_start=1478
-  _globals['_OBJECTREFERENCE']._serialized_end=1619
-  _globals['_GETREQUEST']._serialized_start=1621
-  _globals['_GETREQUEST']._serialized_end=1666
-  _globals['_LISTREQUEST']._serialized_start=1669
-  _globals['_LISTREQUEST']._serialized_end=1805
-  _globals['_WATCHREQUEST']._serialized_start=1808
-  _globals['_WATCHREQUEST']._serialized_end=2070
-  _globals['_PRECONDITIONS']._serialized_start=2072
-  _globals['_PRECONDITIONS']._serialized_end=2163
-  _globals['_DELETEREQUEST']._serialized_start=2166
-  _globals['_DELETEREQUEST']._serialized_end=2321
+  _globals['_CONDITION']._serialized_start=256
+  _globals['_CONDITION']._serialized_end=414
+  _globals['_MANAGEDFIELDSENTRY']._serialized_start=417
+  _globals['_MANAGEDFIELDSENTRY']._serialized_end=594
+  _globals['_OBJECTMETA']._serialized_start=597
+  _globals['_OBJECTMETA']._serialized_end=1249
+  _globals['_OBJECTMETA_LABELSENTRY']._serialized_start=1121
+  _globals['_OBJECTMETA_LABELSENTRY']._serialized_end=1166
+  _globals['_OBJECTMETA_ANNOTATIONSENTRY']._serialized_start=1168
+  _globals['_OBJECTMETA_ANNOTATIONSENTRY']._serialized_end=1218
+  _globals['_LISTMETA']._serialized_start=1251
+  _globals['_LISTMETA']._serialized_end=1360
+  _globals['_LABELSELECTORREQUIREMENT']._serialized_start=1362
+  _globals['_LABELSELECTORREQUIREMENT']._serialized_end=1435
+  _globals['_LABELSELECTOR']._serialized_start=1438
+  _globals['_LABELSELECTOR']._serialized_end=1636
+  _globals['_LABELSELECTOR_MATCHLABELSENTRY']._serialized_start=1586
+  _globals['_LABELSELECTOR_MATCHLABELSENTRY']._serialized_end=1636
+  _globals['_OBJECTREFERENCE']._serialized_start=1639
+  _globals['_OBJECTREFERENCE']._serialized_end=1780
+  _globals['_GETREQUEST']._serialized_start=1782
+  _globals['_GETREQUEST']._serialized_end=1827
+  _globals['_LISTREQUEST']._serialized_start=1830
+  _globals['_LISTREQUEST']._serialized_end=1966
+  _globals['_WATCHREQUEST']._serialized_start=1969
+  _globals['_WATCHREQUEST']._serialized_end=2231
+  _globals['_PRECONDITIONS']._serialized_start=2233
+  _globals['_PRECONDITIONS']._serialized_end=2324
+  _globals['_DELETEREQUEST']._serialized_start=2327
+  _globals['_DELETEREQUEST']._serialized_end=2536
 # @@protoc_insertion_point(module_scope)

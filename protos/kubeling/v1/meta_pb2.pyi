@@ -10,20 +10,36 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class OwnerReference(_message.Message):
-    __slots__ = ("apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion")
-    APIVERSION_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("kind", "name", "uid", "apiVersion", "controller", "blockOwnerDeletion")
     KIND_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
+    APIVERSION_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
     BLOCKOWNERDELETION_FIELD_NUMBER: _ClassVar[int]
-    apiVersion: str
     kind: str
     name: str
     uid: str
+    apiVersion: str
     controller: bool
     blockOwnerDeletion: bool
-    def __init__(self, apiVersion: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., controller: _Optional[bool] = ..., blockOwnerDeletion: _Optional[bool] = ...) -> None: ...
+    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., apiVersion: _Optional[str] = ..., controller: _Optional[bool] = ..., blockOwnerDeletion: _Optional[bool] = ...) -> None: ...
+
+class Condition(_message.Message):
+    __slots__ = ("type", "status", "observedGeneration", "lastTransitionTime", "reason", "message")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    OBSERVEDGENERATION_FIELD_NUMBER: _ClassVar[int]
+    LASTTRANSITIONTIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    status: str
+    observedGeneration: int
+    lastTransitionTime: _timestamp_pb2.Timestamp
+    reason: str
+    message: str
+    def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ..., observedGeneration: _Optional[int] = ..., lastTransitionTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ManagedFieldsEntry(_message.Message):
     __slots__ = ("manager", "operation", "apiVersion", "time", "fieldsType", "fieldsV1", "subresource")
@@ -195,13 +211,15 @@ class Preconditions(_message.Message):
     def __init__(self, uid: _Optional[str] = ..., resourceVersion: _Optional[str] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
-    __slots__ = ("namespace", "name", "gracePeriodSeconds", "preconditions")
+    __slots__ = ("namespace", "name", "gracePeriodSeconds", "preconditions", "propagationPolicy")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     GRACEPERIODSECONDS_FIELD_NUMBER: _ClassVar[int]
     PRECONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    PROPAGATIONPOLICY_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     name: str
     gracePeriodSeconds: int
     preconditions: Preconditions
-    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., gracePeriodSeconds: _Optional[int] = ..., preconditions: _Optional[_Union[Preconditions, _Mapping]] = ...) -> None: ...
+    propagationPolicy: str
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., gracePeriodSeconds: _Optional[int] = ..., preconditions: _Optional[_Union[Preconditions, _Mapping]] = ..., propagationPolicy: _Optional[str] = ...) -> None: ...

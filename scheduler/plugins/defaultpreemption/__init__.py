@@ -2,25 +2,29 @@
 
 As upstream's preemption.Evaluator: only nodes that failed with Unschedulable (not
 UnschedulableAndUnresolvable) are candidates; on each, all lower-priority pods are
-removed, the pod must then fit, and the most important victims are put back while it
-still fits ("reprieve"). Among candidates the node is chosen by: lowest highest-victim
-priority, lowest sum of victim priorities, fewest victims, latest start of the
-highest-priority victims, then order. Victims are evicted through the scheduler's
+removed, the pod must then fit, and victims are put back while it still fits
+("reprieve"): first those whose eviction would violate a PodDisruptionBudget, then the
+others, most important first. Among candidates the node is chosen by: fewest PDB
+violations, lowest highest-victim priority, lowest sum of victim priorities, fewest
+victims, latest start of the highest-priority victims, then order. Victims are evicted through the scheduler's
 handle and the pod is nominated to the node; it is scheduled once they are gone.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubeling.selectors import SelectorError, from_label_selector_proto
+from protos.kubeling.v1.policy_pb2 import PodDisruptionBudget
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import Handle, PostFilterPlugin, PostFilterResult
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import NodeInfo, PodInfo
 
-__all__ = ["DefaultPreemption"]
+__all__ = ["DefaultPreemption", "split_by_pdb_violation"]
 
 MIN_CANDIDATE_NODES_PERCENTAGE = 10
 MIN_CANDIDATE_NODES_ABSOLUTE = 100
@@ -31,6 +35,36 @@ _INT32_OFFSET = 2**31  # upstream adds MaxInt32+1 so negative priorities sum sen
 class _Candidate:
     node: str
     victims: list[PodInfo] = field(default_factory=list)
+    pdb_violations: int = 0
+
+
+def split_by_pdb_violation(pods: list[PodInfo],
+                           pdbs: Sequence[PodDisruptionBudget]) -> tuple[list[PodInfo], list[PodInfo]]:
+    """(violating, non-violating), in the given order (upstream's filterPodsWithPDBViolation):
+    each pod a budget covers uses one of its disruptionsAllowed; a pod that takes a budget
+    below zero would violate it. Pods a budget already counts as disrupted are free."""
+    allowed = [pdb.status.disruptionsAllowed for pdb in pdbs]
+    selectors = []
+    for pdb in pdbs:
+        try:
+            selectors.append(from_label_selector_proto(pdb.spec.selector))
+        except SelectorError:
+            selectors.append(None)
+    violating: list[PodInfo] = []
+    fine: list[PodInfo] = []
+    for pi in pods:
+        meta = pi.pod.metadata
+        violated = False
+        for i, pdb in enumerate(pdbs):
+            selector = selectors[i]
+            if pdb.metadata.namespace != meta.namespace or selector is None or selector.empty() \
+                    or not selector.matches(meta.labels) or meta.name in pdb.status.disruptedPods:
+                continue
+            allowed[i] -= 1
+            if allowed[i] < 0:
+                violated = True
+        (violating if violated else fine).append(pi)
+    return violating, fine
 
 
 def _priority(pod: Any) -> int:
@@ -100,15 +134,15 @@ class DefaultPreemption(PostFilterPlugin):
         out = []
         for i in range(n):
             node = nodes[(offset + i) % n]
-            victims = self._select_victims(state, pod, node, outcome)
-            if victims is not None:
-                out.append(_Candidate(node.name, victims))
+            selected = self._select_victims(state, pod, node, outcome)
+            if selected is not None:
+                out.append(_Candidate(node.name, *selected))
                 if len(out) >= want:
                     break
         return out
 
     def _select_victims(self, state: CycleState, pod: Any, node: NodeInfo,
-                        outcome: dict[str, str]) -> list[PodInfo] | None:
+                        outcome: dict[str, str]) -> tuple[list[PodInfo], int] | None:
         assert self.handle is not None  # post_filter checked it
         fwk = self.handle.framework_for(pod)
         info = node.clone()
@@ -129,8 +163,11 @@ class DefaultPreemption(PostFilterPlugin):
             outcome[node.name] = fits.message
             return None
         ordered = sorted(potential, key=lambda p: (-_priority(p.pod), _start_time(p.pod)))
-        victims = []
-        for pi in ordered:  # most important first: keep as many as possible
+        violating, fine = split_by_pdb_violation(ordered, self.handle.pod_disruption_budgets())
+        protected = {id(pi) for pi in violating}
+        victims: list[PodInfo] = []
+        violations = 0
+        for pi in [*violating, *fine]:  # keep as many as possible: PDB-protected, then most important
             info.add_pod(pi)
             for p in fwk.pre_filter:
                 if p.name not in st.skip_filter:
@@ -142,7 +179,9 @@ class DefaultPreemption(PostFilterPlugin):
                 if p.name not in st.skip_filter:
                     p.remove_pod(st, pod, pi, info)
             victims.append(pi)
-        return victims
+            if id(pi) in protected:
+                violations += 1
+        return victims, violations
 
     def _select(self, candidates: list[_Candidate]) -> _Candidate:
         for c in candidates:
@@ -159,7 +198,8 @@ class DefaultPreemption(PostFilterPlugin):
             return min(_start_time(v.pod) for v in c.victims if _priority(v.pod) == top)
 
         pool = candidates
-        for key, pick in ((highest, min), (total, min), (lambda c: len(c.victims), min), (earliest_of_highest, max)):
+        for key, pick in ((lambda c: c.pdb_violations, min), (highest, min), (total, min),
+                          (lambda c: len(c.victims), min), (earliest_of_highest, max)):
             target = pick(key(c) for c in pool)
             pool = [c for c in pool if key(c) == target]
             if len(pool) == 1:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from protos.kubeling.v1 import meta_pb2, policy_pb2
 from scheduler.framework.types import PodInfo
+from scheduler.plugins.defaultpreemption import split_by_pdb_violation
 from tests.unit.scheduler.builders import FailureLog, make_node, make_pod
 from tests.unit.scheduler.harness import drain, make_scheduler
 
@@ -67,3 +69,27 @@ def test_nominated_pods_are_counted_by_lower_priority_pods() -> None:
     big = make_pod("big", {"cpu": "2"}, priority=10)
     sched.queue.add_nominated(PodInfo.of(big), "n1")
     assert [pi.pod.metadata.name for pi in sched.nominated_for_node("n1")] == ["big"]
+
+
+async def test_victims_whose_eviction_violates_no_pdb_are_preferred() -> None:
+    """Upstream's rule: the node whose victims violate the fewest PodDisruptionBudgets wins,
+    before priorities are compared; and on one node, a protected pod is reprieved first."""
+    sched = make_scheduler()
+    sched.on_node_add(make_node("n1", "2", "8Gi", "110"))
+    sched.on_node_add(make_node("n2", "2", "8Gi", "110"))
+    guarded = _bound("guarded", "n1", "2", 1)  # the lower priority: chosen without the budget
+    guarded.metadata.labels["app"] = "db"
+    sched.on_pod_add(guarded)
+    sched.on_pod_add(_bound("free", "n2", "2", 5))
+    budget = policy_pb2.PodDisruptionBudget(
+        metadata=meta_pb2.ObjectMeta(name="db", namespace="default"),
+        spec=policy_pb2.PodDisruptionBudgetSpec(selector=meta_pb2.LabelSelector(matchLabels={"app": "db"})),
+        status=policy_pb2.PodDisruptionBudgetStatus(disruptionsAllowed=0))
+    sched.pdb_lister = lambda: [budget]
+    sched.on_pod_add(make_pod("urgent", {"cpu": "2"}, priority=10))
+    await drain(sched)
+    assert sched.evicted == ["free"]  # type: ignore[attr-defined]
+
+    budget.status.disruptionsAllowed = 1  # the budget allows one: priorities decide again
+    violating, fine = split_by_pdb_violation([PodInfo.of(guarded), PodInfo.of(guarded)], [budget])
+    assert ([v.pod.metadata.name for v in violating], len(fine)) == (["guarded"], 1)

@@ -1,0 +1,57 @@
+"""Validation shared by the workload controllers' resources (ReplicaSet, Deployment, Job),
+worded as upstream's pkg/apis/apps and batch validation: a selector that selects, a pod
+template that it selects and that is a valid pod, counts that are not negative."""
+
+from __future__ import annotations
+
+from apiserver.validation.checker import Checker
+from apiserver.validation.pods import validate_label_selector, validate_pod
+from kubeling.errors import FieldViolation
+from kubeling.selectors import SelectorError, from_label_selector_proto
+from protos.kubeling.v1 import core_pb2, meta_pb2
+
+__all__ = ["validate_selector_and_template", "validate_count", "go_map"]
+
+
+def go_map(labels: dict[str, str]) -> str:
+    """A label map as Go's %#v prints it in upstream's messages."""
+    return "map[string]string{" + ", ".join(f'"{k}":"{v}"' for k, v in sorted(labels.items())) + "}"
+
+
+def validate_count(path: str, value: int, check: Checker) -> None:
+    if value < 0:
+        check.invalid(path, value, "must be greater than or equal to 0")
+
+
+def validate_selector_and_template(selector: meta_pb2.LabelSelector, has_selector: bool,
+                                   template: core_pb2.PodTemplateSpec, kind: str, check: Checker, *,
+                                   restart_policies: tuple[str, ...]) -> None:
+    """spec.selector and spec.template of a ReplicaSet, Deployment or Job."""
+    if not has_selector:
+        check.add("spec.selector", "Required value")
+    else:
+        validate_label_selector(selector, "spec.selector", check)
+        if not selector.matchLabels and not selector.matchExpressions:
+            check.invalid("spec.selector", "{}", f"empty selector is invalid for {kind}")
+        try:
+            parsed = from_label_selector_proto(selector)
+        except SelectorError:
+            parsed = None  # reported above
+        labels = dict(template.metadata.labels)
+        if parsed is not None and not parsed.empty() and not parsed.matches(labels):
+            check.add("spec.template.metadata.labels",
+                      f"Invalid value: {go_map(labels)}: `selector` does not match template `labels`")
+    check.labels("spec.template.metadata.labels", template.metadata.labels)
+    check.annotations("spec.template.metadata.annotations", template.metadata.annotations)
+    inner = Checker()
+    validate_pod(template.spec, inner)
+    check.violations.extend(FieldViolation("spec.template." + v.field if v.field else "spec.template", v.description)
+                            for v in inner.violations)
+    policy = template.spec.restartPolicy
+    if policy and policy not in restart_policies:
+        check.add("spec.template.spec.restartPolicy",
+                  f'Unsupported value: "{policy}": supported values: '
+                  + ", ".join(f'"{p}"' for p in restart_policies))
+    if template.spec.HasField("activeDeadlineSeconds") and kind != "job":
+        check.add("spec.template.spec.activeDeadlineSeconds", "Forbidden: activeDeadlineSeconds in ReplicaSet "
+                                                              "is not Supported")

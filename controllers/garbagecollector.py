@@ -1,0 +1,216 @@
+"""The garbage collector, as upstream's pkg/controller/garbagecollector: objects whose
+owners (metadata.ownerReferences) are all gone are deleted; an owner deleted with
+propagationPolicy Foreground (the `foregroundDeletion` finalizer) stays until its
+blocking dependents are deleted; one deleted with Orphan (the `orphan` finalizer) has
+its dependents' references to it removed first. An owner is judged gone only after a
+live read says so (uid included), never from a cache alone."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from controllers.controllerref import update_with_retry
+from controllers.workqueue import Workers, WorkQueue
+from kubeling import errors
+from kubeling.client import ResourceClient
+from kubeling.informer import Informer, object_key
+from protos.kubeling.v1 import meta_pb2
+
+__all__ = ["GarbageCollector", "Watched", "ORPHAN", "FOREGROUND"]
+
+log = logging.getLogger(__name__)
+
+ORPHAN, FOREGROUND = "orphan", "foregroundDeletion"
+
+
+@dataclass(frozen=True)
+class Watched:
+    """One resource the collector follows: as owner and as dependent."""
+
+    resource: str  # plural
+    api_version: str
+    kind: str
+    namespaced: bool
+    informer: Informer[Any]
+    client: ResourceClient[Any]
+
+
+Node = tuple[str, str]  # (resource, key)
+
+
+class GarbageCollector:
+    def __init__(self, watched: list[Watched], workers: int = 2) -> None:
+        self.watched = {w.resource: w for w in watched}
+        self.by_kind = {(w.api_version, w.kind): w for w in watched}
+        self.dependents: dict[str, set[Node]] = defaultdict(set)  # owner uid -> dependents
+        self.uids: dict[str, Node] = {}
+        self.queue = WorkQueue("garbage-collector")
+        self.workers = Workers(self.queue, self.sync, workers)
+        for w in watched:
+            w.informer.add_handler(on_add=lambda obj, r=w.resource: self._seen(r, obj),
+                                   on_update=lambda old, new, r=w.resource: self._seen(r, new, old),
+                                   on_delete=lambda obj, r=w.resource: self._gone(r, obj))
+
+    # ---------------------------------------------------------------- the graph
+
+    def _seen(self, resource: str, obj: Any, old: Any = None) -> None:
+        node = (resource, object_key(obj))
+        self.uids[obj.metadata.uid] = node
+        if old is not None:
+            for ref in old.metadata.ownerReferences:
+                self.dependents[ref.uid].discard(node)
+        for ref in obj.metadata.ownerReferences:
+            self.dependents[ref.uid].add(node)
+        # Only what may need the collector is judged (with live reads): a dependent
+        # whose owner is not known here or is being deleted in the foreground.
+        if any(self._suspect(ref.uid) for ref in obj.metadata.ownerReferences):
+            self.queue.add(_key(node))
+        meta = obj.metadata
+        if meta.HasField("deletionTimestamp") and (ORPHAN in meta.finalizers or FOREGROUND in meta.finalizers):
+            self.queue.add(_key(node))
+
+    def _suspect(self, owner_uid: str) -> bool:
+        node = self.uids.get(owner_uid)
+        owner = self._object(node) if node is not None else None
+        return owner is None or (owner.metadata.HasField("deletionTimestamp")
+                                 and FOREGROUND in owner.metadata.finalizers)
+
+    def _gone(self, resource: str, obj: Any) -> None:
+        node = (resource, object_key(obj))
+        self.uids.pop(obj.metadata.uid, None)
+        for ref in obj.metadata.ownerReferences:
+            self.dependents[ref.uid].discard(node)
+            owner = self.uids.get(ref.uid)
+            if owner is not None:
+                self.queue.add(_key(owner))  # a foreground owner may be waiting for this one
+        for dependent in self.dependents.pop(obj.metadata.uid, set()):
+            self.queue.add(_key(dependent))
+
+    def _object(self, node: Node) -> Any | None:
+        w = self.watched.get(node[0])
+        return w.informer.store.get(node[1]) if w is not None else None
+
+    # ---------------------------------------------------------------- sync
+
+    async def sync(self, key: str) -> None:
+        resource, _, obj_key = key.partition("|")
+        obj = self._object((resource, obj_key))
+        if obj is None:
+            return
+        meta = obj.metadata
+        if meta.HasField("deletionTimestamp"):
+            if ORPHAN in meta.finalizers:
+                await self._orphan(resource, obj)
+                return
+            if FOREGROUND in meta.finalizers:
+                await self._foreground(resource, obj)
+                return
+        if meta.ownerReferences:
+            await self._attempt_to_delete(resource, obj)
+
+    async def _owner_state(self, dependent: Any, ref: meta_pb2.OwnerReference) -> tuple[bool, Any | None]:
+        """(absent, the owner object if present): a live read decides."""
+        w = self.by_kind.get((ref.apiVersion, ref.kind))
+        if w is None:
+            return False, None  # a kind not followed here: never judged gone
+        namespace = dependent.metadata.namespace if w.namespaced else ""
+        try:
+            owner = await w.client.get(ref.name, namespace)
+        except errors.NotFound:
+            return True, None
+        if owner.metadata.uid != ref.uid:
+            return True, None
+        return False, owner
+
+    async def _attempt_to_delete(self, resource: str, obj: Any) -> None:
+        if obj.metadata.HasField("deletionTimestamp"):
+            return
+        dangling, solid, waiting = [], [], []
+        for ref in obj.metadata.ownerReferences:
+            absent, owner = await self._owner_state(obj, ref)
+            if absent:
+                dangling.append(ref)
+            elif owner is not None and owner.metadata.HasField("deletionTimestamp") \
+                    and FOREGROUND in owner.metadata.finalizers:
+                waiting.append(ref)
+            else:
+                solid.append(ref)
+        w = self.watched[resource]
+        if solid:
+            if not dangling and not waiting:
+                return
+            gone = {r.uid for r in dangling}
+            blocking = {r.uid for r in waiting if r.blockOwnerDeletion}
+
+            def tidy(o: Any) -> bool:
+                kept = [r for r in o.metadata.ownerReferences if r.uid not in gone]
+                for r in kept:
+                    if r.uid in blocking:
+                        r.blockOwnerDeletion = False  # a solid owner keeps it: stop blocking the other
+                changed = kept != list(o.metadata.ownerReferences)
+                del o.metadata.ownerReferences[:]
+                o.metadata.ownerReferences.extend(kept)
+                return changed
+            await update_with_retry(w.client, obj, tidy)
+            return
+        # Every owner is gone or being deleted in the foreground: the dependent goes too.
+        policy = "Foreground" if waiting and self.dependents.get(obj.metadata.uid) else "Background"
+        log.info("garbage collector: deleting %s %s (owners %s gone%s)", w.kind, object_key(obj),
+                 ", ".join(f"{r.kind}/{r.name}" for r in obj.metadata.ownerReferences),
+                 ", in the foreground" if waiting else "")
+        try:
+            await w.client.delete(obj.metadata.name, obj.metadata.namespace, uid=obj.metadata.uid,
+                                  propagation_policy=policy)
+        except errors.NotFound:
+            pass
+        except errors.Conflict:
+            pass  # another object with the name now: nothing of ours to delete
+
+    async def _orphan(self, resource: str, owner: Any) -> None:
+        uid = owner.metadata.uid
+        for node in list(self.dependents.get(uid, ())):
+            dependent = self._object(node)
+            if dependent is None:
+                continue
+
+            def drop(o: Any) -> bool:
+                kept = [r for r in o.metadata.ownerReferences if r.uid != uid]
+                if len(kept) == len(o.metadata.ownerReferences):
+                    return False
+                del o.metadata.ownerReferences[:]
+                o.metadata.ownerReferences.extend(kept)
+                return True
+            await update_with_retry(self.watched[node[0]].client, dependent, drop)
+        log.info("garbage collector: orphaned the dependents of %s %s", self.watched[resource].kind,
+                 object_key(owner))
+        await self._remove_finalizer(resource, owner, ORPHAN)
+
+    async def _foreground(self, resource: str, owner: Any) -> None:
+        uid = owner.metadata.uid
+        blocking = 0
+        for node in list(self.dependents.get(uid, ())):
+            dependent = self._object(node)
+            if dependent is None:
+                continue
+            ref = next((r for r in dependent.metadata.ownerReferences if r.uid == uid), None)
+            if ref is not None and ref.blockOwnerDeletion:
+                blocking += 1
+            if not dependent.metadata.HasField("deletionTimestamp"):
+                self.queue.add(_key(node))  # judged as a dependent: deleted (in the foreground if it has its own)
+        if blocking == 0:
+            await self._remove_finalizer(resource, owner, FOREGROUND)
+
+    async def _remove_finalizer(self, resource: str, obj: Any, finalizer: str) -> None:
+        def change(o: Any) -> bool:
+            if finalizer not in o.metadata.finalizers:
+                return False
+            o.metadata.finalizers.remove(finalizer)
+            return True
+        await update_with_retry(self.watched[resource].client, obj, change)
+
+
+def _key(node: Node) -> str:
+    return f"{node[0]}|{node[1]}"
