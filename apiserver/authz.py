@@ -13,6 +13,7 @@ from apiserver.authn import UserInfo
 from apiserver.nodeauthz import NodeAuthorizer
 from apiserver.rbac import Attributes, Policy, PolicyRule, RBACAuthorizer, forbidden_message
 from kubeling import errors
+from protos.kubeling.v1.core_pb2 import Pod
 
 __all__ = ["EVERYTHING", "MODES", "Authorizer", "Union", "authorizer_for", "parse_modes", "require"]
 
@@ -44,11 +45,14 @@ class Union:
     parts: Sequence[Authorizer]
 
     def authorize(self, attrs: Attributes) -> tuple[bool, str]:
+        reasons = []
         for part in self.parts:
             allowed, why = part.authorize(attrs)
             if allowed:
                 return True, why
-        return False, ""
+            if why:
+                reasons.append(why)
+        return False, "\n".join(reasons)
 
     def rules_for(self, user: UserInfo, namespace: str) -> list[PolicyRule]:
         rules: list[PolicyRule] = []
@@ -69,7 +73,8 @@ def parse_modes(modes: str) -> list[str]:
     return names
 
 
-def authorizer_for(modes: str, policy: Callable[[], Policy]) -> Authorizer | None:
+def authorizer_for(modes: str, policy: Callable[[], Policy],
+                   pods_on_node: Callable[[str], Sequence[Pod]] | None = None) -> Authorizer | None:
     """None: every request is allowed (no attributes need computing)."""
     names = parse_modes(modes)
     if names == ["AlwaysAllow"]:
@@ -77,7 +82,7 @@ def authorizer_for(modes: str, policy: Callable[[], Policy]) -> Authorizer | Non
     parts: list[Authorizer] = []
     for name in names:
         if name == "Node":
-            parts.append(NodeAuthorizer())
+            parts.append(NodeAuthorizer(pods_on_node=pods_on_node) if pods_on_node is not None else NodeAuthorizer())
         elif name == "RBAC":
             parts.append(RBACAuthorizer(policy))
         else:
@@ -90,6 +95,7 @@ def uses_rbac(modes: str) -> bool:
 
 
 def require(authorizer: Authorizer, attrs: Attributes) -> None:
-    allowed, _ = authorizer.authorize(attrs)
+    allowed, why = authorizer.authorize(attrs)
     if not allowed:
-        raise errors.Forbidden(forbidden_message(attrs))
+        # upstream's forbiddenMessage: the denying authorizers' reasons follow
+        raise errors.Forbidden(forbidden_message(attrs) + (f": {why}" if why else ""))

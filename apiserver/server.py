@@ -225,7 +225,7 @@ class APIServer:
                 expiry=LeasePool(storage, cfg.event_ttl, reuse=min(60.0, cfg.event_ttl))
                 if strategy.plural == "events" and cfg.event_ttl > 0 else None)
         policy = StoredPolicy(self.registries)
-        authorizer = authorizer_for(cfg.authorization_mode, policy)
+        authorizer = authorizer_for(cfg.authorization_mode, policy, self._pods_on_node)
         authenticator.others.append(ServiceAccountTokens(
             issuer.key.public_key(), self._cached("serviceaccounts"), self._cached("pods"), issuer.issuer,
             issuer.audiences))
@@ -340,6 +340,12 @@ class APIServer:
         self.metrics.compactions.inc()
         for reg in self.registries.values():
             reg.compacted(revision)
+
+    def _pods_on_node(self, node: str) -> list[core_pb2.Pod]:
+        """The watch cache's pods bound to a node (the Node authorizer's graph)."""
+        registry = self.registries["pods"]
+        items, _ = registry.watch_cache.list(registry.parse_filter("", "", f"spec.nodeName={node}"))
+        return items
 
     def _cached(self, plural: str) -> Callable[[str, str], Any]:
         """(namespace, name) -> the watch cache's object or None (the authenticator's lookups

@@ -23,12 +23,12 @@ from kubelet.pleg import PLEG
 from kubelet.podconfig import PodPaths, grace_period
 from kubelet.podworkers import Outcome, PodWorkers, pods_differ_semantically
 from kubelet.probes import READINESS, STARTUP, ProbeManager
-from kubelet.projected import MountError, ProjectedVolumes
 from kubelet.routes import PodRoutes
 from kubelet.runtime import EXITED, RUNNING, CRICallError, PodRuntimeStatus, Runtime
 from kubelet.server import DaemonServer
 from kubelet.status import TERMINAL, StatusInputs, StatusManager, generate_pod_status
 from kubelet.syncpod import PodSyncer
+from kubelet.volumes import MountError, PodVolumes
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.events import EventRecorder
@@ -79,7 +79,7 @@ class Kubelet:
     # made by start():
     recorder: EventRecorder = field(init=False)
     paths: PodPaths = field(init=False)
-    volumes: ProjectedVolumes = field(init=False)
+    volumes: PodVolumes = field(init=False)
     informer: Informer[Any] = field(init=False)
     status: StatusManager = field(init=False)
     workers: PodWorkers = field(init=False)
@@ -105,7 +105,7 @@ class Kubelet:
             else Client(cfg.apiserver)
         self.recorder = EventRecorder(client, "kubelet", host=cfg.node_name)
         self.paths = PodPaths(cfg.pod_logs_dir, cfg.state_dir / "pods")
-        self.volumes = ProjectedVolumes(client, self.paths, client.tls.ca if client.tls is not None else b"")
+        self.volumes = PodVolumes(client, self.paths, client.tls.ca if client.tls is not None else b"")
         self.informer = Informer(client.pods, field_selector=f"spec.nodeName={cfg.node_name}")
         tls = ServingTLS(cfg.tls_cert_file, cfg.tls_private_key_file, cfg.client_ca_file) \
             if cfg.tls_cert_file is not None and cfg.tls_private_key_file is not None else None
@@ -131,7 +131,8 @@ class Kubelet:
         self.syncer = PodSyncer(runtime, self.paths, cfg.node_ip, self.recorder, self.probes,
                                 Backoff(cfg.crash_loop_backoff_initial, cfg.crash_loop_backoff_max),
                                 Backoff(cfg.crash_loop_backoff_initial, cfg.crash_loop_backoff_max),
-                                cluster_domain=cfg.cluster_domain, cgroup_parent=cfg.cgroup_root)
+                                cluster_domain=cfg.cluster_domain, cgroup_parent=cfg.cgroup_root,
+                                env_sources=self.volumes.env_sources)
         self.runtime_name = (await runtime.version()).runtime_name
         self.informer.add_handler(on_add=self._on_pod, on_update=lambda old, new: self._on_pod(new),
                                   on_delete=self._on_pod_deleted)

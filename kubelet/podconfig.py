@@ -5,24 +5,29 @@ generateContainerConfig), with the labels that let the kubelet find them again."
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from kubelet import labels
 from kubelet.etchosts import HostnameError, pod_hostname_and_domain, write_hosts_file
+from kubeling import names
 from kubeling.quantity import QuantityError, parse_quantity
 from protos.kubeling.v1 import core_pb2
 from protos.kubeling.v1.core_pb2 import Pod
 from protos.runtime.v1 import api_pb2
 
 __all__ = ["PodPaths", "sandbox_config", "container_config", "container_hash", "pod_log_dir", "ConfigError",
-           "grace_period"]
+           "grace_period", "API_VOLUMES", "needs_env_sources"]
 
 # CRI's cpu shares as the kubelet computes them (MilliCPUToShares): min 2, 1024 per core.
 _MIN_SHARES = 2
 _QUOTA_PERIOD = 100_000  # µs, the CFS default
 ETC_HOSTS = "/etc/hosts"
 DEFAULT_CLUSTER_DOMAIN = "cluster.local"
+# The volumes whose files the kubelet writes from the API (kubelet.volumes), by plugin directory.
+API_VOLUMES = {"projected": "kubernetes.io~projected", "configMap": "kubernetes.io~configmap",
+                "secret": "kubernetes.io~secret", "downwardAPI": "kubernetes.io~downward-api"}
 
 
 class ConfigError(ValueError):
@@ -158,11 +163,11 @@ def _mounts(pod: Pod, container: core_pb2.Container, paths: PodPaths) -> list[ap
         elif volume.HasField("emptyDir"):
             source = paths.volume_dir(pod, "kubernetes.io~empty-dir", volume.name)
             source.mkdir(parents=True, exist_ok=True)
-        elif volume.HasField("projected"):  # its files are written before (kubelet.projected)
-            source = paths.volume_dir(pod, "kubernetes.io~projected", volume.name)
+        elif kind := next((k for k in API_VOLUMES if volume.HasField(k)), None):
+            source = paths.volume_dir(pod, API_VOLUMES[kind], volume.name)  # written before (kubelet.volumes)
             source.mkdir(parents=True, exist_ok=True)
         else:
-            raise ConfigError(f"volume {volume.name!r}: only hostPath, emptyDir and projected are supported")
+            raise ConfigError(f"volume {volume.name!r}: no supported volume type")
         if mount.subPath:
             if Path(mount.subPath).is_absolute() or ".." in Path(mount.subPath).parts:
                 raise ConfigError(f"container {container.name}: subPath {mount.subPath!r} must be relative, "
@@ -175,15 +180,64 @@ def _mounts(pod: Pod, container: core_pb2.Container, paths: PodPaths) -> list[ap
     return mounts
 
 
+def _key_ref(pod: Pod, kind: str, ref: core_pb2.ConfigMapKeySelector | core_pb2.SecretKeySelector,
+             sources: Mapping[tuple[str, str], Mapping[str, str] | None]) -> str | None:
+    """A configMapKeyRef's or secretKeyRef's value; None: optional and absent."""
+    data = sources.get((f"{kind.lower()}s", ref.name))
+    if data is None:
+        if ref.optional:
+            return None
+        raise ConfigError(f'{kind.lower()} "{ref.name}" not found')
+    if ref.key not in data:
+        if ref.optional:
+            return None
+        raise ConfigError(f"couldn't find key {ref.key} in {kind} {pod.metadata.namespace}/{ref.name}")
+    return data[ref.key]
+
+
+def _environment(pod: Pod, container: core_pb2.Container, pod_ip: str, host_ip: str,
+                 sources: Mapping[tuple[str, str], Mapping[str, str] | None]) -> list[api_pb2.KeyValue]:
+    """upstream's makeEnvironmentVariables: envFrom first (a later one wins), then env."""
+    values: dict[str, str] = {}
+    for source in container.envFrom:
+        kind, ref = ("ConfigMap", source.configMapRef) if source.HasField("configMapRef") \
+            else ("Secret", source.secretRef)
+        data = sources.get((f"{kind.lower()}s", ref.name))
+        if data is None:
+            if ref.optional:
+                continue
+            raise ConfigError(f'{kind.lower()} "{ref.name}" not found')
+        for key, text in data.items():
+            name = source.prefix + key
+            if not names.env_var_name(name):  # invalid names are skipped, as upstream
+                values[name] = text
+    for env in container.env:
+        value: str | None = env.value
+        if env.HasField("valueFrom"):
+            source = env.valueFrom
+            if source.HasField("configMapKeyRef"):
+                value = _key_ref(pod, "ConfigMap", source.configMapKeyRef, sources)
+            elif source.HasField("secretKeyRef"):
+                value = _key_ref(pod, "Secret", source.secretKeyRef, sources)
+            else:
+                value = _field_ref(pod, source.fieldRef.fieldPath, pod_ip, host_ip)
+        if value is not None:
+            values.pop(env.name, None)  # keep upstream's order: env after envFrom
+            values[env.name] = value
+    return [api_pb2.KeyValue(key=k, value=v) for k, v in values.items()]
+
+
+def needs_env_sources(container: core_pb2.Container) -> bool:
+    return bool(container.envFrom) or any(e.valueFrom.HasField("configMapKeyRef") or e.valueFrom.HasField(
+        "secretKeyRef") for e in container.env)
+
+
 def container_config(pod: Pod, container: core_pb2.Container, *, init: bool, restart_count: int,
                      paths: PodPaths, pod_ip: str, host_ip: str,
-                     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN) -> api_pb2.ContainerConfig:
-    envs = []
-    for env in container.env:
-        value = env.value
-        if env.HasField("valueFrom"):
-            value = _field_ref(pod, env.valueFrom.fieldRef.fieldPath, pod_ip, host_ip)
-        envs.append(api_pb2.KeyValue(key=env.name, value=value))
+                     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
+                     env_sources: Mapping[tuple[str, str], Mapping[str, str] | None] | None = None,
+                     ) -> api_pb2.ContainerConfig:
+    envs = _environment(pod, container, pod_ip, host_ip, env_sources or {})
     mounts = _mounts(pod, container, paths)
     if pod_ip and all(m.container_path != ETC_HOSTS for m in mounts):  # a volume there wins
         mounts.append(_hosts_mount(pod, paths, pod_ip, cluster_domain))

@@ -8,11 +8,20 @@ import asyncio
 import logging
 import shutil
 import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from kubelet.actions import PodActions, compute_pod_actions
 from kubelet.backoff import Backoff
-from kubelet.podconfig import ConfigError, PodPaths, container_config, container_hash, grace_period, sandbox_config
+from kubelet.podconfig import (
+    ConfigError,
+    PodPaths,
+    container_config,
+    container_hash,
+    grace_period,
+    needs_env_sources,
+    sandbox_config,
+)
 from kubelet.probes import LIVENESS, STARTUP, ProbeManager
 from kubelet.runtime import EXITED, RUNNING, CRICallError, PodRuntimeStatus, Runtime
 from kubeling.events import NORMAL, WARNING, EventRecorder
@@ -62,6 +71,8 @@ class PodSyncer:
     pull_backoff: Backoff
     cluster_domain: str = "cluster.local"
     cgroup_parent: str = ""  # the pods' cgroups go under it ("": the runtime's default)
+    # The ConfigMaps and Secrets a container's env names (kubelet.volumes.PodVolumes.env_sources).
+    env_sources: Callable[[Pod], Awaitable[Mapping[tuple[str, str], Mapping[str, str] | None]]] | None = None
 
     # ---- SyncPod ----
 
@@ -152,8 +163,11 @@ class PodSyncer:
             return False
         restart_count = latest.restart_count + 1 if latest is not None else 0  # continues across sandboxes
         try:
+            sources = await self.env_sources(pod) if self.env_sources is not None and needs_env_sources(spec) \
+                else None
             container_cfg = container_config(pod, spec, init=init, restart_count=restart_count, paths=self.paths,
-                                             pod_ip=pod_ip, host_ip=self.node_ip, cluster_domain=self.cluster_domain)
+                                             pod_ip=pod_ip, host_ip=self.node_ip, cluster_domain=self.cluster_domain,
+                                             env_sources=sources)
         except (ConfigError, OSError) as exc:
             result.waiting[name] = ("CreateContainerConfigError", str(exc))
             self.recorder.pod_event(pod, WARNING, "Failed", f"Error: {exc}", field_path=where)

@@ -7,6 +7,8 @@ the Checker, so that a user sees every problem at once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from apiserver.validation.checker import Checker
 from kubeling import names
 from protos.kubeling.v1 import core_pb2, meta_pb2
@@ -157,7 +159,27 @@ def _validate_container(c: core_pb2.Container, path: str, seen: set[str], check:
         if e.value and e.HasField("valueFrom"):
             check.invalid(f"{path}.env[{i}].valueFrom", "", "may not be specified when `value` is not empty")
         if e.HasField("valueFrom"):
-            check.required(f"{path}.env[{i}].valueFrom.fieldRef.fieldPath", e.valueFrom.fieldRef.fieldPath)
+            source = e.valueFrom
+            at = f"{path}.env[{i}].valueFrom"
+            kinds = [k for k in ("fieldRef", "configMapKeyRef", "secretKeyRef") if source.HasField(k)]
+            if len(kinds) != 1:
+                check.invalid(at, "", "may not have more than one field specified at a time")
+            elif source.HasField("fieldRef"):
+                check.required(f"{at}.fieldRef.fieldPath", source.fieldRef.fieldPath)
+            else:
+                ref = source.configMapKeyRef if source.HasField("configMapKeyRef") else source.secretKeyRef
+                check.required(f"{at}.{kinds[0]}.name", ref.name)
+                if check.required(f"{at}.{kinds[0]}.key", ref.key):
+                    check.name(f"{at}.{kinds[0]}.key", ref.key, _config_key)
+    for i, ef in enumerate(c.envFrom):
+        at = f"{path}.envFrom[{i}]"
+        kinds = [k for k in ("configMapRef", "secretRef") if ef.HasField(k)]
+        if len(kinds) != 1:
+            check.invalid(at, "", "may not have more than one field specified at a time")
+        else:
+            check.required(f"{at}.{kinds[0]}.name", getattr(ef, kinds[0]).name)
+        if ef.prefix:
+            check.name(f"{at}.prefix", ef.prefix, names.env_var_name)
     requests = check.resource_list(f"{path}.resources.requests", c.resources.requests)
     limits = check.resource_list(f"{path}.resources.limits", c.resources.limits)
     for name, req in requests.items():
@@ -228,17 +250,58 @@ def _validate_volumes(spec: core_pb2.PodSpec, check: Checker) -> None:
             if v.name in vol_names:
                 check.add(f"{path}.name", f"Duplicate value: {v.name!r}")
             vol_names.add(v.name)
-        sources = [s for s in ("hostPath", "emptyDir", "projected") if v.HasField(s)]
+        sources = [s for s in _VOLUME_TYPES if v.HasField(s)]
         if len(sources) != 1:
-            check.add(path, "Required value: must specify exactly one volume type (hostPath, emptyDir or projected)")
+            check.add(path, "Required value: must specify exactly one volume type ("
+                            + ", ".join(_VOLUME_TYPES) + ")")
         if v.HasField("hostPath"):
             check.required(f"{path}.hostPath.path", v.hostPath.path)
         if v.HasField("projected"):
             _validate_projected(v.projected, f"{path}.projected", check)
+        for kind, name_field in (("configMap", "name"), ("secret", "secretName")):
+            if v.HasField(kind):
+                source = getattr(v, kind)
+                check.required(f"{path}.{kind}.{name_field}", getattr(source, name_field))
+                _validate_items(source.items, f"{path}.{kind}.items", check)
+                if source.HasField("defaultMode"):
+                    _validate_mode(f"{path}.{kind}.defaultMode", source.defaultMode, check)
+        if v.HasField("downwardAPI"):
+            _validate_downward(v.downwardAPI.items, f"{path}.downwardAPI.items", check)
     for c in list(spec.containers) + list(spec.initContainers):
         for m in c.volumeMounts:
             if m.name and m.name not in vol_names:
                 check.add("spec.containers.volumeMounts.name", f"Not found: {m.name!r}")
+
+
+_VOLUME_TYPES = ("hostPath", "emptyDir", "projected", "configMap", "secret", "downwardAPI")
+_DOWNWARD_FIELDS = ("metadata.name", "metadata.namespace", "metadata.uid", "metadata.labels", "metadata.annotations")
+
+
+def _config_key(value: str) -> list[str]:
+    if len(value) > 253 or not all(ch.isalnum() or ch in "-._" for ch in value):
+        return ["a valid config key must consist of alphanumeric characters, '-', '_' or '.'"]
+    return []
+
+
+def _validate_mode(path: str, mode: int, check: Checker) -> None:
+    if not 0 <= mode <= 0o777:
+        check.invalid(path, mode, "must be a number between 0 and 0777 (octal), both inclusive")
+
+
+def _validate_items(items: Sequence[core_pb2.KeyToPath], path: str, check: Checker) -> None:
+    for j, item in enumerate(items):
+        check.required(f"{path}[{j}].key", item.key)
+        _relative_path(f"{path}[{j}].path", item.path, check)
+        if item.HasField("mode"):
+            _validate_mode(f"{path}[{j}].mode", item.mode, check)
+
+
+def _validate_downward(items: Sequence[core_pb2.DownwardAPIVolumeFile], path: str, check: Checker) -> None:
+    for j, item in enumerate(items):
+        _relative_path(f"{path}[{j}].path", item.path, check)
+        if item.fieldRef.fieldPath not in _DOWNWARD_FIELDS and not item.fieldRef.fieldPath.startswith(
+                ("metadata.labels['", "metadata.annotations['")):
+            check.unsupported(f"{path}[{j}].fieldRef.fieldPath", item.fieldRef.fieldPath, _DOWNWARD_FIELDS)
 
 
 def _relative_path(path: str, value: str, check: Checker) -> None:
@@ -250,7 +313,7 @@ def _validate_projected(projected: core_pb2.ProjectedVolumeSource, path: str, ch
     """As upstream's validateProjectedVolumeSource, for the projections kubeling has."""
     for i, source in enumerate(projected.sources):
         at = f"{path}.sources[{i}]"
-        kinds = [k for k in ("serviceAccountToken", "configMap", "downwardAPI") if source.HasField(k)]
+        kinds = [k for k in ("serviceAccountToken", "configMap", "secret", "downwardAPI") if source.HasField(k)]
         if len(kinds) != 1:
             check.add(at, "Forbidden: may not specify more or less than 1 volume type")
             continue
@@ -263,17 +326,13 @@ def _validate_projected(projected: core_pb2.ProjectedVolumeSource, path: str, ch
             elif token.HasField("expirationSeconds") and token.expirationSeconds > 2**32:
                 check.add(f"{at}.serviceAccountToken.expirationSeconds",
                           "Invalid value: may not specify a duration larger than 2^32 seconds")
-        elif source.HasField("configMap"):
-            check.required(f"{at}.configMap.name", source.configMap.name)
-            for j, item in enumerate(source.configMap.items):
-                check.required(f"{at}.configMap.items[{j}].key", item.key)
-                _relative_path(f"{at}.configMap.items[{j}].path", item.path, check)
+        elif source.HasField("configMap") or source.HasField("secret"):
+            kind = kinds[0]
+            ref = getattr(source, kind)
+            check.required(f"{at}.{kind}.name", ref.name)
+            _validate_items(ref.items, f"{at}.{kind}.items", check)
         else:
-            for j, item in enumerate(source.downwardAPI.items):
-                _relative_path(f"{at}.downwardAPI.items[{j}].path", item.path, check)
-                if item.fieldRef.fieldPath not in ("metadata.name", "metadata.namespace", "metadata.uid"):
-                    check.unsupported(f"{at}.downwardAPI.items[{j}].fieldRef.fieldPath", item.fieldRef.fieldPath,
-                                      ("metadata.name", "metadata.namespace", "metadata.uid"))
+            _validate_downward(source.downwardAPI.items, f"{at}.downwardAPI.items", check)
 
 
 def _validate_toleration(t: core_pb2.Toleration, path: str, check: Checker) -> None:

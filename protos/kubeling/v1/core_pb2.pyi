@@ -42,11 +42,61 @@ class ObjectFieldSelector(_message.Message):
     fieldPath: str
     def __init__(self, apiVersion: _Optional[str] = ..., fieldPath: _Optional[str] = ...) -> None: ...
 
+class ConfigMapKeySelector(_message.Message):
+    __slots__ = ("name", "key", "optional")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OPTIONAL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    key: str
+    optional: bool
+    def __init__(self, name: _Optional[str] = ..., key: _Optional[str] = ..., optional: _Optional[bool] = ...) -> None: ...
+
+class SecretKeySelector(_message.Message):
+    __slots__ = ("name", "key", "optional")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OPTIONAL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    key: str
+    optional: bool
+    def __init__(self, name: _Optional[str] = ..., key: _Optional[str] = ..., optional: _Optional[bool] = ...) -> None: ...
+
 class EnvVarSource(_message.Message):
-    __slots__ = ("fieldRef",)
+    __slots__ = ("fieldRef", "configMapKeyRef", "secretKeyRef")
     FIELDREF_FIELD_NUMBER: _ClassVar[int]
+    CONFIGMAPKEYREF_FIELD_NUMBER: _ClassVar[int]
+    SECRETKEYREF_FIELD_NUMBER: _ClassVar[int]
     fieldRef: ObjectFieldSelector
-    def __init__(self, fieldRef: _Optional[_Union[ObjectFieldSelector, _Mapping]] = ...) -> None: ...
+    configMapKeyRef: ConfigMapKeySelector
+    secretKeyRef: SecretKeySelector
+    def __init__(self, fieldRef: _Optional[_Union[ObjectFieldSelector, _Mapping]] = ..., configMapKeyRef: _Optional[_Union[ConfigMapKeySelector, _Mapping]] = ..., secretKeyRef: _Optional[_Union[SecretKeySelector, _Mapping]] = ...) -> None: ...
+
+class ConfigMapEnvSource(_message.Message):
+    __slots__ = ("name", "optional")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OPTIONAL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    optional: bool
+    def __init__(self, name: _Optional[str] = ..., optional: _Optional[bool] = ...) -> None: ...
+
+class SecretEnvSource(_message.Message):
+    __slots__ = ("name", "optional")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OPTIONAL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    optional: bool
+    def __init__(self, name: _Optional[str] = ..., optional: _Optional[bool] = ...) -> None: ...
+
+class EnvFromSource(_message.Message):
+    __slots__ = ("prefix", "configMapRef", "secretRef")
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    CONFIGMAPREF_FIELD_NUMBER: _ClassVar[int]
+    SECRETREF_FIELD_NUMBER: _ClassVar[int]
+    prefix: str
+    configMapRef: ConfigMapEnvSource
+    secretRef: SecretEnvSource
+    def __init__(self, prefix: _Optional[str] = ..., configMapRef: _Optional[_Union[ConfigMapEnvSource, _Mapping]] = ..., secretRef: _Optional[_Union[SecretEnvSource, _Mapping]] = ...) -> None: ...
 
 class EnvVar(_message.Message):
     __slots__ = ("name", "value", "valueFrom")
@@ -161,7 +211,7 @@ class VolumeMount(_message.Message):
     def __init__(self, name: _Optional[str] = ..., readOnly: _Optional[bool] = ..., mountPath: _Optional[str] = ..., subPath: _Optional[str] = ...) -> None: ...
 
 class Container(_message.Message):
-    __slots__ = ("name", "image", "command", "args", "workingDir", "ports", "env", "resources", "volumeMounts", "livenessProbe", "readinessProbe", "startupProbe", "imagePullPolicy", "terminationMessagePath", "stdin", "stdinOnce", "tty")
+    __slots__ = ("name", "image", "command", "args", "workingDir", "ports", "env", "resources", "volumeMounts", "livenessProbe", "readinessProbe", "startupProbe", "imagePullPolicy", "terminationMessagePath", "stdin", "stdinOnce", "tty", "envFrom")
     NAME_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
@@ -179,6 +229,7 @@ class Container(_message.Message):
     STDIN_FIELD_NUMBER: _ClassVar[int]
     STDINONCE_FIELD_NUMBER: _ClassVar[int]
     TTY_FIELD_NUMBER: _ClassVar[int]
+    ENVFROM_FIELD_NUMBER: _ClassVar[int]
     name: str
     image: str
     command: _containers.RepeatedScalarFieldContainer[str]
@@ -196,7 +247,8 @@ class Container(_message.Message):
     stdin: bool
     stdinOnce: bool
     tty: bool
-    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., workingDir: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., volumeMounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., livenessProbe: _Optional[_Union[Probe, _Mapping]] = ..., readinessProbe: _Optional[_Union[Probe, _Mapping]] = ..., startupProbe: _Optional[_Union[Probe, _Mapping]] = ..., imagePullPolicy: _Optional[str] = ..., terminationMessagePath: _Optional[str] = ..., stdin: _Optional[bool] = ..., stdinOnce: _Optional[bool] = ..., tty: _Optional[bool] = ...) -> None: ...
+    envFrom: _containers.RepeatedCompositeFieldContainer[EnvFromSource]
+    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., workingDir: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., volumeMounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., livenessProbe: _Optional[_Union[Probe, _Mapping]] = ..., readinessProbe: _Optional[_Union[Probe, _Mapping]] = ..., startupProbe: _Optional[_Union[Probe, _Mapping]] = ..., imagePullPolicy: _Optional[str] = ..., terminationMessagePath: _Optional[str] = ..., stdin: _Optional[bool] = ..., stdinOnce: _Optional[bool] = ..., tty: _Optional[bool] = ..., envFrom: _Optional[_Iterable[_Union[EnvFromSource, _Mapping]]] = ...) -> None: ...
 
 class HostPathVolumeSource(_message.Message):
     __slots__ = ("path", "type")
@@ -260,15 +312,27 @@ class ConfigMapProjection(_message.Message):
     optional: bool
     def __init__(self, name: _Optional[str] = ..., items: _Optional[_Iterable[_Union[KeyToPath, _Mapping]]] = ..., optional: _Optional[bool] = ...) -> None: ...
 
+class SecretProjection(_message.Message):
+    __slots__ = ("name", "items", "optional")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    OPTIONAL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    items: _containers.RepeatedCompositeFieldContainer[KeyToPath]
+    optional: bool
+    def __init__(self, name: _Optional[str] = ..., items: _Optional[_Iterable[_Union[KeyToPath, _Mapping]]] = ..., optional: _Optional[bool] = ...) -> None: ...
+
 class VolumeProjection(_message.Message):
-    __slots__ = ("downwardAPI", "configMap", "serviceAccountToken")
+    __slots__ = ("secret", "downwardAPI", "configMap", "serviceAccountToken")
+    SECRET_FIELD_NUMBER: _ClassVar[int]
     DOWNWARDAPI_FIELD_NUMBER: _ClassVar[int]
     CONFIGMAP_FIELD_NUMBER: _ClassVar[int]
     SERVICEACCOUNTTOKEN_FIELD_NUMBER: _ClassVar[int]
+    secret: SecretProjection
     downwardAPI: DownwardAPIProjection
     configMap: ConfigMapProjection
     serviceAccountToken: ServiceAccountTokenProjection
-    def __init__(self, downwardAPI: _Optional[_Union[DownwardAPIProjection, _Mapping]] = ..., configMap: _Optional[_Union[ConfigMapProjection, _Mapping]] = ..., serviceAccountToken: _Optional[_Union[ServiceAccountTokenProjection, _Mapping]] = ...) -> None: ...
+    def __init__(self, secret: _Optional[_Union[SecretProjection, _Mapping]] = ..., downwardAPI: _Optional[_Union[DownwardAPIProjection, _Mapping]] = ..., configMap: _Optional[_Union[ConfigMapProjection, _Mapping]] = ..., serviceAccountToken: _Optional[_Union[ServiceAccountTokenProjection, _Mapping]] = ...) -> None: ...
 
 class ProjectedVolumeSource(_message.Message):
     __slots__ = ("sources", "defaultMode")
@@ -278,17 +342,55 @@ class ProjectedVolumeSource(_message.Message):
     defaultMode: int
     def __init__(self, sources: _Optional[_Iterable[_Union[VolumeProjection, _Mapping]]] = ..., defaultMode: _Optional[int] = ...) -> None: ...
 
+class SecretVolumeSource(_message.Message):
+    __slots__ = ("secretName", "items", "defaultMode", "optional")
+    SECRETNAME_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    DEFAULTMODE_FIELD_NUMBER: _ClassVar[int]
+    OPTIONAL_FIELD_NUMBER: _ClassVar[int]
+    secretName: str
+    items: _containers.RepeatedCompositeFieldContainer[KeyToPath]
+    defaultMode: int
+    optional: bool
+    def __init__(self, secretName: _Optional[str] = ..., items: _Optional[_Iterable[_Union[KeyToPath, _Mapping]]] = ..., defaultMode: _Optional[int] = ..., optional: _Optional[bool] = ...) -> None: ...
+
+class ConfigMapVolumeSource(_message.Message):
+    __slots__ = ("name", "items", "defaultMode", "optional")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    DEFAULTMODE_FIELD_NUMBER: _ClassVar[int]
+    OPTIONAL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    items: _containers.RepeatedCompositeFieldContainer[KeyToPath]
+    defaultMode: int
+    optional: bool
+    def __init__(self, name: _Optional[str] = ..., items: _Optional[_Iterable[_Union[KeyToPath, _Mapping]]] = ..., defaultMode: _Optional[int] = ..., optional: _Optional[bool] = ...) -> None: ...
+
+class DownwardAPIVolumeSource(_message.Message):
+    __slots__ = ("items", "defaultMode")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    DEFAULTMODE_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[DownwardAPIVolumeFile]
+    defaultMode: int
+    def __init__(self, items: _Optional[_Iterable[_Union[DownwardAPIVolumeFile, _Mapping]]] = ..., defaultMode: _Optional[int] = ...) -> None: ...
+
 class Volume(_message.Message):
-    __slots__ = ("name", "hostPath", "emptyDir", "projected")
+    __slots__ = ("name", "hostPath", "emptyDir", "projected", "secret", "configMap", "downwardAPI")
     NAME_FIELD_NUMBER: _ClassVar[int]
     HOSTPATH_FIELD_NUMBER: _ClassVar[int]
     EMPTYDIR_FIELD_NUMBER: _ClassVar[int]
     PROJECTED_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
+    CONFIGMAP_FIELD_NUMBER: _ClassVar[int]
+    DOWNWARDAPI_FIELD_NUMBER: _ClassVar[int]
     name: str
     hostPath: HostPathVolumeSource
     emptyDir: EmptyDirVolumeSource
     projected: ProjectedVolumeSource
-    def __init__(self, name: _Optional[str] = ..., hostPath: _Optional[_Union[HostPathVolumeSource, _Mapping]] = ..., emptyDir: _Optional[_Union[EmptyDirVolumeSource, _Mapping]] = ..., projected: _Optional[_Union[ProjectedVolumeSource, _Mapping]] = ...) -> None: ...
+    secret: SecretVolumeSource
+    configMap: ConfigMapVolumeSource
+    downwardAPI: DownwardAPIVolumeSource
+    def __init__(self, name: _Optional[str] = ..., hostPath: _Optional[_Union[HostPathVolumeSource, _Mapping]] = ..., emptyDir: _Optional[_Union[EmptyDirVolumeSource, _Mapping]] = ..., projected: _Optional[_Union[ProjectedVolumeSource, _Mapping]] = ..., secret: _Optional[_Union[SecretVolumeSource, _Mapping]] = ..., configMap: _Optional[_Union[ConfigMapVolumeSource, _Mapping]] = ..., downwardAPI: _Optional[_Union[DownwardAPIVolumeSource, _Mapping]] = ...) -> None: ...
 
 class NodeSelectorRequirement(_message.Message):
     __slots__ = ("key", "operator", "values")

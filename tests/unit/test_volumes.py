@@ -1,9 +1,9 @@
-"""The kubelet's token refresh rule (kubelet/projected.py, as upstream's token manager):
+"""The kubelet's token refresh rule (kubelet/volumes.py, as upstream's token manager):
 a token is asked again once 80% of its lifetime has passed, or when older than 24 h."""
 
 from __future__ import annotations
 
-from kubelet.projected import _Token
+from kubelet.volumes import _Token
 
 
 def test_a_token_is_refreshed_at_80_percent_of_its_life_or_after_a_day() -> None:
