@@ -32,13 +32,14 @@ class BenchCluster:
     rest_address: str  # host:port of the REST API
     runc_root: Path  # the kubelet's runtime's containers
     cri_socket: Path
-    pids: dict[str, int]  # apiserver, scheduler, kubelet (with its CRI server), etcd
+    pids: dict[str, int]  # apiserver, scheduler, kubelet (with its CRI server), etcd (and controllers)
 
 
 @asynccontextmanager
-async def running_cluster(work: Path, node: str, cluster_cidr: str, max_pods: int = 110) -> AsyncIterator[BenchCluster]:
-    """Everything started and the node Ready; everything stopped at the end (the pods
-    are the caller's to delete first)."""
+async def running_cluster(work: Path, node: str, cluster_cidr: str, max_pods: int = 110,
+                          controllers: bool = False) -> AsyncIterator[BenchCluster]:
+    """Everything started and the node Ready (with `controllers`, the controller manager
+    too); everything stopped at the end (the pods are the caller's to delete first)."""
     etcd = EtcdServer().start()
     address, rest_address = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     logs = open(work / "components.log", "w")
@@ -55,6 +56,8 @@ async def running_cluster(work: Path, node: str, cluster_cidr: str, max_pods: in
         spawn("-m", "apiserver", "--etcd", etcd.endpoint, "--listen", address, "--rest-listen", rest_address,
               "--cluster-cidr", cluster_cidr)
         spawn("-m", "scheduler", "--apiserver", address)
+        if controllers:
+            spawn("-m", "controllers", "--apiserver", address, "--leader-elect", "false")
         spawn("-m", "kubelet", "--node-name", node, "--apiserver", address, "--root-dir", str(work / "kubelet"),
               "--pod-logs-dir", str(work / "pod-logs"), "--runc-root", str(work / "runc"),
               "--cluster-cidr", cluster_cidr, "--max-pods", str(max_pods))

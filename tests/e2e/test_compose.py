@@ -206,6 +206,23 @@ async def test_kubectl_runs_a_pod_gets_its_logs_deletes_it(compose: Compose, kub
     assert "logger" not in out
 
 
+async def test_a_deployment_rolls_out_and_is_collected(compose: Compose, kubectl: Kubectl) -> None:
+    """The controller manager service, on its own credentials: a Deployment's pods made,
+    and removed with it by the garbage collector."""
+    await kubectl("create", "deployment", "web", "--image=busybox", "--replicas=2", "--", "sh", "-c",
+                  "trap 'exit 0' TERM; while true; do sleep 1; done")
+    _, out, _ = await kubectl("rollout", "status", "deployment/web", "--timeout=120s", timeout=150)
+    assert 'deployment "web" successfully rolled out' in out
+    await kubectl("delete", "deployment", "web")
+    deadline = asyncio.get_running_loop().time() + 90
+    while True:
+        _, out, _ = await kubectl("get", "replicasets,pods", "-l", "app=web", "-o", "name")
+        if not out.strip():
+            break
+        assert asyncio.get_running_loop().time() < deadline, out
+        await asyncio.sleep(1)
+
+
 async def test_a_pod_start_is_one_trace_in_the_query_api(compose: Compose, kubectl: Kubectl) -> None:
     pod = await _run_pod(kubectl, "traced")
     trace_id = pod["metadata"]["annotations"]["kubeling.io/traceparent"].split("-")[1]

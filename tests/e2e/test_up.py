@@ -116,6 +116,21 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
             wait = kubectl + ["wait", "--for=condition=Ready", "pod/hello", "--timeout=60s"]
             waited = await asyncio.to_thread(subprocess.run, wait, capture_output=True, text=True)
             assert waited.returncode == 0, waited.stderr
+            # The controller manager on its own credentials: a Deployment rolled out, then collected.
+            created = await asyncio.to_thread(subprocess.run, kubectl + [
+                "create", "deployment", "web", "--image=busybox", "--replicas=2", "--", "sh", "-c",
+                "trap 'exit 0' TERM; while true; do sleep 1; done"], capture_output=True, text=True)
+            assert created.returncode == 0, created.stderr
+            rollout = kubectl + ["rollout", "status", "deployment/web", "--timeout=90s"]
+            rolled = await asyncio.to_thread(subprocess.run, rollout, capture_output=True, text=True)
+            assert rolled.returncode == 0, rolled.stderr
+            await asyncio.to_thread(subprocess.run, kubectl + ["delete", "deployment", "web"], capture_output=True)
+            for _ in range(600):
+                if not [p for p in (await client.pods.list_all())[0] if p.metadata.name.startswith("web-")]:
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError("the Deployment's pods were not collected")
 
             # A component killed outright comes back (same ports) and the cluster keeps working.
             scheduler = subprocess.run(["pgrep", "-f", f"scheduler --kubeconfig {state}/scheduler.conf"],

@@ -282,3 +282,68 @@ async def test_preemption_by_priority_class_respects_a_pdb(cluster: Cluster, con
         not any(p.metadata.HasField("deletionTimestamp") for p in db)
     events = (await cluster.client.events.list_all(field_selector="reason=Preempted"))[0]
     assert [e.involvedObject.name for e in events] == [first.metadata.name]
+
+
+class HashWatch(PodWatch):
+    """Also records whether pods of two templates (pod-template-hash) ever ran at once."""
+
+    def __init__(self, client: Client, app: str) -> None:
+        super().__init__(client, app)
+        self.overlap = False
+
+    async def _run(self, rv: str) -> None:
+        async for ev in self.client.pods.watch(label_selector=f"app={self.app}", resource_version=rv):
+            name = ev.object.metadata.name
+            if ev.type == "DELETED":
+                self.pods.pop(name, None)
+            else:
+                if ev.type == "ADDED":
+                    self.added.add(name)
+                self.pods[name] = ev.object
+            hashes = {p.metadata.labels["pod-template-hash"] for p in self.pods.values()
+                      if p.status.phase not in ("Succeeded", "Failed")}  # as upstream: finished pods do not run
+            self.overlap = self.overlap or len(hashes) > 1
+
+
+async def test_recreate_pause_resume_and_the_progress_deadline(cluster: Cluster, controllers: ControllerManager,
+                                                               kubectl: Kubectl) -> None:
+    await cluster.add_node(1)
+    manifest = json.loads(_manifest("recreate", "recreate", "10m"))
+    manifest["spec"].update(replicas=2, strategy={"type": "Recreate"})
+    await kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+    await kubectl("rollout", "status", "deployment/recreate", "--timeout=90s")
+    watch = HashWatch(cluster.client, "recreate")
+    await watch.start()
+    await kubectl("set", "image", "deployment/recreate", "main=busybox:latest")
+    await kubectl("rollout", "status", "deployment/recreate", "--timeout=90s")
+    await until(lambda: _count(cluster, "recreate", 2), "two new pods")
+    await watch.stop()
+    assert not watch.overlap  # Recreate: every old pod gone before a new one was made
+    assert len(watch.added) == 2
+
+    # Paused: a new template makes no ReplicaSet until resumed.
+    await kubectl("rollout", "pause", "deployment/recreate")
+    await kubectl("set", "image", "deployment/recreate", "main=busybox")
+
+    async def paused() -> bool:
+        d = await get_json(kubectl, "deployment", "recreate")
+        cond = next((c for c in d["status"].get("conditions", []) if c["type"] == "Progressing"), {})
+        return d["status"].get("observedGeneration") == d["metadata"]["generation"] and \
+            cond.get("reason") == "DeploymentPaused"
+    await until(paused, "the pause to be observed")
+    assert len((await cluster.client.replicasets.list_all(label_selector="app=recreate"))[0]) == 2
+    await kubectl("rollout", "resume", "deployment/recreate")
+    await kubectl("rollout", "status", "deployment/recreate", "--timeout=90s")
+    assert len((await cluster.client.replicasets.list_all(label_selector="app=recreate"))[0]) == 2  # revision 1 reused
+
+    # An image that cannot be pulled never becomes available: past progressDeadlineSeconds
+    # the Deployment says so, and `kubectl rollout status` fails.
+    stuck = json.loads(_manifest("stuck", "stuck", "10m"))
+    stuck["spec"]["progressDeadlineSeconds"] = 3
+    stuck["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.kubeling.invalid/none:1"
+    await kubectl("apply", "-f", "-", stdin=json.dumps(stuck))
+    code, _, err = await kubectl("rollout", "status", "deployment/stuck", "--timeout=60s", ok=False)
+    assert code != 0 and 'deployment "stuck" exceeded its progress deadline' in err, err
+    d = await get_json(kubectl, "deployment", "stuck")
+    cond = next(c for c in d["status"]["conditions"] if c["type"] == "Progressing")
+    assert (cond["status"], cond["reason"]) == ("False", "ProgressDeadlineExceeded")

@@ -1,0 +1,189 @@
+"""The workload controllers' cost (not a test): `python -m bench.controllers --replicas 100
+[--json OUT.json]`.
+
+On a 1-node cluster (etcd, apiserver, scheduler, controller manager and kubelet, each its
+own process, bench.cluster), three timings, each from the first API call to the last pod
+seen Ready by a watch:
+
+- anchor: the same number of bare pods created directly (64 at a time): what the node and
+  the scheduler take for these pods without any controller;
+- deployment: `replicas` pods made by a Deployment (its ReplicaSet's slow-start batches);
+- rollout: a new template rolled out (RollingUpdate, 25% surge / 25% unavailable) until
+  the Deployment reports every replica updated and available and no old pod is left.
+
+And the pods each phase created, from a watch: the Deployment must create exactly
+`replicas`, and so must the rollout (no duplicate from a slow watch or a retry).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.cluster import running_cluster
+from bench.output import report
+from kubeling import errors
+from kubeling.client import Client
+from protos.kubeling.v1 import apps_pb2, core_pb2, meta_pb2
+
+NODE = f"benchctl{os.getpid() % 10000}"
+CLUSTER_CIDR = "10.175.0.0/16"
+CONCURRENCY = 64
+_SERVE = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+
+
+def _spec(image: str) -> core_pb2.PodSpec:
+    return core_pb2.PodSpec(terminationGracePeriodSeconds=1, containers=[core_pb2.Container(
+        name="main", image=image, imagePullPolicy="IfNotPresent", command=_SERVE)])
+
+
+def _ready(pod: core_pb2.Pod) -> bool:
+    return not pod.metadata.HasField("deletionTimestamp") and any(
+        c.type == "Ready" and c.status == "True" for c in pod.status.conditions)
+
+
+class Pods:
+    """A watch on app=<label>: the pods now, and every pod it saw created."""
+
+    def __init__(self, client: Client, app: str) -> None:
+        self.client, self.app = client, app
+        self.now: dict[str, core_pb2.Pod] = {}
+        self.created: set[str] = set()
+        self.changed = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        items, rv = await self.client.pods.list_all(label_selector=f"app={self.app}")
+        self.now = {p.metadata.name: p for p in items}
+        self.task = asyncio.create_task(self._run(rv))
+
+    async def _run(self, rv: str) -> None:
+        async for ev in self.client.pods.watch(label_selector=f"app={self.app}", resource_version=rv):
+            name = ev.object.metadata.name
+            if ev.type == "DELETED":
+                self.now.pop(name, None)
+            else:
+                if ev.type == "ADDED":
+                    self.created.add(name)
+                self.now[name] = ev.object
+            self.changed.set()
+
+    async def until(self, done: Any, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            self.changed.clear()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"pods of app={self.app}: not there in {timeout:.0f}s")
+            try:
+                await asyncio.wait_for(self.changed.wait(), min(left, 1.0))
+            except TimeoutError:
+                pass
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+
+
+async def _anchor(client: Client, replicas: int, timeout: float) -> float:
+    watch = Pods(client, "anchor")
+    await watch.start()
+    gate = asyncio.Semaphore(CONCURRENCY)
+
+    async def create(i: int) -> None:
+        async with gate:
+            await client.pods.create(core_pb2.Pod(metadata=meta_pb2.ObjectMeta(
+                name=f"anchor-{i}", namespace="default", labels={"app": "anchor"}), spec=_spec("busybox")))
+    start = time.monotonic()
+    await asyncio.gather(*(create(i) for i in range(replicas)))
+    await watch.until(lambda: sum(_ready(p) for p in watch.now.values()) == replicas, timeout)
+    took = time.monotonic() - start
+    for i in range(replicas):
+        await client.pods.delete(f"anchor-{i}", "default")
+    await watch.until(lambda: not watch.now, timeout)
+    await watch.stop()
+    return took
+
+
+async def _set_image(client: Client, image: str) -> apps_pb2.Deployment:
+    """As `kubectl set image`: the controllers write the object too, so retry on conflicts."""
+    while True:
+        current = await client.deployments.get("bench", "default")
+        current.spec.template.spec.containers[0].image = image
+        try:
+            return await client.deployments.update(current)
+        except errors.Conflict:
+            continue
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="kubeling-bench-controllers-"))
+    replicas = args.replicas
+    async with running_cluster(work, NODE, CLUSTER_CIDR, max_pods=replicas * 2 + 10, controllers=True) as cluster:
+        client = cluster.client
+        anchor = await _anchor(client, replicas, args.timeout)
+        watch = Pods(client, "bench")
+        await watch.start()
+        labels = {"app": "bench"}
+        deployment = apps_pb2.Deployment(
+            metadata=meta_pb2.ObjectMeta(name="bench", namespace="default"),
+            spec=apps_pb2.DeploymentSpec(replicas=replicas, selector=meta_pb2.LabelSelector(matchLabels=labels),
+                                         template=core_pb2.PodTemplateSpec(metadata=meta_pb2.ObjectMeta(labels=labels),
+                                                                           spec=_spec("busybox"))))
+        try:
+            start = time.monotonic()
+            made = await client.deployments.create(deployment)
+            await watch.until(lambda: sum(_ready(p) for p in watch.now.values()) == replicas, args.timeout)
+            ready = time.monotonic() - start
+            created_initial = len(watch.created)
+            first = {p for p in watch.now}
+
+            start = time.monotonic()
+            updated = await _set_image(client, "busybox:latest")
+
+            async def rolled_out() -> bool:
+                d = await client.deployments.get("bench", "default")
+                st = d.status
+                return (st.observedGeneration >= updated.metadata.generation and st.updatedReplicas == replicas
+                        and st.availableReplicas == replicas and st.replicas == replicas
+                        and not (set(watch.now) & first))
+            while not await rolled_out():
+                if time.monotonic() - start > args.timeout:
+                    raise TimeoutError("the rollout did not finish")
+                await asyncio.sleep(0.2)
+            rollout = time.monotonic() - start
+            created_rollout = len(watch.created) - created_initial
+        finally:
+            await client.deployments.delete("bench", "default")
+            await watch.until(lambda: not watch.now, args.timeout)
+            await watch.stop()
+        assert made.metadata.uid
+    return {
+        "benchmark": "controllers", "replicas": replicas,
+        "anchor_bare_pods_ready_s": round(anchor, 2),
+        "deployment_ready_s": round(ready, 2),
+        "deployment_vs_anchor": round(ready / anchor, 2),
+        "rollout_s": round(rollout, 2),
+        "pods_created": {"deployment": created_initial, "rollout": created_rollout,
+                         "expected_each": replicas},
+        "extra_creations": created_initial + created_rollout - 2 * replicas,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.controllers", description=__doc__.split("\n")[0])
+    parser.add_argument("--replicas", type=int, default=100)
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--json", default="")
+    args = parser.parse_args()
+    report(asyncio.run(run(args)), args.json)
+
+
+if __name__ == "__main__":
+    main()
