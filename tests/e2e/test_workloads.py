@@ -115,6 +115,14 @@ async def test_deployment_lifecycle_with_kubectl(cluster: Cluster, controllers: 
     assert first["metadata"]["annotations"]["deployment.kubernetes.io/revision-history"] == "1"
     assert first["spec"]["replicas"] == 4
 
+    # revisionHistoryLimit 0: the emptied ReplicaSet of revision 2 is deleted.
+    await kubectl("patch", "deployment", "web", "-p", '{"spec": {"revisionHistoryLimit": 0}}')
+
+    async def history_pruned() -> bool:
+        sets, _ = await cluster.client.replicasets.list_all(label_selector="app=web")
+        return [rs.metadata.name for rs in sets] == [by_revision["1"]["metadata"]["name"]]
+    await until(history_pruned, "the old ReplicaSet to be deleted")
+
     await kubectl("scale", "deployment/web", "--replicas=2")
     await until(lambda: _count(cluster, "web", 2), "two pods after scaling down")
     _, out, _ = await kubectl("get", "deployment", "web", "-o", "jsonpath={.spec.replicas}")
@@ -218,8 +226,37 @@ async def test_jobs_to_completion_and_to_the_backoff_limit(cluster: Cluster, con
     # ttlSecondsAfterFinished: the Job goes, and its pods with it (the garbage collector).
     await until(lambda: _job_and_pods_gone(cluster, "bad"), "the finished Job and its pods to be deleted")
 
-    code, _, err = await kubectl("create", "job", "never", "--image=busybox", "--dry-run=client", "-o", "json")
-    manifest = json.loads(_)
+    # completions 3, parallelism 2: never more than 2 at once, done at the third success.
+    batch = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "batch"},
+             "spec": {"completions": 3, "parallelism": 2, "template": {"spec": {
+                 "restartPolicy": "Never",
+                 "containers": [{"name": "work", "image": "busybox", "command": ["sh", "-c", "sleep 1"]}]}}}}
+    await kubectl("create", "-f", "-", stdin=json.dumps(batch))
+    most = 0
+    deadline = asyncio.get_running_loop().time() + 90
+    while True:
+        job = (await get_json(kubectl, "job", "batch"))["status"]
+        most = max(most, job.get("active", 0))
+        if any(c["type"] == "Complete" for c in job.get("conditions", [])):
+            break
+        assert asyncio.get_running_loop().time() < deadline, job
+        await asyncio.sleep(0.2)
+    assert job["succeeded"] == 3 and most <= 2
+    pods, _ = await cluster.client.pods.list_all(label_selector="job-name=batch")
+    assert len(pods) == 3
+
+    # activeDeadlineSeconds: a Job running past it fails, its pods deleted.
+    forever = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "forever"},
+               "spec": {"activeDeadlineSeconds": 2, "template": {"spec": {
+                   "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                   "containers": [{"name": "wait", "image": "busybox", "command": SERVE[1:]}]}}}}
+    await kubectl("create", "-f", "-", stdin=json.dumps(forever))
+    await kubectl("wait", "--for=condition=failed", "job/forever", "--timeout=60s")
+    job = await get_json(kubectl, "job", "forever")
+    assert next(c for c in job["status"]["conditions"] if c["type"] == "Failed")["reason"] == "DeadlineExceeded"
+
+    code, out, err = await kubectl("create", "job", "never", "--image=busybox", "--dry-run=client", "-o", "json")
+    manifest = json.loads(out)
     manifest["spec"]["template"]["spec"]["restartPolicy"] = "Always"
     code, _, err = await kubectl("create", "-f", "-", stdin=json.dumps(manifest), ok=False)
     assert code != 0 and 'spec.template.spec.restartPolicy: Unsupported value: "Always"' in err, err
