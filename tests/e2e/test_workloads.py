@@ -364,7 +364,7 @@ async def test_recreate_pause_resume_and_the_progress_deadline(cluster: Cluster,
 
     async def paused() -> bool:
         d = await get_json(kubectl, "deployment", "recreate")
-        cond = next((c for c in d["status"].get("conditions", []) if c["type"] == "Progressing"), {})
+        cond: dict[str, Any] = next((c for c in d["status"].get("conditions", []) if c["type"] == "Progressing"), {})
         return d["status"].get("observedGeneration") == d["metadata"]["generation"] and \
             cond.get("reason") == "DeploymentPaused"
     await until(paused, "the pause to be observed")
