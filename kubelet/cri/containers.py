@@ -181,10 +181,7 @@ class ContainerManager:
     async def _stop(self, record: ContainerRecord, timeout: float) -> None:
         if record.exit() is not None:
             return  # already stopped: success
-        # Judged before any signal: a live shim records the exit itself (and ends right
-        # after, so its absence later proves nothing).
         state_dir = Path(record.state_dir) if record.state_dir else None
-        shim_lost = state_dir is not None and not shim_running(state_dir)
         state = await self.runc.state(record.id)
         if state is None:
             return
@@ -201,22 +198,20 @@ class ContainerManager:
             await self.runc.kill(record.id, signals.SIGKILL, all_processes=True)
         except RuncError as exc:
             log.debug("container %s: SIGKILL: %s", record.id[:13], exc)
-        if shim_lost and state_dir is not None:
-            # No shim to record the exit (it died with a runtime killed mid-start): once
-            # runc says the container is gone or stopped, record it here, or it would be
-            # "running" forever and its pod never finish terminating.
-            for _ in range(100):
-                if record.exit() is not None:
-                    return  # the shim wrote it after all, then ended: the real exit stands
+        deadline = time.monotonic() + 10.0
+        while record.exit() is None:
+            if time.monotonic() >= deadline:
+                raise CRIError(grpc.StatusCode.DEADLINE_EXCEEDED, f"container {record.id} did not exit after SIGKILL")
+            # A shim records the exit, then ends; one that is gone without an exit died before
+            # (with a runtime killed mid-start, or just now): judged in that order — shim gone,
+            # then no exit written —, once runc has the container stopped, its exit is recorded
+            # here (255, Unknown), or it would be "running" forever and its pod never terminate.
+            if state_dir is not None and not shim_running(state_dir):
                 current = await self.runc.state(record.id)
-                if current is None or current.status == "stopped":
-                    if not record_lost_shim(state_dir):
-                        return
+                if (current is None or current.status == "stopped") and record_lost_shim(state_dir):
                     log.warning("container %s: its shim was gone; recorded as exited (255)", record.id[:13])
                     return
-                await asyncio.sleep(0.1)
-        if not await self._wait_exit(record, 10.0):
-            raise CRIError(grpc.StatusCode.DEADLINE_EXCEEDED, f"container {record.id} did not exit after SIGKILL")
+            await asyncio.sleep(0.05)
 
     async def _destroy(self, record: ContainerRecord) -> None:
         for step in (lambda: self.runc.delete(record.id, force=True),
