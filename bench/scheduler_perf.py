@@ -11,6 +11,9 @@ measured phase; `attempt_p99_ms` is the scheduling attempt latency (algorithm on
 --mode inprocess: queue + cache + framework, with a binder that records the binding and
   feeds the bound pod back as the informer would.
 --mode e2e: etcd + apiserver (separate processes) + the real scheduler service.
+--record on: every attempt's plugin results recorded (the profile's recordResults) and
+  turned into the annotations the binding would carry; --record both: off, then on, in the
+  same run, with `record_on_over_off` the ratio of their throughputs.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from protos.kubeling.v1 import core_pb2, meta_pb2
 from scheduler.config import parse_config
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import BindPlugin
+from scheduler.framework.results import on_pod
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.plugins import in_tree_registry
 from scheduler.scheduler import Scheduler
@@ -65,6 +69,9 @@ class _RecordingBinder(BindPlugin):
         bound = type(pod)()
         bound.CopyFrom(pod)
         bound.spec.nodeName = node_name
+        annotations = on_pod(state.results)  # what DefaultBinder sends with the Binding
+        if annotations:
+            bound.metadata.annotations.update(annotations)
         sched.on_pod_update(pod, bound)
         return SUCCESS
 
@@ -120,11 +127,12 @@ def _time_attempts(sched: Scheduler) -> list[float]:
     return latencies
 
 
-async def run_inprocess(args: argparse.Namespace) -> dict[str, Any]:
+async def run_inprocess(args: argparse.Namespace, record: bool = False) -> dict[str, Any]:
     registry = in_tree_registry()
     registry[_RecordingBinder.name] = _RecordingBinder
-    cfg = parse_config({"profiles": [{"plugins": {"bind": {"disabled": [{"name": "*"}],
-                                                            "enabled": [{"name": _RecordingBinder.name}]}}}]}, registry)
+    cfg = parse_config({"profiles": [{"recordResults": record,
+                                      "plugins": {"bind": {"disabled": [{"name": "*"}],
+                                                           "enabled": [{"name": _RecordingBinder.name}]}}}]}, registry)
     sched = Scheduler(cfg, registry)
     latencies = _time_attempts(sched)
     for i in range(args.nodes):
@@ -147,7 +155,15 @@ async def run_inprocess(args: argparse.Namespace) -> dict[str, Any]:
     await sched.wait_for_bindings()
     elapsed = time.perf_counter() - start
     sampler.cancel()
-    return _summary("inprocess", args, collector.samples, elapsed, sched.bound, _percentile(latencies, 99))
+    return {**_summary("inprocess", args, collector.samples, elapsed, sched.bound, _percentile(latencies, 99)),
+            "record": record}
+
+
+async def run_record_both(args: argparse.Namespace) -> dict[str, Any]:
+    off = await run_inprocess(args, record=False)
+    on = await run_inprocess(args, record=True)
+    return {"workload": WORKLOAD, "mode": "inprocess", "off": off, "on": on,
+            "record_on_over_off": round(on["throughput_overall_pods_per_s"] / off["throughput_overall_pods_per_s"], 3)}
 
 
 async def run_e2e(args: argparse.Namespace) -> dict[str, Any]:
@@ -208,9 +224,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pods", type=int, default=10000)
     p.add_argument("--mode", choices=["inprocess", "e2e"], default="inprocess")
     p.add_argument("--timeout", type=float, default=600.0, help="e2e: give up after this many seconds")
+    p.add_argument("--record", choices=["off", "on", "both"], default="off",
+                   help="inprocess: record every attempt's plugin results (both: off, then on)")
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
-    result = asyncio.run(run_inprocess(args) if args.mode == "inprocess" else run_e2e(args))
+    if args.mode == "e2e":
+        result = asyncio.run(run_e2e(args))
+    elif args.record == "both":
+        result = asyncio.run(run_record_both(args))
+    else:
+        result = asyncio.run(run_inprocess(args, record=args.record == "on"))
     report(result, args.json)
     return 0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cluster import certs, commands
+from cluster import certs, commands, why
 from kubelet.cri.images import cli as image_cli
 
 
@@ -15,6 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
     image_cli.add_parser(subcommands)
     commands.add_parsers(subcommands)
     certs.add_parser(subcommands)
+    why.add_parser(subcommands)
     return parser
 
 

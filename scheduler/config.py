@@ -8,6 +8,7 @@
       pluginConfig:
       - name: NodeResourcesFit
         args: {scoringStrategy: {type: MostAllocated}}
+      recordResults: true   # kubeling's: every plugin's answer on the pod (`kubeling why`)
 
 A plugin enabled in multiPoint joins every extension point it implements, as upstream.
 Errors name the field: `profiles[0].plugins.score.enabled[1].weight: ...`.
@@ -22,6 +23,7 @@ from typing import Any
 import yaml
 
 from scheduler.extender import ExtenderConfig, parse_extenders
+from scheduler.framework.results import RecordOptions
 from scheduler.framework.runtime import EXTENSION_POINTS, ExtensionPoints, PluginFactory
 
 __all__ = ["SchedulerConfig", "Profile", "ConfigError", "load_config", "parse_config", "DEFAULT_PLUGINS"]
@@ -45,6 +47,7 @@ class Profile:
     scheduler_name: str
     points: ExtensionPoints
     percentage_of_nodes_to_score: int | None = None
+    record: RecordOptions = field(default_factory=RecordOptions)  # `recordResults`: why each node
 
 
 @dataclass
@@ -121,8 +124,26 @@ def parse_config(data: Any, registry: dict[str, PluginFactory]) -> SchedulerConf
         if pct is not None:
             pct = int(_number(p, "percentageOfNodesToScore", 0, 0, 100, f"{where}."))
         points = _points(p.get("plugins") or {}, p.get("pluginConfig") or [], registry, where)
-        cfg.profiles.append(Profile(name, points, pct))
+        cfg.profiles.append(Profile(name, points, pct, _record(p.get("recordResults"), f"{where}.recordResults")))
     return cfg
+
+
+def _record(value: Any, where: str) -> RecordOptions:
+    """`recordResults: true`, or `{enabled: true, maxNodes: 50, topNodes: 10}` (kubeling's own
+    profile option: every attempt's plugin results on the pod, scheduler.framework.results)."""
+    if value is None or isinstance(value, bool):
+        return RecordOptions(enabled=bool(value))
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: Invalid value: must be true, false or a mapping")
+    unknown = set(value) - {"enabled", "maxNodes", "topNodes"}
+    if unknown:
+        raise ConfigError(f"{where}.{sorted(unknown)[0]}: unknown field")
+    enabled = value.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"{where}.enabled: Invalid value: must be a boolean")
+    d = RecordOptions()
+    return RecordOptions(enabled, int(_number(value, "maxNodes", d.max_nodes, 1, None, f"{where}.")),
+                         int(_number(value, "topNodes", d.top_nodes, 1, None, f"{where}.")))
 
 
 def _plugin_list(value: Any, where: str) -> list[tuple[str, int]]:

@@ -41,6 +41,7 @@ from scheduler.framework.interface import (
     Recorder,
     Resource,
 )
+from scheduler.framework.results import CycleResults, RecordOptions, on_pod, verdict, wants_record
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
 from scheduler.framework.types import NodeInfo, QueuedPodInfo
@@ -141,6 +142,7 @@ class ScheduleOne:
 
     frameworks: dict[str, Framework]
     percentages: dict[str, int]
+    record_options: dict[str, RecordOptions]
     cache: Cache
     snapshot: Snapshot
     queue: SchedulingQueue
@@ -171,6 +173,11 @@ class ScheduleOne:
             return
         cycle = self.queue.scheduling_cycle
         state = CycleState(qpi.pod_info)
+        # Recorded when the profile or the pod asks (on the pod), or for the trace (span events).
+        options = self.record_options.get(fwk.scheduler_name) or RecordOptions()
+        asked = wants_record(options, pod)
+        if asked or trace.get_current_span().is_recording():
+            state.results = CycleResults(qpi.attempts, options, on_pod=asked)
         started = time.perf_counter()
         try:
             result = await self.schedule_pod(fwk, state, pod)
@@ -186,13 +193,18 @@ class ScheduleOne:
                     self.queue.add_nominated(qpi.pod_info, nominated)
                 elif not s.ok:
                     fit.post_filter_msg = s.message
+                if state.results is not None:
+                    state.results.post_filter.update(nominatedNode=nominated or "", status=verdict(s))
             qpi.unschedulable_plugins = fit.unschedulable_plugins
-            self._failure(qpi, cycle, "Unschedulable", str(fit), nominated)
+            self._failure(qpi, cycle, "Unschedulable", str(fit), nominated, results=state.results)
             return
         except SchedulingError as err:
             self._observe(fwk, "error", started)
-            self._failure(qpi, cycle, "SchedulerError", str(err), None, error=True)
+            self._failure(qpi, cycle, "SchedulerError", str(err), None, error=True, results=state.results)
             return
+        if state.results is not None:
+            state.results.selected = result.node
+            state.results.selected_row = self.snapshot.index.get(result.node, -1)
 
         # Assume: the next cycle sees the pod on its node before the binding lands.
         assumed = _with_node(pod, result.node)
@@ -205,10 +217,14 @@ class ScheduleOne:
             if not s.ok and not (point == "Permit" and s.code is Code.WAIT):
                 fwk.run_unreserve(state, assumed, result.node)
                 self.cache.forget_pod(assumed_info.uid)
+                if state.results is not None:
+                    state.results.selected, state.results.selected_row = "", -1
                 self._failure(qpi, cycle, "SchedulerError" if s.code is Code.ERROR else "Unschedulable",
-                              s.message, None, error=s.code is Code.ERROR)
+                              s.message, None, error=s.code is Code.ERROR, results=state.results)
                 return
-        trace.get_current_span().set_attribute("k8s.node.name", result.node)
+        span = trace.get_current_span()
+        span.set_attribute("k8s.node.name", result.node)
+        _span_events(span, state.results)
         task = asyncio.create_task(self._binding_cycle(fwk, state, qpi, assumed, result.node, cycle, started))
         self._binding_tasks.add(task)
         task.add_done_callback(self._binding_tasks.discard)
@@ -224,6 +240,8 @@ class ScheduleOne:
         t = time.perf_counter()
         pre, s = fwk.run_pre_filter(state, pod, nodes)
         self._phase(fwk, "PreFilter", _status_label(s), t)
+        if state.results is not None:
+            state.results.filter_order = [p.name for p in fwk.filter if p.name not in state.skip_filter]
         if not s.ok:
             if not s.is_rejected:
                 raise SchedulingError(f"running PreFilter plugin {s.plugin!r}: {s.message}")
@@ -243,6 +261,12 @@ class ScheduleOne:
             index = self.snapshot.index
             rows = np.fromiter((index[n.name] for n in passed), dtype=np.int64, count=len(passed))
             feasible = NodeRows(nodes, rows)
+            if state.results is not None:  # what the extenders turned down
+                kept = {n.name for n in passed}
+                state.results.passed = rows
+                for name, status in fit.statuses.items():
+                    if name not in kept:
+                        state.results.rejected[name] = status
         self._phase(fwk, "Filter", "Success" if len(rows) else "Unschedulable", t)
         if not len(rows):
             raise fit
@@ -262,6 +286,8 @@ class ScheduleOne:
             plugin_scores = [NodeScore(n.name, int(v)) for n, v in zip(feasible, totals, strict=True)]
             scores = await prioritize_with_extenders(self.extenders, pod, list(feasible), plugin_scores)
             totals = np.array([ns.score for ns in scores], dtype=np.int64)
+        if state.results is not None:
+            state.results.totals = totals
         top = np.flatnonzero(totals == totals.max())
         chosen = feasible[int(top[self.rng.randrange(len(top))])]
         return ScheduleResult(chosen.name, len(rows) + len(fit.statuses), len(rows))
@@ -283,7 +309,10 @@ class ScheduleOne:
             if info is not None and info.node is not None:
                 status = fwk.run_filter_with_nominated_pods(state, pod, info, self.queue.nominated_for_node(nominated))
                 if status.ok:
-                    return np.array([self.snapshot.index[nominated]], dtype=np.int64)
+                    only = np.array([self.snapshot.index[nominated]], dtype=np.int64)
+                    if state.results is not None:
+                        state.results.nodes, state.results.passed = self.snapshot.node_list, only
+                    return only
         index = self.snapshot.index
         if pre is not None and pre.node_names is not None:
             rows = np.array(sorted(index[n] for n in pre.node_names if n in index), dtype=np.int64)
@@ -321,14 +350,26 @@ class ScheduleOne:
         chosen = np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
         self.next_start_node_index = (start + processed) % total
         feasible = order[chosen]
+        plugins = [p for p in fwk.filter if p.name not in state.skip_filter]
         if not len(feasible):
             # Nothing fits: every node's reasons (all its filters, one by one) for the diagnosis.
-            plugins = [p for p in fwk.filter if p.name not in state.skip_filter]
             for r in order:
                 status = self._filter_node(fwk, state, pod, nodes[r], plugins, nominations)
                 if not status.ok:
                     fit.statuses[nodes[r].name] = status
                     fit.unschedulable_plugins.add(status.plugin)
+        results = state.results
+        if results is not None:
+            # Every node the search looked at: the ones that passed, and the others as the
+            # per-node chain judges them (the batch masks say only that a node failed, the
+            # chain says which plugin and why).
+            results.nodes, results.passed = nodes, feasible
+            looked = order[:processed]
+            failed = np.setdiff1d(looked, feasible, assume_unique=True) if len(looked) > len(feasible) else ()
+            for r in failed:
+                name = nodes[int(r)].name
+                results.rejected[name] = fit.statuses.get(name) or self._filter_node(
+                    fwk, state, pod, nodes[int(r)], plugins, nominations)
         return feasible
 
     def _filter_node(self, fwk: Framework, state: CycleState, pod: Pod, info: NodeInfo,
@@ -397,12 +438,13 @@ class ScheduleOne:
         return s
 
     def _failure(self, qpi: QueuedPodInfo, cycle: int, reason: str, message: str,
-                 nominated: str | None, *, error: bool = False) -> None:
+                 nominated: str | None, *, error: bool = False, results: CycleResults | None = None) -> None:
         log.info("pod %s not scheduled (%s): %s", qpi.key, reason, message)
         if error:
             qpi.unschedulable_plugins = set()
         self.queue.add_unschedulable(qpi, cycle, error=error)
-        self._recorder.failed(qpi.pod, reason, message, nominated)
+        _span_events(trace.get_current_span(), results)
+        self._recorder.failed(qpi.pod, reason, message, nominated, on_pod(results))
 
     def _phase(self, fwk: Framework, point: str, status: str, started: float, *,
                span: trace.Span | None = None) -> None:
@@ -428,6 +470,13 @@ _STATUS_LABELS = {code: "".join(word.title() for word in code.name.split("_")) f
 
 def _status_label(s: Status) -> str:
     return _STATUS_LABELS[s.code]
+
+
+def _span_events(span: trace.Span, results: CycleResults | None) -> None:
+    """The attempt's results as events of the scheduling-cycle span (one per result kind)."""
+    if results is not None and span.is_recording():
+        for key, value in results.annotations().items():
+            span.add_event(key, {"value": value})
 
 
 def _with_node(pod: Pod, node: str) -> Pod:

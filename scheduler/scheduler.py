@@ -43,7 +43,8 @@ class NullRecorder:
     def scheduled(self, pod: Pod, node: str) -> None:
         pass
 
-    def failed(self, pod: Pod, reason: str, message: str, nominated_node: str | None) -> None:
+    def failed(self, pod: Pod, reason: str, message: str, nominated_node: str | None,
+               annotations: dict[str, str] | None = None) -> None:
         pass
 
     def preempted(self, pod: Pod, message: str) -> None:
@@ -69,6 +70,7 @@ class Scheduler(EventHandlers, ScheduleOne):
         self.rng = rng or random.Random()
         self.frameworks: dict[str, Framework] = {
             p.scheduler_name: Framework(p.scheduler_name, p.points, registry, self) for p in config.profiles}
+        self.record_options = {p.scheduler_name: p.record for p in config.profiles}
         self.percentages = {p.scheduler_name: (p.percentage_of_nodes_to_score
                                                if p.percentage_of_nodes_to_score is not None
                                                else config.percentage_of_nodes_to_score)

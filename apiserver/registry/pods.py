@@ -63,7 +63,20 @@ class PodStrategy(Strategy[core_pb2.Pod]):
     def validate_update(self, new: core_pb2.Pod, old: core_pb2.Pod, check: Checker) -> None:
         validate_pod_update(new, old, check)
 
+    def prepare_for_status_update(self, new: core_pb2.Pod, old: core_pb2.Pod) -> None:
+        """As upstream's podStatusStrategy: a status write may also change labels and
+        annotations (the scheduler's recorded results go with its failure status), nothing
+        else of the spec or metadata."""
+        labels, annotations = dict(new.metadata.labels), dict(new.metadata.annotations)
+        super().prepare_for_status_update(new, old)
+        new.metadata.labels.clear()
+        new.metadata.labels.update(labels)
+        new.metadata.annotations.clear()
+        new.metadata.annotations.update(annotations)
+
     def validate_status(self, new: core_pb2.Pod, check: Checker) -> None:
+        check.labels("metadata.labels", new.metadata.labels)
+        check.annotations("metadata.annotations", new.metadata.annotations)
         validate_pod_status(new, check)
 
     # ---------------------------------------------------------------- delete

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from scheduler.framework.results import CycleResults
     from scheduler.framework.types import PodInfo
 
 __all__ = ["CycleState"]
@@ -13,7 +14,7 @@ __all__ = ["CycleState"]
 class CycleState:
     """A per-cycle key/value store; `clone` is used when Filter runs with nominated pods added."""
 
-    __slots__ = ("_data", "skip_filter", "skip_score", "pod_info")
+    __slots__ = ("_data", "skip_filter", "skip_score", "pod_info", "results")
 
     def __init__(self, pod_info: PodInfo | None = None) -> None:
         self._data: dict[str, Any] = {}
@@ -22,6 +23,8 @@ class CycleState:
         self.pod_info = pod_info
         self.skip_filter: set[str] = set()  # plugins whose PreFilter returned Skip
         self.skip_score: set[str] = set()   # plugins whose PreScore returned Skip
+        # This attempt's plugin answers when it is recorded (scheduler.framework.results), else None.
+        self.results: CycleResults | None = None
 
     def write(self, key: str, value: Any) -> None:
         self._data[key] = value
@@ -38,4 +41,4 @@ class CycleState:
         c._data = {k: (v.clone() if hasattr(v, "clone") else v) for k, v in self._data.items()}
         c.skip_filter = set(self.skip_filter)
         c.skip_score = set(self.skip_score)
-        return c
+        return c  # not the results: what a clone judges (preemption's dry runs) is not this attempt's

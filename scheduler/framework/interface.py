@@ -99,9 +99,11 @@ class Recorder(Protocol):
     def scheduled(self, pod: Pod, node: str) -> None:
         """The pod was bound to `node` (a Scheduled Event)."""
 
-    def failed(self, pod: Pod, reason: str, message: str, nominated_node: str | None) -> None:
+    def failed(self, pod: Pod, reason: str, message: str, nominated_node: str | None,
+               annotations: dict[str, str] | None = None) -> None:
         """The pod did not fit (a FailedScheduling Event, PodScheduled=False with `reason`, and
-        status.nominatedNodeName when preemption nominated a node)."""
+        status.nominatedNodeName when preemption nominated a node; `annotations`, the recorded
+        attempt's, go with that status write)."""
 
     def preempted(self, pod: Pod, message: str) -> None:
         """The pod was evicted to make room for another (a Preempted Event)."""

@@ -37,6 +37,7 @@ from scheduler.framework.interface import (
     ScorePlugin,
 )
 from scheduler.framework.nodetable import NodeTable
+from scheduler.framework.results import verdict
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeInfo, PodInfo, QueuedPodInfo
 
@@ -171,8 +172,12 @@ class Framework:
     def run_pre_filter(self, state: CycleState, pod: Pod,
                        nodes: Sequence[NodeInfo]) -> tuple[PreFilterResult | None, Status]:
         result: PreFilterResult | None = None
+        record = state.results
         for p in self.pre_filter:
             r, s = p.pre_filter(state, pod, nodes)
+            if record is not None:
+                record.pre_filter[p.name] = "skip" if s.is_skip else verdict(s) if r is None or r.node_names is None \
+                    or not s.ok else {"nodes": sorted(r.node_names)}
             if s.is_skip:
                 state.skip_filter.add(p.name)
                 continue
@@ -227,13 +232,14 @@ class Framework:
                 continue
             values = p.score_batch(state, pod, table, rows, nodes)
             if values is None:
-                raw = []
+                raw_list = []
                 for r in rows:
                     v, s = p.score(state, pod, nodes[r])
                     if s is not SUCCESS and not s.ok:
                         return totals, s.with_plugin(p.name)
-                    raw.append(v)
-                values = np.array(raw, dtype=np.int64)
+                    raw_list.append(v)
+                values = np.array(raw_list, dtype=np.int64)
+            raw = values
             if type(p).normalize_score is not ScorePlugin.normalize_score:
                 normalized = p.normalize_batch(state, pod, values)
                 if normalized is None:
@@ -247,6 +253,8 @@ class Framework:
                 bad = int(np.flatnonzero((values < 0) | (values > MAX_NODE_SCORE))[0])
                 return totals, Status.as_error(f"plugin {p.name!r} returned an invalid score {int(values[bad])} "
                                                f"for node {nodes[rows[bad]].name!r}")
+            if state.results is not None:
+                state.results.record_scores(p.name, rows, raw, values, self.weights[p.name])
             totals += values * self.weights[p.name]
         return totals, SUCCESS
 
@@ -313,6 +321,8 @@ class Framework:
         timeouts: dict[str, float] = {}
         for p in self.permit:
             s, timeout = p.permit(state, pod, node)
+            if state.results is not None:
+                state.results.permit[p.name] = "Wait" if s.code is Code.WAIT else verdict(s)
             if s.code is Code.WAIT:
                 timeouts[p.name] = min(max(timeout, 0.0), MAX_PERMIT_TIMEOUT)
             elif not s.ok:

@@ -12,7 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from apiserver.server import APIServer
 from kubeling import errors
 from kubeling.client import Client
-from protos.kubeling.v1 import core_pb2
+from protos.kubeling.v1 import core_pb2, meta_pb2
 from tests.objects import namespace, node, pod
 
 
@@ -113,10 +113,18 @@ async def test_update_keeps_status_and_status_update_keeps_spec(client: Client) 
     status.status.phase = "Running"
     status.spec.containers[0].image = "other"
     status.metadata.labels["x"] = "z"
+    status.metadata.ownerReferences.add(apiVersion="v1", kind="Node", name="n", uid="u")
     after2 = await client.pods.update_status(status)
     assert after2.status.phase == "Running"
-    assert after2.spec.containers[0].image == "busybox" and after2.metadata.labels["x"] == "y"
+    assert after2.spec.containers[0].image == "busybox" and not after2.metadata.ownerReferences
+    # as upstream's podStatusStrategy: labels and annotations go with a pod's status write
+    assert after2.metadata.labels["x"] == "z"
     assert after2.metadata.generation == 1
+    # other resources' status writes keep all of the stored metadata
+    node = await client.nodes.create(core_pb2.Node(metadata=meta_pb2.ObjectMeta(name="s-node", labels={"x": "y"})))
+    node.metadata.labels["x"] = "z"
+    node.status.phase = "Running"
+    assert (await client.nodes.update_status(node)).metadata.labels["x"] == "y"
 
 
 async def test_spec_update_bumps_generation_and_pod_spec_is_mostly_immutable(client: Client) -> None:

@@ -38,6 +38,7 @@ class _Span:
     span_id: str
     parent_id: str
     ended: bool
+    events: tuple[str, ...] = ()
 
 
 @dataclass
@@ -52,7 +53,8 @@ class Collector(trace_service_pb2_grpc.TraceServiceServicer):
             for scope in resource_spans.scope_spans:
                 for span in scope.spans:
                     self.spans.append(_Span(service, span.name, span.trace_id.hex(), span.span_id.hex(),
-                                            span.parent_span_id.hex(), span.end_time_unix_nano > 0))
+                                            span.parent_span_id.hex(), span.end_time_unix_nano > 0,
+                                            tuple(e.name for e in span.events)))
         return trace_service_pb2.ExportTraceServiceResponse()
 
 
@@ -188,6 +190,10 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
     # are children of its cycles (one node: scoring is skipped, as upstream does).
     assert "/etcdserverpb.KV/Txn" in children("/kubeling.v1.Pods/Create")
     assert {"PreFilter", "Filter", "Reserve", "Permit", "binding cycle"} <= children("scheduling cycle")
+    # Each cycle's plugin results, as span events (what `scheduler.kubeling.io/record` puts on the pod).
+    cycles = [s for s in ours if s.name == "scheduling cycle"]
+    assert all({"scheduler.kubeling.io/filter-result", "scheduler.kubeling.io/selected-node"} <= set(s.events)
+               for s in cycles), [s.events for s in cycles]
     # runc under both CRI calls: the pause's and the container's (through its shim)
     assert "runc run" in children("/runtime.v1.RuntimeService/RunPodSandbox")
     assert "runc run" in children("/runtime.v1.RuntimeService/StartContainer")

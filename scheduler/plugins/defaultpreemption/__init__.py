@@ -107,6 +107,10 @@ class DefaultPreemption(PostFilterPlugin):
             return PostFilterResult(""), Status.unschedulable(
                 f"preemption: 0/{len(statuses)} nodes are available: {summary}.")
         best = self._select(candidates)
+        if state.results is not None:
+            state.results.post_filter.update(
+                victims=[f"{v.pod.metadata.namespace}/{v.pod.metadata.name}" for v in best.victims],
+                candidates=len(candidates), pdbViolations=best.pdb_violations)
         for victim in best.victims:
             await h.evict(victim.pod,
                           f"Preempted by pod {pod.metadata.namespace}/{pod.metadata.name} on node {best.node}")

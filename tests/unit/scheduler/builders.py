@@ -73,9 +73,12 @@ class FailureLog:
 
     def __init__(self) -> None:
         self.failures: list[tuple[str, str, str | None]] = []
+        self.annotations: list[dict[str, str] | None] = []
 
     def scheduled(self, pod: object, node: str) -> None:
         pass
 
-    def failed(self, pod: object, reason: str, message: str, nominated: str | None) -> None:
+    def failed(self, pod: object, reason: str, message: str, nominated: str | None,
+               annotations: dict[str, str] | None = None) -> None:
         self.failures.append((reason, message, nominated))
+        self.annotations.append(annotations)

@@ -8,6 +8,7 @@ from typing import Any
 from scheduler.config import parse_config
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import BindPlugin
+from scheduler.framework.results import on_pod
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.plugins import in_tree_registry
 from scheduler.scheduler import Scheduler
@@ -26,6 +27,7 @@ class RecordingBinder(BindPlugin):
         bound.CopyFrom(pod)
         bound.spec.nodeName = node_name
         sched.bindings[pod.metadata.name] = node_name  # type: ignore[attr-defined]
+        sched.recorded[pod.metadata.name] = on_pod(state.results)  # type: ignore[attr-defined]
         old = type(pod)()
         old.CopyFrom(pod)
         old.spec.nodeName = ""
@@ -50,6 +52,7 @@ def make_scheduler(config: dict[str, Any] | None = None, **kw: Any) -> Scheduler
     kw.setdefault("evictor", evict)
     sched = Scheduler(parse_config(data, registry), registry, **kw)
     sched.bindings = {}  # type: ignore[attr-defined]
+    sched.recorded = {}  # type: ignore[attr-defined]  # what DefaultBinder would send with the Binding
     sched.evicted = evicted  # type: ignore[attr-defined]
     return sched
 

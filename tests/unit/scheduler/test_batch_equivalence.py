@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -103,15 +104,21 @@ def test_batch_filters_and_scores_match_per_node(seed: int) -> None:
 
 async def test_scheduler_batch_and_per_node_paths_place_the_same_pods() -> None:
     """With nominations present the scheduler takes the per-node path; same cluster, same
-    seed: the same placements."""
+    seed: the same placements, and the same recorded results (every filter verdict and
+    score the batch path records equals the per-node path's)."""
     from tests.unit.scheduler.harness import drain, make_scheduler
 
-    placements = []
+    placements, recorded = [], []
     for force_per_node in (False, True):
-        sched = make_scheduler(rng=random.Random(3))
+        sched = make_scheduler({"profiles": [{"schedulerName": "default-scheduler", "recordResults": True}]},
+                               rng=random.Random(3))
         rng = random.Random(11)
         for i in range(30):
             sched.on_node_add(make_node(f"n{i}", rng.choice(["2", "4", "8"]), rng.choice(["4Gi", "8Gi"]), "110"))
+        for i in range(3):  # some rejections to record
+            sched.on_node_add(make_node(f"t{i}", "8", "8Gi", "110",
+                                        taints=[core_pb2.Taint(key="k", value="v", effect="NoSchedule")]))
+        sched.on_node_add(make_node("full", "8", "8Gi", "0"))
         if force_per_node:
             ghost = make_pod("ghost", priority=-1)  # a nomination nobody competes with
             from scheduler.framework.types import PodInfo
@@ -120,4 +127,10 @@ async def test_scheduler_batch_and_per_node_paths_place_the_same_pods() -> None:
             sched.on_pod_add(make_pod(f"p{i}", {"cpu": rng.choice(["100m", "500m"]), "memory": "256Mi"}))
         await drain(sched)
         placements.append(dict(sched.bindings))  # type: ignore[attr-defined]
+        recorded.append(dict(sched.recorded))  # type: ignore[attr-defined]
     assert placements[0] == placements[1] and len(placements[0]) == 60
+    assert recorded[0] == recorded[1]
+    some = json.loads(recorded[0]["p0"]["scheduler.kubeling.io/filter-result"])
+    assert some["full"]["NodeResourcesFit"] == "Unschedulable: Too many pods"
+    assert some["t0"]["TaintToleration"].startswith("UnschedulableAndUnresolvable")
+    assert len(json.loads(recorded[0]["p0"]["scheduler.kubeling.io/score-result"])) == 30

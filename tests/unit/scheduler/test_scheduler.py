@@ -143,6 +143,7 @@ async def test_permit_wait_allow_and_reject() -> None:
         "bind": {"disabled": [{"name": "*"}], "enabled": [{"name": "RecordingBinder"}]}}}]}, registry)
     sched = Scheduler(cfg, registry)
     sched.bindings = {}  # type: ignore[attr-defined]
+    sched.recorded = {}  # type: ignore[attr-defined]
     sched.on_node_add(make_node("n", "4", "4Gi", "110"))
     sched.on_pod_add(make_pod("ok", {"cpu": "1"}))
     sched.on_pod_add(make_pod("no", {"cpu": "1"}))
