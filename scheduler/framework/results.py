@@ -106,24 +106,32 @@ class CycleResults:
             out[plugin] = "passed"
         return out
 
-    def _shown_rows(self) -> tuple[list[int], bool]:
+    def _shown(self) -> tuple[list[int], list[int], bool]:
         """The passing rows written out (the top ones by total, the selected one always),
-        and whether the rest is capped."""
+        their positions among the scored rows, and whether the rest is capped."""
+        scored = len(self.totals) == len(self.score_rows) if self.totals is not None else False
         if len(self.passed) + len(self.rejected) <= self.options.max_nodes:
-            return self.passed.tolist(), False
+            return self.passed.tolist(), list(range(len(self.score_rows))), False
         k = self.options.top_nodes
-        if self.totals is not None and len(self.totals) == len(self.score_rows):
-            top = self.score_rows[np.argsort(-self.totals, kind="stable")[:k]].tolist()
+        if scored and self.totals is not None:
+            totals = self.totals
+            best = np.argpartition(-totals, k - 1)[:k] if len(totals) > k else np.arange(len(totals))
+            positions = best[np.argsort(-totals[best], kind="stable")].tolist()
         else:
-            top = self.passed[:k].tolist()
-        if self.selected_row >= 0 and self.selected_row not in top:
-            top = [*top[:k - 1], self.selected_row] if len(top) >= k else [*top, self.selected_row]
-        return top, True
+            positions = []
+        rows = self.score_rows[positions].tolist() if positions else self.passed[:k].tolist()
+        if self.selected_row >= 0 and self.selected_row not in rows:
+            rows = [*rows[:k - 1], self.selected_row]
+            if scored:
+                where = np.flatnonzero(self.score_rows == self.selected_row)
+                positions = [*positions[:k - 1], *where.tolist()[:1]]
+        return rows, positions, True
 
     def annotations(self) -> dict[str, str]:
-        shown_rows, capped = self._shown_rows()
+        shown_rows, positions, capped = self._shown()
         nodes = self.nodes
-        filters: dict[str, Any] = {nodes[r].name: self._filter_entry(SUCCESS) for r in shown_rows}
+        passed = self._filter_entry(SUCCESS)  # the same for every node that passed
+        filters: dict[str, Any] = {nodes[r].name: passed for r in shown_rows}
         if capped:
             counts: Counter[str] = Counter(f"{st.plugin}: {verdict(st)}" for st in self.rejected.values())
             filters[REJECTED] = dict(sorted(counts.items()))
@@ -132,16 +140,14 @@ class CycleResults:
         filters = dict(sorted(filters.items()))
         scores: dict[str, dict[str, dict[str, int]]] = {}
         final: dict[str, int] = {}
-        at = self.score_rows if capped else None
-        positions = np.flatnonzero(np.isin(at, shown_rows)).tolist() if at is not None \
-            else range(len(self.score_rows))
         rows = self.score_rows
+        totals = self.totals
         for i in positions:
             name = nodes[int(rows[i])].name
             scores[name] = {p: {"raw": int(raw[i]), "normalized": int(norm[i]), "weighted": int(norm[i]) * w}
                             for p, (raw, norm, w) in self.scores.items()}
-            if self.totals is not None:
-                final[name] = int(self.totals[i])
+            if totals is not None:
+                final[name] = int(totals[i])
         values: dict[str, Any] = {"attempt": self.attempt, "prefilter-result": self.pre_filter,
                                   "filter-result": filters, "score-result": dict(sorted(scores.items())),
                                   "finalscore-result": dict(sorted(final.items())),
