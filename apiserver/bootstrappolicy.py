@@ -35,6 +35,7 @@ _VIEW = (
     _rule(READ, (APPS,), _WORKLOADS),
     _rule(READ, (BATCH,), ("jobs", "jobs/status")),
     _rule(READ, (POLICY,), ("poddisruptionbudgets", "poddisruptionbudgets/status")),
+    _rule(READ, ("metrics.k8s.io",), ("pods", "nodes")),  # upstream's system:aggregated-metrics-reader
 )
 _EDIT = (
     *_VIEW,

@@ -24,7 +24,9 @@ from apiserver.authz import authorizer_for, parse_modes
 from apiserver.compaction import Compactor
 from apiserver.defaulttolerationseconds import DefaultTolerationSeconds
 from apiserver.election import Controller, ControllerElection
+from apiserver.eviction import Evictions
 from apiserver.metrics import Metrics
+from apiserver.metricsapi import MetricsAPI
 from apiserver.namespace_finalizer import NamespaceFinalizer
 from apiserver.nodeipam import CIDRAllocator, NodeIPAM
 from apiserver.noderestriction import NodeRestriction
@@ -230,6 +232,7 @@ class APIServer:
             issuer.key.public_key(), self._cached("serviceaccounts"), self._cached("pods"), issuer.issuer,
             issuer.audiences))
         tokens = TokenRequests(issuer, self.registries["serviceaccounts"], self.registries["pods"])
+        evictions = Evictions(self.registries["pods"], self.registries["poddisruptionbudgets"])
         plugins: list[AdmissionPlugin] = [NodeRestriction(self._cached("pods"))] \
             if "NodeRestriction" in admission_names else []
         if authorizer is not None and "RBAC" in modes:
@@ -268,7 +271,7 @@ class APIServer:
         locator = PodLocator(self.registries["pods"], self.registries["nodes"], kubelet_ssl)
         pod_logs = PodLogProxy(locator)
         self._server.add_generic_rpc_handlers(
-            [service_handler(reg, self.metrics, pod_logs, grpc_authn, authorizer, tokens)
+            [service_handler(reg, self.metrics, pod_logs, grpc_authn, authorizer, tokens, evictions)
              for reg in self.registries.values()])
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
@@ -299,7 +302,10 @@ class APIServer:
         if cfg.rest_listen:
             self._rest = RestServer(self.registries, pod_logs, PodStreams(locator), self.metrics, self._ready,
                                     authenticator=authenticator, authorizer=authorizer,
-                                    ssl_context=tls.ssl_context() if tls is not None else None, tokens=tokens)
+                                    ssl_context=tls.ssl_context() if tls is not None else None, tokens=tokens,
+                                    evictions=evictions,
+                                    metrics_api=MetricsAPI(self.registries["nodes"], self.registries["pods"],
+                                                           kubelet_ssl))
             self.rest_port = await self._rest.start(cfg.rest_listen)
             log.info("apiserver serving the REST API on %s", self.rest_address)
         log.info("apiserver serving gRPC on %s (etcd %s)", self.address, cfg.etcd)

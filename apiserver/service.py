@@ -6,6 +6,7 @@ already encoded once by the watch cache, are written as bytes without re-encodin
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import time
@@ -19,6 +20,7 @@ from opentelemetry import trace
 
 from apiserver.authn import ANONYMOUS, Authenticator, UserInfo, current_user, user_from_certificate
 from apiserver.authz import Authorizer, require
+from apiserver.eviction import Evictions
 from apiserver.metrics import Metrics
 from apiserver.podlogs import PodLogProxy
 from apiserver.rbac import Attributes
@@ -28,7 +30,7 @@ from apiserver.rest.resources import RESOURCES
 from apiserver.tokenrequest import TokenRequests
 from kubeling import errors
 from kubeling.deadline import until
-from protos.kubeling.v1 import api_pb2, authentication_pb2, core_pb2, meta_pb2
+from protos.kubeling.v1 import api_pb2, authentication_pb2, core_pb2, meta_pb2, policy_pb2
 
 __all__ = ["service_handler", "SERVICE_NAMES"]
 
@@ -55,12 +57,25 @@ def _decode(message_type: Any, body: bytes) -> Any:
         raise errors.BadRequest(f"the request is not a valid {message_type.DESCRIPTOR.full_name}: {err}") from None
 
 
+# This call's dryRun (the client's `dry-run: All` metadata), for the write it makes.
+dry_run_requested: contextvars.ContextVar[bool] = contextvars.ContextVar("dry_run_requested", default=False)
+
+
+def _dry_run(context: grpc.aio.ServicerContext) -> bool:
+    values = [str(v) for k, v in context.invocation_metadata() or () if k == "dry-run"]
+    for value in values:
+        if value != "All":
+            raise errors.BadRequest(f'dryRun: Unsupported value: "{value}": supported values: "All"')
+    return bool(values)
+
+
 def _unary(metrics: Metrics, verb: str, resource: str, fn: Callable[[Any], Awaitable[Any]],
            request_type: Any, authenticator: Authenticator | None) -> grpc.RpcMethodHandler:
     async def handler(body: bytes, context: grpc.aio.ServicerContext) -> Any:
         start, code, request = time.perf_counter(), "OK", None
         try:
             current_user.set(_authenticate(authenticator, context))
+            dry_run_requested.set(_dry_run(context))
             request = _decode(request_type, body)
             return await fn(request)
         except errors.ApiError as err:
@@ -203,7 +218,8 @@ def _pod_log(metrics: Metrics, proxy: PodLogProxy, authenticator: Authenticator 
 
 def service_handler(registry: Registry[Any], metrics: Metrics, pod_logs: PodLogProxy | None = None,
                     authenticator: Authenticator | None = None, authorizer: Authorizer | None = None,
-                    tokens: TokenRequests | None = None) -> grpc.GenericRpcHandler:
+                    tokens: TokenRequests | None = None, evictions: Evictions | None = None,
+                    ) -> grpc.GenericRpcHandler:
     authn = authenticator
     strategy = registry.strategy
     resource = strategy.plural
@@ -219,7 +235,7 @@ def service_handler(registry: Registry[Any], metrics: Metrics, pod_logs: PodLogP
 
     async def create(obj: Any) -> Any:
         allow("create", obj.metadata.namespace, obj.metadata.name)
-        return await registry.create(obj)
+        return await registry.create(obj, dry_run=dry_run_requested.get())
 
     async def get(req: meta_pb2.GetRequest) -> Any:
         allow("get", req.namespace, req.name)
@@ -252,11 +268,11 @@ def service_handler(registry: Registry[Any], metrics: Metrics, pod_logs: PodLogP
 
     async def update(obj: Any) -> Any:
         allow("update", obj.metadata.namespace, obj.metadata.name)
-        return await registry.update(obj)
+        return await registry.update(obj, dry_run=dry_run_requested.get())
 
     async def update_status(obj: Any) -> Any:
         allow("update", obj.metadata.namespace, obj.metadata.name, "status")
-        return await registry.update(obj, status=True)
+        return await registry.update(obj, status=True, dry_run=dry_run_requested.get())
 
     async def delete(req: meta_pb2.DeleteRequest) -> Any:
         allow("delete", req.namespace, req.name)
@@ -264,7 +280,7 @@ def service_handler(registry: Registry[Any], metrics: Metrics, pod_logs: PodLogP
         pre = req.preconditions if req.HasField("preconditions") else None
         policy = req.propagationPolicy if req.HasField("propagationPolicy") else None
         return await registry.delete(req.namespace, req.name, grace_seconds=grace, preconditions=pre,
-                                     propagation=policy)
+                                     propagation=policy, dry_run=dry_run_requested.get())
 
     methods: dict[str, grpc.RpcMethodHandler] = {
         "Create": _unary(metrics, "CREATE", resource, create, msg, authn),
@@ -283,6 +299,11 @@ def service_handler(registry: Registry[Any], metrics: Metrics, pod_logs: PodLogP
         methods["Bind"] = _unary(metrics, "BIND", resource, bind_, core_pb2.Binding, authn)
         if pod_logs is not None:
             methods["Log"] = _pod_log(metrics, pod_logs, authn, allow_log)
+        if evictions is not None:
+            async def evict(e: policy_pb2.Eviction) -> Any:
+                allow("create", e.metadata.namespace, e.metadata.name, "eviction")
+                return await evictions.evict(e, dry_run=dry_run_requested.get())
+            methods["Evict"] = _unary(metrics, "EVICT", resource, evict, policy_pb2.Eviction, authn)
     if resource == "serviceaccounts" and tokens is not None:
         async def create_token(req: authentication_pb2.TokenRequest) -> Any:
             allow("create", req.metadata.namespace, req.metadata.name, "token")

@@ -7,6 +7,7 @@ ReplicaSets', or the Deployments owning those), as upstream does."""
 from __future__ import annotations
 
 import logging
+import time
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -45,14 +46,23 @@ def _expected_scale(pods: list[core_pb2.Pod], replicasets: Informer[apps_pb2.Rep
     return sum(scales.values())
 
 
+DELETION_TIMEOUT = 120.0  # upstream's: an eviction not seen through in 2 minutes is forgotten
+
+
 def budget_status(pdb: policy_pb2.PodDisruptionBudget, pods: list[core_pb2.Pod],
-                  expected_scale: int | None) -> policy_pb2.PodDisruptionBudgetStatus | None:
+                  expected_scale: int | None, now: float | None = None) -> policy_pb2.PodDisruptionBudgetStatus | None:
     """The status upstream's getExpectedPodCount and countHealthyPods give; None when it
-    cannot be computed (a percentage of pods without a known controller)."""
+    cannot be computed (a percentage of pods without a known controller). A pod an
+    eviction just disrupted (status.disruptedPods) is not healthy until it is gone or the
+    eviction is two minutes old (then forgotten)."""
     spec = pdb.spec
+    at = time.time() if now is None else now
     active = [p for p in pods if not p.metadata.HasField("deletionTimestamp")
               and p.status.phase not in ("Succeeded", "Failed")]
-    healthy = sum(1 for p in active if is_ready(p))
+    live = {p.metadata.name for p in active}
+    disrupted = {name: ts for name, ts in pdb.status.disruptedPods.items()
+                 if name in live and ts.seconds + DELETION_TIMEOUT > at}
+    healthy = sum(1 for p in active if is_ready(p) and p.metadata.name not in disrupted)
     if spec.HasField("maxUnavailable"):
         if expected_scale is None:
             return None
@@ -71,7 +81,8 @@ def budget_status(pdb: policy_pb2.PodDisruptionBudget, pods: list[core_pb2.Pod],
     status = policy_pb2.PodDisruptionBudgetStatus(
         observedGeneration=pdb.metadata.generation, currentHealthy=healthy, desiredHealthy=desired,
         expectedPods=expected, disruptionsAllowed=max(0, healthy - desired) if expected > 0 else 0)
-    status.disruptedPods.update(pdb.status.disruptedPods)
+    for name, ts in disrupted.items():
+        status.disruptedPods[name].CopyFrom(ts)
     return status
 
 

@@ -27,6 +27,7 @@ from kubelet.routes import PodRoutes
 from kubelet.runtime import EXITED, RUNNING, CRICallError, PodRuntimeStatus, Runtime
 from kubelet.server import DaemonServer
 from kubelet.status import TERMINAL, StatusInputs, StatusManager, generate_pod_status
+from kubelet.summary import SummaryProvider
 from kubelet.syncpod import PodSyncer
 from kubelet.volumes import MountError, PodVolumes
 from kubeling import errors
@@ -109,7 +110,8 @@ class Kubelet:
         self.informer = Informer(client.pods, field_selector=f"spec.nodeName={cfg.node_name}")
         tls = ServingTLS(cfg.tls_cert_file, cfg.tls_private_key_file, cfg.client_ca_file) \
             if cfg.tls_cert_file is not None and cfg.tls_private_key_file is not None else None
-        self.server = DaemonServer(runtime, self._find_pod, cfg.address, cfg.port, tls)
+        self.server = DaemonServer(runtime, self._find_pod, cfg.address, cfg.port, tls,
+                                   summary=SummaryProvider(runtime, cfg.node_name))
         await self.server.start()
 
         self.node = node = NodeManager(client, runtime, cfg.node_name, cfg.node_ip, self.server.port, cfg.state_dir,

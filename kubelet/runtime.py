@@ -296,6 +296,11 @@ class Runtime:
             image=api_pb2.ImageSpec(image=image), sandbox_config=sandbox_config))
         return reply.image_ref
 
+    async def list_pod_stats(self) -> list[api_pb2.PodSandboxStats]:
+        """Every pod sandbox's CPU and memory, with its containers' (CRI ListPodSandboxStats)."""
+        reply = await self._call("RuntimeService", "ListPodSandboxStats", api_pb2.ListPodSandboxStatsRequest())
+        return list(reply.stats)
+
     # ---- one pod's state ----
 
     async def pod_status(self, uid: str) -> PodRuntimeStatus:

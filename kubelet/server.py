@@ -32,6 +32,7 @@ from aiohttp import web
 
 from kubelet.cri.logs import FULL, parse_line
 from kubelet.runtime import RUNNING, SANDBOX_READY, CRICallError, Runtime
+from kubelet.summary import SummaryProvider
 from kubeling.servingtls import ServingTLS, peer_common_name
 from kubeling.upgradeproxy import ProxyError, proxy_upgrade
 from protos.kubeling.v1 import core_pb2
@@ -114,9 +115,12 @@ def _int(request: web.Request, name: str) -> int | None:
 
 class DaemonServer:
     def __init__(self, runtime: Runtime, find_pod: Callable[[str, str], tuple[Pod, core_pb2.PodStatus] | None],
-                 address: str, port: int, tls: ServingTLS | None = None) -> None:
-        """`find_pod`: this node's pod of that namespace and name, with its latest status."""
+                 address: str, port: int, tls: ServingTLS | None = None,
+                 summary: SummaryProvider | None = None) -> None:
+        """`find_pod`: this node's pod of that namespace and name, with its latest status;
+        `summary`: the node's resource use (/stats/summary, /metrics/resource)."""
         self.tls = tls
+        self.summary = summary
         self.runtime = runtime
         self.find_pod = find_pod
         self.address = address
@@ -127,6 +131,9 @@ class DaemonServer:
         app = web.Application(middlewares=[self._authorize] if self.tls and self.tls.client_ca_file else [])
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._logs)
+        if self.summary is not None:
+            app.router.add_get("/stats/summary", self._stats_summary)
+            app.router.add_get("/metrics/resource", self._resource_metrics)
         # GET and POST both: WebSocket clients must GET, SPDY ones POST.
         for method in ("GET", "POST"):
             app.router.add_route(method, "/exec/{namespace}/{pod}/{container}", self._exec)
@@ -163,6 +170,14 @@ class DaemonServer:
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
+
+    async def _stats_summary(self, request: web.Request) -> web.Response:
+        assert self.summary is not None
+        return web.json_response(await self.summary.summary())
+
+    async def _resource_metrics(self, request: web.Request) -> web.Response:
+        assert self.summary is not None
+        return web.Response(text=await self.summary.resource_metrics(), content_type="text/plain")
 
     # ---- exec, attach, port-forward ----
 

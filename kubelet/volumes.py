@@ -11,7 +11,7 @@ pod in ContainerCreating (FailedMount), as upstream.
 - serviceAccountToken: a TokenRequest for the pod's ServiceAccount, bound to the pod;
   asked again once 80% of its lifetime has passed or it is older than 24 h, as upstream.
 - configMap `kube-root-ca.crt` (what the ServiceAccount admission plugin projects): the
-  cluster CA this kubelet trusts the apiserver by, when no such ConfigMap exists.
+  cluster CA this kubelet trusts the apiserver by (no root-CA publisher runs).
 - downwardAPI: metadata.name, namespace, uid, labels and annotations.
 
 Secret values are never logged: errors name the Secret and the key only.
@@ -153,8 +153,9 @@ class PodVolumes:
                 out[projection.path] = (token.encode(), mode)
             elif source.HasField("configMap"):
                 ref = source.configMap
-                if ref.name == ROOT_CA and await self._data(namespace, "configmaps", ROOT_CA) is None:
-                    # No published kube-root-ca.crt: the CA this kubelet trusts the apiserver by.
+                if ref.name == ROOT_CA:
+                    # No root-CA publisher runs: kube-root-ca.crt is the CA this kubelet trusts the
+                    # apiserver by (and costs no API call per pod sync).
                     for item in ref.items or [core_pb2.KeyToPath(key="ca.crt", path="ca.crt")]:
                         if item.key == "ca.crt":
                             out[item.path] = (self.ca, item.mode if item.HasField("mode") else mode)

@@ -37,7 +37,10 @@ from protos.kubeling.v1 import (
     scheduling_pb2,
 )
 
-__all__ = ["Client", "ResourceClient", "PodClient", "WatchEvent", "GRPC_EXTENSION", "TLSConfig"]
+__all__ = ["Client", "ResourceClient", "PodClient", "WatchEvent", "GRPC_EXTENSION", "TLSConfig", "DRY_RUN_METADATA"]
+
+# gRPC's dryRun=All: a write with this metadata runs every stage but the write.
+DRY_RUN_METADATA = (("dry-run", "All"),)
 
 # The kubeconfig cluster extension that carries the apiserver's gRPC address (kubectl
 # ignores it and uses `server`, the REST API).
@@ -93,15 +96,17 @@ class ResourceClient(Generic[ObjectT]):
         self.timeout = timeout
         self.wait_for_ready = wait_for_ready
 
-    async def _call(self, method: str, request: Any) -> Any:
+    async def _call(self, method: str, request: Any, *, dry_run: bool = False) -> Any:
         try:
             return await getattr(self._stub, method)(request, timeout=self.timeout,
-                                                     wait_for_ready=self.wait_for_ready)
+                                                     wait_for_ready=self.wait_for_ready,
+                                                     metadata=DRY_RUN_METADATA if dry_run else None)
         except grpc.aio.AioRpcError as err:
             raise from_rpc_error(err) from None
 
-    async def create(self, obj: ObjectT) -> ObjectT:
-        return await self._call("Create", obj)
+    async def create(self, obj: ObjectT, *, dry_run: bool = False) -> ObjectT:
+        """With `dry_run`: judged and answered as the write would be, nothing stored."""
+        return await self._call("Create", obj, dry_run=dry_run)
 
     async def get(self, name: str, namespace: str = "") -> ObjectT:
         return await self._call("Get", meta_pb2.GetRequest(namespace=namespace, name=name))
@@ -127,15 +132,15 @@ class ResourceClient(Generic[ObjectT]):
             if not token:
                 return items, page.metadata.resourceVersion
 
-    async def update(self, obj: ObjectT) -> ObjectT:
-        return await self._call("Update", obj)
+    async def update(self, obj: ObjectT, *, dry_run: bool = False) -> ObjectT:
+        return await self._call("Update", obj, dry_run=dry_run)
 
-    async def update_status(self, obj: ObjectT) -> ObjectT:
-        return await self._call("UpdateStatus", obj)
+    async def update_status(self, obj: ObjectT, *, dry_run: bool = False) -> ObjectT:
+        return await self._call("UpdateStatus", obj, dry_run=dry_run)
 
     async def delete(self, name: str, namespace: str = "", *, grace_period_seconds: int | None = None,
                      uid: str | None = None, resource_version: str | None = None,
-                     propagation_policy: str | None = None) -> ObjectT:
+                     propagation_policy: str | None = None, dry_run: bool = False) -> ObjectT:
         """propagation_policy: Background (unset), Foreground or Orphan, for the dependents."""
         req = meta_pb2.DeleteRequest(namespace=namespace, name=name)
         if propagation_policy is not None:
@@ -146,7 +151,7 @@ class ResourceClient(Generic[ObjectT]):
             req.preconditions.uid = uid
         if resource_version is not None:
             req.preconditions.resourceVersion = resource_version
-        return await self._call("Delete", req)
+        return await self._call("Delete", req, dry_run=dry_run)
 
     async def watch(self, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
                     resource_version: str = "", allow_bookmarks: bool = False,
@@ -173,6 +178,15 @@ class ResourceClient(Generic[ObjectT]):
 
 
 class PodClient(ResourceClient[core_pb2.Pod]):
+    async def evict(self, name: str, namespace: str = "", *, grace_period_seconds: int | None = None,
+                    dry_run: bool = False) -> core_pb2.Pod:
+        """pods/eviction: a delete a PodDisruptionBudget may refuse (TooManyRequests)."""
+        eviction = policy_pb2.Eviction(metadata=meta_pb2.ObjectMeta(name=name, namespace=namespace))
+        if grace_period_seconds is not None:
+            eviction.deleteOptions.gracePeriodSeconds = grace_period_seconds
+        result: core_pb2.Pod = await self._call("Evict", eviction, dry_run=dry_run)
+        return result
+
     async def bind(self, name: str, node: str, namespace: str = "", *, uid: str = "",
                    annotations: dict[str, str] | None = None) -> core_pb2.Pod:
         """Assign the pod to a node (refused with Conflict when it has one already)."""

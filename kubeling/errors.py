@@ -17,7 +17,7 @@ from google.rpc import error_details_pb2, status_pb2
 __all__ = [
     "ApiError", "NotFound", "AlreadyExists", "Conflict", "Invalid", "BadRequest",
     "Expired", "Forbidden", "Unauthorized", "RequestEntityTooLarge", "WatcherTooSlow", "Timeout",
-    "ServiceUnavailable", "InternalError", "FieldViolation", "from_rpc_error", "DOMAIN",
+    "ServiceUnavailable", "InternalError", "TooManyRequests", "FieldViolation", "from_rpc_error", "DOMAIN",
 ]
 
 DOMAIN = "kubeling.io"
@@ -125,10 +125,16 @@ class InternalError(ApiError):
     code, reason = grpc.StatusCode.INTERNAL, "InternalError"
 
 
+class TooManyRequests(ApiError):
+    """Refused for now, retry later (an eviction a PodDisruptionBudget forbids: 429).
+    `metadata["cause"]`/`["causeMessage"]` name why, `["retryAfterSeconds"]` when to retry."""
+    code, reason = grpc.StatusCode.RESOURCE_EXHAUSTED, "TooManyRequests"
+
+
 _BY_REASON: dict[str, type[ApiError]] = {
     cls.reason: cls for cls in (NotFound, AlreadyExists, Conflict, Invalid, BadRequest, Expired,
                                 Forbidden, Unauthorized, RequestEntityTooLarge, WatcherTooSlow, Timeout,
-                                ServiceUnavailable, InternalError)
+                                ServiceUnavailable, InternalError, TooManyRequests)
 }
 _BY_CODE: dict[grpc.StatusCode, type[ApiError]] = {
     grpc.StatusCode.NOT_FOUND: NotFound,

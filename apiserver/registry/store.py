@@ -154,7 +154,9 @@ class Registry(Generic[T]):
 
     # ------------------------------------------------------------ verbs
 
-    async def create(self, obj: T) -> T:
+    async def create(self, obj: T, *, dry_run: bool = False) -> T:
+        """Store a new object; with `dry_run`, everything but the write (upstream's dryRun=All:
+        defaults, admission, validation and the name's uniqueness judged, no resourceVersion)."""
         meta = obj.metadata
         if meta.resourceVersion:
             raise errors.BadRequest("resourceVersion should not be set on objects to be created")
@@ -181,6 +183,14 @@ class Registry(Generic[T]):
             self._invalid(obj, check)
             if self.admission is not None:
                 await self.admission.admit(CREATE, self.strategy.plural, obj, None)
+            if dry_run:
+                existing, _ = await self.storage.get(self.key(namespace, meta.name))
+                if existing is None:
+                    return obj
+                if generated and attempt < 7:
+                    continue
+                raise errors.AlreadyExists(f"{self._describe(meta.name)} already exists",
+                                           metadata={"kind": self.strategy.kind, "name": meta.name})
             try:
                 rev = await self.storage.create(self.key(namespace, meta.name), self.encode(obj),
                                                 lease=await self._lease())
@@ -230,8 +240,9 @@ class Registry(Generic[T]):
             return namespace or "default"
         return ""
 
-    async def update(self, obj: T, *, status: bool = False) -> T:
-        """Update (spec and metadata) or UpdateStatus (status only)."""
+    async def update(self, obj: T, *, status: bool = False, dry_run: bool = False) -> T:
+        """Update (spec and metadata) or UpdateStatus (status only); with `dry_run`, judged
+        against etcd's copy and answered as the write would be, nothing written."""
         namespace = self._namespace_of(obj)
         name = obj.metadata.name
         if not name:
@@ -262,6 +273,11 @@ class Registry(Generic[T]):
                 state = None  # judged against a copy that may be old: judge again against etcd's
                 continue
             new.metadata.resourceVersion = old.metadata.resourceVersion
+            if dry_run:
+                if not fresh:
+                    state = None
+                    continue
+                return new
             if new.SerializeToString(deterministic=True) == old.SerializeToString(deterministic=True):
                 if not fresh:
                     state = None  # a no-op against the cache's copy is only one against etcd's
@@ -362,7 +378,8 @@ class Registry(Generic[T]):
                 and meta.deletionGracePeriodSeconds == 0 and self.strategy.finalized(obj))
 
     async def delete(self, namespace: str, name: str, *, grace_seconds: int | None = None,
-                     preconditions: meta_pb2.Preconditions | None = None, propagation: str | None = None) -> T:
+                     preconditions: meta_pb2.Preconditions | None = None, propagation: str | None = None,
+                     dry_run: bool = False) -> T:
         _require_name(name)
         if propagation is not None and propagation not in PROPAGATION_POLICIES:
             raise errors.BadRequest(f'propagationPolicy: Unsupported value: "{propagation}": supported values: '
@@ -422,6 +439,11 @@ class Registry(Generic[T]):
                 write = True
             else:
                 write = False
+            if dry_run:
+                if not fresh:
+                    state = None
+                    continue
+                return obj  # as it would be: marked for deletion, or as it was before going
             try:
                 if write:
                     rev = await self.storage.update(key, self.encode(obj), revision, lease=await self._lease())

@@ -22,7 +22,16 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from apiserver.rest.codec import to_json
 from apiserver.rest.status import UnsupportedMediaType
 from kubeling import errors
-from protos.kubeling.v1 import apps_pb2, authentication_pb2, batch_pb2, core_pb2, policy_pb2, rbac_pb2, scheduling_pb2
+from protos.kubeling.v1 import (
+    apps_pb2,
+    authentication_pb2,
+    batch_pb2,
+    core_pb2,
+    meta_pb2,
+    policy_pb2,
+    rbac_pb2,
+    scheduling_pb2,
+)
 
 __all__ = ["PROTOBUF", "decode_envelope"]
 
@@ -37,6 +46,7 @@ _SAME_LAYOUT: dict[tuple[str, str], type[Message]] = {
     ("apps/v1", "Deployment"): apps_pb2.Deployment, ("apps/v1", "ReplicaSet"): apps_pb2.ReplicaSet,
     ("batch/v1", "Job"): batch_pb2.Job, ("scheduling.k8s.io/v1", "PriorityClass"): scheduling_pb2.PriorityClass,
     ("policy/v1", "PodDisruptionBudget"): policy_pb2.PodDisruptionBudget,
+    ("policy/v1", "Eviction"): policy_pb2.Eviction, ("policy/v1beta1", "Eviction"): policy_pb2.Eviction,
     ("authentication.k8s.io/v1", "TokenRequest"): authentication_pb2.TokenRequest}
 
 
@@ -127,7 +137,7 @@ def decode_envelope(body: bytes) -> dict[str, Any]:
     unknown = _fields(body[len(_MAGIC):])
     type_meta = _fields(unknown.get(1, b""))
     api_version, kind = type_meta.get(1, b"").decode(), type_meta.get(2, b"").decode()
-    message = _SAME_LAYOUT.get((api_version, kind))
+    message = _SAME_LAYOUT.get((api_version, kind)) or (meta_pb2.DeleteOptions if kind == "DeleteOptions" else None)
     review = _REVIEWS.get((api_version, kind))
     if message is None and review is None:
         raise UnsupportedMediaType(f"{PROTOBUF} is accepted for the kinds kubectl's create commands send and "

@@ -19,8 +19,9 @@ from apiserver.rest.codec import format_time
 from apiserver.rest.status import NotAcceptable
 from kubeling import errors
 
-__all__ = ["JSON", "MAX_BODY", "MAX_DEPTH", "Output", "Target", "dumps", "field_manager", "flag", "int_query",
-           "json_response", "negotiate_output", "now_text", "parse_document", "read_body", "warning_header"]
+__all__ = ["JSON", "MAX_BODY", "MAX_DEPTH", "Output", "Target", "dry_run", "dumps", "field_manager", "flag",
+           "int_query", "json_response", "negotiate_output", "now_text", "parse_document", "read_body",
+           "warning_header"]
 
 MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request body limit
 # No Kubernetes object nests anywhere near this; every layer that walks a document
@@ -166,3 +167,13 @@ def now_text() -> str:
 
 def flag(value: str | None) -> bool:
     return (value or "").lower() in ("1", "true")
+
+
+def dry_run(request: web.Request) -> bool:
+    """`dryRun=All` (the only value upstream has): every stage of the write but the write."""
+    values = request.query.getall("dryRun", [])
+    for value in values:
+        if value != "All":
+            raise errors.BadRequest(f'dryRun: Unsupported value: "{value}": supported values: "All"',
+                                    violations=[errors.FieldViolation("dryRun", f'Unsupported value: "{value}"')])
+    return bool(values)

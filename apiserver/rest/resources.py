@@ -9,6 +9,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from apiserver.metricsapi import GROUP as METRICS_GROUP
+from apiserver.metricsapi import VERSION as METRICS_VERSION
+from apiserver.metricsapi import resource_list as metrics_resource_list
 from apiserver.rest.openapi import schemas
 from protos.kubeling.v1 import apps_pb2, batch_pb2, coordination_pb2, core_pb2, policy_pb2, rbac_pb2, scheduling_pb2
 
@@ -60,8 +63,8 @@ class Resource:
 
 
 RESOURCES: tuple[Resource, ...] = (
-    Resource("pods", "Pod", "", "v1", True, ("po",), ("status", "binding", "log", "exec", "attach", "portforward"),
-             ("all",)),
+    Resource("pods", "Pod", "", "v1", True, ("po",),
+             ("status", "binding", "eviction", "log", "exec", "attach", "portforward"), ("all",)),
     Resource("nodes", "Node", "", "v1", False, ("no",), ("status",)),
     Resource("namespaces", "Namespace", "", "v1", False, ("ns",), ("status",)),
     Resource("events", "Event", "", "v1", True, ("ev",)),
@@ -79,8 +82,8 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("priorityclasses", "PriorityClass", "scheduling.k8s.io", "v1", False, ("pc",)),
     Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy", "v1", True, ("pdb",), ("status",)),
 )
-GROUPS = {"apps": "v1", "batch": "v1", "coordination.k8s.io": "v1", "policy": "v1", _RBAC: "v1",
-          "scheduling.k8s.io": "v1"}
+GROUPS = {"apps": "v1", "batch": "v1", "coordination.k8s.io": "v1", "metrics.k8s.io": "v1beta1", "policy": "v1",
+          _RBAC: "v1", "scheduling.k8s.io": "v1"}
 
 
 def by_path(group: str, version: str, plural: str) -> Resource | None:
@@ -108,12 +111,15 @@ def api_group_list() -> dict[str, Any]:
 
 
 def resource_list(group: str, version: str) -> dict[str, Any] | None:
+    if (group, version) == (METRICS_GROUP, METRICS_VERSION):
+        return metrics_resource_list()  # served by apiserver.metricsapi, not a registry
     items: list[dict[str, Any]] = []
     for r in RESOURCES:
         if r.group != group or r.version != version:
             continue
         entry: dict[str, Any] = {"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
-                                 "kind": r.kind, "verbs": _VERBS}
+                                 "kind": r.kind, "verbs": sorted([*_VERBS, "deletecollection"]) if r.namespaced
+                                 else _VERBS}
         if r.short_names:
             entry["shortNames"] = list(r.short_names)
         if r.categories:
@@ -122,10 +128,12 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
         for sub in r.subresources:
             # the streams: POST (SPDY) or GET (WebSocket)
             verbs = {"status": ["get", "patch", "update"], "binding": ["create"], "log": ["get"],
-                     "token": ["create"], "scale": ["get", "patch", "update"]}.get(sub, ["create", "get"])
+                     "token": ["create"], "scale": ["get", "patch", "update"],
+                     "eviction": ["create"]}.get(sub, ["create", "get"])
             kind = {"binding": "Binding", "exec": "PodExecOptions", "attach": "PodAttachOptions",
-                    "portforward": "PodPortForwardOptions", "token": "TokenRequest", "scale": "Scale"}.get(sub, r.kind)
-            sub_group = {"token": "authentication.k8s.io", "scale": "autoscaling"}.get(sub)
+                    "portforward": "PodPortForwardOptions", "token": "TokenRequest", "scale": "Scale",
+                    "eviction": "Eviction"}.get(sub, r.kind)
+            sub_group = {"token": "authentication.k8s.io", "scale": "autoscaling", "eviction": "policy"}.get(sub)
             sub_entry: dict[str, Any] = {"name": f"{r.plural}/{sub}", "singularName": "",
                                          "namespaced": r.namespaced, "kind": kind, "verbs": verbs}
             if sub_group:

@@ -21,7 +21,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from apiserver.authn import ANONYMOUS, Authenticator, UserInfo, current_user, user_from_certificate
 from apiserver.authz import EVERYTHING, Authorizer, require
+from apiserver.eviction import Evictions
 from apiserver.metrics import Metrics
+from apiserver.metricsapi import GROUP as METRICS_GROUP
+from apiserver.metricsapi import PREFIX as METRICS_PREFIX
+from apiserver.metricsapi import MetricsAPI
 from apiserver.podlogs import PodLogProxy
 from apiserver.podstreams import PodStreams
 from apiserver.rbac import Attributes
@@ -35,6 +39,7 @@ from apiserver.rest.protobuf import PROTOBUF, decode_envelope
 from apiserver.rest.request import (
     MAX_BODY,
     Target,
+    dry_run,
     field_manager,
     flag,
     int_query,
@@ -54,7 +59,7 @@ from kubeling import errors
 from kubeling.http import start_site
 from kubeling.telemetry import tracer
 from kubeling.upgradeproxy import ProxyError, is_upgrade, proxy_upgrade
-from protos.kubeling.v1 import api_pb2, authentication_pb2, core_pb2, meta_pb2
+from protos.kubeling.v1 import api_pb2, authentication_pb2, core_pb2, meta_pb2, policy_pb2
 
 __all__ = ["RestServer"]
 
@@ -85,6 +90,8 @@ class RestServer:
     authorizer: Authorizer | None = None  # None: every request is allowed
     ssl_context: ssl.SSLContext | None = None  # HTTPS (and client certificates) when set
     tokens: TokenRequests | None = None  # serviceaccounts/token
+    evictions: Evictions | None = None  # pods/eviction
+    metrics_api: MetricsAPI | None = None  # metrics.k8s.io (kubectl top)
     port: int = 0
     _runner: web.AppRunner | None = None
 
@@ -138,6 +145,13 @@ class RestServer:
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
+        metrics = _metrics_target(path) if self.metrics_api is not None else None
+        if metrics is not None:
+            if self.authorizer is not None:
+                resource, namespace, name = metrics
+                require(self.authorizer, Attributes(current_user.get() or ANONYMOUS, "get" if name else "list", True,
+                                                    namespace, METRICS_GROUP, resource, "", name))
+            return await self._metrics(request, *metrics)
         target = self._target(path)
         if self.authorizer is not None:
             require(self.authorizer, _attributes(request, path, target))
@@ -250,8 +264,8 @@ class RestServer:
         return Target(resource, namespace, name, sub)
 
     async def _resource(self, request: web.Request, t: Target) -> web.StreamResponse:
-        if "dryRun" in request.query:
-            raise errors.BadRequest("dryRun is not supported by this server")
+        if dry_run(request) and t.sub in ("binding", "token", "log", *_STREAMS):
+            raise errors.BadRequest(f"dryRun is not supported for {t.resource.plural}/{t.sub}")
         if t.sub not in ("log", *_STREAMS):
             negotiate_output(request)  # an answer the client cannot read is refused before anything is written
         method = request.method
@@ -261,6 +275,8 @@ class RestServer:
                 return await (serve_watch(request, t, self._registry(t)) if watch else self._list(request, t))
             if method == "POST":
                 return await self._create(request, t)
+            if method == "DELETE" and t.resource.namespaced:
+                return await self._delete_collection(request, t)
         elif t.sub == "log":
             if method == "GET":
                 return await self._log(request, t)
@@ -270,6 +286,9 @@ class RestServer:
         elif t.sub == "token":
             if method == "POST":
                 return await self._token(request, t)
+        elif t.sub == "eviction":
+            if method == "POST":
+                return await self._evict(request, t)
         elif t.sub in _STREAMS:
             if method in ("GET", "POST"):
                 return await self._stream(request, t)
@@ -372,7 +391,7 @@ class RestServer:
             record_update(None, body, field_manager(request), now_text())
         obj, warnings = self._decode(request, t, body)
         self._check_scope(t, obj)
-        created = await self._registry(t).create(obj)
+        created = await self._registry(t).create(obj, dry_run=dry_run(request))
         return self._object_response(request, t, created, 201, warnings)
 
     async def _update(self, request: web.Request, t: Target) -> web.Response:
@@ -382,7 +401,7 @@ class RestServer:
             record_update(self._object_json(t.resource, current), body, field_manager(request), now_text())
         obj, warnings = self._decode(request, t, body)
         self._check_scope(t, obj)
-        updated = await self._registry(t).update(obj, status=t.sub == "status")
+        updated = await self._registry(t).update(obj, status=t.sub == "status", dry_run=dry_run(request))
         return self._object_response(request, t, updated, 200, warnings)
 
     async def _patch(self, request: web.Request, t: Target) -> web.Response:
@@ -405,7 +424,8 @@ class RestServer:
                 applied = apply(None, body, field_manager(request), force=force, now=now_text())
                 obj, warnings = self._decode(request, t, applied)
                 self._check_scope(t, obj)
-                return self._object_response(request, t, await registry.create(obj), 201, warnings)
+                return self._object_response(request, t, await registry.create(obj, dry_run=dry_run(request)),
+                                             201, warnings)
             live = self._object_json(t.resource, current)
             if kind == "apply":
                 patched = apply(live, body, field_manager(request), force=force, now=now_text())
@@ -424,7 +444,7 @@ class RestServer:
             if not pinned:
                 obj.metadata.resourceVersion = current.metadata.resourceVersion
             try:
-                updated = await registry.update(obj, status=t.sub == "status")
+                updated = await registry.update(obj, status=t.sub == "status", dry_run=dry_run(request))
             except errors.Conflict:
                 if pinned:
                     raise
@@ -433,31 +453,108 @@ class RestServer:
         raise errors.Conflict(f'Operation cannot be fulfilled on {t.resource.plural} "{t.name}": '
                               "the object kept changing while it was patched")
 
-    async def _delete(self, request: web.Request, t: Target) -> web.Response:
-        options: dict[str, Any] = {}
+    async def _delete_options(self, request: web.Request) -> meta_pb2.DeleteOptions:
+        """The DeleteOptions of a DELETE: its JSON or protobuf body (kubectl's typed clients,
+        drain's, send protobuf) and the query's parameters, which win."""
+        options = meta_pb2.DeleteOptions()
         if request.can_read_body:
             raw = await read_body(request)
             if raw.strip():
-                options = parse_document(raw, "the DeleteOptions")
-                if not isinstance(options, dict):
+                data = decode_envelope(raw) if request.content_type == PROTOBUF else \
+                    parse_document(raw, "the DeleteOptions")
+                if not isinstance(data, dict):
                     raise errors.BadRequest("the DeleteOptions must be a JSON object")
-        grace: int | None = None
-        text = request.query.get("gracePeriodSeconds", options.get("gracePeriodSeconds"))
-        if text is not None:
+                if data.get("kind") not in (None, "DeleteOptions"):
+                    raise errors.BadRequest(f"the request body is a {data.get('kind')}, not DeleteOptions")
+                options.CopyFrom(from_json(data, meta_pb2.DeleteOptions).message)
+        q = request.query
+        if "gracePeriodSeconds" in q:
             try:
-                grace = int(text)
-            except (TypeError, ValueError, OverflowError):
-                raise errors.BadRequest(f'gracePeriodSeconds: invalid value "{text}"') from None
-        pre = None
-        if isinstance(options.get("preconditions"), dict):
-            pre = meta_pb2.Preconditions(**{k: v for k, v in options["preconditions"].items()
-                                            if k in ("uid", "resourceVersion") and isinstance(v, str)})
-        policy = request.query.get("propagationPolicy", options.get("propagationPolicy"))
-        if policy is None and options.get("orphanDependents") is not None:  # the deprecated form
-            policy = "Orphan" if options["orphanDependents"] else "Background"
-        deleted = await self._registry(t).delete(t.namespace, t.name, grace_seconds=grace, preconditions=pre,
-                                                 propagation=policy)
+                options.gracePeriodSeconds = int(q["gracePeriodSeconds"])
+            except ValueError:
+                raise errors.BadRequest(f'gracePeriodSeconds: invalid value "{q["gracePeriodSeconds"]}"') from None
+        if "propagationPolicy" in q:
+            options.propagationPolicy = q["propagationPolicy"]
+        if "orphanDependents" in q:
+            options.orphanDependents = flag(q["orphanDependents"])
+        if dry_run(request):
+            options.dryRun[:] = ["All"]
+        for value in options.dryRun:
+            if value != "All":
+                raise errors.BadRequest(f'dryRun: Unsupported value: "{value}": supported values: "All"')
+        return options
+
+    @staticmethod
+    def _delete_args(options: meta_pb2.DeleteOptions) -> dict[str, Any]:
+        policy = options.propagationPolicy if options.HasField("propagationPolicy") else None
+        if policy is None and options.HasField("orphanDependents"):  # the deprecated form
+            policy = "Orphan" if options.orphanDependents else "Background"
+        return {"grace_seconds": options.gracePeriodSeconds if options.HasField("gracePeriodSeconds") else None,
+                "preconditions": options.preconditions if options.HasField("preconditions") else None,
+                "propagation": policy, "dry_run": bool(options.dryRun)}
+
+    async def _delete(self, request: web.Request, t: Target) -> web.Response:
+        options = await self._delete_options(request)
+        deleted = await self._registry(t).delete(t.namespace, t.name, **self._delete_args(options))
         return self._object_response(request, t, deleted)
+
+    async def _delete_collection(self, request: web.Request, t: Target) -> web.Response:
+        """DELETE on a collection (upstream's deletecollection): every object the label and
+        field selectors match, each deleted as one DELETE would; the answer lists them."""
+        options = await self._delete_options(request)
+        q = request.query
+        registry = self._registry(t)
+        items, _ = await registry.list(meta_pb2.ListRequest(
+            namespace=t.namespace, labelSelector=q.get("labelSelector", ""), fieldSelector=q.get("fieldSelector", "")))
+        args = self._delete_args(options)
+        args["preconditions"] = None  # per object: a collection has no single uid or version
+        deleted = []
+        for obj in items:
+            try:
+                deleted.append(await registry.delete(obj.metadata.namespace, obj.metadata.name, **args))
+            except errors.NotFound:
+                continue  # gone meanwhile
+        r = t.resource
+        return json_response({"kind": f"{r.kind}List", "apiVersion": r.api_version, "metadata": {},
+                              "items": [to_json(o) for o in deleted]})
+
+    async def _metrics(self, request: web.Request, resource: str, namespace: str, name: str) -> web.Response:
+        """metrics.k8s.io/v1beta1 NodeMetrics and PodMetrics (apiserver.metricsapi)."""
+        if request.method != "GET":
+            raise MethodNotAllowed(f"the server does not allow this method on the requested resource "
+                                   f"({request.method})")
+        assert self.metrics_api is not None
+        selector = request.query.get("labelSelector", "")
+        if resource == "nodes":
+            items = await self.metrics_api.node_metrics(name, selector)
+            kind = "NodeMetrics"
+        else:
+            items = await self.metrics_api.pod_metrics(namespace, name, selector)
+            kind = "PodMetrics"
+        version = f"{METRICS_GROUP}/v1beta1"
+        if name:
+            return json_response({"kind": kind, "apiVersion": version, **items[0]})
+        return json_response({"kind": f"{kind}List", "apiVersion": version, "metadata": {}, "items": items})
+
+    async def _evict(self, request: web.Request, t: Target) -> web.Response:
+        if self.evictions is None:
+            raise MethodNotAllowed("pods/eviction is not served")
+        data = await self._body(request)
+        if not isinstance(data, dict) or data.get("kind") not in (None, "Eviction"):
+            what = data.get("kind") if isinstance(data, dict) else type(data).__name__
+            raise errors.BadRequest(f"pods/eviction takes an Eviction, not a {what}")
+        if data.get("apiVersion") not in (None, "policy/v1", "policy/v1beta1"):
+            raise errors.BadRequest(f"pods/eviction takes a policy/v1 Eviction, not {data.get('apiVersion')}")
+        eviction: Any = from_json(data, policy_pb2.Eviction).message
+        meta = eviction.metadata
+        meta.namespace = meta.namespace or t.namespace
+        if meta.name != t.name:
+            raise errors.BadRequest("name in URL does not match name in Eviction object")
+        if meta.namespace != t.namespace:
+            raise errors.BadRequest("the namespace of the Eviction does not match the namespace on the URL")
+        await self.evictions.evict(eviction, dry_run=dry_run(request))
+        return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                              "code": 201}, 201)
 
     async def _scale(self, request: web.Request, t: Target) -> web.Response:
         registry = self._registry(t)
@@ -480,7 +577,7 @@ class RestServer:
                                       "latest version and try again")
             current.spec.replicas = replicas
             try:
-                updated = await registry.update(current)
+                updated = await registry.update(current, dry_run=dry_run(request))
             except errors.Conflict:
                 if version:
                     raise
@@ -586,6 +683,19 @@ def _self_subject_review() -> web.Response:
 
 
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+def _metrics_target(path: str) -> tuple[str, str, str] | None:
+    """(resource, namespace, name) of a metrics.k8s.io path, or None."""
+    if not path.startswith(METRICS_PREFIX + "/"):
+        return None
+    parts = path[len(METRICS_PREFIX) + 1:].split("/")
+    namespace = ""
+    if len(parts) >= 3 and parts[0] == "namespaces":
+        namespace, parts = parts[1], parts[2:]
+    if not parts or parts[0] not in ("nodes", "pods") or len(parts) > 2 or (parts[0] == "nodes" and namespace):
+        return None
+    return parts[0], namespace, parts[1] if len(parts) == 2 else ""
 
 
 def _attributes(request: web.Request, path: str, target: Target | None) -> Attributes:

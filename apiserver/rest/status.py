@@ -12,7 +12,7 @@ __all__ = ["http_code", "status_json", "MethodNotAllowed", "NotAcceptable", "Uns
 _CODES = {"NotFound": 404, "AlreadyExists": 409, "Conflict": 409, "Invalid": 422, "BadRequest": 400,
           "Expired": 410, "Gone": 410, "Unauthorized": 401, "Forbidden": 403, "RequestEntityTooLarge": 413,
           "Timeout": 504, "ServiceUnavailable": 503, "InternalError": 500, "MethodNotAllowed": 405,
-          "NotAcceptable": 406, "UnsupportedMediaType": 415, "WatcherTooSlow": 500}
+          "NotAcceptable": 406, "UnsupportedMediaType": 415, "WatcherTooSlow": 500, "TooManyRequests": 429}
 
 
 class MethodNotAllowed(errors.ApiError):
@@ -42,10 +42,16 @@ def status_json(err: errors.ApiError, resource: str = "") -> dict[str, Any]:
         details["kind"] = err.metadata["kind"]
     elif resource and details:
         details["kind"] = resource
+    if err.metadata.get("cause"):
+        details["causes"] = [{"reason": err.metadata["cause"], "message": err.metadata.get("causeMessage", "")}]
+    if err.metadata.get("retryAfterSeconds"):
+        details["retryAfterSeconds"] = int(err.metadata["retryAfterSeconds"])
     if err.violations:
         details["causes"] = [{"reason": "FieldValueRequired" if v.description.startswith("Required")
                               else "FieldValueInvalid", "message": v.description, "field": v.field}
                              for v in err.violations]
-    if details:
+    if details or err.reason == "NotFound":
+        # Clients read details.name of a NotFound (kubectl debug tells a missing subresource
+        # by an empty one; a Status without details crashed it).
         out["details"] = details
     return out

@@ -171,8 +171,8 @@ async def test_discovery_and_openapi(http: tuple[aiohttp.ClientSession, str]) ->
     assert code == 200 and version["major"] == "1" and 29 <= int(version["minor"]) <= 33
     assert (await _get(http, "/api"))[1]["versions"] == ["v1"]
     groups = (await _get(http, "/apis"))[1]
-    assert [g["name"] for g in groups["groups"]] == ["apps", "batch", "coordination.k8s.io", "policy",
-                                                     "rbac.authorization.k8s.io", "scheduling.k8s.io"]
+    assert [g["name"] for g in groups["groups"]] == ["apps", "batch", "coordination.k8s.io", "metrics.k8s.io",
+                                                     "policy", "rbac.authorization.k8s.io", "scheduling.k8s.io"]
     v1 = (await _get(http, "/api/v1"))[1]
     names = {r["name"]: r for r in v1["resources"]}
     assert names["pods"]["shortNames"] == ["po"] and names["pods"]["categories"] == ["all"]
@@ -388,6 +388,8 @@ async def test_errors_are_statuses(http: tuple[aiohttp.ClientSession, str]) -> N
     async with session.post(pods, json={"kind": "Node", "apiVersion": "v1", "metadata": {"name": "n"}}) as r:
         assert r.status == 400 and "this endpoint takes v1/Pod" in (await r.json())["message"]
     async with session.post(pods + "?dryRun=All", json=_pod("dry")) as r:
+        assert r.status == 201  # a dry run: answered, not written
+    async with session.post(pods + "?dryRun=Maybe", json=_pod("dry")) as r:
         assert r.status == 400
     _, listed = await _get(http, "/api/v1/namespaces/default/pods")
     assert [p["metadata"]["name"] for p in listed["items"]] == []  # nothing above wrote anything

@@ -88,6 +88,11 @@ class PodsStub:
                 request_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.PodLogRequest.SerializeToString,
                 response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.PodLogChunk.FromString,
                 _registered_method=True)
+        self.Evict = channel.unary_unary(
+                '/kubeling.v1.Pods/Evict',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_policy__pb2.Eviction.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Pod.FromString,
+                _registered_method=True)
 
 
 class PodsServicer:
@@ -151,6 +156,14 @@ class PodsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Evict(self, request, context):
+        """The pods/eviction subresource: a delete that a PodDisruptionBudget may refuse
+        (ResourceExhausted, reason TooManyRequests). Returns the pod as the delete left it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PodsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -198,6 +211,11 @@ def add_PodsServicer_to_server(servicer, server):
                     servicer.Log,
                     request_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.PodLogRequest.FromString,
                     response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.PodLogChunk.SerializeToString,
+            ),
+            'Evict': grpc.unary_unary_rpc_method_handler(
+                    servicer.Evict,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_policy__pb2.Eviction.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Pod.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -443,6 +461,33 @@ class Pods:
             '/kubeling.v1.Pods/Log',
             protos_dot_kubeling_dot_v1_dot_api__pb2.PodLogRequest.SerializeToString,
             protos_dot_kubeling_dot_v1_dot_api__pb2.PodLogChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Evict(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Pods/Evict',
+            protos_dot_kubeling_dot_v1_dot_policy__pb2.Eviction.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Pod.FromString,
             options,
             channel_credentials,
             insecure,

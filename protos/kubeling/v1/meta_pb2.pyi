@@ -210,6 +210,20 @@ class Preconditions(_message.Message):
     resourceVersion: str
     def __init__(self, uid: _Optional[str] = ..., resourceVersion: _Optional[str] = ...) -> None: ...
 
+class DeleteOptions(_message.Message):
+    __slots__ = ("gracePeriodSeconds", "preconditions", "orphanDependents", "propagationPolicy", "dryRun")
+    GRACEPERIODSECONDS_FIELD_NUMBER: _ClassVar[int]
+    PRECONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    ORPHANDEPENDENTS_FIELD_NUMBER: _ClassVar[int]
+    PROPAGATIONPOLICY_FIELD_NUMBER: _ClassVar[int]
+    DRYRUN_FIELD_NUMBER: _ClassVar[int]
+    gracePeriodSeconds: int
+    preconditions: Preconditions
+    orphanDependents: bool
+    propagationPolicy: str
+    dryRun: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, gracePeriodSeconds: _Optional[int] = ..., preconditions: _Optional[_Union[Preconditions, _Mapping]] = ..., orphanDependents: _Optional[bool] = ..., propagationPolicy: _Optional[str] = ..., dryRun: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class DeleteRequest(_message.Message):
     __slots__ = ("namespace", "name", "gracePeriodSeconds", "preconditions", "propagationPolicy")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
