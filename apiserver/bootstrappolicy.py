@@ -39,7 +39,8 @@ _VIEW = (
 )
 _EDIT = (
     *_VIEW,
-    _rule(READ + WRITE, (CORE,), ("pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy")),
+    _rule(READ + WRITE, (CORE,), ("pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy",
+                                  "pods/ephemeralcontainers")),
     _rule(("create",), (CORE,), ("pods/eviction",)),
     _rule(READ + WRITE, (CORE,), ("serviceaccounts", "configmaps", "secrets")),
     _rule(("create",), (CORE,), ("serviceaccounts/token",)),

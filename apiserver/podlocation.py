@@ -25,8 +25,9 @@ def choose_container(pod: core_pb2.Pod, container: str) -> str:
     name = pod.metadata.name
     names = [c.name for c in pod.spec.containers]
     init_names = [c.name for c in pod.spec.initContainers]
+    ephemeral = [c.name for c in pod.spec.ephemeralContainers]
     if container:
-        if container not in names + init_names:
+        if container not in names + init_names + ephemeral:
             raise errors.BadRequest(f"container {container} is not valid for pod {name}")
         return container
     annotated = pod.metadata.annotations.get(DEFAULT_CONTAINER_ANNOTATION, "")

@@ -32,11 +32,12 @@ class PodActions:
     next_init_container: str = ""
     containers_to_start: list[str] = field(default_factory=list)
     containers_to_kill: dict[str, KillInfo] = field(default_factory=dict)  # container id -> why
+    ephemeral_to_start: list[str] = field(default_factory=list)  # started once, never restarted
 
     @property
     def nothing(self) -> bool:
         return not (self.kill_pod or self.create_sandbox or self.next_init_container or self.containers_to_start
-                    or self.containers_to_kill)
+                    or self.containers_to_kill or self.ephemeral_to_start)
 
 
 def restart_on_failure(pod: Pod) -> bool:
@@ -163,4 +164,8 @@ def compute_pod_actions(pod: Pod, runtime: PodRuntimeStatus, *, liveness_failed:
         actions.containers_to_kill[status.id] = info
     if keep == 0 and not actions.containers_to_start:
         actions.kill_pod = True
+        return actions
+    if not pod.metadata.HasField("deletionTimestamp"):
+        # Ephemeral containers (kubectl debug): into the running sandbox once, never again.
+        actions.ephemeral_to_start = [c.name for c in pod.spec.ephemeralContainers if runtime.latest(c.name) is None]
     return actions

@@ -18,7 +18,7 @@ from protos.kubeling.v1.core_pb2 import Pod
 from protos.runtime.v1 import api_pb2
 
 __all__ = ["PodPaths", "sandbox_config", "container_config", "container_hash", "pod_log_dir", "ConfigError",
-           "grace_period", "API_VOLUMES", "needs_env_sources"]
+           "grace_period", "API_VOLUMES", "needs_env_sources", "ephemeral_as_container"]
 
 # CRI's cpu shares as the kubelet computes them (MilliCPUToShares): min 2, 1024 per core.
 _MIN_SHARES = 2
@@ -225,6 +225,12 @@ def _environment(pod: Pod, container: core_pb2.Container, pod_ip: str, host_ip: 
             values.pop(env.name, None)  # keep upstream's order: env after envFrom
             values[env.name] = value
     return [api_pb2.KeyValue(key=k, value=v) for k, v in values.items()]
+
+
+def ephemeral_as_container(ec: core_pb2.EphemeralContainer) -> core_pb2.Container:
+    """An ephemeral container run as a container of the pod (the same field numbers;
+    targetContainerName's process namespace is not shared here)."""
+    return core_pb2.Container.FromString(ec.SerializeToString())
 
 
 def needs_env_sources(container: core_pb2.Container) -> bool:

@@ -261,8 +261,10 @@ class DaemonServer:
         if found is None:
             raise web.HTTPNotFound(text=f"pod {namespace}/{name} is not on this node")
         pod, status = found
-        statuses = {s.name: s for s in [*status.initContainerStatuses, *status.containerStatuses]}
-        if container not in [c.name for c in [*pod.spec.initContainers, *pod.spec.containers]]:
+        statuses = {s.name: s for s in [*status.initContainerStatuses, *status.containerStatuses,
+                                        *status.ephemeralContainerStatuses]}
+        if container not in [c.name for c in [*pod.spec.initContainers, *pod.spec.containers,
+                                               *pod.spec.ephemeralContainers]]:
             raise web.HTTPBadRequest(text=f"container {container} is not valid for pod {name}")
         cs = statuses.get(container)
         if cs is None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from kubelet.podconfig import ephemeral_as_container
 from kubelet.runtime import CREATED, EXITED, RUNNING, ContainerInfo, PodRuntimeStatus
 from kubeling import errors
 from kubeling.client import Client
@@ -191,6 +192,10 @@ def generate_pod_status(pod: Pod, runtime: PodRuntimeStatus, inputs: StatusInput
             for c in pod.spec.containers]
     status.initContainerStatuses.extend(inits)
     status.containerStatuses.extend(apps)
+    old_ephemeral = {s.name: s for s in old.ephemeralContainerStatuses}
+    status.ephemeralContainerStatuses.extend(
+        _container_status(pod, ephemeral_as_container(c), runtime, inputs, False, old_ephemeral.get(c.name),
+                          "ContainerCreating") for c in pod.spec.ephemeralContainers)
     phase = _phase(pod, inits, apps, inputs.terminal)
     if old.phase in TERMINAL:
         phase = old.phase  # terminal phases never change back

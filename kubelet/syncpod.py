@@ -18,6 +18,7 @@ from kubelet.podconfig import (
     PodPaths,
     container_config,
     container_hash,
+    ephemeral_as_container,
     grace_period,
     needs_env_sources,
     sandbox_config,
@@ -137,6 +138,10 @@ class PodSyncer:
             specs = {c.name: c for c in pod.spec.containers}
             for name in actions.containers_to_start:
                 await self._start(pod, specs[name], False, status, sandbox_id, config, pod_ip, result)
+            ephemeral = {c.name: c for c in pod.spec.ephemeralContainers}
+            for name in actions.ephemeral_to_start:
+                await self._start(pod, ephemeral_as_container(ephemeral[name]), False, status, sandbox_id, config,
+                                  pod_ip, result)
         result.runtime = await self.runtime.pod_status(uid)
         return result
 

@@ -6,7 +6,13 @@ from typing import Any, ClassVar
 
 from apiserver.registry.strategy import DeletePlan, Strategy
 from apiserver.validation import Checker
-from apiserver.validation.pods import validate_pod, validate_pod_status, validate_pod_update
+from apiserver.validation.pods import (
+    as_container,
+    validate_ephemeral_update,
+    validate_pod,
+    validate_pod_status,
+    validate_pod_update,
+)
 from kubeling.quantity import canonical
 from kubeling.telemetry import mark_pod_trace
 from protos.kubeling.v1 import api_pb2, core_pb2
@@ -60,8 +66,33 @@ class PodStrategy(Strategy[core_pb2.Pod]):
 
     # ---------------------------------------------------------------- update
 
+    def prepare_for_update(self, new: core_pb2.Pod, old: core_pb2.Pod) -> None:
+        super().prepare_for_update(new, old)
+        # Only pods/ephemeralcontainers changes them (as upstream's podStrategy).
+        del new.spec.ephemeralContainers[:]
+        new.spec.ephemeralContainers.extend(old.spec.ephemeralContainers)
+
     def validate_update(self, new: core_pb2.Pod, old: core_pb2.Pod, check: Checker) -> None:
         validate_pod_update(new, old, check)
+
+    def validate_create(self, obj: core_pb2.Pod, check: Checker) -> None:
+        if obj.spec.ephemeralContainers:
+            check.add("spec.ephemeralContainers", "Forbidden: cannot be set on create")
+
+    def prepare_for_ephemeral_update(self, new: core_pb2.Pod, old: core_pb2.Pod) -> None:
+        """The stored pod with the requested ephemeral containers (the new ones defaulted;
+        validation then refuses a change to an existing one)."""
+        wanted = list(new.spec.ephemeralContainers)
+        new.CopyFrom(old)
+        del new.spec.ephemeralContainers[:]
+        new.spec.ephemeralContainers.extend(wanted)
+        for ec in new.spec.ephemeralContainers[len(old.spec.ephemeralContainers):]:
+            c = as_container(ec)
+            _default_container(c)
+            ec.terminationMessagePath, ec.imagePullPolicy = c.terminationMessagePath, c.imagePullPolicy
+
+    def validate_ephemeral_update(self, new: core_pb2.Pod, old: core_pb2.Pod, check: Checker) -> None:
+        validate_ephemeral_update(new, old, check)
 
     def prepare_for_status_update(self, new: core_pb2.Pod, old: core_pb2.Pod) -> None:
         """As upstream's podStatusStrategy: a status write may also change labels and

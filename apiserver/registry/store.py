@@ -180,6 +180,7 @@ class Registry(Generic[T]):
             check = Checker()
             self._validate_meta(obj, check)
             self.strategy.validate(obj, check)
+            self.strategy.validate_create(obj, check)
             self._invalid(obj, check)
             if self.admission is not None:
                 await self.admission.admit(CREATE, self.strategy.plural, obj, None)
@@ -240,7 +241,7 @@ class Registry(Generic[T]):
             return namespace or "default"
         return ""
 
-    async def update(self, obj: T, *, status: bool = False, dry_run: bool = False) -> T:
+    async def update(self, obj: T, *, status: bool = False, dry_run: bool = False, ephemeral: bool = False) -> T:
         """Update (spec and metadata) or UpdateStatus (status only); with `dry_run`, judged
         against etcd's copy and answered as the write would be, nothing written."""
         namespace = self._namespace_of(obj)
@@ -263,10 +264,11 @@ class Registry(Generic[T]):
                     continue
                 raise self._conflict(name)
             try:
-                new = self._updated(obj, old, status)
+                new = self._updated(obj, old, status, ephemeral)
                 if self.admission is not None:
                     await self.admission.admit(UPDATE, self.strategy.plural, new, old,
-                                               subresource="status" if status else "")
+                                               subresource="status" if status else
+                                               "ephemeralcontainers" if ephemeral else "")
             except errors.ApiError:
                 if fresh:
                     raise
@@ -297,12 +299,15 @@ class Registry(Generic[T]):
             return new
         raise self._conflict(name, "too many concurrent writers; try again")
 
-    def _updated(self, obj: T, old: T, status: bool) -> T:
+    def _updated(self, obj: T, old: T, status: bool, ephemeral: bool = False) -> T:
         """obj as it would be stored over old: prepared, defaulted, validated (Invalid)."""
         new = type(obj)()
         new.CopyFrom(obj)
         check = Checker()
-        if status:
+        if ephemeral:
+            self.strategy.prepare_for_ephemeral_update(new, old)
+            self.strategy.validate_ephemeral_update(new, old, check)
+        elif status:
             self.strategy.prepare_for_status_update(new, old)
             self.strategy.validate_status(new, check)
         else:

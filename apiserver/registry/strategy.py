@@ -15,7 +15,7 @@ from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from apiserver.validation import Checker
-from kubeling import names
+from kubeling import errors, names
 from kubeling.errors import FieldViolation
 from kubeling.objects import ObjectT as T
 
@@ -99,6 +99,16 @@ class Strategy(Generic[T]):
 
     def validate_update(self, new: T, old: T, check: Checker) -> None:
         """Extra rules for updates (immutable fields)."""
+
+    def validate_create(self, obj: T, check: Checker) -> None:
+        """Extra rules for creates only."""
+
+    def prepare_for_ephemeral_update(self, new: T, old: T) -> None:
+        """pods/ephemeralcontainers: only that list of the new object counts (pods only)."""
+        raise errors.BadRequest(f"{self.plural} have no ephemeral containers")
+
+    def validate_ephemeral_update(self, new: T, old: T, check: Checker) -> None:
+        """Rules for a pods/ephemeralcontainers write."""
 
     def validate_status(self, new: T, check: Checker) -> None:
         """Rules for a status update."""

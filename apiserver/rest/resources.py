@@ -64,7 +64,8 @@ class Resource:
 
 RESOURCES: tuple[Resource, ...] = (
     Resource("pods", "Pod", "", "v1", True, ("po",),
-             ("status", "binding", "eviction", "log", "exec", "attach", "portforward"), ("all",)),
+             ("status", "binding", "eviction", "ephemeralcontainers", "log", "exec", "attach", "portforward"),
+             ("all",)),
     Resource("nodes", "Node", "", "v1", False, ("no",), ("status",)),
     Resource("namespaces", "Namespace", "", "v1", False, ("ns",), ("status",)),
     Resource("events", "Event", "", "v1", True, ("ev",)),
@@ -129,7 +130,8 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
             # the streams: POST (SPDY) or GET (WebSocket)
             verbs = {"status": ["get", "patch", "update"], "binding": ["create"], "log": ["get"],
                      "token": ["create"], "scale": ["get", "patch", "update"],
-                     "eviction": ["create"]}.get(sub, ["create", "get"])
+                     "eviction": ["create"],
+                     "ephemeralcontainers": ["get", "patch", "update"]}.get(sub, ["create", "get"])
             kind = {"binding": "Binding", "exec": "PodExecOptions", "attach": "PodAttachOptions",
                     "portforward": "PodPortForwardOptions", "token": "TokenRequest", "scale": "Scale",
                     "eviction": "Eviction"}.get(sub, r.kind)

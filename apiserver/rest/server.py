@@ -289,6 +289,11 @@ class RestServer:
         elif t.sub == "eviction":
             if method == "POST":
                 return await self._evict(request, t)
+        elif t.sub == "ephemeralcontainers":
+            if method == "GET":
+                return self._object_response(request, t, await self._registry(t).get(t.namespace, t.name))
+            if method in ("PUT", "PATCH"):
+                return await self._ephemeral(request, t)
         elif t.sub in _STREAMS:
             if method in ("GET", "POST"):
                 return await self._stream(request, t)
@@ -535,6 +540,35 @@ class RestServer:
         if name:
             return json_response({"kind": kind, "apiVersion": version, **items[0]})
         return json_response({"kind": f"{kind}List", "apiVersion": version, "metadata": {}, "items": items})
+
+    async def _ephemeral(self, request: web.Request, t: Target) -> web.Response:
+        """pods/ephemeralcontainers (kubectl debug): a PUT or PATCH of the pod of which only
+        spec.ephemeralContainers counts, and only additions to it."""
+        registry = self._registry(t)
+        body = await self._body(request)
+        kind = _PATCH_TYPES.get(request.content_type) if request.method == "PATCH" else None
+        if request.method == "PATCH" and kind in (None, "apply"):
+            raise UnsupportedMediaType("pods/ephemeralcontainers takes JSON, merge or strategic merge patches")
+        for _ in range(10):
+            current = await registry.get(t.namespace, t.name)
+            if kind is None:
+                wanted = body
+            else:
+                live = self._object_json(t.resource, current)
+                wanted = patches.json_patch(live, body) if kind == "json" else patches.merge_patch(live, body) \
+                    if kind == "merge" else patches.strategic_merge_patch(live, body)
+            obj, warnings = self._decode(request, t, wanted)
+            self._check_scope(t, obj)
+            if kind is not None:
+                obj.metadata.resourceVersion = current.metadata.resourceVersion
+            try:
+                updated = await registry.update(obj, ephemeral=True, dry_run=dry_run(request))
+            except errors.Conflict:
+                if kind is None:
+                    raise
+                continue
+            return self._object_response(request, t, updated, 200, warnings)
+        raise errors.Conflict(f'Operation cannot be fulfilled on pods "{t.name}": the pod kept changing')
 
     async def _evict(self, request: web.Request, t: Target) -> web.Response:
         if self.evictions is None:

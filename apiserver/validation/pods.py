@@ -14,7 +14,7 @@ from kubeling import names
 from protos.kubeling.v1 import core_pb2, meta_pb2
 
 __all__ = ["SYSTEM_PRIORITY_CLASSES", "validate_pod", "validate_pod_status", "validate_pod_update",
-           "validate_label_selector"]
+           "validate_label_selector", "validate_ephemeral_update", "as_container"]
 
 # The built-in PriorityClasses (the apiserver creates them at start, as upstream).
 SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
@@ -418,3 +418,35 @@ def _validate_affinity(aff: core_pb2.Affinity, check: Checker) -> None:
             if not 1 <= w.weight <= 100:
                 check.invalid(f"{wp}.weight", w.weight, "must be in the range 1-100")
             _validate_pod_affinity_term(w.podAffinityTerm, f"{wp}.podAffinityTerm", check)
+
+
+def as_container(ec: core_pb2.EphemeralContainer) -> core_pb2.Container:
+    """An ephemeral container's Container fields (the same field numbers)."""
+    c = core_pb2.Container()
+    c.ParseFromString(ec.SerializeToString())
+    return c
+
+
+def validate_ephemeral_update(new: core_pb2.Pod, old: core_pb2.Pod, check: Checker) -> None:
+    """pods/ephemeralcontainers (upstream ValidatePodEphemeralContainersUpdate): existing
+    ephemeral containers stay as they are; new ones are containers without ports, probes
+    or resources, named uniquely, targeting an existing container if they target one."""
+    old_list, new_list = list(old.spec.ephemeralContainers), list(new.spec.ephemeralContainers)
+    for i, prior in enumerate(old_list):
+        if i >= len(new_list) or new_list[i].SerializeToString(deterministic=True) != \
+                prior.SerializeToString(deterministic=True):
+            check.add("spec.ephemeralContainers", f"Forbidden: existing ephemeral containers {prior.name!r} may not "
+                                                  "be changed")
+            return
+    seen = {c.name for c in [*new.spec.containers, *new.spec.initContainers, *old_list]}
+    targets = {c.name for c in [*new.spec.containers, *new.spec.initContainers]}
+    for i, ec in enumerate(new_list[len(old_list):], start=len(old_list)):
+        path = f"spec.ephemeralContainers[{i}]"
+        _validate_container(as_container(ec), path, seen, check, init=False)
+        for field in ("ports", "livenessProbe", "readinessProbe", "startupProbe"):
+            if (field == "ports" and ec.ports) or (field != "ports" and ec.HasField(field)):
+                check.add(f"{path}.{field}", "Forbidden: cannot be set for an Ephemeral Container")
+        if ec.resources.limits or ec.resources.requests:
+            check.add(f"{path}.resources", "Forbidden: cannot be set for an Ephemeral Container")
+        if ec.targetContainerName and ec.targetContainerName not in targets:
+            check.add(f"{path}.targetContainerName", f"Not found: {ec.targetContainerName!r}")

@@ -45,6 +45,8 @@ def validate_selector_and_template(selector: meta_pb2.LabelSelector, has_selecto
     check.annotations("spec.template.metadata.annotations", template.metadata.annotations)
     inner = Checker()
     validate_pod(template.spec, inner)
+    if template.spec.ephemeralContainers:
+        inner.add("spec.ephemeralContainers", "Forbidden: ephemeral containers not allowed in pod template")
     check.violations.extend(FieldViolation("spec.template." + v.field if v.field else "spec.template", v.description)
                             for v in inner.violations)
     policy = template.spec.restartPolicy

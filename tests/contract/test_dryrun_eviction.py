@@ -174,3 +174,32 @@ async def test_eviction_honours_a_budget(api: Client, http: tuple[aiohttp.Client
     await api.pods.evict("free", "default", grace_period_seconds=0)
     with pytest.raises(errors.NotFound):
         await api.pods.get("free")
+
+
+async def test_ephemeral_containers_subresource(api: Client, http: tuple[aiohttp.ClientSession, str]) -> None:
+    await api.pods.create(pod("target"))
+    patch = {"spec": {"ephemeralContainers": [{"name": "dbg", "image": "busybox", "stdin": True, "tty": True}]}}
+    code, body = await _call(http, "PATCH", "/pods/target/ephemeralcontainers", json=patch,
+                             headers={"Content-Type": "application/strategic-merge-patch+json"})
+    assert code == 200 and [c["name"] for c in body["spec"]["ephemeralContainers"]] == ["dbg"]
+    assert body["spec"]["ephemeralContainers"][0]["imagePullPolicy"] == "Always"  # defaulted as a container
+    changed = {"spec": {"ephemeralContainers": [{"name": "dbg", "image": "other"}]}}
+    code, body = await _call(http, "PATCH", "/pods/target/ephemeralcontainers", json=changed,
+                             headers={"Content-Type": "application/strategic-merge-patch+json"})
+    assert code == 422 and "existing ephemeral containers 'dbg' may not be changed" in body["message"]
+    bad = {"spec": {"ephemeralContainers": [{"name": "dbg", "image": "busybox", "stdin": True, "tty": True},
+                                            {"name": "p", "image": "busybox", "ports": [{"containerPort": 80}],
+                                             "targetContainerName": "nope"}]}}
+    code, body = await _call(http, "PATCH", "/pods/target/ephemeralcontainers", json=bad,
+                             headers={"Content-Type": "application/strategic-merge-patch+json"})
+    assert code == 422 and "spec.ephemeralContainers[1].ports: Forbidden: cannot be set for an Ephemeral " \
+                           "Container" in body["message"] and "targetContainerName: Not found" in body["message"]
+    # an ordinary update neither drops nor adds them
+    current = await api.pods.get("target")
+    del current.spec.ephemeralContainers[:]
+    current.metadata.labels["x"] = "y"
+    assert [c.name for c in (await api.pods.update(current)).spec.ephemeralContainers] == ["dbg"]
+    made = pod("born-with")
+    made.spec.ephemeralContainers.add(name="e", image="busybox")
+    with pytest.raises(errors.Invalid, match="spec.ephemeralContainers: Forbidden: cannot be set on create"):
+        await api.pods.create(made)

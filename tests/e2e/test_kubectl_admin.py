@@ -125,6 +125,28 @@ async def test_top_node_and_pod(cluster: Cluster, kubectl: Kubectl) -> None:
     assert line.split()[0] == next(iter(cluster.kubelets)) and int(line.split()[1].rstrip("m")) >= 500, out
     code, _, err = await kubectl("top", "pod", "absent", ok=False)
     assert code != 0 and "not found" in err
-    # No ephemeral containers: kubectl debug is told so by a Status (it used to crash on the answer).
-    code, _, err = await kubectl("debug", "busy", "--image=busybox", "--", "true", ok=False)
-    assert code == 1 and "ephemeral containers are disabled for this cluster" in err, err
+
+
+
+async def test_debug_runs_in_the_pods_network_namespace(cluster: Cluster, kubectl: Kubectl) -> None:
+    """kubectl debug: an ephemeral container added to a running pod shares its network
+    namespace (it sees the pod's IP), attached (-i) or read back from its log."""
+    await cluster.add_node(1)
+    await kubectl("run", "target", "--image=busybox", "--", "sh", "-c",
+                  "trap 'exit 0' TERM; while true; do sleep 1; done")
+    pod = await cluster.wait_pod("target", lambda p: p.status.phase == "Running", timeout=60)
+    ip = pod.status.podIP
+    _, out, err = await kubectl("debug", "target", "--image=busybox", "--container=dbg", "--",
+                                "sh", "-c", "ip -4 addr show eth0")
+
+    def finished(p: Any) -> bool:
+        return any(s.name == "dbg" and s.state.HasField("terminated") for s in p.status.ephemeralContainerStatuses)
+    await cluster.wait_pod("target", finished, timeout=60)
+    _, logs, _ = await kubectl("logs", "target", "-c", "dbg")
+    assert f"inet {ip}/" in logs, logs
+    _, out, err = await kubectl("debug", "-i", "target", "--image=busybox", "--container=dbg2", "--",
+                                "sh", "-c", "sleep 2; ip -4 addr show eth0", timeout=120)
+    assert f"inet {ip}/" in out, (out, err)
+    current = await cluster.client.pods.get("target")
+    assert [c.name for c in current.spec.ephemeralContainers] == ["dbg", "dbg2"]
+    assert next(c for c in current.status.containerStatuses if c.name == "target").restartCount == 0

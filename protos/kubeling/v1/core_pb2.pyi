@@ -250,6 +250,48 @@ class Container(_message.Message):
     envFrom: _containers.RepeatedCompositeFieldContainer[EnvFromSource]
     def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., workingDir: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., volumeMounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., livenessProbe: _Optional[_Union[Probe, _Mapping]] = ..., readinessProbe: _Optional[_Union[Probe, _Mapping]] = ..., startupProbe: _Optional[_Union[Probe, _Mapping]] = ..., imagePullPolicy: _Optional[str] = ..., terminationMessagePath: _Optional[str] = ..., stdin: _Optional[bool] = ..., stdinOnce: _Optional[bool] = ..., tty: _Optional[bool] = ..., envFrom: _Optional[_Iterable[_Union[EnvFromSource, _Mapping]]] = ...) -> None: ...
 
+class EphemeralContainer(_message.Message):
+    __slots__ = ("name", "image", "command", "args", "workingDir", "ports", "env", "resources", "volumeMounts", "livenessProbe", "readinessProbe", "startupProbe", "imagePullPolicy", "terminationMessagePath", "stdin", "stdinOnce", "tty", "envFrom", "targetContainerName")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    WORKINGDIR_FIELD_NUMBER: _ClassVar[int]
+    PORTS_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    VOLUMEMOUNTS_FIELD_NUMBER: _ClassVar[int]
+    LIVENESSPROBE_FIELD_NUMBER: _ClassVar[int]
+    READINESSPROBE_FIELD_NUMBER: _ClassVar[int]
+    STARTUPPROBE_FIELD_NUMBER: _ClassVar[int]
+    IMAGEPULLPOLICY_FIELD_NUMBER: _ClassVar[int]
+    TERMINATIONMESSAGEPATH_FIELD_NUMBER: _ClassVar[int]
+    STDIN_FIELD_NUMBER: _ClassVar[int]
+    STDINONCE_FIELD_NUMBER: _ClassVar[int]
+    TTY_FIELD_NUMBER: _ClassVar[int]
+    ENVFROM_FIELD_NUMBER: _ClassVar[int]
+    TARGETCONTAINERNAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    image: str
+    command: _containers.RepeatedScalarFieldContainer[str]
+    args: _containers.RepeatedScalarFieldContainer[str]
+    workingDir: str
+    ports: _containers.RepeatedCompositeFieldContainer[ContainerPort]
+    env: _containers.RepeatedCompositeFieldContainer[EnvVar]
+    resources: ResourceRequirements
+    volumeMounts: _containers.RepeatedCompositeFieldContainer[VolumeMount]
+    livenessProbe: Probe
+    readinessProbe: Probe
+    startupProbe: Probe
+    imagePullPolicy: str
+    terminationMessagePath: str
+    stdin: bool
+    stdinOnce: bool
+    tty: bool
+    envFrom: _containers.RepeatedCompositeFieldContainer[EnvFromSource]
+    targetContainerName: str
+    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., workingDir: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., volumeMounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., livenessProbe: _Optional[_Union[Probe, _Mapping]] = ..., readinessProbe: _Optional[_Union[Probe, _Mapping]] = ..., startupProbe: _Optional[_Union[Probe, _Mapping]] = ..., imagePullPolicy: _Optional[str] = ..., terminationMessagePath: _Optional[str] = ..., stdin: _Optional[bool] = ..., stdinOnce: _Optional[bool] = ..., tty: _Optional[bool] = ..., envFrom: _Optional[_Iterable[_Union[EnvFromSource, _Mapping]]] = ..., targetContainerName: _Optional[str] = ...) -> None: ...
+
 class HostPathVolumeSource(_message.Message):
     __slots__ = ("path", "type")
     PATH_FIELD_NUMBER: _ClassVar[int]
@@ -523,7 +565,7 @@ class PodSchedulingGate(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class PodSpec(_message.Message):
-    __slots__ = ("volumes", "initContainers", "containers", "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector", "serviceAccountName", "nodeName", "automountServiceAccountToken", "hostNetwork", "hostname", "subdomain", "affinity", "schedulerName", "tolerations", "priorityClassName", "priority", "preemptionPolicy", "overhead", "topologySpreadConstraints", "schedulingGates")
+    __slots__ = ("volumes", "initContainers", "containers", "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector", "serviceAccountName", "nodeName", "automountServiceAccountToken", "hostNetwork", "hostname", "subdomain", "affinity", "schedulerName", "tolerations", "priorityClassName", "priority", "preemptionPolicy", "overhead", "topologySpreadConstraints", "schedulingGates", "ephemeralContainers")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -561,6 +603,7 @@ class PodSpec(_message.Message):
     OVERHEAD_FIELD_NUMBER: _ClassVar[int]
     TOPOLOGYSPREADCONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
     SCHEDULINGGATES_FIELD_NUMBER: _ClassVar[int]
+    EPHEMERALCONTAINERS_FIELD_NUMBER: _ClassVar[int]
     volumes: _containers.RepeatedCompositeFieldContainer[Volume]
     initContainers: _containers.RepeatedCompositeFieldContainer[Container]
     containers: _containers.RepeatedCompositeFieldContainer[Container]
@@ -584,7 +627,8 @@ class PodSpec(_message.Message):
     overhead: _containers.ScalarMap[str, str]
     topologySpreadConstraints: _containers.RepeatedCompositeFieldContainer[TopologySpreadConstraint]
     schedulingGates: _containers.RepeatedCompositeFieldContainer[PodSchedulingGate]
-    def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., initContainers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., restartPolicy: _Optional[str] = ..., terminationGracePeriodSeconds: _Optional[int] = ..., activeDeadlineSeconds: _Optional[int] = ..., dnsPolicy: _Optional[str] = ..., nodeSelector: _Optional[_Mapping[str, str]] = ..., serviceAccountName: _Optional[str] = ..., nodeName: _Optional[str] = ..., automountServiceAccountToken: _Optional[bool] = ..., hostNetwork: _Optional[bool] = ..., hostname: _Optional[str] = ..., subdomain: _Optional[str] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., schedulerName: _Optional[str] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., priorityClassName: _Optional[str] = ..., priority: _Optional[int] = ..., preemptionPolicy: _Optional[str] = ..., overhead: _Optional[_Mapping[str, str]] = ..., topologySpreadConstraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., schedulingGates: _Optional[_Iterable[_Union[PodSchedulingGate, _Mapping]]] = ...) -> None: ...
+    ephemeralContainers: _containers.RepeatedCompositeFieldContainer[EphemeralContainer]
+    def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., initContainers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., restartPolicy: _Optional[str] = ..., terminationGracePeriodSeconds: _Optional[int] = ..., activeDeadlineSeconds: _Optional[int] = ..., dnsPolicy: _Optional[str] = ..., nodeSelector: _Optional[_Mapping[str, str]] = ..., serviceAccountName: _Optional[str] = ..., nodeName: _Optional[str] = ..., automountServiceAccountToken: _Optional[bool] = ..., hostNetwork: _Optional[bool] = ..., hostname: _Optional[str] = ..., subdomain: _Optional[str] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., schedulerName: _Optional[str] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., priorityClassName: _Optional[str] = ..., priority: _Optional[int] = ..., preemptionPolicy: _Optional[str] = ..., overhead: _Optional[_Mapping[str, str]] = ..., topologySpreadConstraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., schedulingGates: _Optional[_Iterable[_Union[PodSchedulingGate, _Mapping]]] = ..., ephemeralContainers: _Optional[_Iterable[_Union[EphemeralContainer, _Mapping]]] = ...) -> None: ...
 
 class PodCondition(_message.Message):
     __slots__ = ("type", "status", "lastProbeTime", "lastTransitionTime", "reason", "message")
@@ -679,7 +723,7 @@ class HostIP(_message.Message):
     def __init__(self, ip: _Optional[str] = ...) -> None: ...
 
 class PodStatus(_message.Message):
-    __slots__ = ("phase", "conditions", "message", "reason", "hostIP", "podIP", "startTime", "containerStatuses", "qosClass", "initContainerStatuses", "nominatedNodeName", "podIPs", "hostIPs", "observedGeneration")
+    __slots__ = ("phase", "conditions", "message", "reason", "hostIP", "podIP", "startTime", "containerStatuses", "qosClass", "initContainerStatuses", "ephemeralContainerStatuses", "nominatedNodeName", "podIPs", "hostIPs", "observedGeneration")
     PHASE_FIELD_NUMBER: _ClassVar[int]
     CONDITIONS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -690,6 +734,7 @@ class PodStatus(_message.Message):
     CONTAINERSTATUSES_FIELD_NUMBER: _ClassVar[int]
     QOSCLASS_FIELD_NUMBER: _ClassVar[int]
     INITCONTAINERSTATUSES_FIELD_NUMBER: _ClassVar[int]
+    EPHEMERALCONTAINERSTATUSES_FIELD_NUMBER: _ClassVar[int]
     NOMINATEDNODENAME_FIELD_NUMBER: _ClassVar[int]
     PODIPS_FIELD_NUMBER: _ClassVar[int]
     HOSTIPS_FIELD_NUMBER: _ClassVar[int]
@@ -704,11 +749,12 @@ class PodStatus(_message.Message):
     containerStatuses: _containers.RepeatedCompositeFieldContainer[ContainerStatus]
     qosClass: str
     initContainerStatuses: _containers.RepeatedCompositeFieldContainer[ContainerStatus]
+    ephemeralContainerStatuses: _containers.RepeatedCompositeFieldContainer[ContainerStatus]
     nominatedNodeName: str
     podIPs: _containers.RepeatedCompositeFieldContainer[PodIP]
     hostIPs: _containers.RepeatedCompositeFieldContainer[HostIP]
     observedGeneration: int
-    def __init__(self, phase: _Optional[str] = ..., conditions: _Optional[_Iterable[_Union[PodCondition, _Mapping]]] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ..., hostIP: _Optional[str] = ..., podIP: _Optional[str] = ..., startTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., containerStatuses: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., qosClass: _Optional[str] = ..., initContainerStatuses: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., nominatedNodeName: _Optional[str] = ..., podIPs: _Optional[_Iterable[_Union[PodIP, _Mapping]]] = ..., hostIPs: _Optional[_Iterable[_Union[HostIP, _Mapping]]] = ..., observedGeneration: _Optional[int] = ...) -> None: ...
+    def __init__(self, phase: _Optional[str] = ..., conditions: _Optional[_Iterable[_Union[PodCondition, _Mapping]]] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ..., hostIP: _Optional[str] = ..., podIP: _Optional[str] = ..., startTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., containerStatuses: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., qosClass: _Optional[str] = ..., initContainerStatuses: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., ephemeralContainerStatuses: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., nominatedNodeName: _Optional[str] = ..., podIPs: _Optional[_Iterable[_Union[PodIP, _Mapping]]] = ..., hostIPs: _Optional[_Iterable[_Union[HostIP, _Mapping]]] = ..., observedGeneration: _Optional[int] = ...) -> None: ...
 
 class Pod(_message.Message):
     __slots__ = ("metadata", "spec", "status")
