@@ -71,11 +71,13 @@ def _pod_labels(pod: Pod) -> dict[str, str]:
             labels.POD_UID: pod.metadata.uid}
 
 
-def _namespaces(pod: Pod) -> api_pb2.NamespaceOption:
+def _namespaces(pod: Pod, target_id: str = "") -> api_pb2.NamespaceOption:
     """The pod's network and IPC are shared; each container has its own PID namespace
-    (no shareProcessNamespace), so its command is PID 1 there, as upstream."""
+    (no shareProcessNamespace), so its command is PID 1 there, as upstream — unless it
+    targets another container's (kubectl debug --target)."""
     return api_pb2.NamespaceOption(network=api_pb2.NODE if pod.spec.hostNetwork else api_pb2.POD,
-                                   pid=api_pb2.CONTAINER, ipc=api_pb2.POD)
+                                   pid=api_pb2.TARGET if target_id else api_pb2.CONTAINER, ipc=api_pb2.POD,
+                                   target_id=target_id)
 
 
 def sandbox_config(pod: Pod, paths: PodPaths, attempt: int, cgroup_parent: str = "") -> api_pb2.PodSandboxConfig:
@@ -242,7 +244,9 @@ def container_config(pod: Pod, container: core_pb2.Container, *, init: bool, res
                      paths: PodPaths, pod_ip: str, host_ip: str,
                      cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
                      env_sources: Mapping[tuple[str, str], Mapping[str, str] | None] | None = None,
-                     ) -> api_pb2.ContainerConfig:
+                     target_id: str = "") -> api_pb2.ContainerConfig:
+    """`target_id`: a running container whose process namespace this one joins (an
+    ephemeral container's targetContainerName)."""
     envs = _environment(pod, container, pod_ip, host_ip, env_sources or {})
     mounts = _mounts(pod, container, paths)
     if pod_ip and all(m.container_path != ETC_HOSTS for m in mounts):  # a volume there wins
@@ -259,4 +263,4 @@ def container_config(pod: Pod, container: core_pb2.Container, *, init: bool, res
                      labels.TERMINATION_GRACE: str(grace_period(pod))},
         linux=api_pb2.LinuxContainerConfig(resources=_resources(container),
                                            security_context=api_pb2.LinuxContainerSecurityContext(
-                                               namespace_options=_namespaces(pod))))
+                                               namespace_options=_namespaces(pod, target_id))))

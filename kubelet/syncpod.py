@@ -140,13 +140,17 @@ class PodSyncer:
                 await self._start(pod, specs[name], False, status, sandbox_id, config, pod_ip, result)
             ephemeral = {c.name: c for c in pod.spec.ephemeralContainers}
             for name in actions.ephemeral_to_start:
+                target = status.latest(ephemeral[name].targetContainerName) \
+                    if ephemeral[name].targetContainerName else None
                 await self._start(pod, ephemeral_as_container(ephemeral[name]), False, status, sandbox_id, config,
-                                  pod_ip, result)
+                                  pod_ip, result, target_id=target.id if target is not None and target.state == RUNNING
+                                  else "")
         result.runtime = await self.runtime.pod_status(uid)
         return result
 
     async def _start(self, pod: Pod, spec: core_pb2.Container, init: bool, status: PodRuntimeStatus,
-                     sandbox_id: str, config: api_pb2.PodSandboxConfig, pod_ip: str, result: SyncResult) -> bool:
+                     sandbox_id: str, config: api_pb2.PodSandboxConfig, pod_ip: str, result: SyncResult,
+                     target_id: str = "") -> bool:
         name = spec.name
         where = _field(name, init)
         latest = status.latest(name, init)
@@ -172,7 +176,7 @@ class PodSyncer:
                 else None
             container_cfg = container_config(pod, spec, init=init, restart_count=restart_count, paths=self.paths,
                                              pod_ip=pod_ip, host_ip=self.node_ip, cluster_domain=self.cluster_domain,
-                                             env_sources=sources)
+                                             env_sources=sources, target_id=target_id)
         except (ConfigError, OSError) as exc:
             result.waiting[name] = ("CreateContainerConfigError", str(exc))
             self.recorder.pod_event(pod, WARNING, "Failed", f"Error: {exc}", field_path=where)

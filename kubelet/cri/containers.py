@@ -10,6 +10,7 @@ CRI log.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -80,6 +81,18 @@ class ContainerManager:
             host_ipc=options.ipc == api_pb2.NODE, host_pid=options.pid == api_pb2.NODE,
             sysctls=tuple(sorted(config.linux.sysctls.items())))
 
+    def _target_pid(self, sandbox_id: str, target_id: str) -> int:
+        """The process of the running container whose PID namespace a new one joins
+        (upstream's NamespaceMode TARGET: kubectl debug --target)."""
+        try:
+            target = self.store.get(target_id) if target_id else None
+        except (NotFound, Ambiguous):
+            target = None
+        if target is None or target.sandbox_id != sandbox_id or target.state() != api_pb2.CONTAINER_RUNNING \
+                or not target.pid:
+            raise invalid(f"namespace_options.target_id: {target_id!r} is not a running container of the sandbox")
+        return target.pid
+
     # ---- CreateContainer / StartContainer ----
 
     async def create(self, sandbox_id: str, config: api_pb2.ContainerConfig) -> str:
@@ -111,7 +124,11 @@ class ContainerManager:
             if layers is None:
                 layers = await asyncio.to_thread(self.images.unpack, image)
             rootfs = await mount_overlay(layers, directory)
-            spec = container_spec(record.id, config, image.run_config, rootfs, self._sandbox_context(sandbox))
+            context = self._sandbox_context(sandbox)
+            options = config.linux.security_context.namespace_options
+            if options.pid == api_pb2.TARGET:
+                context = dataclasses.replace(context, target_pid=self._target_pid(sandbox.id, options.target_id))
+            spec = container_spec(record.id, config, image.run_config, rootfs, context)
             (directory / "config.json").write_text(json.dumps(spec))
             user = spec["process"]["user"]
             record.user = (int(user["uid"]), int(user["gid"]), tuple(int(g) for g in user.get("additionalGids", [])))

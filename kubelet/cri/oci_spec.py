@@ -81,6 +81,7 @@ class SandboxContext:
     cgroup_parent: str = "/kubeling"
     host_ipc: bool = False
     host_pid: bool = False
+    target_pid: int = 0  # namespace_options.pid TARGET: the target container's process
     sysctls: tuple[tuple[str, str], ...] = ()
     seccomp_default: Path = DEFAULT_PROFILE  # the RuntimeDefault profile
 
@@ -348,7 +349,9 @@ def container_spec(container_id: str, config: api_pb2.ContainerConfig, image: di
     elif pid_mode == api_pb2.POD:
         namespaces.append({"type": "pid", "path": f"/proc/{sandbox.pause_pid}/ns/pid"})
     elif pid_mode == api_pb2.TARGET:
-        raise SpecError("config.linux.security_context.namespace_options.pid: TARGET is not supported")
+        if not sandbox.target_pid:
+            raise SpecError("config.linux.security_context.namespace_options.target_id: no running container")
+        namespaces.append({"type": "pid", "path": f"/proc/{sandbox.target_pid}/ns/pid"})
     else:
         namespaces.append({"type": "pid"})
     if not sandbox.host_ipc:

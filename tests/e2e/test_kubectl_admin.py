@@ -130,7 +130,8 @@ async def test_top_node_and_pod(cluster: Cluster, kubectl: Kubectl) -> None:
 
 async def test_debug_runs_in_the_pods_network_namespace(cluster: Cluster, kubectl: Kubectl) -> None:
     """kubectl debug: an ephemeral container added to a running pod shares its network
-    namespace (it sees the pod's IP), attached (-i) or read back from its log."""
+    namespace (it sees the pod's IP), attached (-i) or read back from its log, and with
+    --target the target container's process namespace."""
     await cluster.add_node(1)
     await kubectl("run", "target", "--image=busybox", "--", "sh", "-c",
                   "trap 'exit 0' TERM; while true; do sleep 1; done")
@@ -147,6 +148,15 @@ async def test_debug_runs_in_the_pods_network_namespace(cluster: Cluster, kubect
     _, out, err = await kubectl("debug", "-i", "target", "--image=busybox", "--container=dbg2", "--",
                                 "sh", "-c", "sleep 2; ip -4 addr show eth0", timeout=120)
     assert f"inet {ip}/" in out, (out, err)
+    # --target: the ephemeral container joins the target container's process namespace.
+    await kubectl("debug", "target", "--image=busybox", "--container=dbg3", "--target=target", "--",
+                  "sh", "-c", "ps -o pid,args")
+
+    def ps_done(p: Any) -> bool:
+        return any(s.name == "dbg3" and s.state.HasField("terminated") for s in p.status.ephemeralContainerStatuses)
+    await cluster.wait_pod("target", ps_done, timeout=60)
+    _, logs, _ = await kubectl("logs", "target", "-c", "dbg3")
+    assert "while true; do sleep 1; done" in logs, logs  # the target's process, seen from the debugger
     current = await cluster.client.pods.get("target")
-    assert [c.name for c in current.spec.ephemeralContainers] == ["dbg", "dbg2"]
+    assert [c.name for c in current.spec.ephemeralContainers] == ["dbg", "dbg2", "dbg3"]
     assert next(c for c in current.status.containerStatuses if c.name == "target").restartCount == 0
