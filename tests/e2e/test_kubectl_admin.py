@@ -48,9 +48,19 @@ async def test_drain_respects_a_budget(cluster: Cluster, controllers: Controller
         return st.currentHealthy == 2 and st.desiredHealthy == 2 and st.observedGeneration >= 1
     await _until(counted, "the budget's status")
 
+    lonely = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lonely"},
+              "spec": {"nodeName": first, "terminationGracePeriodSeconds": 1, "containers": [
+                  {"name": "main", "image": "busybox", "command": WEB["spec"]["template"]["spec"]["containers"][0][
+                      "command"]}]}}
+    await kubectl("apply", "-f", "-", stdin=json.dumps(lonely))
+    await cluster.wait_pod("lonely", lambda p: p.status.phase == "Running", timeout=60)
     code, out, err = await kubectl("drain", first, "--ignore-daemonsets", "--timeout=6s", ok=False, timeout=60)
+    assert code != 0 and "cannot delete Pods that declare no controller" in out + err, (out, err)  # needs --force
+    code, out, err = await kubectl("drain", first, "--ignore-daemonsets", "--force", "--timeout=8s", ok=False,
+                                   timeout=60)
     assert code != 0 and "Cannot evict pod as it would violate the pod's disruption budget" in out + err, (out, err)
     assert (await cluster.client.nodes.get(first)).spec.unschedulable  # cordoned all the same
+    await cluster.wait_gone("lonely", timeout=30)  # no budget covers it: evicted
     on_first = [p for p in (await cluster.client.pods.list_all(label_selector="app=web"))[0]
                 if p.spec.nodeName == first]
     assert on_first and not on_first[0].metadata.HasField("deletionTimestamp")
@@ -60,8 +70,8 @@ async def test_drain_respects_a_budget(cluster: Cluster, controllers: Controller
     async def allowed() -> bool:
         return (await cluster.client.poddisruptionbudgets.get("web", "default")).status.disruptionsAllowed == 1
     await _until(allowed, "the budget to allow one disruption")
-    _, out, err = await kubectl("drain", first, "--ignore-daemonsets", "--timeout=60s", "--grace-period=1",
-                                timeout=90)
+    _, out, err = await kubectl("drain", first, "--ignore-daemonsets", "--force", "--timeout=60s",
+                                "--grace-period=1", timeout=90)
     assert f"node/{first} drained" in out, (out, err)
     assert f"evicting pod default/{on_first[0].metadata.name}" in out + err
 
