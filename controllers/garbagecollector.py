@@ -68,6 +68,17 @@ class GarbageCollector:
         # whose owner is not known here or is being deleted in the foreground.
         if any(self._suspect(ref.uid) for ref in obj.metadata.ownerReferences):
             self.queue.add(_key(node))
+        # An owner waiting for its blocking dependents looks again when one of them changes
+        # (unblocked, or its reference removed).
+        refs = [*obj.metadata.ownerReferences, *(old.metadata.ownerReferences if old is not None else ())]
+        for uid in {r.uid for r in refs}:
+            owner_node = self.uids.get(uid)
+            if owner_node is None:
+                continue
+            owner = self._object(owner_node)
+            if owner is not None and owner.metadata.HasField("deletionTimestamp") \
+                    and FOREGROUND in owner.metadata.finalizers:
+                self.queue.add(_key(owner_node))
         meta = obj.metadata
         if meta.HasField("deletionTimestamp") and (ORPHAN in meta.finalizers or FOREGROUND in meta.finalizers):
             self.queue.add(_key(node))
@@ -146,11 +157,16 @@ class GarbageCollector:
             blocking = {r.uid for r in waiting if r.blockOwnerDeletion}
 
             def tidy(o: Any) -> bool:
-                kept = [r for r in o.metadata.ownerReferences if r.uid not in gone]
-                for r in kept:
-                    if r.uid in blocking:
+                changed = False
+                kept = []
+                for r in o.metadata.ownerReferences:
+                    if r.uid in gone:
+                        changed = True
+                        continue
+                    if r.uid in blocking and r.blockOwnerDeletion:
                         r.blockOwnerDeletion = False  # a solid owner keeps it: stop blocking the other
-                changed = kept != list(o.metadata.ownerReferences)
+                        changed = True
+                    kept.append(r)
                 del o.metadata.ownerReferences[:]
                 o.metadata.ownerReferences.extend(kept)
                 return changed
