@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -124,6 +125,13 @@ async def _set_image(client: Client, image: str) -> apps_pb2.Deployment:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="kubeling-bench-controllers-"))
+    try:
+        return await _run(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the cluster's state and logs (BENCH_KEEP_LOG keeps the log)
+
+
+async def _run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     replicas = args.replicas
     async with running_cluster(work, NODE, CLUSTER_CIDR, max_pods=replicas * 2 + 10, controllers=True) as cluster:
         client = cluster.client
