@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ from typing import Any
 
 from bench.cluster import running_cluster
 from bench.output import report
+from kubelet.agent import bridge_name
 from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import apps_pb2, core_pb2, meta_pb2
@@ -128,7 +130,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         return await _run(args, work)
     finally:
-        shutil.rmtree(work, ignore_errors=True)  # the cluster's state and logs (BENCH_KEEP_LOG keeps the log)
+        # the node's bridge (its kubelet leaves it for the next start) and the cluster's files
+        subprocess.run(["ip", "link", "del", bridge_name(NODE)], capture_output=True, check=False)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 async def _run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
