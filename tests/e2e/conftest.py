@@ -175,7 +175,10 @@ async def cluster(etcd: EtcdServer, prefix: str) -> AsyncIterator[Cluster]:
         try:
             pods, _ = await client.pods.list_all()
             for p in pods:
-                await client.pods.delete(p.metadata.name, p.metadata.namespace)
+                try:
+                    await client.pods.delete(p.metadata.name, p.metadata.namespace)
+                except errors.NotFound:
+                    pass  # its kubelet (or a controller) finished deleting it meanwhile
             for _ in range(600):
                 if not (await client.pods.list_all())[0]:
                     break
