@@ -13,8 +13,6 @@ import logging
 import time
 from collections.abc import Sequence
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
 from controllers import deploymentutil as du
 from controllers.controllerref import claim, controller_of, controller_ref, update_with_retry
 from controllers.workqueue import Workers, WorkQueue
@@ -23,6 +21,7 @@ from kubeling.client import Client
 from kubeling.events import NORMAL, EventRecorder
 from kubeling.informer import INDEX_NAMESPACE, Informer, object_key
 from kubeling.selectors import LabelSelector, SelectorError, from_label_selector_proto
+from kubeling.timestamps import now as _now
 from protos.kubeling.v1 import apps_pb2, core_pb2
 
 __all__ = ["DeploymentController"]
@@ -31,12 +30,6 @@ log = logging.getLogger(__name__)
 
 Sets = list[apps_pb2.ReplicaSet]
 
-
-def _now() -> Timestamp:
-    ts = Timestamp()
-    ts.GetCurrentTime()
-    ts.nanos = 0
-    return ts
 
 
 def _condition(status: apps_pb2.DeploymentStatus, kind: str) -> apps_pb2.DeploymentCondition | None:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import logging
 import time
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
 from controllers.controllerref import controller_of, is_ready
 from controllers.workqueue import Workers, WorkQueue
 from kubeling import errors
@@ -18,6 +16,7 @@ from kubeling.client import Client
 from kubeling.informer import INDEX_NAMESPACE, Informer, object_key
 from kubeling.intstr import scaled_value
 from kubeling.selectors import SelectorError, from_label_selector_proto
+from kubeling.timestamps import now
 from protos.kubeling.v1 import apps_pb2, core_pb2, meta_pb2, policy_pb2
 
 __all__ = ["DisruptionController", "budget_status"]
@@ -138,10 +137,7 @@ class DisruptionController:
         if old is not None and old.status == condition.status:
             condition.lastTransitionTime.CopyFrom(old.lastTransitionTime)
         else:
-            now = Timestamp()
-            now.GetCurrentTime()
-            now.nanos = 0
-            condition.lastTransitionTime.CopyFrom(now)
+            condition.lastTransitionTime.CopyFrom(now())
         del status.conditions[:]
         status.conditions.append(condition)
         if status == pdb.status:

@@ -11,8 +11,6 @@ import logging
 import time
 from collections.abc import Sequence
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
 from controllers.controllerref import claim, controller_of, controller_ref, is_ready
 from controllers.expectations import Expectations
 from controllers.replicaset import pod_from_template, slow_start
@@ -22,6 +20,7 @@ from kubeling.client import Client
 from kubeling.events import NORMAL, WARNING, EventRecorder
 from kubeling.informer import INDEX_NAMESPACE, Informer, object_key
 from kubeling.selectors import SelectorError, from_label_selector_proto
+from kubeling.timestamps import now as _now
 from protos.kubeling.v1 import batch_pb2, core_pb2
 
 __all__ = ["JobController", "finished"]
@@ -30,12 +29,6 @@ log = logging.getLogger(__name__)
 
 MAX_BACKOFF = 360.0  # upstream's MaxJobPodFailureBackOff: 6 minutes
 
-
-def _now() -> Timestamp:
-    ts = Timestamp()
-    ts.GetCurrentTime()
-    ts.nanos = 0
-    return ts
 
 
 def finished(job: batch_pb2.Job) -> batch_pb2.JobCondition | None:

@@ -17,11 +17,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.informer import INDEX_NODE_NAME, Informer
+from kubeling.timestamps import now as _now
 from protos.kubeling.v1 import coordination_pb2, core_pb2
 
 __all__ = ["NodeLifecycleController", "UNREACHABLE", "NOT_READY", "LEASE_NAMESPACE"]
@@ -43,10 +42,6 @@ class _Health:
 
 def _ready(node: core_pb2.Node) -> core_pb2.NodeCondition | None:
     return next((c for c in node.status.conditions if c.type == "Ready"), None)
-
-
-def _now() -> Timestamp:
-    return Timestamp(seconds=int(time.time()))
 
 
 @dataclass

@@ -13,8 +13,6 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
 from controllers.controllerref import (
     claim,
     controller_of,
@@ -31,6 +29,7 @@ from kubeling.client import Client
 from kubeling.events import NORMAL, WARNING, EventRecorder
 from kubeling.informer import INDEX_NAMESPACE, Informer, object_key
 from kubeling.selectors import SelectorError, from_label_selector_proto
+from kubeling.timestamps import now as _now
 from protos.kubeling.v1 import apps_pb2, core_pb2, meta_pb2
 
 __all__ = ["ReplicaSetController", "pod_from_template", "deletion_order", "slow_start", "BURST_REPLICAS"]
@@ -241,12 +240,6 @@ class ReplicaSetController:
         except errors.NotFound:
             pass
 
-
-def _now() -> Timestamp:
-    ts = Timestamp()
-    ts.GetCurrentTime()
-    ts.nanos = 0
-    return ts
 
 
 async def slow_start(count: int, create: Callable[[], Awaitable[None]]) -> tuple[int, BaseException | None]:

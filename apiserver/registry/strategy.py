@@ -7,7 +7,6 @@ as upstream's `rest.RESTCreateStrategy` / `RESTUpdateStrategy` do.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import ClassVar, Generic
 
@@ -18,13 +17,9 @@ from apiserver.validation import Checker
 from kubeling import errors, names
 from kubeling.errors import FieldViolation
 from kubeling.objects import ObjectT as T
+from kubeling.timestamps import now
 
 __all__ = ["Strategy", "DeletePlan", "T", "now", "timestamp"]
-
-
-def now() -> Timestamp:
-    """The current time at second precision, as metav1.Time serializes it."""
-    return Timestamp(seconds=int(time.time()))
 
 
 def timestamp(seconds: float) -> Timestamp:
