@@ -14,8 +14,8 @@ from kubeling.client import ResourceClient
 from kubeling.selectors import LabelSelector
 from protos.kubeling.v1 import core_pb2, meta_pb2
 
-__all__ = ["controller_of", "controller_ref", "claim", "is_active", "is_ready", "is_available", "ready_since",
-           "update_with_retry"]
+__all__ = ["drop_owner", "controller_of", "controller_ref", "claim", "is_active", "is_ready", "is_available",
+           "ready_since", "update_with_retry"]
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,17 @@ def controller_of(obj: Any) -> meta_pb2.OwnerReference | None:
 def controller_ref(owner: Any, api_version: str, kind: str) -> meta_pb2.OwnerReference:
     return meta_pb2.OwnerReference(apiVersion=api_version, kind=kind, name=owner.metadata.name,
                                    uid=owner.metadata.uid, controller=True, blockOwnerDeletion=True)
+
+
+def drop_owner(obj: Any, uid: str) -> bool:
+    """Remove the reference to owner `uid`; whether there was one."""
+    refs = obj.metadata.ownerReferences
+    kept = [r for r in refs if r.uid != uid]
+    if len(kept) == len(refs):
+        return False
+    del refs[:]
+    refs.extend(kept)
+    return True
 
 
 def is_active(pod: core_pb2.Pod) -> bool:
@@ -95,14 +106,7 @@ async def claim(resource: ResourceClient[Any], owner: Any, api_version: str, kin
             if owner.metadata.HasField("deletionTimestamp"):
                 continue  # upstream: a controller being deleted does not release
 
-            def release(o: Any) -> bool:
-                kept = [r for r in o.metadata.ownerReferences if r.uid != uid]
-                if len(kept) == len(o.metadata.ownerReferences):
-                    return False
-                del o.metadata.ownerReferences[:]
-                o.metadata.ownerReferences.extend(kept)
-                return True
-            await update_with_retry(resource, obj, release)
+            await update_with_retry(resource, obj, lambda o: drop_owner(o, uid))
             log.info("%s %s/%s: released %s %s (no longer matches)", kind, owner.metadata.namespace,
                      owner.metadata.name, resource.kind, obj.metadata.name)
             continue

@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from controllers.controllerref import update_with_retry
+from controllers.controllerref import drop_owner, update_with_retry
 from controllers.workqueue import Workers, WorkQueue
 from kubeling import errors
 from kubeling.client import ResourceClient
@@ -191,15 +191,7 @@ class GarbageCollector:
             dependent = self._object(node)
             if dependent is None:
                 continue
-
-            def drop(o: Any) -> bool:
-                kept = [r for r in o.metadata.ownerReferences if r.uid != uid]
-                if len(kept) == len(o.metadata.ownerReferences):
-                    return False
-                del o.metadata.ownerReferences[:]
-                o.metadata.ownerReferences.extend(kept)
-                return True
-            await update_with_retry(self.watched[node[0]].client, dependent, drop)
+            await update_with_retry(self.watched[node[0]].client, dependent, lambda o: drop_owner(o, uid))
         log.info("garbage collector: orphaned the dependents of %s %s", self.watched[resource].kind,
                  object_key(owner))
         await self._remove_finalizer(resource, owner, ORPHAN)
