@@ -127,7 +127,8 @@ class JobController:
             status.completionTime.CopyFrom(_now())
             self.recorder.object_event(job, "batch/v1", "Job", NORMAL, "Completed", "Job completed")
         elif self.expectations.satisfied(key) and not job.metadata.HasField("deletionTimestamp"):
-            active = await self._manage(job, key, active, succeeded, failed_pods, completions)
+            active = await self._manage(job, key, active, succeeded,
+                                        [p for p in pods if p.status.phase == "Failed"], completions)
         status.active = len(active)
         status.succeeded = succeeded
         status.failed = failed
@@ -151,7 +152,7 @@ class JobController:
                               lastTransitionTime=now)
 
     async def _manage(self, job: batch_pb2.Job, key: str, active: list[core_pb2.Pod], succeeded: int,
-                      failed_pods: int, completions: int | None) -> list[core_pb2.Pod]:
+                      failed: list[core_pb2.Pod], completions: int | None) -> list[core_pb2.Pod]:
         parallelism = job.spec.parallelism
         if job.spec.suspend:
             wanted = 0
@@ -167,12 +168,11 @@ class JobController:
         missing = wanted - len(active)
         if missing <= 0:
             return active
-        if failed_pods:
+        if failed:
             # Upstream's backoff: 10 s doubling per failure, up to 6 minutes, from the last failure.
-            delay = min(MAX_BACKOFF, self.backoff_base * 2 ** (failed_pods - 1))
-            last = max((c.state.terminated.finishedAt.seconds for p in self.pods.store.list()
-                        if (r := controller_of(p)) is not None and r.uid == job.metadata.uid
-                        for c in p.status.containerStatuses), default=0)
+            delay = min(MAX_BACKOFF, self.backoff_base * 2 ** (len(failed) - 1))
+            last = max((c.state.terminated.finishedAt.seconds for p in failed for c in p.status.containerStatuses),
+                       default=0)
             wait = last + delay - time.time()
             if wait > 0:
                 self.queue.add_after(key, wait)
