@@ -14,6 +14,7 @@ READ = ("get", "list", "watch")
 WRITE = ("create", "delete", "deletecollection", "patch", "update")
 CORE, COORDINATION, RBAC = "", "coordination.k8s.io", "rbac.authorization.k8s.io"
 APPS, BATCH, POLICY, SCHEDULING = "apps", "batch", "policy", "scheduling.k8s.io"
+DISCOVERY = "discovery.k8s.io"
 _WORKLOADS = ("deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
               "replicasets/status")
 AUTHENTICATION, AUTHORIZATION, EVENTS = "authentication.k8s.io", "authorization.k8s.io", "events.k8s.io"
@@ -30,7 +31,7 @@ def _urls(verbs: tuple[str, ...], urls: tuple[str, ...]) -> PolicyRule:
 
 _VIEW = (
     _rule(READ, (CORE,), ("pods", "pods/log", "pods/status", "events", "namespaces", "namespaces/status",
-                          "serviceaccounts", "configmaps")),
+                          "serviceaccounts", "configmaps", "services", "services/status", "endpoints")),
     _rule(READ, (EVENTS,), ("events",)),
     _rule(READ, (APPS,), _WORKLOADS),
     _rule(READ, (BATCH,), ("jobs", "jobs/status")),
@@ -42,7 +43,8 @@ _EDIT = (
     _rule(READ + WRITE, (CORE,), ("pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy",
                                   "pods/ephemeralcontainers")),
     _rule(("create",), (CORE,), ("pods/eviction",)),
-    _rule(READ + WRITE, (CORE,), ("serviceaccounts", "configmaps", "secrets")),
+    _rule(READ + WRITE, (CORE,), ("serviceaccounts", "configmaps", "secrets", "services", "services/proxy",
+                                  "endpoints")),
     _rule(("create",), (CORE,), ("serviceaccounts/token",)),
     _rule(READ + WRITE, (APPS,), ("deployments", "deployments/scale", "deployments/rollback", "replicasets",
                                   "replicasets/scale")),
@@ -103,6 +105,10 @@ def cluster_roles() -> list[Role]:
             _rule(("patch", "update"), (BATCH,), ("jobs/status",)),
             _rule(READ, (POLICY,), ("poddisruptionbudgets",)),
             _rule(("patch", "update"), (POLICY,), ("poddisruptionbudgets/status",)),
+            # the EndpointSlice and Endpoints controllers'
+            _rule(READ, (CORE,), ("services",)),
+            _rule(READ + ("create", "delete", "patch", "update"), (CORE,), ("endpoints",)),
+            _rule(READ + ("create", "delete", "patch", "update"), (DISCOVERY,), ("endpointslices",)),
             # the garbage collector's: whatever has owners
             _rule(READ + ("delete", "patch", "update"), ("*",), ("*",)),
             _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
@@ -111,6 +117,17 @@ def cluster_roles() -> list[Role]:
         # What a kubelet may do at all (not bound by default, as upstream: the Node
         # authorizer grants these rules and NodeRestriction narrows them to its own node).
         Role("system:node", node_rules()),
+        # kube-proxy's (upstream's system:node-proxier) and the cluster DNS's (system:kube-dns)
+        Role("system:node-proxier", (
+            _rule(("list", "watch"), (CORE,), ("services", "endpoints")),
+            _rule(READ, (CORE,), ("nodes",)),
+            _rule(("list", "watch"), (DISCOVERY,), ("endpointslices",)),
+            _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),
+        )),
+        Role("system:kube-dns", (
+            _rule(("list", "watch"), (CORE,), ("services", "endpoints")),
+            _rule(("list", "watch"), (DISCOVERY,), ("endpointslices",)),
+        )),
     ]
 
 
@@ -120,6 +137,7 @@ def node_rules() -> tuple[PolicyRule, ...]:
         _rule(("create", "get", "list", "watch", "patch", "update"), (CORE,), ("nodes",)),
         _rule(("patch", "update"), (CORE,), ("nodes/status",)),
         _rule(READ, (CORE,), ("pods",)),
+        _rule(READ, (CORE,), ("services",)),  # the pods' Service environment variables
         _rule(("create", "delete"), (CORE,), ("pods",)),
         _rule(("patch", "update"), (CORE,), ("pods/status",)),
         _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),
@@ -143,6 +161,8 @@ def cluster_role_bindings() -> list[Binding]:
         bind("system:basic-user", authenticated),
         bind("system:kube-scheduler", Subject("User", "system:kube-scheduler")),
         bind("system:kube-controller-manager", Subject("User", "system:kube-controller-manager")),
+        bind("system:node-proxier", Subject("User", "system:kube-proxy")),
+        bind("system:kube-dns", Subject("User", "system:kube-dns")),
     ]
 
 

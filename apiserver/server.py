@@ -5,6 +5,7 @@ for /metrics, /healthz and /readyz."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import ssl
 import time
@@ -19,12 +20,14 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from apiserver.admission import Admission, AdmissionPlugin, MutatingPlugin
+from apiserver.allocator import IPRange, PortRange, RangeAllocator
 from apiserver.authn import Authenticator, load_token_file
 from apiserver.authz import authorizer_for, parse_modes
 from apiserver.compaction import Compactor
 from apiserver.defaulttolerationseconds import DefaultTolerationSeconds
 from apiserver.election import Controller, ControllerElection
 from apiserver.eviction import Evictions
+from apiserver.kubernetesservice import KubernetesService
 from apiserver.metrics import Metrics
 from apiserver.metricsapi import MetricsAPI
 from apiserver.namespace_finalizer import NamespaceFinalizer
@@ -44,6 +47,7 @@ from apiserver.rest.server import RestServer
 from apiserver.service import SERVICE_NAMES, service_handler
 from apiserver.serviceaccountadmission import ServiceAccountAdmission
 from apiserver.serviceaccounts import ServiceAccountsController
+from apiserver.servicealloc import AllocationRepair, ServiceAllocations
 from apiserver.storage.etcd import EtcdTLS, Storage
 from apiserver.storage.ttl import LeasePool
 from apiserver.tokenrequest import TokenRequests
@@ -76,6 +80,12 @@ class Config:
     event_ttl: float = 3600.0  # Events are removed this long after their last write
     cluster_cidr: str = "10.88.0.0/16"  # nodes' pod CIDRs come out of it; empty: not allocated
     node_cidr_mask_size: int = 24
+    # Services' ClusterIPs and node ports come out of these (never overlapping cluster_cidr).
+    service_cluster_ip_range: str = "10.96.0.0/16"
+    service_node_port_range: str = "30000-32767"
+    # The address the `kubernetes` Service's endpoints name (empty: the REST listener's host).
+    advertise_address: str = ""
+    allocation_repair_interval: float = 60.0
     # Serving TLS for gRPC and REST (both files, or neither: plain text), client
     # certificates verified against client_ca_file; static tokens; anonymous requests.
     tls_cert_file: str = ""
@@ -158,6 +168,21 @@ class Config:
             raise ValueError(f"etcd TLS: {err}") from None
         return EtcdTLS(ca, cert, key)
 
+    def service_ranges(self) -> tuple[IPRange, PortRange]:
+        try:
+            ips = IPRange.parse(self.service_cluster_ip_range)
+        except ValueError as err:
+            raise ValueError(f"--service-cluster-ip-range: {err}") from None
+        if ips.size < 8:
+            raise ValueError(f"--service-cluster-ip-range {ips.text} is too small")
+        if self.cluster_cidr and ips.cidr.overlaps(ipaddress.ip_network(self.cluster_cidr)):
+            raise ValueError(f"--service-cluster-ip-range {ips.text} overlaps --cluster-cidr {self.cluster_cidr}")
+        try:
+            ports = PortRange.parse(self.service_node_port_range)
+        except ValueError as err:
+            raise ValueError(f"--service-node-port-range: {err}") from None
+        return ips, ports
+
     def admission_plugin_names(self) -> list[str]:
         names = [n.strip() for n in self.admission_plugins.split(",") if n.strip()]
         for name in names:
@@ -216,6 +241,7 @@ class APIServer:
         grpc_authn = authenticator if cfg.client_ca_file or cfg.token_auth_file or not cfg.anonymous_auth \
             or modes != ["AlwaysAllow"] else None
         allocator = CIDRAllocator(cfg.cluster_cidr, cfg.node_cidr_mask_size) if cfg.cluster_cidr else None
+        ip_range, port_range = cfg.service_ranges()
         self._storage = storage = await Storage.connect(cfg.etcd, etcd_tls)
         await self._wait_for_etcd(storage)
         for strategy_type in ALL_STRATEGIES:
@@ -226,6 +252,10 @@ class APIServer:
                 namespace_check=self._check_namespace if strategy.namespaced else None,
                 expiry=LeasePool(storage, cfg.event_ttl, reuse=min(60.0, cfg.event_ttl))
                 if strategy.plural == "events" and cfg.event_ttl > 0 else None)
+        prefix = cfg.etcd_prefix.rstrip("/")
+        service_ips = RangeAllocator(storage, f"{prefix}/ranges/serviceips".encode(), ip_range)
+        node_ports = RangeAllocator(storage, f"{prefix}/ranges/servicenodeports".encode(), port_range)
+        self.registries["services"].hooks = ServiceAllocations(service_ips, node_ports)
         policy = StoredPolicy(self.registries)
         authorizer = authorizer_for(cfg.authorization_mode, policy, self._pods_on_node)
         authenticator.others.append(ServiceAccountTokens(
@@ -295,8 +325,8 @@ class APIServer:
         if allocator is not None:
             self._ipam = NodeIPAM(self.registries["nodes"], allocator)
             controllers.append(self._ipam)
-        self._election = ControllerElection(self.registries["leases"], controllers)
-        self._election.start()
+        controllers.append(AllocationRepair(self.registries["services"], service_ips, node_ports,
+                                            cfg.allocation_repair_interval))
         if cfg.metrics_listen:
             await self._start_http(cfg.metrics_listen)
         if cfg.rest_listen:
@@ -308,6 +338,12 @@ class APIServer:
                                                            kubelet_ssl))
             self.rest_port = await self._rest.start(cfg.rest_listen)
             log.info("apiserver serving the REST API on %s", self.rest_address)
+            controllers.append(KubernetesService(
+                self.registries["services"], self.registries["endpoints"], self.registries["endpointslices"],
+                ip_range.value(0), cfg.advertise_address or self.rest_address.rpartition(":")[0], self.rest_port))
+        # after the listeners: the `kubernetes` Service names the REST port
+        self._election = ControllerElection(self.registries["leases"], controllers)
+        self._election.start()
         log.info("apiserver serving gRPC on %s (etcd %s)", self.address, cfg.etcd)
 
     async def stop(self, grace: float = 1.0) -> None:

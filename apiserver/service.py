@@ -41,7 +41,8 @@ SERVICE_NAMES = {"pods": "Pods", "nodes": "Nodes", "namespaces": "Namespaces", "
                  "rolebindings": "RoleBindings", "clusterrolebindings": "ClusterRoleBindings",
                  "serviceaccounts": "ServiceAccounts", "configmaps": "ConfigMaps", "secrets": "Secrets",
                  "replicasets": "ReplicaSets", "deployments": "Deployments", "jobs": "Jobs",
-                 "priorityclasses": "PriorityClasses", "poddisruptionbudgets": "PodDisruptionBudgets"}
+                 "priorityclasses": "PriorityClasses", "poddisruptionbudgets": "PodDisruptionBudgets",
+                 "services": "Services", "endpoints": "EndpointsService", "endpointslices": "EndpointSlices"}
 
 
 def _serialize(msg: Any) -> bytes:

@@ -31,6 +31,7 @@ from protos.kubeling.v1 import (
     batch_pb2,
     coordination_pb2,
     core_pb2,
+    discovery_pb2,
     meta_pb2,
     policy_pb2,
     rbac_pb2,
@@ -281,6 +282,12 @@ class Client:
             api_pb2_grpc.PriorityClassesStub(ch), "PriorityClass", False, t, w)
         self.poddisruptionbudgets: ResourceClient[policy_pb2.PodDisruptionBudget] = ResourceClient(
             api_pb2_grpc.PodDisruptionBudgetsStub(ch), "PodDisruptionBudget", True, t, w)
+        self.services: ResourceClient[core_pb2.Service] = ResourceClient(
+            api_pb2_grpc.ServicesStub(ch), "Service", True, t, w)
+        self.endpoints: ResourceClient[core_pb2.Endpoints] = ResourceClient(
+            api_pb2_grpc.EndpointsServiceStub(ch), "Endpoints", True, t, w)
+        self.endpointslices: ResourceClient[discovery_pb2.EndpointSlice] = ResourceClient(
+            api_pb2_grpc.EndpointSlicesStub(ch), "EndpointSlice", True, t, w)
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path, **options: Any) -> Client:

@@ -26,8 +26,10 @@ class Periodic:
     """Runs `step` every `interval` seconds in its own task; a failing step is logged and
     the loop goes on (the next round is the retry)."""
 
-    def __init__(self, name: str, interval: float, step: Callable[[], Awaitable[None]]) -> None:
+    def __init__(self, name: str, interval: float, step: Callable[[], Awaitable[None]], *,
+                 first_at_start: bool = False) -> None:
         self.name = name
+        self.first_at_start = first_at_start  # run a step at once, then every interval
         self.interval = interval
         self.step = step
         self._task: asyncio.Task[None] | None = None
@@ -41,8 +43,10 @@ class Periodic:
         self._task = None
 
     async def _loop(self) -> None:
+        wait = 0.0 if self.first_at_start else self.interval
         while True:
-            await asyncio.sleep(self.interval)
+            await asyncio.sleep(wait)
+            wait = self.interval
             try:
                 await self.step()
             except asyncio.CancelledError:

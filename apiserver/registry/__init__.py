@@ -16,16 +16,18 @@ from apiserver.registry.policy import PodDisruptionBudgetStrategy
 from apiserver.registry.rbac import ClusterRoleBindingStrategy, ClusterRoleStrategy, RoleBindingStrategy, RoleStrategy
 from apiserver.registry.scheduling import PriorityClassStrategy
 from apiserver.registry.serviceaccounts import ServiceAccountStrategy
+from apiserver.registry.services import EndpointSliceStrategy, EndpointsStrategy, ServiceStrategy
 from apiserver.registry.strategy import DeletePlan, Strategy
 
 __all__ = ["Strategy", "DeletePlan", "PodStrategy", "NodeStrategy", "NamespaceStrategy",
            "EventStrategy", "LeaseStrategy", "RoleStrategy", "ClusterRoleStrategy", "RoleBindingStrategy",
            "ClusterRoleBindingStrategy", "ServiceAccountStrategy", "ConfigMapStrategy", "SecretStrategy",
            "ReplicaSetStrategy", "DeploymentStrategy", "JobStrategy", "PriorityClassStrategy",
-           "PodDisruptionBudgetStrategy", "ALL_STRATEGIES"]
+           "PodDisruptionBudgetStrategy", "ServiceStrategy", "EndpointsStrategy", "EndpointSliceStrategy",
+           "ALL_STRATEGIES"]
 
 ALL_STRATEGIES: tuple[type[Strategy[Any]], ...] = (
     NamespaceStrategy, NodeStrategy, PodStrategy, EventStrategy, LeaseStrategy,
     RoleStrategy, ClusterRoleStrategy, RoleBindingStrategy, ClusterRoleBindingStrategy, ServiceAccountStrategy,
     ConfigMapStrategy, SecretStrategy, ReplicaSetStrategy, DeploymentStrategy, JobStrategy, PriorityClassStrategy,
-    PodDisruptionBudgetStrategy)
+    PodDisruptionBudgetStrategy, ServiceStrategy, EndpointsStrategy, EndpointSliceStrategy)

@@ -16,7 +16,7 @@ import logging
 import secrets
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic
+from typing import Any, Generic, Protocol, TypeVar
 
 from apiserver.admission import CREATE, DELETE, UPDATE, Admission
 from apiserver.cachewatcher import CacheWatcher, Filter, attrs_of
@@ -27,10 +27,12 @@ from apiserver.storage.ttl import LeasePool
 from apiserver.validation import Checker
 from apiserver.watchcache import WatchCache
 from kubeling import errors, names
+from kubeling.objects import ApiObject
 from kubeling.selectors import FieldSelector, LabelSelector, SelectorError
 from protos.kubeling.v1 import meta_pb2
 
-__all__ = ["Registry", "MAX_OBJECT_BYTES", "PROPAGATION_POLICIES", "ORPHAN_FINALIZER", "FOREGROUND_FINALIZER"]
+__all__ = ["Registry", "WriteHooks", "Finish", "MAX_OBJECT_BYTES", "PROPAGATION_POLICIES", "ORPHAN_FINALIZER",
+           "FOREGROUND_FINALIZER"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,26 @@ PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
 ORPHAN_FINALIZER, FOREGROUND_FINALIZER = "orphan", "foregroundDeletion"  # the garbage collector's
 
 NamespaceCheck = Callable[[str], Awaitable[None]]
+# Called once a write that began with a hook is over: True if it was stored.
+Finish = Callable[[bool], Awaitable[None]]
+
+
+async def _nothing_to_finish(stored: bool) -> None:
+    return None
+
+
+_Obj = TypeVar("_Obj", bound=ApiObject, contravariant=True)
+
+
+class WriteHooks(Protocol[_Obj]):
+    """What a resource takes from elsewhere while it is written (upstream's BeginCreate,
+    BeginUpdate and AfterDelete: Services' ClusterIPs and node ports)."""
+
+    async def begin_create(self, obj: _Obj, dry_run: bool) -> Finish: ...
+
+    async def begin_update(self, new: _Obj, old: _Obj, dry_run: bool) -> Finish: ...
+
+    async def after_delete(self, obj: _Obj) -> None: ...
 
 
 class Registry(Generic[T]):
@@ -65,6 +87,7 @@ class Registry(Generic[T]):
                                 watcher_buffer=watcher_buffer) if strategy.watch_cache else None
         self._etcd_watchers: set[EtcdWatcher] = set()  # without a cache: each watch is on etcd
         self._field_labels = strategy.field_labels()
+        self.hooks: WriteHooks[T] | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -173,6 +196,17 @@ class Registry(Generic[T]):
         self.strategy.default(obj)
         if self.admission is not None:
             await self.admission.mutate(CREATE, self.strategy.plural, obj)
+        finish = await self.hooks.begin_create(obj, dry_run) if self.hooks is not None else _nothing_to_finish
+        stored = False
+        try:
+            stored = await self._create(obj, namespace, generated, dry_run)
+        finally:
+            await finish(stored)
+        return obj
+
+    async def _create(self, obj: T, namespace: str, generated: bool, dry_run: bool) -> bool:
+        """The validated write of create (True: stored; False: a dry run judged it fine)."""
+        meta = obj.metadata
         for attempt in range(8 if generated else 1):
             if generated:
                 meta.name = meta.generateName[:_MAX_GENERATED_PREFIX] + "".join(
@@ -187,7 +221,7 @@ class Registry(Generic[T]):
             if dry_run:
                 existing, _ = await self.storage.get(self.key(namespace, meta.name))
                 if existing is None:
-                    return obj
+                    return False
                 if generated and attempt < 7:
                     continue
                 raise errors.AlreadyExists(f"{self._describe(meta.name)} already exists",
@@ -201,7 +235,7 @@ class Registry(Generic[T]):
                 raise errors.AlreadyExists(f"{self._describe(meta.name)} already exists",
                                            metadata={"kind": self.strategy.kind, "name": meta.name}) from None
             meta.resourceVersion = str(rev)
-            return obj
+            return True
         raise AssertionError("unreachable")
 
     async def _lease(self) -> int:
@@ -275,26 +309,36 @@ class Registry(Generic[T]):
                 state = None  # judged against a copy that may be old: judge again against etcd's
                 continue
             new.metadata.resourceVersion = old.metadata.resourceVersion
-            if dry_run:
-                if not fresh:
-                    state = None
-                    continue
-                return new
-            if new.SerializeToString(deterministic=True) == old.SerializeToString(deterministic=True):
-                if not fresh:
-                    state = None  # a no-op against the cache's copy is only one against etcd's
-                    continue
-                return old  # a no-op writes nothing (upstream does the same)
-            try:
-                if self._ready_to_delete(new):
-                    rev = await self.storage.delete(key, revision)
-                else:
-                    rev = await self.storage.update(key, self.encode(new), revision, lease=await self._lease())
-            except StaleRevision as stale:
-                if wanted_rv:
-                    raise self._conflict(name) from None
-                state = self.refused_for_update(stale, name)
+            if dry_run and not fresh:
+                state = None
                 continue
+            finish = await self.hooks.begin_update(new, old, dry_run) \
+                if self.hooks is not None and not status and not ephemeral else _nothing_to_finish
+            stored = False
+            try:
+                if dry_run:
+                    return new
+                if new.SerializeToString(deterministic=True) == old.SerializeToString(deterministic=True):
+                    if not fresh:
+                        state = None  # a no-op against the cache's copy is only one against etcd's
+                        continue
+                    return old  # a no-op writes nothing (upstream does the same)
+                gone = self._ready_to_delete(new)
+                try:
+                    if gone:
+                        rev = await self.storage.delete(key, revision)
+                    else:
+                        rev = await self.storage.update(key, self.encode(new), revision, lease=await self._lease())
+                except StaleRevision as stale:
+                    if wanted_rv:
+                        raise self._conflict(name) from None
+                    state = self.refused_for_update(stale, name)
+                    continue
+                stored = True
+            finally:
+                await finish(stored)
+            if gone and self.hooks is not None:
+                await self.hooks.after_delete(new)
             new.metadata.resourceVersion = str(rev)
             return new
         raise self._conflict(name, "too many concurrent writers; try again")
@@ -457,6 +501,8 @@ class Registry(Generic[T]):
             except StaleRevision as stale:
                 state = self.refused_for_update(stale, name)
                 continue
+            if not write and self.hooks is not None:
+                await self.hooks.after_delete(obj)
             obj.metadata.resourceVersion = str(rev)
             return obj
         raise self._conflict(name, "too many concurrent writers; try again")

@@ -27,6 +27,7 @@ from protos.kubeling.v1 import (
     authentication_pb2,
     batch_pb2,
     core_pb2,
+    discovery_pb2,
     meta_pb2,
     policy_pb2,
     rbac_pb2,
@@ -45,7 +46,8 @@ _SAME_LAYOUT: dict[tuple[str, str], type[Message]] = {
     ("v1", "ConfigMap"): core_pb2.ConfigMap, ("v1", "Secret"): core_pb2.Secret,
     ("apps/v1", "Deployment"): apps_pb2.Deployment, ("apps/v1", "ReplicaSet"): apps_pb2.ReplicaSet,
     ("batch/v1", "Job"): batch_pb2.Job, ("scheduling.k8s.io/v1", "PriorityClass"): scheduling_pb2.PriorityClass,
-    ("policy/v1", "PodDisruptionBudget"): policy_pb2.PodDisruptionBudget,
+    ("policy/v1", "PodDisruptionBudget"): policy_pb2.PodDisruptionBudget, ("v1", "Service"): core_pb2.Service,
+    ("v1", "Endpoints"): core_pb2.Endpoints, ("discovery.k8s.io/v1", "EndpointSlice"): discovery_pb2.EndpointSlice,
     ("policy/v1", "Eviction"): policy_pb2.Eviction, ("policy/v1beta1", "Eviction"): policy_pb2.Eviction,
     ("authentication.k8s.io/v1", "TokenRequest"): authentication_pb2.TokenRequest}
 

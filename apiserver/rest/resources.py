@@ -13,7 +13,16 @@ from apiserver.metricsapi import GROUP as METRICS_GROUP
 from apiserver.metricsapi import VERSION as METRICS_VERSION
 from apiserver.metricsapi import resource_list as metrics_resource_list
 from apiserver.rest.openapi import schemas
-from protos.kubeling.v1 import apps_pb2, batch_pb2, coordination_pb2, core_pb2, policy_pb2, rbac_pb2, scheduling_pb2
+from protos.kubeling.v1 import (
+    apps_pb2,
+    batch_pb2,
+    coordination_pb2,
+    core_pb2,
+    discovery_pb2,
+    policy_pb2,
+    rbac_pb2,
+    scheduling_pb2,
+)
 
 __all__ = ["Resource", "RESOURCES", "GROUPS", "by_path", "api_versions", "api_group_list", "api_group",
            "resource_list", "openapi_index", "openapi_document", "VERSION"]
@@ -32,7 +41,8 @@ _MESSAGES: dict[str, Any] = {"Pod": core_pb2.Pod, "Node": core_pb2.Node, "Namesp
                              "RoleBinding": rbac_pb2.RoleBinding, "ClusterRoleBinding": rbac_pb2.ClusterRoleBinding,
                              "ReplicaSet": apps_pb2.ReplicaSet, "Deployment": apps_pb2.Deployment,
                              "Job": batch_pb2.Job, "PriorityClass": scheduling_pb2.PriorityClass,
-                             "PodDisruptionBudget": policy_pb2.PodDisruptionBudget}
+                             "PodDisruptionBudget": policy_pb2.PodDisruptionBudget, "Service": core_pb2.Service,
+                             "Endpoints": core_pb2.Endpoints, "EndpointSlice": discovery_pb2.EndpointSlice}
 _RBAC = "rbac.authorization.k8s.io"
 _VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
@@ -72,6 +82,9 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("serviceaccounts", "ServiceAccount", "", "v1", True, ("sa",), ("token",)),
     Resource("configmaps", "ConfigMap", "", "v1", True, ("cm",)),
     Resource("secrets", "Secret", "", "v1", True),
+    Resource("services", "Service", "", "v1", True, ("svc",), ("status",), ("all",)),
+    Resource("endpoints", "Endpoints", "", "v1", True, ("ep",)),
+    Resource("endpointslices", "EndpointSlice", "discovery.k8s.io", "v1", True),
     Resource("leases", "Lease", "coordination.k8s.io", "v1", True),
     Resource("roles", "Role", _RBAC, "v1", True),
     Resource("clusterroles", "ClusterRole", _RBAC, "v1", False),
@@ -83,7 +96,8 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("priorityclasses", "PriorityClass", "scheduling.k8s.io", "v1", False, ("pc",)),
     Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy", "v1", True, ("pdb",), ("status",)),
 )
-GROUPS = {"apps": "v1", "batch": "v1", "coordination.k8s.io": "v1", "metrics.k8s.io": "v1beta1", "policy": "v1",
+GROUPS = {"apps": "v1", "batch": "v1", "coordination.k8s.io": "v1", "discovery.k8s.io": "v1",
+          "metrics.k8s.io": "v1beta1", "policy": "v1",
           _RBAC: "v1", "scheduling.k8s.io": "v1"}
 
 
@@ -151,7 +165,7 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
 
 _GV_PATHS = {"": "api/v1", "coordination.k8s.io": "apis/coordination.k8s.io/v1", _RBAC: f"apis/{_RBAC}/v1",
              "apps": "apis/apps/v1", "batch": "apis/batch/v1", "policy": "apis/policy/v1",
-             "scheduling.k8s.io": "apis/scheduling.k8s.io/v1"}
+             "scheduling.k8s.io": "apis/scheduling.k8s.io/v1", "discovery.k8s.io": "apis/discovery.k8s.io/v1"}
 
 
 @functools.cache  # built once per group-version; callers only serialize it
@@ -200,7 +214,7 @@ def openapi_document(gv_path: str) -> dict[str, Any] | None:
 
 def _schema_name(r: Resource) -> str:
     group = {"": "core", "coordination.k8s.io": "coordination", _RBAC: "rbac", "apps": "apps", "batch": "batch",
-             "policy": "policy", "scheduling.k8s.io": "scheduling"}[r.group]
+             "policy": "policy", "scheduling.k8s.io": "scheduling", "discovery.k8s.io": "discovery"}[r.group]
     return f"io.k8s.api.{group}.{r.version}.{r.kind}"
 
 

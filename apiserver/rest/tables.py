@@ -311,6 +311,55 @@ def _pdb_row(pdb: Obj, now: float) -> list[Any]:
             (pdb.get("status") or {}).get("disruptionsAllowed", 0), _age(pdb, now)]
 
 
+# ---------------------------------------------------------------- services (upstream's printers.go)
+
+def _more(items: list[str], limit: int = 3) -> str:
+    shown = ",".join(items[:limit])
+    return shown + (f" + {len(items) - limit} more..." if len(items) > limit else "")
+
+
+def _service_external_ip(spec: Obj, status: Obj) -> str:
+    kind, external = spec.get("type", "ClusterIP"), list(spec.get("externalIPs") or [])
+    if kind == "ExternalName":
+        return str(spec.get("externalName", ""))
+    if kind == "LoadBalancer":
+        ingress = [i.get("ip") or i.get("hostname", "") for i in (status.get("loadBalancer") or {}).get("ingress", [])]
+        return ",".join(ingress + external) or "<pending>"
+    return ",".join(external) or _NONE
+
+
+def _service_row(svc: Obj, now: float) -> list[Any]:
+    spec = svc.get("spec", {})
+    ports = [f"{p.get('port', 0)}:{p['nodePort']}/{p.get('protocol', 'TCP')}" if p.get("nodePort")
+             else f"{p.get('port', 0)}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or []]
+    selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("selector") or {}).items())) or _NONE
+    return [svc["metadata"]["name"], spec.get("type", ""), spec.get("clusterIP") or _NONE,
+            _service_external_ip(spec, svc.get("status") or {}), ",".join(ports) or _NONE, _age(svc, now), selector]
+
+
+def _endpoints_row(ep: Obj, now: float) -> list[Any]:
+    shown = [f"{a['ip']}:{p.get('port', 0)}" if p else a["ip"]
+             for subset in ep.get("subsets") or [] for p in (subset.get("ports") or [None])
+             for a in subset.get("addresses") or []]
+    return [ep["metadata"]["name"], _more(shown) or _NONE, _age(ep, now)]
+
+
+def _endpointslice_row(es: Obj, now: float) -> list[Any]:
+    ports = [str(p["port"]) if "port" in p else "<unset>" for p in es.get("ports") or []]
+    addresses = [a for e in es.get("endpoints") or [] for a in e.get("addresses") or []]
+    return [es["metadata"]["name"], es.get("addressType", ""), _more(ports) or "<unset>",
+            _more(addresses) or "<unset>", _age(es, now)]
+
+
+_SERVICE_PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], list[Any]]]] = {
+    "services": ([("Name", "string", 0), ("Type", "string", 0), ("Cluster-IP", "string", 0),
+                  ("External-IP", "string", 0), ("Port(s)", "string", 0), ("Age", "string", 0),
+                  ("Selector", "string", 1)], _service_row),
+    "endpoints": ([("Name", "string", 0), ("Endpoints", "string", 0), ("Age", "string", 0)], _endpoints_row),
+    "endpointslices": ([("Name", "string", 0), ("AddressType", "string", 0), ("Ports", "string", 0),
+                        ("Endpoints", "string", 0), ("Age", "string", 0)], _endpointslice_row),
+}
+
 _WIDE = [("Containers", "string", 1), ("Images", "string", 1), ("Selector", "string", 1)]
 _WORKLOAD_PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], list[Any]]]] = {
     "deployments": ([("Name", "string", 0), ("Ready", "string", 0), ("Up-to-date", "integer", 0),
@@ -344,6 +393,7 @@ _PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], li
     "rolebindings": (_BINDING_COLUMNS, _binding_row),
     "clusterrolebindings": (_BINDING_COLUMNS, _binding_row),
     **_WORKLOAD_PRINTERS,
+    **_SERVICE_PRINTERS,
 }
 
 

@@ -171,8 +171,9 @@ async def test_discovery_and_openapi(http: tuple[aiohttp.ClientSession, str]) ->
     assert code == 200 and version["major"] == "1" and 29 <= int(version["minor"]) <= 33
     assert (await _get(http, "/api"))[1]["versions"] == ["v1"]
     groups = (await _get(http, "/apis"))[1]
-    assert [g["name"] for g in groups["groups"]] == ["apps", "batch", "coordination.k8s.io", "metrics.k8s.io",
-                                                     "policy", "rbac.authorization.k8s.io", "scheduling.k8s.io"]
+    assert [g["name"] for g in groups["groups"]] == ["apps", "batch", "coordination.k8s.io", "discovery.k8s.io",
+                                                     "metrics.k8s.io", "policy", "rbac.authorization.k8s.io",
+                                                     "scheduling.k8s.io"]
     v1 = (await _get(http, "/api/v1"))[1]
     names = {r["name"]: r for r in v1["resources"]}
     assert names["pods"]["shortNames"] == ["po"] and names["pods"]["categories"] == ["all"]
@@ -182,6 +183,10 @@ async def test_discovery_and_openapi(http: tuple[aiohttp.ClientSession, str]) ->
                       ("portforward", "PodPortForwardOptions")):
         assert (names[f"pods/{sub}"]["kind"], names[f"pods/{sub}"]["verbs"]) == (kind, ["create", "get"])
     assert names["events"]["shortNames"] == ["ev"] and names["namespaces"]["shortNames"] == ["ns"]
+    assert names["services"]["shortNames"] == ["svc"] and names["services"]["categories"] == ["all"]
+    assert names["endpoints"]["shortNames"] == ["ep"] and names["endpoints"]["singularName"] == "endpoints"
+    discovery = (await _get(http, "/apis/discovery.k8s.io/v1"))[1]
+    assert [(r["name"], r["kind"]) for r in discovery["resources"]] == [("endpointslices", "EndpointSlice")]
     leases = (await _get(http, "/apis/coordination.k8s.io/v1"))[1]
     assert [r["name"] for r in leases["resources"]] == ["leases"]
     rbac = (await _get(http, "/apis/rbac.authorization.k8s.io/v1"))[1]

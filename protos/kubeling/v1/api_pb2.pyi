@@ -7,6 +7,7 @@ from protos.kubeling.v1 import apps_pb2 as _apps_pb2
 from protos.kubeling.v1 import batch_pb2 as _batch_pb2
 from protos.kubeling.v1 import scheduling_pb2 as _scheduling_pb2
 from protos.kubeling.v1 import policy_pb2 as _policy_pb2
+from protos.kubeling.v1 import discovery_pb2 as _discovery_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -346,3 +347,57 @@ class PodDisruptionBudgetWatchEvent(_message.Message):
     object: _policy_pb2.PodDisruptionBudget
     batch: _containers.RepeatedCompositeFieldContainer[PodDisruptionBudgetWatchEvent]
     def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_policy_pb2.PodDisruptionBudget, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[PodDisruptionBudgetWatchEvent, _Mapping]]] = ...) -> None: ...
+
+class ServiceList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_core_pb2.Service]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_core_pb2.Service, _Mapping]]] = ...) -> None: ...
+
+class ServiceWatchEvent(_message.Message):
+    __slots__ = ("type", "object", "batch")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _core_pb2.Service
+    batch: _containers.RepeatedCompositeFieldContainer[ServiceWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.Service, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[ServiceWatchEvent, _Mapping]]] = ...) -> None: ...
+
+class EndpointsList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_core_pb2.Endpoints]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_core_pb2.Endpoints, _Mapping]]] = ...) -> None: ...
+
+class EndpointsWatchEvent(_message.Message):
+    __slots__ = ("type", "object", "batch")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _core_pb2.Endpoints
+    batch: _containers.RepeatedCompositeFieldContainer[EndpointsWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_core_pb2.Endpoints, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[EndpointsWatchEvent, _Mapping]]] = ...) -> None: ...
+
+class EndpointSliceList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[_discovery_pb2.EndpointSlice]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[_discovery_pb2.EndpointSlice, _Mapping]]] = ...) -> None: ...
+
+class EndpointSliceWatchEvent(_message.Message):
+    __slots__ = ("type", "object", "batch")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: _discovery_pb2.EndpointSlice
+    batch: _containers.RepeatedCompositeFieldContainer[EndpointSliceWatchEvent]
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[_discovery_pb2.EndpointSlice, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[EndpointSliceWatchEvent, _Mapping]]] = ...) -> None: ...

@@ -9,6 +9,7 @@ from protos.kubeling.v1 import authentication_pb2 as protos_dot_kubeling_dot_v1_
 from protos.kubeling.v1 import batch_pb2 as protos_dot_kubeling_dot_v1_dot_batch__pb2
 from protos.kubeling.v1 import coordination_pb2 as protos_dot_kubeling_dot_v1_dot_coordination__pb2
 from protos.kubeling.v1 import core_pb2 as protos_dot_kubeling_dot_v1_dot_core__pb2
+from protos.kubeling.v1 import discovery_pb2 as protos_dot_kubeling_dot_v1_dot_discovery__pb2
 from protos.kubeling.v1 import meta_pb2 as protos_dot_kubeling_dot_v1_dot_meta__pb2
 from protos.kubeling.v1 import policy_pb2 as protos_dot_kubeling_dot_v1_dot_policy__pb2
 from protos.kubeling.v1 import rbac_pb2 as protos_dot_kubeling_dot_v1_dot_rbac__pb2
@@ -5404,6 +5405,914 @@ class PodDisruptionBudgets:
             '/kubeling.v1.PodDisruptionBudgets/Watch',
             protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
             protos_dot_kubeling_dot_v1_dot_api__pb2.PodDisruptionBudgetWatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class ServicesStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kubeling.v1.Services/Create',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Service.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Service.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kubeling.v1.Services/Get',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Service.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kubeling.v1.Services/List',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ServiceList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kubeling.v1.Services/Update',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Service.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Service.FromString,
+                _registered_method=True)
+        self.UpdateStatus = channel.unary_unary(
+                '/kubeling.v1.Services/UpdateStatus',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Service.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Service.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kubeling.v1.Services/Delete',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Service.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kubeling.v1.Services/Watch',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ServiceWatchEvent.FromString,
+                _registered_method=True)
+
+
+class ServicesServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces the object. metadata.resourceVersion, when set, is a precondition.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateStatus(self, request, context):
+        """Replaces status only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ServicesServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Service.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Service.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Service.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ServiceList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Service.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Service.SerializeToString,
+            ),
+            'UpdateStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateStatus,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Service.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Service.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Service.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.ServiceWatchEvent.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kubeling.v1.Services', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kubeling.v1.Services', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Services:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Services/Create',
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Service.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Service.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Services/Get',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Service.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Services/List',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.ServiceList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Services/Update',
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Service.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Service.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Services/UpdateStatus',
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Service.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Service.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.Services/Delete',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Service.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kubeling.v1.Services/Watch',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.ServiceWatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class EndpointsServiceStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kubeling.v1.EndpointsService/Create',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Endpoints.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Endpoints.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kubeling.v1.EndpointsService/Get',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Endpoints.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kubeling.v1.EndpointsService/List',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.EndpointsList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kubeling.v1.EndpointsService/Update',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Endpoints.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Endpoints.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kubeling.v1.EndpointsService/Delete',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Endpoints.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kubeling.v1.EndpointsService/Watch',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.EndpointsWatchEvent.FromString,
+                _registered_method=True)
+
+
+class EndpointsServiceServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces the object. metadata.resourceVersion, when set, is a precondition.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_EndpointsServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Endpoints.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Endpoints.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Endpoints.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.EndpointsList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Endpoints.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Endpoints.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_core__pb2.Endpoints.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.EndpointsWatchEvent.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kubeling.v1.EndpointsService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kubeling.v1.EndpointsService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class EndpointsService:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.EndpointsService/Create',
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Endpoints.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Endpoints.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.EndpointsService/Get',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Endpoints.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.EndpointsService/List',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.EndpointsList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.EndpointsService/Update',
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Endpoints.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Endpoints.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.EndpointsService/Delete',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_core__pb2.Endpoints.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kubeling.v1.EndpointsService/Watch',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.EndpointsWatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class EndpointSlicesStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kubeling.v1.EndpointSlices/Create',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_discovery__pb2.EndpointSlice.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_discovery__pb2.EndpointSlice.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kubeling.v1.EndpointSlices/Get',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_discovery__pb2.EndpointSlice.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kubeling.v1.EndpointSlices/List',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.EndpointSliceList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kubeling.v1.EndpointSlices/Update',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_discovery__pb2.EndpointSlice.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_discovery__pb2.EndpointSlice.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kubeling.v1.EndpointSlices/Delete',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_discovery__pb2.EndpointSlice.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kubeling.v1.EndpointSlices/Watch',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_api__pb2.EndpointSliceWatchEvent.FromString,
+                _registered_method=True)
+
+
+class EndpointSlicesServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces the object. metadata.resourceVersion, when set, is a precondition.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_EndpointSlicesServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_discovery__pb2.EndpointSlice.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_discovery__pb2.EndpointSlice.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_discovery__pb2.EndpointSlice.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.EndpointSliceList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_discovery__pb2.EndpointSlice.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_discovery__pb2.EndpointSlice.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_discovery__pb2.EndpointSlice.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_api__pb2.EndpointSliceWatchEvent.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kubeling.v1.EndpointSlices', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kubeling.v1.EndpointSlices', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class EndpointSlices:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.EndpointSlices/Create',
+            protos_dot_kubeling_dot_v1_dot_discovery__pb2.EndpointSlice.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_discovery__pb2.EndpointSlice.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.EndpointSlices/Get',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_discovery__pb2.EndpointSlice.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.EndpointSlices/List',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.EndpointSliceList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.EndpointSlices/Update',
+            protos_dot_kubeling_dot_v1_dot_discovery__pb2.EndpointSlice.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_discovery__pb2.EndpointSlice.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.EndpointSlices/Delete',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_discovery__pb2.EndpointSlice.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kubeling.v1.EndpointSlices/Watch',
+            protos_dot_kubeling_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_api__pb2.EndpointSliceWatchEvent.FromString,
             options,
             channel_credentials,
             insecure,

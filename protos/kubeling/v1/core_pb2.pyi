@@ -565,7 +565,7 @@ class PodSchedulingGate(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class PodSpec(_message.Message):
-    __slots__ = ("volumes", "initContainers", "containers", "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector", "serviceAccountName", "nodeName", "automountServiceAccountToken", "hostNetwork", "hostname", "subdomain", "affinity", "schedulerName", "tolerations", "priorityClassName", "priority", "preemptionPolicy", "overhead", "topologySpreadConstraints", "schedulingGates", "ephemeralContainers")
+    __slots__ = ("volumes", "initContainers", "containers", "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector", "serviceAccountName", "nodeName", "automountServiceAccountToken", "hostNetwork", "hostname", "subdomain", "affinity", "schedulerName", "tolerations", "priorityClassName", "priority", "preemptionPolicy", "overhead", "topologySpreadConstraints", "schedulingGates", "ephemeralContainers", "dnsConfig", "enableServiceLinks", "setHostnameAsFQDN")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -604,6 +604,9 @@ class PodSpec(_message.Message):
     TOPOLOGYSPREADCONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
     SCHEDULINGGATES_FIELD_NUMBER: _ClassVar[int]
     EPHEMERALCONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    DNSCONFIG_FIELD_NUMBER: _ClassVar[int]
+    ENABLESERVICELINKS_FIELD_NUMBER: _ClassVar[int]
+    SETHOSTNAMEASFQDN_FIELD_NUMBER: _ClassVar[int]
     volumes: _containers.RepeatedCompositeFieldContainer[Volume]
     initContainers: _containers.RepeatedCompositeFieldContainer[Container]
     containers: _containers.RepeatedCompositeFieldContainer[Container]
@@ -628,7 +631,28 @@ class PodSpec(_message.Message):
     topologySpreadConstraints: _containers.RepeatedCompositeFieldContainer[TopologySpreadConstraint]
     schedulingGates: _containers.RepeatedCompositeFieldContainer[PodSchedulingGate]
     ephemeralContainers: _containers.RepeatedCompositeFieldContainer[EphemeralContainer]
-    def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., initContainers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., restartPolicy: _Optional[str] = ..., terminationGracePeriodSeconds: _Optional[int] = ..., activeDeadlineSeconds: _Optional[int] = ..., dnsPolicy: _Optional[str] = ..., nodeSelector: _Optional[_Mapping[str, str]] = ..., serviceAccountName: _Optional[str] = ..., nodeName: _Optional[str] = ..., automountServiceAccountToken: _Optional[bool] = ..., hostNetwork: _Optional[bool] = ..., hostname: _Optional[str] = ..., subdomain: _Optional[str] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., schedulerName: _Optional[str] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., priorityClassName: _Optional[str] = ..., priority: _Optional[int] = ..., preemptionPolicy: _Optional[str] = ..., overhead: _Optional[_Mapping[str, str]] = ..., topologySpreadConstraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., schedulingGates: _Optional[_Iterable[_Union[PodSchedulingGate, _Mapping]]] = ..., ephemeralContainers: _Optional[_Iterable[_Union[EphemeralContainer, _Mapping]]] = ...) -> None: ...
+    dnsConfig: PodDNSConfig
+    enableServiceLinks: bool
+    setHostnameAsFQDN: bool
+    def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., initContainers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., restartPolicy: _Optional[str] = ..., terminationGracePeriodSeconds: _Optional[int] = ..., activeDeadlineSeconds: _Optional[int] = ..., dnsPolicy: _Optional[str] = ..., nodeSelector: _Optional[_Mapping[str, str]] = ..., serviceAccountName: _Optional[str] = ..., nodeName: _Optional[str] = ..., automountServiceAccountToken: _Optional[bool] = ..., hostNetwork: _Optional[bool] = ..., hostname: _Optional[str] = ..., subdomain: _Optional[str] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., schedulerName: _Optional[str] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., priorityClassName: _Optional[str] = ..., priority: _Optional[int] = ..., preemptionPolicy: _Optional[str] = ..., overhead: _Optional[_Mapping[str, str]] = ..., topologySpreadConstraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., schedulingGates: _Optional[_Iterable[_Union[PodSchedulingGate, _Mapping]]] = ..., ephemeralContainers: _Optional[_Iterable[_Union[EphemeralContainer, _Mapping]]] = ..., dnsConfig: _Optional[_Union[PodDNSConfig, _Mapping]] = ..., enableServiceLinks: _Optional[bool] = ..., setHostnameAsFQDN: _Optional[bool] = ...) -> None: ...
+
+class PodDNSConfigOption(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class PodDNSConfig(_message.Message):
+    __slots__ = ("nameservers", "searches", "options")
+    NAMESERVERS_FIELD_NUMBER: _ClassVar[int]
+    SEARCHES_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    nameservers: _containers.RepeatedScalarFieldContainer[str]
+    searches: _containers.RepeatedScalarFieldContainer[str]
+    options: _containers.RepeatedCompositeFieldContainer[PodDNSConfigOption]
+    def __init__(self, nameservers: _Optional[_Iterable[str]] = ..., searches: _Optional[_Iterable[str]] = ..., options: _Optional[_Iterable[_Union[PodDNSConfigOption, _Mapping]]] = ...) -> None: ...
 
 class PodCondition(_message.Message):
     __slots__ = ("type", "status", "lastProbeTime", "lastTransitionTime", "reason", "message")
@@ -1051,3 +1075,168 @@ class Secret(_message.Message):
     stringData: _containers.ScalarMap[str, str]
     immutable: bool
     def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., data: _Optional[_Mapping[str, bytes]] = ..., type: _Optional[str] = ..., stringData: _Optional[_Mapping[str, str]] = ..., immutable: _Optional[bool] = ...) -> None: ...
+
+class ServicePort(_message.Message):
+    __slots__ = ("name", "protocol", "appProtocol", "port", "targetPort", "nodePort")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    APPPROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    TARGETPORT_FIELD_NUMBER: _ClassVar[int]
+    NODEPORT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    protocol: str
+    appProtocol: str
+    port: int
+    targetPort: IntOrString
+    nodePort: int
+    def __init__(self, name: _Optional[str] = ..., protocol: _Optional[str] = ..., appProtocol: _Optional[str] = ..., port: _Optional[int] = ..., targetPort: _Optional[_Union[IntOrString, _Mapping]] = ..., nodePort: _Optional[int] = ...) -> None: ...
+
+class ClientIPConfig(_message.Message):
+    __slots__ = ("timeoutSeconds",)
+    TIMEOUTSECONDS_FIELD_NUMBER: _ClassVar[int]
+    timeoutSeconds: int
+    def __init__(self, timeoutSeconds: _Optional[int] = ...) -> None: ...
+
+class SessionAffinityConfig(_message.Message):
+    __slots__ = ("clientIP",)
+    CLIENTIP_FIELD_NUMBER: _ClassVar[int]
+    clientIP: ClientIPConfig
+    def __init__(self, clientIP: _Optional[_Union[ClientIPConfig, _Mapping]] = ...) -> None: ...
+
+class ServiceSpec(_message.Message):
+    __slots__ = ("ports", "selector", "clusterIP", "clusterIPs", "type", "externalIPs", "sessionAffinity", "loadBalancerIP", "loadBalancerSourceRanges", "externalName", "externalTrafficPolicy", "healthCheckNodePort", "publishNotReadyAddresses", "sessionAffinityConfig", "ipFamilies", "ipFamilyPolicy", "allocateLoadBalancerNodePorts", "loadBalancerClass", "internalTrafficPolicy", "trafficDistribution")
+    class SelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PORTS_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERIP_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERIPS_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    EXTERNALIPS_FIELD_NUMBER: _ClassVar[int]
+    SESSIONAFFINITY_FIELD_NUMBER: _ClassVar[int]
+    LOADBALANCERIP_FIELD_NUMBER: _ClassVar[int]
+    LOADBALANCERSOURCERANGES_FIELD_NUMBER: _ClassVar[int]
+    EXTERNALNAME_FIELD_NUMBER: _ClassVar[int]
+    EXTERNALTRAFFICPOLICY_FIELD_NUMBER: _ClassVar[int]
+    HEALTHCHECKNODEPORT_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHNOTREADYADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    SESSIONAFFINITYCONFIG_FIELD_NUMBER: _ClassVar[int]
+    IPFAMILIES_FIELD_NUMBER: _ClassVar[int]
+    IPFAMILYPOLICY_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATELOADBALANCERNODEPORTS_FIELD_NUMBER: _ClassVar[int]
+    LOADBALANCERCLASS_FIELD_NUMBER: _ClassVar[int]
+    INTERNALTRAFFICPOLICY_FIELD_NUMBER: _ClassVar[int]
+    TRAFFICDISTRIBUTION_FIELD_NUMBER: _ClassVar[int]
+    ports: _containers.RepeatedCompositeFieldContainer[ServicePort]
+    selector: _containers.ScalarMap[str, str]
+    clusterIP: str
+    clusterIPs: _containers.RepeatedScalarFieldContainer[str]
+    type: str
+    externalIPs: _containers.RepeatedScalarFieldContainer[str]
+    sessionAffinity: str
+    loadBalancerIP: str
+    loadBalancerSourceRanges: _containers.RepeatedScalarFieldContainer[str]
+    externalName: str
+    externalTrafficPolicy: str
+    healthCheckNodePort: int
+    publishNotReadyAddresses: bool
+    sessionAffinityConfig: SessionAffinityConfig
+    ipFamilies: _containers.RepeatedScalarFieldContainer[str]
+    ipFamilyPolicy: str
+    allocateLoadBalancerNodePorts: bool
+    loadBalancerClass: str
+    internalTrafficPolicy: str
+    trafficDistribution: str
+    def __init__(self, ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., selector: _Optional[_Mapping[str, str]] = ..., clusterIP: _Optional[str] = ..., clusterIPs: _Optional[_Iterable[str]] = ..., type: _Optional[str] = ..., externalIPs: _Optional[_Iterable[str]] = ..., sessionAffinity: _Optional[str] = ..., loadBalancerIP: _Optional[str] = ..., loadBalancerSourceRanges: _Optional[_Iterable[str]] = ..., externalName: _Optional[str] = ..., externalTrafficPolicy: _Optional[str] = ..., healthCheckNodePort: _Optional[int] = ..., publishNotReadyAddresses: _Optional[bool] = ..., sessionAffinityConfig: _Optional[_Union[SessionAffinityConfig, _Mapping]] = ..., ipFamilies: _Optional[_Iterable[str]] = ..., ipFamilyPolicy: _Optional[str] = ..., allocateLoadBalancerNodePorts: _Optional[bool] = ..., loadBalancerClass: _Optional[str] = ..., internalTrafficPolicy: _Optional[str] = ..., trafficDistribution: _Optional[str] = ...) -> None: ...
+
+class LoadBalancerIngress(_message.Message):
+    __slots__ = ("ip", "hostname", "ipMode")
+    IP_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    IPMODE_FIELD_NUMBER: _ClassVar[int]
+    ip: str
+    hostname: str
+    ipMode: str
+    def __init__(self, ip: _Optional[str] = ..., hostname: _Optional[str] = ..., ipMode: _Optional[str] = ...) -> None: ...
+
+class LoadBalancerStatus(_message.Message):
+    __slots__ = ("ingress",)
+    INGRESS_FIELD_NUMBER: _ClassVar[int]
+    ingress: _containers.RepeatedCompositeFieldContainer[LoadBalancerIngress]
+    def __init__(self, ingress: _Optional[_Iterable[_Union[LoadBalancerIngress, _Mapping]]] = ...) -> None: ...
+
+class ServiceStatus(_message.Message):
+    __slots__ = ("loadBalancer", "conditions")
+    LOADBALANCER_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    loadBalancer: LoadBalancerStatus
+    conditions: _containers.RepeatedCompositeFieldContainer[_meta_pb2.Condition]
+    def __init__(self, loadBalancer: _Optional[_Union[LoadBalancerStatus, _Mapping]] = ..., conditions: _Optional[_Iterable[_Union[_meta_pb2.Condition, _Mapping]]] = ...) -> None: ...
+
+class Service(_message.Message):
+    __slots__ = ("metadata", "spec", "status")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ObjectMeta
+    spec: ServiceSpec
+    status: ServiceStatus
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[ServiceSpec, _Mapping]] = ..., status: _Optional[_Union[ServiceStatus, _Mapping]] = ...) -> None: ...
+
+class EndpointAddress(_message.Message):
+    __slots__ = ("ip", "targetRef", "hostname", "nodeName")
+    IP_FIELD_NUMBER: _ClassVar[int]
+    TARGETREF_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    NODENAME_FIELD_NUMBER: _ClassVar[int]
+    ip: str
+    targetRef: _meta_pb2.ObjectReference
+    hostname: str
+    nodeName: str
+    def __init__(self, ip: _Optional[str] = ..., targetRef: _Optional[_Union[_meta_pb2.ObjectReference, _Mapping]] = ..., hostname: _Optional[str] = ..., nodeName: _Optional[str] = ...) -> None: ...
+
+class EndpointPort(_message.Message):
+    __slots__ = ("name", "port", "protocol", "appProtocol")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    APPPROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    port: int
+    protocol: str
+    appProtocol: str
+    def __init__(self, name: _Optional[str] = ..., port: _Optional[int] = ..., protocol: _Optional[str] = ..., appProtocol: _Optional[str] = ...) -> None: ...
+
+class EndpointSubset(_message.Message):
+    __slots__ = ("addresses", "notReadyAddresses", "ports")
+    ADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    NOTREADYADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    PORTS_FIELD_NUMBER: _ClassVar[int]
+    addresses: _containers.RepeatedCompositeFieldContainer[EndpointAddress]
+    notReadyAddresses: _containers.RepeatedCompositeFieldContainer[EndpointAddress]
+    ports: _containers.RepeatedCompositeFieldContainer[EndpointPort]
+    def __init__(self, addresses: _Optional[_Iterable[_Union[EndpointAddress, _Mapping]]] = ..., notReadyAddresses: _Optional[_Iterable[_Union[EndpointAddress, _Mapping]]] = ..., ports: _Optional[_Iterable[_Union[EndpointPort, _Mapping]]] = ...) -> None: ...
+
+class Endpoints(_message.Message):
+    __slots__ = ("metadata", "subsets")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SUBSETS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ObjectMeta
+    subsets: _containers.RepeatedCompositeFieldContainer[EndpointSubset]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., subsets: _Optional[_Iterable[_Union[EndpointSubset, _Mapping]]] = ...) -> None: ...
+
+class RangeAllocation(_message.Message):
+    __slots__ = ("metadata", "range", "data")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ObjectMeta
+    range: str
+    data: bytes
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., range: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
