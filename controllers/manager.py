@@ -2,7 +2,7 @@
 leader election on kube-system/kube-controller-manager (the informers stay warm on a
 standby; only the leader's controllers act), and each controller's loop or workers:
 node lifecycle, NoExecute taint eviction, ReplicaSet, Deployment, Job, disruption
-(PodDisruptionBudget status) and the garbage collector."""
+(PodDisruptionBudget status), EndpointSlice, Endpoints and the garbage collector."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from controllers.deployment import DeploymentController
 from controllers.disruption import DisruptionController
+from controllers.endpoints import EndpointsController
+from controllers.endpointslice import EndpointSliceController
 from controllers.garbagecollector import GarbageCollector, Watched
 from controllers.job import JobController
 from controllers.nodelifecycle import LEASE_NAMESPACE, NodeLifecycleController
@@ -29,7 +31,7 @@ from kubeling.http import StatusServer
 from kubeling.informer import Informer
 from kubeling.leaderelection import ElectionConfig, LeaderElector
 from kubeling.periodic import Periodic
-from protos.kubeling.v1 import apps_pb2, batch_pb2, coordination_pb2, core_pb2, policy_pb2
+from protos.kubeling.v1 import apps_pb2, batch_pb2, coordination_pb2, core_pb2, discovery_pb2, policy_pb2
 
 __all__ = ["ManagerConfig", "ControllerManager"]
 
@@ -62,6 +64,9 @@ class ControllerManager:
         self.pdbs: Informer[policy_pb2.PodDisruptionBudget] = Informer(client.poddisruptionbudgets)
         self.configmaps: Informer[core_pb2.ConfigMap] = Informer(client.configmaps)
         self.secrets: Informer[core_pb2.Secret] = Informer(client.secrets)
+        self.services: Informer[core_pb2.Service] = Informer(client.services)
+        self.endpointslices: Informer[discovery_pb2.EndpointSlice] = Informer(client.endpointslices)
+        self.endpoints: Informer[core_pb2.Endpoints] = Informer(client.endpoints)
         self.recorder = EventRecorder(client, "node-controller", instance=self.identity)
         workload_events = EventRecorder(client, "controller-manager", instance=self.identity)
         self.replicaset = ReplicaSetController(client, self.replicasets, self.pods, workload_events, config.workers)
@@ -70,6 +75,10 @@ class ControllerManager:
         self.job = JobController(client, self.jobs, self.pods, workload_events, backoff_base=config.job_backoff_base,
                                  workers=config.workers)
         self.disruption = DisruptionController(client, self.pdbs, self.pods, self.replicasets, self.deployments)
+        self.endpointslice = EndpointSliceController(client, self.services, self.pods, self.endpointslices, self.nodes,
+                                                     config.workers)
+        self.endpoints_controller = EndpointsController(client, self.services, self.pods, self.endpoints,
+                                                        config.workers)
         self.garbage_collector = GarbageCollector([
             Watched("pods", "v1", "Pod", True, self.pods, client.pods),
             Watched("replicasets", "apps/v1", "ReplicaSet", True, self.replicasets, client.replicasets),
@@ -79,9 +88,13 @@ class ControllerManager:
             Watched("secrets", "v1", "Secret", True, self.secrets, client.secrets),
             Watched("nodes", "v1", "Node", False, self.nodes, client.nodes),
             Watched("leases", "coordination.k8s.io/v1", "Lease", True, self.leases, client.leases),
+            Watched("services", "v1", "Service", True, self.services, client.services),
+            Watched("endpointslices", "discovery.k8s.io/v1", "EndpointSlice", True, self.endpointslices,
+                    client.endpointslices),
         ], config.workers)
         self._workers: list[Workers] = [c.workers for c in (self.replicaset, self.deployment, self.job,
-                                                             self.disruption, self.garbage_collector)]
+                                                             self.disruption, self.endpointslice,
+                                                             self.endpoints_controller, self.garbage_collector)]
         self._events = (self.recorder, workload_events)
         self.node_lifecycle = NodeLifecycleController(client, self.nodes, self.leases, self.pods,
                                                       config.node_monitor_grace_period)
@@ -99,7 +112,7 @@ class ControllerManager:
     @property
     def _informers(self) -> tuple[Informer[Any], ...]:
         return (self.nodes, self.leases, self.pods, self.replicasets, self.deployments, self.jobs, self.pdbs,
-                self.configmaps, self.secrets)
+                self.configmaps, self.secrets, self.services, self.endpointslices, self.endpoints)
 
     def _ready(self) -> tuple[bool, str]:
         if not all(i.synced for i in self._informers):
