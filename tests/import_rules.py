@@ -3,8 +3,8 @@
 and exits 1 (`make check` runs it; tests/unit/test_import_rules.py checks the checker).
 
 - `kubeling` is the library at the bottom: it imports no component.
-- `scheduler`, `kubelet`, `controllers` and `cni` never import `apiserver` (they talk to it
-  over gRPC), nor each other.
+- `scheduler`, `kubelet`, `controllers`, `proxy`, `dns` and `cni` never import `apiserver`
+  (they talk to it over gRPC), nor each other.
 - `cni` imports no other component (the kubeling library only).
 - `protos` imports nothing of ours.
 - `cluster` (the `kubeling` command) is the top: nothing imports it.
@@ -24,17 +24,19 @@ __all__ = ["FORBIDDEN", "Violation", "violations"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
-COMPONENTS = frozenset({"apiserver", "scheduler", "kubelet", "cni", "cluster", "controllers"})
+COMPONENTS = frozenset({"apiserver", "scheduler", "kubelet", "cni", "cluster", "controllers", "proxy", "dns"})
 OURS = COMPONENTS | {"kubeling", "protos", "bench", "tests"}
 
 # package -> the packages of ours it must not import
 FORBIDDEN: dict[str, frozenset[str]] = {
     "kubeling": COMPONENTS | {"bench", "tests"},
-    "scheduler": frozenset({"apiserver", "kubelet", "cni", "cluster", "controllers", "bench", "tests"}),
-    "kubelet": frozenset({"apiserver", "scheduler", "cluster", "controllers", "bench", "tests"}),
-    "controllers": frozenset({"apiserver", "scheduler", "kubelet", "cni", "cluster", "bench", "tests"}),
+    "scheduler": COMPONENTS - {"scheduler"} | {"bench", "tests"},
+    "kubelet": COMPONENTS - {"kubelet", "cni"} | {"bench", "tests"},
+    "controllers": COMPONENTS - {"controllers"} | {"bench", "tests"},
+    "proxy": COMPONENTS - {"proxy"} | {"bench", "tests"},
+    "dns": COMPONENTS - {"dns"} | {"bench", "tests"},
     "cni": COMPONENTS - {"cni"} | {"bench", "tests"},
-    "apiserver": frozenset({"scheduler", "kubelet", "cni", "cluster", "controllers", "bench", "tests"}),
+    "apiserver": COMPONENTS - {"apiserver"} | {"bench", "tests"},
     "protos": OURS - {"protos"},
     "bench": frozenset({"cluster"}),
 }

@@ -1,0 +1,1 @@
+"""kube-proxy: Services' ClusterIPs and node ports as iptables rules on each node."""

@@ -1,0 +1,200 @@
+"""kube-proxy's iptables rules, as upstream's pkg/proxy/iptables proxier writes them: one
+iptables-restore input (filter and nat) with every KUBE-* chain kube-proxy owns.
+
+nat: PREROUTING and OUTPUT jump to KUBE-SERVICES; a ClusterIP:port jumps to its
+KUBE-SVC-<hash> chain, which picks a KUBE-SEP-<hash> (one per endpoint) with `statistic
+--mode random` probabilities 1/n, 1/(n-1), ..., and the SEP DNATs. NodePorts on the
+node's addresses go through KUBE-NODEPORTS to KUBE-EXT-<hash>. Traffic is marked for
+masquerading only when it needs it: from outside the cluster CIDR to a ClusterIP, to a
+node port, a pod reaching itself (hairpin), or to an endpoint outside the cluster CIDR
+(the apiserver and DNS of kubeling, which do not route back to pods). KUBE-POSTROUTING
+masquerades marked packets.
+
+filter: a Service port without usable endpoints is rejected (`REJECT`, upstream's
+"has no endpoints"), and, kubeling's own guard, anything still addressed to the service
+range after DNAT: no packet to an unallocated ClusterIP ever leaves the machine.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import ipaddress
+from dataclasses import dataclass
+
+from proxy.serviceinfo import Endpoint, ServicePort
+
+__all__ = ["ProxyRules", "render", "svc_chain", "sep_chain", "ext_chain", "svl_chain", "JUMPS", "MASQ_MARK",
+           "OWN_PREFIXES"]
+
+MASQ_BIT = 14  # upstream's --iptables-masquerade-bit default
+MASQ_MARK = f"{1 << MASQ_BIT:#x}"
+# Chains only kube-proxy writes: anything else with these names is its own stale state.
+OWN_PREFIXES = ("KUBE-SVC-", "KUBE-SEP-", "KUBE-EXT-", "KUBE-SVL-")
+# (table, built-in chain, jump rule arguments): how traffic enters kube-proxy's chains.
+JUMPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("filter", "INPUT", ("-m", "conntrack", "--ctstate", "NEW", "-m", "comment", "--comment",
+                         "kubernetes externally-visible service portals", "-j", "KUBE-EXTERNAL-SERVICES")),
+    ("filter", "FORWARD", ("-m", "comment", "--comment", "kubernetes forwarding rules", "-j", "KUBE-FORWARD")),
+    ("filter", "FORWARD", ("-m", "conntrack", "--ctstate", "NEW", "-m", "comment", "--comment",
+                           "kubernetes service portals", "-j", "KUBE-SERVICES")),
+    ("filter", "FORWARD", ("-m", "conntrack", "--ctstate", "NEW", "-m", "comment", "--comment",
+                           "kubernetes externally-visible service portals", "-j", "KUBE-EXTERNAL-SERVICES")),
+    ("filter", "OUTPUT", ("-m", "conntrack", "--ctstate", "NEW", "-m", "comment", "--comment",
+                          "kubernetes service portals", "-j", "KUBE-SERVICES")),
+    ("nat", "PREROUTING", ("-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES")),
+    ("nat", "OUTPUT", ("-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES")),
+    ("nat", "POSTROUTING", ("-m", "comment", "--comment", "kubernetes postrouting rules", "-j", "KUBE-POSTROUTING")),
+)
+FILTER_CHAINS = ("KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-FORWARD")
+NAT_CHAINS = ("KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ")
+
+
+def _hash(text: str) -> str:
+    return base64.b32encode(hashlib.sha256(text.encode()).digest()).decode()[:16]
+
+
+def svc_chain(sp: ServicePort) -> str:
+    return "KUBE-SVC-" + _hash(sp.id + sp.protocol.lower())
+
+
+def svl_chain(sp: ServicePort) -> str:
+    return "KUBE-SVL-" + _hash(sp.id + sp.protocol.lower())
+
+
+def ext_chain(sp: ServicePort) -> str:
+    return "KUBE-EXT-" + _hash(sp.id + sp.protocol.lower())
+
+
+def sep_chain(sp: ServicePort, endpoint: Endpoint) -> str:
+    return "KUBE-SEP-" + _hash(sp.id + sp.protocol.lower() + endpoint.address)
+
+
+@dataclass(frozen=True)
+class ProxyRules:
+    cluster_cidr: str  # "" : unknown, every pod-sourced packet is then masqueraded (upstream's masqueradeAll)
+    service_cidr: str
+    node_addresses: tuple[str, ...]  # where node ports answer
+    local_nodes: frozenset[str]  # the nodes whose pods are local to this proxy
+    masquerade_all: bool = False
+
+
+def _comment(text: str) -> str:
+    return f'-m comment --comment "{text}"'
+
+
+def _proto(sp: ServicePort) -> str:
+    p = sp.protocol.lower()
+    return f"-p {p} -m {p}"
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.chains: list[str] = []
+        self.rules: list[str] = []
+
+    def chain(self, name: str) -> None:
+        self.chains.append(f":{name} - [0:0]")
+
+    def add(self, chain: str, *parts: str) -> None:
+        self.rules.append(f"-A {chain} " + " ".join(p for p in parts if p))
+
+
+def _endpoint_chains(nat: _Writer, sp: ServicePort, endpoints: list[Endpoint], chain: str,
+                     cfg: ProxyRules, written: set[str]) -> None:
+    """chain -> one SEP per endpoint (random with equal odds), and each SEP's DNAT."""
+    seps = [sep_chain(sp, e) for e in endpoints]
+    if sp.affinity_seconds:
+        for sep, e in zip(seps, endpoints, strict=True):
+            nat.add(chain, _comment(f"{sp.id} -> {e.address}"), f"-m recent --name {sep} --rcheck "
+                    f"--seconds {sp.affinity_seconds} --reap", f"-j {sep}")
+    for i, (sep, e) in enumerate(zip(seps, endpoints, strict=True)):
+        left = len(seps) - i
+        odds = f"-m statistic --mode random --probability {1 / left:.10f}" if left > 1 else ""
+        nat.add(chain, _comment(f"{sp.id} -> {e.address}"), odds, f"-j {sep}")
+    for sep, e in zip(seps, endpoints, strict=True):
+        if sep in written:
+            continue
+        written.add(sep)
+        nat.chain(sep)
+        nat.add(sep, _comment(sp.id), f"-s {e.ip}/32", "-j KUBE-MARK-MASQ")  # hairpin
+        if cfg.cluster_cidr and ipaddress.ip_address(e.ip) not in ipaddress.ip_network(cfg.cluster_cidr):
+            # an endpoint off the pod network (the apiserver, the DNS server) cannot route back to pods
+            nat.add(sep, _comment(f"{sp.id} off the pod network"), "-j KUBE-MARK-MASQ")
+        recent = f"-m recent --name {sep} --set" if sp.affinity_seconds else ""
+        nat.add(sep, _comment(sp.id), _proto(sp), recent, f"-j DNAT --to-destination {e.address}")
+
+
+def render(ports: list[ServicePort], cfg: ProxyRules, stale: set[str] | None = None) -> tuple[str, set[str]]:
+    """The iptables-restore input for `ports`, and the per-service chains it declares.
+    `stale`: chains of ours that exist now; those not wanted any more are deleted."""
+    flt, nat = _Writer(), _Writer()
+    for name in FILTER_CHAINS:
+        flt.chain(name)
+    for name in NAT_CHAINS:
+        nat.chain(name)
+    flt.add("KUBE-FORWARD", "-m conntrack --ctstate INVALID", "-j DROP")
+    flt.add("KUBE-FORWARD", _comment("kubernetes forwarding rules"), f"-m mark --mark {MASQ_MARK}/{MASQ_MARK}",
+            "-j ACCEPT")
+    flt.add("KUBE-FORWARD", _comment("kubernetes forwarding conntrack rule"),
+            "-m conntrack --ctstate RELATED,ESTABLISHED", "-j ACCEPT")
+    nat.add("KUBE-POSTROUTING", f"-m mark ! --mark {MASQ_MARK}/{MASQ_MARK}", "-j RETURN")
+    nat.add("KUBE-POSTROUTING", f"-j MARK --xor-mark {MASQ_MARK}")
+    nat.add("KUBE-POSTROUTING", _comment("kubernetes service traffic requiring SNAT"), "-j MASQUERADE --random-fully")
+    nat.add("KUBE-MARK-MASQ", f"-j MARK --or-mark {MASQ_MARK}")
+
+    wanted: set[str] = set()
+    written_seps: set[str] = set()
+    for sp in ports:
+        dest = f"-d {sp.cluster_ip}/32 {_proto(sp)} --dport {sp.port}"
+        cluster = sp.usable(cfg.local_nodes if sp.internal_local else None)
+        if not cluster:
+            flt.add("KUBE-SERVICES", _comment(f"{sp.id} has no endpoints"), dest,
+                    "-j REJECT --reject-with icmp-port-unreachable")
+        else:
+            chain = svc_chain(sp)
+            wanted.add(chain)
+            nat.chain(chain)
+            nat.add("KUBE-SERVICES", _comment(f"{sp.id} cluster IP"), dest, f"-j {chain}")
+            if cfg.masquerade_all or not cfg.cluster_cidr:
+                nat.add(chain, _comment(f"{sp.id} cluster IP"), dest, "-j KUBE-MARK-MASQ")
+            else:
+                nat.add(chain, _comment(f"{sp.id} cluster IP"), f"! -s {cfg.cluster_cidr}", dest,
+                        "-j KUBE-MARK-MASQ")
+            _endpoint_chains(nat, sp, cluster, chain, cfg, written_seps)
+        if not sp.node_port:
+            continue
+        external = sp.usable(cfg.local_nodes if sp.external_local else None)
+        if not external:
+            for address in cfg.node_addresses:
+                flt.add("KUBE-EXTERNAL-SERVICES", _comment(f"{sp.id} has no endpoints"), f"-d {address}/32",
+                        _proto(sp), f"--dport {sp.node_port}", "-j REJECT --reject-with icmp-port-unreachable")
+            continue
+        ext = ext_chain(sp)
+        wanted.add(ext)
+        nat.chain(ext)
+        nat.add("KUBE-NODEPORTS", _comment(sp.id), _proto(sp), f"--dport {sp.node_port}", f"-j {ext}")
+        if sp.external_local:
+            # the client's address is kept: only this node's endpoints, no masquerade
+            local = svl_chain(sp)
+            wanted.add(local)
+            nat.chain(local)
+            nat.add(ext, _comment(f"{sp.id} local endpoints"), f"-j {local}")
+            _endpoint_chains(nat, sp, external, local, cfg, written_seps)
+        else:
+            nat.add(ext, _comment(f"masquerade traffic for {sp.id} external destinations"), "-j KUBE-MARK-MASQ")
+            if cluster:
+                nat.add(ext, f"-j {svc_chain(sp)}")
+    wanted |= written_seps
+    for address in cfg.node_addresses:
+        nat.add("KUBE-SERVICES", _comment("kubernetes service nodeports; NOTE: this must be the last rule in "
+                                          "this chain"), f"-d {address}/32", "-j KUBE-NODEPORTS")
+    if cfg.service_cidr:
+        flt.add("KUBE-SERVICES", _comment("kubeling: the service range is not routed anywhere"),
+                f"-d {cfg.service_cidr}", "-j REJECT --reject-with icmp-net-unreachable")
+    gone = sorted((stale or set()) - wanted)
+    for name in gone:
+        nat.chain(name)  # flushed first: a chain still holding rules cannot be deleted
+    lines = ["*filter", *flt.chains, *flt.rules, "COMMIT", "*nat", *nat.chains, *nat.rules,
+             *(f"-X {name}" for name in gone), "COMMIT", ""]
+    return "\n".join(lines), wanted

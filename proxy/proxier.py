@@ -1,0 +1,194 @@
+"""kube-proxy's loop: Services, EndpointSlices and Nodes from informers; after any change
+the rules are rendered and applied in one `iptables-restore --noflush` no sooner than
+`min_sync_period` after the last (upstream's BoundedFrequencyRunner), and at least every
+`sync_period` in full (chains read back, anything of ours changed by hand put right).
+At a clean stop every rule and chain of kube-proxy's is removed; a killed proxy leaves
+its rules, and the one that starts next takes them over (same chain names), so
+connections keep flowing while it restarts (conntrack holds their translations anyway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kubeling.client import Client
+from kubeling.informer import Informer
+from kubeling.periodic import cancel_and_wait
+from protos.kubeling.v1 import core_pb2, discovery_pb2
+from proxy.iptables import FILTER_CHAINS, JUMPS, NAT_CHAINS, OWN_PREFIXES, ProxyRules, render
+from proxy.serviceinfo import service_ports
+
+__all__ = ["ProxyConfig", "Proxier", "Iptables"]
+
+log = logging.getLogger(__name__)
+
+BRIDGE_NF = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
+
+
+@dataclass
+class ProxyConfig:
+    node_names: list[str] = field(default_factory=list)  # the nodes in this network namespace
+    cluster_cidr: str = ""
+    service_cidr: str = "10.96.0.0/16"
+    nodeport_addresses: list[str] = field(default_factory=list)  # empty: the nodes' InternalIPs
+    min_sync_period: float = 1.0
+    sync_period: float = 30.0
+    masquerade_all: bool = False
+    netns: str = ""  # a network namespace's path to program instead of this process's (tests)
+
+
+@dataclass(frozen=True)
+class Iptables:
+    """iptables of this network namespace, or of `netns` (entered with nsenter)."""
+
+    netns: str = ""
+
+    def run(self, args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        enter = ["nsenter", f"--net={self.netns}"] if self.netns else []
+        return subprocess.run([*enter, *args], input=stdin, capture_output=True, text=True, check=False)
+
+    def restore(self, text: str) -> None:
+        done = self.run(["iptables-restore", "-w", "--noflush"], text)
+        if done.returncode != 0:
+            raise RuntimeError(f"iptables-restore: {done.stderr.strip()}")
+
+    def own_chains(self) -> set[str]:
+        """The per-service chains of kube-proxy's in the nat table now."""
+        out = self.run(["iptables-save", "-t", "nat"]).stdout
+        return {line[1:].split()[0] for line in out.splitlines()
+                if line.startswith(":") and line[1:].startswith(OWN_PREFIXES)}
+
+    def ensure_jumps(self) -> None:
+        for table, chain, rule in JUMPS:
+            if self.run(["iptables", "-w", "-t", table, "-C", chain, *rule]).returncode != 0:
+                done = self.run(["iptables", "-w", "-t", table, "-I", chain, "1", *rule])
+                if done.returncode != 0:
+                    raise RuntimeError(f"iptables -t {table} -I {chain}: {done.stderr.strip()}")
+
+    def cleanup(self) -> None:
+        """Remove every rule and chain of kube-proxy's (`kube-proxy --cleanup`)."""
+        for table, chain, rule in JUMPS:
+            while self.run(["iptables", "-w", "-t", table, "-D", chain, *rule]).returncode == 0:
+                pass
+        saved = {t: self.run(["iptables-save", "-t", t]).stdout for t in ("filter", "nat")}
+        present = {t: {line[1:].split()[0] for line in text.splitlines() if line.startswith(":KUBE-")}
+                   for t, text in saved.items()}
+        flt = sorted(present["filter"] & set(FILTER_CHAINS))
+        nat = sorted(present["nat"] & (set(NAT_CHAINS) | {c for c in present["nat"] if c.startswith(OWN_PREFIXES)}))
+        lines = ["*filter", *(f":{c} - [0:0]" for c in flt), *(f"-X {c}" for c in flt), "COMMIT",
+                 "*nat", *(f":{c} - [0:0]" for c in nat), *(f"-X {c}" for c in nat), "COMMIT", ""]
+        try:
+            self.restore("\n".join(lines))
+        except RuntimeError as err:
+            log.warning("kube-proxy cleanup: %s", err)
+
+
+class Proxier:
+    def __init__(self, client: Client, config: ProxyConfig) -> None:
+        self.client = client
+        self.config = config
+        self.iptables = Iptables(config.netns)
+        self.services: Informer[core_pb2.Service] = Informer(client.services)
+        self.slices: Informer[discovery_pb2.EndpointSlice] = Informer(client.endpointslices)
+        self.nodes: Informer[core_pb2.Node] = Informer(client.nodes)
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._chains: set[str] = set()  # our per-service chains, as last applied
+        self._last_full = 0.0
+        self._last_sync_at = 0.0
+        self._masquerade_all = config.masquerade_all or not config.cluster_cidr
+        self.syncs = 0  # applied syncs, for tests and the benchmark
+        self.last_sync_seconds = 0.0
+        self.last_rules = ""
+        for informer in (self.services, self.slices, self.nodes):
+            informer.add_handler(on_add=self._poke, on_update=lambda old, new: self._poke(new),
+                                 on_delete=self._poke)
+
+    def _poke(self, _obj: object) -> None:
+        self._changed.set()
+
+    async def start(self, sync_timeout: float = 60.0) -> None:
+        if not self._masquerade_all and not await asyncio.to_thread(self._bridge_netfilter):
+            log.warning("bridged traffic bypasses iptables here (br_netfilter): masquerading all service traffic "
+                        "so that replies from pods on the same bridge find their way back")
+            self._masquerade_all = True
+        for informer in (self.services, self.slices, self.nodes):
+            await informer.start()
+        for informer in (self.services, self.slices, self.nodes):
+            await informer.wait_synced(sync_timeout)
+        self._chains = await asyncio.to_thread(self.iptables.own_chains)  # a killed predecessor's, taken over
+        await self.sync()
+        self._task = asyncio.create_task(self._loop(), name="kube-proxy-sync")
+
+    def _bridge_netfilter(self) -> bool:
+        if not BRIDGE_NF.exists():
+            subprocess.run(["modprobe", "br_netfilter"], capture_output=True, check=False)
+        done = self.iptables.run(["cat", str(BRIDGE_NF)])  # the setting is per network namespace
+        return done.returncode == 0 and done.stdout.strip() == "1"
+
+    async def _loop(self) -> None:
+        cfg = self.config
+        while True:
+            try:
+                await asyncio.wait_for(self._changed.wait(), timeout=cfg.sync_period)
+            except TimeoutError:
+                pass
+            # the bounded frequency: at most one sync per min_sync_period, batching changes
+            wait = self._last_sync_at + cfg.min_sync_period - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            try:
+                await self.sync()
+            except Exception as err:  # noqa: BLE001 (retried at the next change or period)
+                log.warning("kube-proxy sync failed: %s", err)
+                self._changed.set()
+                await asyncio.sleep(cfg.min_sync_period)
+
+    def _node_addresses(self) -> tuple[str, ...]:
+        if self.config.nodeport_addresses:
+            return tuple(self.config.nodeport_addresses)
+        out: list[str] = []
+        for name in self.config.node_names:
+            node = self.nodes.store.get(name)
+            if node is None:
+                continue
+            out.extend(a.address for a in node.status.addresses if a.type == "InternalIP")
+        return tuple(sorted(set(out)))
+
+    async def sync(self) -> None:
+        self._changed.clear()
+        self._last_sync_at = time.monotonic()
+        full = self._last_sync_at - self._last_full >= self.config.sync_period
+        cfg = self.config
+        rules = ProxyRules(cfg.cluster_cidr, cfg.service_cidr, self._node_addresses(), frozenset(cfg.node_names),
+                           self._masquerade_all)
+        ports = service_ports(self.services.store.list(), self.slices.store.list())
+        started = time.perf_counter()
+        text, wanted = render(ports, rules, self._chains)
+        await asyncio.to_thread(self._apply, text, full)
+        self._chains = wanted
+        if full:
+            self._last_full = self._last_sync_at
+        self.last_sync_seconds = time.perf_counter() - started
+        self.last_rules = text
+        self.syncs += 1
+        log.debug("kube-proxy synced %d service ports in %.3f s", len(ports), self.last_sync_seconds)
+
+    def _apply(self, text: str, full: bool) -> None:
+        self.iptables.restore(text)
+        if full:
+            # after the chains exist, and again now and then: someone may have flushed a built-in chain
+            self.iptables.ensure_jumps()
+
+    async def stop(self, *, clean: bool = True) -> None:
+        await cancel_and_wait(self._task)
+        self._task = None
+        for informer in (self.services, self.slices, self.nodes):
+            await informer.stop()
+        if clean:
+            await asyncio.to_thread(self.iptables.cleanup)

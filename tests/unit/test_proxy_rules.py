@@ -1,0 +1,113 @@
+"""kube-proxy's rules as upstream's iptables proxier writes them: chain names from the
+service port's hash, 1/n probabilities, masquerade marks only where needed, rejects for
+Services without endpoints, node ports, session affinity, the terminating fallback,
+Local traffic policies and stale chains deleted."""
+
+from __future__ import annotations
+
+from protos.kubeling.v1 import core_pb2, discovery_pb2, meta_pb2
+from proxy.iptables import ProxyRules, render, sep_chain, svc_chain
+from proxy.serviceinfo import Endpoint, ServicePort, service_ports
+
+RULES = ProxyRules("10.244.0.0/16", "10.96.0.0/16", ("172.31.5.1",), frozenset({"node-1"}))
+
+
+def _ep(ip: str, node: str = "node-1", ready: bool = True, terminating: bool = False) -> Endpoint:
+    return Endpoint(ip, 8080, node, ready, ready or terminating, terminating)
+
+
+def _sp(*endpoints: Endpoint, **fields: object) -> ServicePort:
+    return ServicePort("default", "web", "http", "TCP", "10.96.0.20", 80, endpoints=list(endpoints),
+                       **fields)  # type: ignore[arg-type]
+
+
+def _rules(text: str, chain: str, table: str = "nat") -> list[str]:
+    body = text.split(f"*{table}\n", 1)[1].split("COMMIT", 1)[0]
+    return [line for line in body.splitlines() if line.startswith(f"-A {chain} ")]
+
+
+def test_cluster_ip_spreads_over_endpoints_with_equal_odds() -> None:
+    sp = _sp(_ep("10.244.1.2"), _ep("10.244.1.3"), _ep("10.244.2.2", node="node-2"))
+    text, chains = render([sp], RULES)
+    chain = svc_chain(sp)
+    assert chain.startswith("KUBE-SVC-") and len(chain) == len("KUBE-SVC-") + 16
+    assert f':{chain} - [0:0]' in text
+    assert _rules(text, "KUBE-SERVICES")[0] == (f'-A KUBE-SERVICES -m comment --comment "default/web:http cluster IP" '
+                                                f'-d 10.96.0.20/32 -p tcp -m tcp --dport 80 -j {chain}')
+    svc = _rules(text, chain)
+    assert '! -s 10.244.0.0/16 -d 10.96.0.20/32' in svc[0] and svc[0].endswith("-j KUBE-MARK-MASQ")
+    assert "--probability 0.3333333333" in svc[1] and "--probability 0.5000000000" in svc[2]
+    assert "statistic" not in svc[3] and svc[3].endswith(sep_chain(sp, sp.endpoints[2]))
+    sep = _rules(text, sep_chain(sp, sp.endpoints[0]))
+    assert sep[0].endswith("-s 10.244.1.2/32 -j KUBE-MARK-MASQ")  # hairpin only
+    assert sep[1].endswith("-p tcp -m tcp -j DNAT --to-destination 10.244.1.2:8080") and len(sep) == 2
+    assert {chain} | {sep_chain(sp, e) for e in sp.endpoints} == chains
+    # the guard: anything still addressed to the service range after DNAT is rejected
+    assert _rules(text, "KUBE-SERVICES", "filter")[-1].endswith(
+        "-d 10.96.0.0/16 -j REJECT --reject-with icmp-net-unreachable")
+
+
+def test_no_endpoints_rejects_and_terminating_ones_are_the_fallback() -> None:
+    text, chains = render([_sp(_ep("10.244.1.2", ready=False))], RULES)
+    assert not chains
+    assert '-A KUBE-SERVICES -m comment --comment "default/web:http has no endpoints" -d 10.96.0.20/32 -p tcp ' \
+           '-m tcp --dport 80 -j REJECT --reject-with icmp-port-unreachable' in text
+    only_terminating = _sp(_ep("10.244.1.2", ready=False, terminating=True))
+    text, chains = render([only_terminating], RULES)
+    assert svc_chain(only_terminating) in chains and "DNAT --to-destination 10.244.1.2:8080" in text
+
+
+def test_node_ports_masquerade_and_reject_without_endpoints() -> None:
+    sp = _sp(_ep("10.244.1.2"), node_port=30080)
+    text, _ = render([sp], RULES)
+    ext = next(c for c in text.split() if c.startswith("-j") is False and c.startswith("KUBE-EXT-"))
+    assert f"-A KUBE-NODEPORTS -m comment --comment \"default/web:http\" -p tcp -m tcp --dport 30080 -j {ext}" in text
+    assert _rules(text, ext) == [
+        f'-A {ext} -m comment --comment "masquerade traffic for default/web:http external destinations" '
+        '-j KUBE-MARK-MASQ', f"-A {ext} -j {svc_chain(sp)}"]
+    assert _rules(text, "KUBE-SERVICES")[-1].endswith("-d 172.31.5.1/32 -j KUBE-NODEPORTS")
+    text, _ = render([_sp(node_port=30080)], RULES)
+    assert '-A KUBE-EXTERNAL-SERVICES -m comment --comment "default/web:http has no endpoints" -d 172.31.5.1/32 ' \
+           '-p tcp -m tcp --dport 30080 -j REJECT' in text
+
+
+def test_local_policies_and_affinity_and_off_network_endpoints() -> None:
+    local = _sp(_ep("10.244.1.2"), _ep("10.244.2.2", node="node-2"), internal_local=True)
+    text, _ = render([local], RULES)
+    assert "10.244.2.2" not in text  # another node's endpoint is not used for internalTrafficPolicy Local
+    sticky = _sp(_ep("10.244.1.2"), affinity_seconds=10800)
+    text, _ = render([sticky], RULES)
+    sep = sep_chain(sticky, sticky.endpoints[0])
+    assert f"-m recent --name {sep} --rcheck --seconds 10800 --reap -j {sep}" in text
+    assert f"-m recent --name {sep} --set -j DNAT" in text
+    api = _sp(_ep("172.31.5.1"))  # the apiserver, off the pod network: replies must come back through us
+    text, _ = render([api], RULES)
+    assert '--comment "default/web:http off the pod network" -j KUBE-MARK-MASQ' in text
+
+
+def test_stale_chains_are_flushed_then_deleted() -> None:
+    sp = _sp(_ep("10.244.1.2"))
+    _, chains = render([sp], RULES)
+    text, now = render([], RULES, chains)
+    assert not now
+    for chain in chains:
+        assert f":{chain} - [0:0]" in text and f"-X {chain}" in text
+
+
+def test_service_ports_from_slices() -> None:
+    svc = core_pb2.Service(metadata=meta_pb2.ObjectMeta(name="web", namespace="default"), spec=core_pb2.ServiceSpec(
+        clusterIP="10.96.0.20", type="NodePort", sessionAffinity="ClientIP",
+        ports=[core_pb2.ServicePort(name="http", protocol="TCP", port=80, nodePort=30080)]))
+    svc.spec.sessionAffinityConfig.clientIP.timeoutSeconds = 60
+    es = discovery_pb2.EndpointSlice(
+        metadata=meta_pb2.ObjectMeta(name="web-a", namespace="default", labels={"kubernetes.io/service-name": "web"}),
+        addressType="IPv4", ports=[discovery_pb2.EndpointSlicePort(name="http", protocol="TCP", port=8080)],
+        endpoints=[discovery_pb2.Endpoint(addresses=["10.244.1.3"], nodeName="node-1"),  # unset: ready
+                   discovery_pb2.Endpoint(addresses=["10.244.1.2"], conditions=discovery_pb2.EndpointConditions(
+                       ready=False, serving=False, terminating=False))])
+    headless = core_pb2.Service(metadata=meta_pb2.ObjectMeta(name="db", namespace="default"),
+                                spec=core_pb2.ServiceSpec(clusterIP="None", ports=[core_pb2.ServicePort(port=5432)]))
+    [sp] = service_ports([svc, headless], [es, es])
+    assert (sp.id, sp.node_port, sp.affinity_seconds) == ("default/web:http", 30080, 60)
+    assert [(e.ip, e.port, e.ready) for e in sp.endpoints] == [("10.244.1.2", 8080, False), ("10.244.1.3", 8080, True)]
+    assert [e.ip for e in sp.usable()] == ["10.244.1.3"]
