@@ -3,7 +3,7 @@
 and exits 1 (`make check` runs it; tests/unit/test_import_rules.py checks the checker).
 
 - `kubeling` is the library at the bottom: it imports no component.
-- `scheduler`, `kubelet`, `controllers`, `proxy`, `dns` and `cni` never import `apiserver`
+- `scheduler`, `kubelet`, `controllers`, `proxy`, `clusterdns` and `cni` never import `apiserver`
   (they talk to it over gRPC), nor each other.
 - `cni` imports no other component (the kubeling library only).
 - `protos` imports nothing of ours.
@@ -24,7 +24,7 @@ __all__ = ["FORBIDDEN", "Violation", "violations"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
-COMPONENTS = frozenset({"apiserver", "scheduler", "kubelet", "cni", "cluster", "controllers", "proxy", "dns"})
+COMPONENTS = frozenset({"apiserver", "scheduler", "kubelet", "cni", "cluster", "controllers", "proxy", "clusterdns"})
 OURS = COMPONENTS | {"kubeling", "protos", "bench", "tests"}
 
 # package -> the packages of ours it must not import
@@ -34,7 +34,7 @@ FORBIDDEN: dict[str, frozenset[str]] = {
     "kubelet": COMPONENTS - {"kubelet", "cni"} | {"bench", "tests"},
     "controllers": COMPONENTS - {"controllers"} | {"bench", "tests"},
     "proxy": COMPONENTS - {"proxy"} | {"bench", "tests"},
-    "dns": COMPONENTS - {"dns"} | {"bench", "tests"},
+    "clusterdns": COMPONENTS - {"clusterdns"} | {"bench", "tests"},
     "cni": COMPONENTS - {"cni"} | {"bench", "tests"},
     "apiserver": COMPONENTS - {"apiserver"} | {"bench", "tests"},
     "protos": OURS - {"protos"},

@@ -1,1 +1,0 @@
-"""Cluster DNS: names for Services and pods under the cluster domain."""
