@@ -41,6 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node-labels", help="extra node labels, k=v,k2=v2")
     p.add_argument("--cluster-domain",
                    help="DNS domain of the cluster: pods' FQDNs end with it (default cluster.local)")
+    p.add_argument("--cluster-dns", help="comma-separated ClusterIPs of the cluster DNS: pods' nameservers for "
+                                         "dnsPolicy ClusterFirst (default: none, the node's resolv.conf)")
+    p.add_argument("--resolv-conf", type=Path, help="the node's resolver config for dnsPolicy Default "
+                                                     "(default /etc/resolv.conf)")
+    p.add_argument("--service-cluster-ip-range",
+                   help="the Services' range: pods get a route to it through their bridge (default: none)")
     p.add_argument("--registry-config-dir", type=Path,
                    help="registry mirrors, containerd's hosts.toml layout: DIR/<registry>/hosts.toml")
     p.add_argument("--streaming-listen", help="HOST:PORT of the runtime's exec/attach/port-forward server "
@@ -73,7 +79,10 @@ def make_config(args: argparse.Namespace) -> KubeletConfig:
              "cluster_domain": args.cluster_domain, "registry_config_dir": args.registry_config_dir,
              "streaming_listen": args.streaming_listen, "cgroup_root": args.cgroup_root,
              "pod_routes": args.pod_routes, "kubeconfig": args.kubeconfig, "tls_cert_file": args.tls_cert_file,
-             "tls_private_key_file": args.tls_private_key_file, "client_ca_file": args.client_ca_file}
+             "tls_private_key_file": args.tls_private_key_file, "client_ca_file": args.client_ca_file,
+             "cluster_dns": [ip.strip() for ip in args.cluster_dns.split(",") if ip.strip()]
+             if args.cluster_dns is not None else None,
+             "resolv_conf": args.resolv_conf, "service_cidr": args.service_cluster_ip_range}
     for name, value in flags.items():
         if value is not None:
             setattr(config, name, value)

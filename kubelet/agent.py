@@ -18,6 +18,8 @@ from typing import Any
 from kubelet.backoff import Backoff
 from kubelet.config import KubeletConfig
 from kubelet.cri.server import CRIConfig, CRIServer
+from kubelet.dns import DNSSettings
+from kubelet.envvars import service_env
 from kubelet.node import NodeManager
 from kubelet.pleg import PLEG
 from kubelet.podconfig import PodPaths, grace_period
@@ -59,7 +61,7 @@ def runtime_config(cfg: KubeletConfig) -> CRIConfig:
                      cni_conf_dir=cfg.cni_conf_dir or state / "net.d", cni_bin_dirs=cfg.cni_bin_dirs,
                      cni_cache_dir=state / "cni-cache",
                      runc_root=cfg.runc_root or Path("/run/kubeling/runc") / cfg.node_name,
-                     bridge=bridge_name(cfg.node_name), cluster_cidr=cfg.cluster_cidr,
+                     bridge=bridge_name(cfg.node_name), cluster_cidr=cfg.cluster_cidr, service_cidr=cfg.service_cidr,
                      ipam_data_dir=state / "cni-ipam", registry_config_dir=cfg.registry_config_dir,
                      streaming_listen=cfg.streaming_listen)
 
@@ -82,6 +84,7 @@ class Kubelet:
     paths: PodPaths = field(init=False)
     volumes: PodVolumes = field(init=False)
     informer: Informer[Any] = field(init=False)
+    services: Informer[core_pb2.Service] = field(init=False)
     status: StatusManager = field(init=False)
     workers: PodWorkers = field(init=False)
     probes: ProbeManager = field(init=False)
@@ -108,6 +111,7 @@ class Kubelet:
         self.paths = PodPaths(cfg.pod_logs_dir, cfg.state_dir / "pods")
         self.volumes = PodVolumes(client, self.paths, client.tls.ca if client.tls is not None else b"")
         self.informer = Informer(client.pods, field_selector=f"spec.nodeName={cfg.node_name}")
+        self.services = Informer(client.services)  # for the containers' Service environment variables
         tls = ServingTLS(cfg.tls_cert_file, cfg.tls_private_key_file, cfg.client_ca_file) \
             if cfg.tls_cert_file is not None and cfg.tls_private_key_file is not None else None
         self.server = DaemonServer(runtime, self._find_pod, cfg.address, cfg.port, tls,
@@ -134,11 +138,15 @@ class Kubelet:
                                 Backoff(cfg.crash_loop_backoff_initial, cfg.crash_loop_backoff_max),
                                 Backoff(cfg.crash_loop_backoff_initial, cfg.crash_loop_backoff_max),
                                 cluster_domain=cfg.cluster_domain, cgroup_parent=cfg.cgroup_root,
-                                env_sources=self.volumes.env_sources)
+                                env_sources=self.volumes.env_sources,
+                                service_env=lambda pod: service_env(pod, self.services.store.list()),
+                                dns=DNSSettings(list(cfg.cluster_dns), cfg.cluster_domain, cfg.resolv_conf))
         self.runtime_name = (await runtime.version()).runtime_name
         self.informer.add_handler(on_add=self._on_pod, on_update=lambda old, new: self._on_pod(new),
                                   on_delete=self._on_pod_deleted)
+        await self.services.start()
         await self.informer.start()
+        await self.services.wait_synced(timeout=60)
         await self.informer.wait_synced(timeout=60)
         self.pleg = PLEG(runtime, self._on_pleg, cfg.pleg_relist_period)
         await self.pleg.relist()
@@ -160,6 +168,7 @@ class Kubelet:
         if self._started:
             await self.pleg.stop()
             await self.informer.stop()
+            await self.services.stop()
             await self.workers.stop()
             await self.probes.close()
             await self.recorder.flush()

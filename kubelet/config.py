@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,11 @@ class KubeletConfig:
     crash_loop_backoff_initial: float = 10.0
     crash_loop_backoff_max: float = 300.0
     cluster_domain: str = "cluster.local"  # pods' FQDNs: <hostname>.<subdomain>.<namespace>.svc.<this>
+    # The cluster DNS's ClusterIPs (pods' nameservers for dnsPolicy ClusterFirst; none: the
+    # node's resolv.conf) and the Services' range (a route to it through the pods' bridge).
+    cluster_dns: list[str] = field(default_factory=list)
+    service_cidr: str = ""
+    resolv_conf: Path = Path("/etc/resolv.conf")
     # The hosted runtime's: registry mirrors (hosts.toml directory) and its streaming server
     registry_config_dir: Path | None = None
     streaming_listen: str = "127.0.0.1:0"
@@ -73,6 +79,16 @@ class KubeletConfig:
             raise ConfigError("clientCAFile needs tlsCertFile: client certificates come with TLS")
         if self.cgroup_root and not self.cgroup_root.startswith("/"):
             raise ConfigError(f"cgroupRoot {self.cgroup_root!r}: expected an absolute cgroup path")
+        for ip in self.cluster_dns:
+            try:
+                ipaddress.ip_address(ip)
+            except ValueError:
+                raise ConfigError(f"clusterDNS {ip!r}: expected an IP address") from None
+        if self.service_cidr:
+            try:
+                ipaddress.ip_network(self.service_cidr, strict=True)
+            except ValueError as err:
+                raise ConfigError(f"serviceCIDR {self.service_cidr!r}: {err}") from None
 
     @property
     def state_dir(self) -> Path:

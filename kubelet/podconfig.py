@@ -80,7 +80,8 @@ def _namespaces(pod: Pod, target_id: str = "") -> api_pb2.NamespaceOption:
                                    target_id=target_id)
 
 
-def sandbox_config(pod: Pod, paths: PodPaths, attempt: int, cgroup_parent: str = "") -> api_pb2.PodSandboxConfig:
+def sandbox_config(pod: Pod, paths: PodPaths, attempt: int, cgroup_parent: str = "",
+                   dns: api_pb2.DNSConfig | None = None) -> api_pb2.PodSandboxConfig:
     """ConfigError when the pod's hostname or subdomain cannot be used."""
     hostname = ""  # host network: the node's own name, which the runtime uses for an empty one
     if not pod.spec.hostNetwork:
@@ -98,7 +99,7 @@ def sandbox_config(pod: Pod, paths: PodPaths, attempt: int, cgroup_parent: str =
     return api_pb2.PodSandboxConfig(
         metadata=api_pb2.PodSandboxMetadata(name=pod.metadata.name, namespace=pod.metadata.namespace,
                                             uid=pod.metadata.uid, attempt=attempt),
-        hostname=hostname, log_directory=str(paths.log_dir(pod)),
+        hostname=hostname, log_directory=str(paths.log_dir(pod)), dns_config=dns,
         port_mappings=ports, labels={**pod.metadata.labels, **_pod_labels(pod)},
         annotations=dict(pod.metadata.annotations),
         linux=api_pb2.LinuxPodSandboxConfig(
@@ -198,8 +199,10 @@ def _key_ref(pod: Pod, kind: str, ref: core_pb2.ConfigMapKeySelector | core_pb2.
 
 
 def _environment(pod: Pod, container: core_pb2.Container, pod_ip: str, host_ip: str,
-                 sources: Mapping[tuple[str, str], Mapping[str, str] | None]) -> list[api_pb2.KeyValue]:
-    """upstream's makeEnvironmentVariables: envFrom first (a later one wins), then env."""
+                 sources: Mapping[tuple[str, str], Mapping[str, str] | None],
+                 service_env: Mapping[str, str]) -> list[api_pb2.KeyValue]:
+    """upstream's makeEnvironmentVariables: envFrom first (a later one wins), then env, then
+    the Service variables the container does not set itself."""
     values: dict[str, str] = {}
     for source in container.envFrom:
         kind, ref = ("ConfigMap", source.configMapRef) if source.HasField("configMapRef") \
@@ -226,6 +229,8 @@ def _environment(pod: Pod, container: core_pb2.Container, pod_ip: str, host_ip: 
         if value is not None:
             values.pop(env.name, None)  # keep upstream's order: env after envFrom
             values[env.name] = value
+    for name, text in service_env.items():
+        values.setdefault(name, text)
     return [api_pb2.KeyValue(key=k, value=v) for k, v in values.items()]
 
 
@@ -244,10 +249,10 @@ def container_config(pod: Pod, container: core_pb2.Container, *, init: bool, res
                      paths: PodPaths, pod_ip: str, host_ip: str,
                      cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
                      env_sources: Mapping[tuple[str, str], Mapping[str, str] | None] | None = None,
-                     target_id: str = "") -> api_pb2.ContainerConfig:
+                     target_id: str = "", service_env: Mapping[str, str] | None = None) -> api_pb2.ContainerConfig:
     """`target_id`: a running container whose process namespace this one joins (an
     ephemeral container's targetContainerName)."""
-    envs = _environment(pod, container, pod_ip, host_ip, env_sources or {})
+    envs = _environment(pod, container, pod_ip, host_ip, env_sources or {}, service_env or {})
     mounts = _mounts(pod, container, paths)
     if pod_ip and all(m.container_path != ETC_HOSTS for m in mounts):  # a volume there wins
         mounts.append(_hosts_mount(pod, paths, pod_ip, cluster_domain))

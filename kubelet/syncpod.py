@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from kubelet.actions import PodActions, compute_pod_actions
 from kubelet.backoff import Backoff
+from kubelet.dns import DNSSettings, pod_dns_config
 from kubelet.podconfig import (
     ConfigError,
     PodPaths,
@@ -74,6 +75,9 @@ class PodSyncer:
     cgroup_parent: str = ""  # the pods' cgroups go under it ("": the runtime's default)
     # The ConfigMaps and Secrets a container's env names (kubelet.volumes.PodVolumes.env_sources).
     env_sources: Callable[[Pod], Awaitable[Mapping[tuple[str, str], Mapping[str, str] | None]]] | None = None
+    # The Service environment variables for a pod's containers (kubelet.envvars).
+    service_env: Callable[[Pod], Mapping[str, str]] | None = None
+    dns: DNSSettings = field(default_factory=DNSSettings)
 
     # ---- SyncPod ----
 
@@ -100,7 +104,8 @@ class PodSyncer:
 
         sandbox_id, pod_ip = actions.sandbox_id, ""
         try:
-            config = sandbox_config(pod, self.paths, actions.attempt, self.cgroup_parent)
+            config = sandbox_config(pod, self.paths, actions.attempt, self.cgroup_parent,
+                                    pod_dns_config(pod, self.dns))
         except ConfigError as exc:
             message = f"Failed to generate sandbox config for pod {_pod_name(pod)!r}: {exc}"
             log.warning("pod %s: %s", _pod_name(pod), message)
@@ -176,7 +181,8 @@ class PodSyncer:
                 else None
             container_cfg = container_config(pod, spec, init=init, restart_count=restart_count, paths=self.paths,
                                              pod_ip=pod_ip, host_ip=self.node_ip, cluster_domain=self.cluster_domain,
-                                             env_sources=sources, target_id=target_id)
+                                             env_sources=sources, target_id=target_id,
+                                             service_env=self.service_env(pod) if self.service_env else None)
         except (ConfigError, OSError) as exc:
             result.waiting[name] = ("CreateContainerConfigError", str(exc))
             self.recorder.pod_event(pod, WARNING, "Failed", f"Error: {exc}", field_path=where)

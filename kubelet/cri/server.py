@@ -57,7 +57,8 @@ class CRIConfig:
     streaming_listen: str = "127.0.0.1:0"
     # The default network written when the pod CIDR arrives (UpdateRuntimeConfig):
     bridge: str = "cni0"
-    cluster_cidr: str = "10.88.0.0/16"  # the only route pods get
+    cluster_cidr: str = "10.88.0.0/16"  # the only routes pods get: to the pods and (when set) to the Services
+    service_cidr: str = ""
     ipam_data_dir: Path | None = None  # host-local's state; default /var/lib/cni/networks
 
     @property
@@ -72,7 +73,8 @@ class CRIServer:
         if network is None:
             options: dict[str, Any] = {"cache_dir": config.cni_cache_dir} if config.cni_cache_dir else {}
             network = NetworkPluginManager(config.cni_conf_dir, config.cni_bin_dirs, bridge=config.bridge,
-                                           cluster_cidr=config.cluster_cidr, ipam_data_dir=config.ipam_data_dir,
+                                           cluster_cidr=config.cluster_cidr, service_cidr=config.service_cidr,
+                                           ipam_data_dir=config.ipam_data_dir,
                                            **options)
         self.network = network
         runc = Runc(config.runc_root)
