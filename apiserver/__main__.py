@@ -77,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="CIDR nodes' pod CIDRs are allocated from; empty: none (default %(default)s)")
     p.add_argument("--node-cidr-mask-size", type=int, default=d.node_cidr_mask_size,
                    help="prefix length of each node's pod CIDR (default %(default)s)")
+    p.add_argument("--service-cluster-ip-range", type=cidr, default=d.service_cluster_ip_range,
+                   help="Services' ClusterIPs come out of it, never overlapping --cluster-cidr (default %(default)s)")
+    p.add_argument("--service-node-port-range", default=d.service_node_port_range,
+                   help="node ports come out of it (default %(default)s)")
+    p.add_argument("--advertise-address", default=d.advertise_address,
+                   help="the address the kubernetes Service's endpoints name (default: the REST listener's host)")
+    p.add_argument("--advertise-port", type=int, default=d.advertise_port,
+                   help="their port (default: the REST port; another when a load balancer is in front)")
     p.add_argument("--etcd-wait", type=float, default=d.etcd_wait,
                    help="seconds to wait for etcd at start (default %(default)s)")
     p.add_argument("--tls-cert-file", default="", help="serving certificate (PEM) for gRPC and REST; "
@@ -126,6 +134,9 @@ async def _serve(args: argparse.Namespace) -> None:
                  bookmark_interval=args.bookmark_interval, watch_cache_size=args.watch_cache_size,
                  watcher_buffer=args.watcher_buffer, etcd_wait=args.etcd_wait, event_ttl=args.event_ttl,
                  cluster_cidr=args.cluster_cidr, node_cidr_mask_size=args.node_cidr_mask_size,
+                 service_cluster_ip_range=args.service_cluster_ip_range,
+                 service_node_port_range=args.service_node_port_range, advertise_address=args.advertise_address,
+                 advertise_port=args.advertise_port,
                  tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
                  client_ca_file=args.client_ca_file, token_auth_file=args.token_auth_file,
                  anonymous_auth=args.anonymous_auth, authorization_mode=args.authorization_mode,

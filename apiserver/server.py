@@ -85,6 +85,7 @@ class Config:
     service_node_port_range: str = "30000-32767"
     # The address the `kubernetes` Service's endpoints name (empty: the REST listener's host).
     advertise_address: str = ""
+    advertise_port: int = 0  # their port (0: the REST port)
     allocation_repair_interval: float = 60.0
     # Serving TLS for gRPC and REST (both files, or neither: plain text), client
     # certificates verified against client_ca_file; static tokens; anonymous requests.
@@ -340,7 +341,8 @@ class APIServer:
             log.info("apiserver serving the REST API on %s", self.rest_address)
             controllers.append(KubernetesService(
                 self.registries["services"], self.registries["endpoints"], self.registries["endpointslices"],
-                ip_range.value(0), cfg.advertise_address or self.rest_address.rpartition(":")[0], self.rest_port))
+                ip_range.value(0), cfg.advertise_address or self.rest_address.rpartition(":")[0],
+                cfg.advertise_port or self.rest_port))
         # after the listeners: the `kubernetes` Service names the REST port
         self._election = ControllerElection(self.registries["leases"], controllers)
         self._election.start()

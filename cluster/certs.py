@@ -7,6 +7,9 @@ the same files under its state dir (cluster.plan).
   DIR/admin.conf               kubernetes-admin (system:masters), for users
   DIR/scheduler.conf           system:kube-scheduler
   DIR/controller-manager.conf  system:kube-controller-manager
+  DIR/kube-proxy.conf          system:kube-proxy
+  DIR/kube-dns.conf            system:kube-dns
+  DIR/super-admin.conf         kubernetes-admin at the components' address (addons)
   DIR/kubelet-<node>.conf      system:node:<node>
 """
 
@@ -34,8 +37,13 @@ def write_credentials(root: Path, certs: Path, nodes: dict[str, list[str]], *, r
     addresses); what was (re)issued."""
     issued = pki.ensure(certs, nodes, server_names).issued
     write_kubeconfig(admin, admin_rest or rest, admin_grpc or grpc, tls=_tls(certs, "admin"))
+    # kubeadm's super-admin.conf: the same identity, at the components' address (for
+    # in-cluster tooling such as the DNS addon's one-shot)
+    write_kubeconfig(root / "super-admin.conf", rest, grpc, tls=_tls(certs, "admin"))
     write_kubeconfig(root / "scheduler.conf", rest, grpc, tls=_tls(certs, "scheduler"))
     write_kubeconfig(root / "controller-manager.conf", rest, grpc, tls=_tls(certs, "controller-manager"))
+    write_kubeconfig(root / "kube-proxy.conf", rest, grpc, tls=_tls(certs, "kube-proxy"))
+    write_kubeconfig(root / "kube-dns.conf", rest, grpc, tls=_tls(certs, "kube-dns"))
     for node in nodes:
         write_kubeconfig(root / f"kubelet-{node}.conf", rest, grpc, tls=_tls(certs, f"kubelet/{node}-client"))
     return issued

@@ -12,8 +12,9 @@ from cluster.processes import terminate_pids
 from kubelet.agent import bridge_name, runtime_config
 from kubelet.cri.server import CRIServer
 from kubelet.runtime import CRICallError, Runtime
+from proxy.proxier import Iptables
 
-__all__ = ["clean_node", "stop_orphans"]
+__all__ = ["clean_node", "stop_orphans", "remove_network"]
 
 log = logging.getLogger("kubeling.up")
 
@@ -51,8 +52,16 @@ async def stop_orphans(plan: ClusterPlan, running: dict[str, int], keep_state: b
     if not keep_state:
         for node in plan.nodes:
             await clean_node(plan, node)
-    terminate_pids(group("scheduler", "controller-manager"))
+    terminate_pids(group("scheduler", "controller-manager", "cluster-dns", *plan.proxies))
     terminate_pids(group("haproxy", *(name for name, _, _ in plan.apiserver_backends)))
     terminate_pids(group(*(name for name, _, _ in plan.etcd_members)))
+    remove_network(plan)
+
+
+def remove_network(plan: ClusterPlan) -> None:
+    """kube-proxy's rules (a killed proxy leaves them; the hosts' go with their namespaces)
+    and the underlay with its hosts."""
+    if not plan.hosts:
+        Iptables().cleanup()
     if plan.hosts_subnet:
         hosts.destroy(plan.state_dir, plan.nodes)

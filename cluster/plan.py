@@ -19,10 +19,12 @@ from kubeling.client import Client, TLSConfig
 from kubeling.etcd import etcd_args, etcd_binary
 from kubeling.netutil import free_port
 
-__all__ = ["CLUSTER_CIDR", "DEFAULT_STATE_DIR", "ClusterPlan", "commands", "new_plan"]
+__all__ = ["CLUSTER_CIDR", "SERVICE_CIDR", "DNS_IP", "DEFAULT_STATE_DIR", "ClusterPlan", "commands", "new_plan"]
 
 DEFAULT_STATE_DIR = Path.home() / ".kubeling"
 CLUSTER_CIDR = "10.88.0.0/16"
+SERVICE_CIDR = "10.96.0.0/16"  # the apiserver's default --service-cluster-ip-range
+DNS_IP = "10.96.0.10"  # kube-dns's ClusterIP, as kubeadm's
 
 
 @dataclass
@@ -42,9 +44,13 @@ class ClusterPlan:
     # Several apiservers (--apiservers N): [gRPC port, REST port] of each, behind HAProxy
     # on apiserver_port and rest_port; empty: one apiserver on those ports itself.
     apiserver_ports: list[list[int]] = field(default_factory=list)
-    # --hosts: the underlay /24 the kubelets' network namespaces are on ("": no hosts,
-    # every kubelet on this machine's loopback)
+    # The underlay /24: a bridge of its own whose first address is the control plane's
+    # (and, without --hosts, every node's), reachable from pods and routing nowhere; with
+    # --hosts, each kubelet's network namespace has an address on it too. ("": loopback only,
+    # a plan from before Services.)
     hosts_subnet: str = ""
+    hosts: bool = False
+    dns_port: int = 0  # the cluster DNS, on the control plane's address (UDP and TCP)
     node_monitor_grace_period: float = 40.0  # upstream's defaults; shorter for fault tests
     default_unreachable_toleration_seconds: int = 300
     cluster_cidr: str = CLUSTER_CIDR
@@ -110,6 +116,13 @@ class ClusterPlan:
                                  rest=self.rest, grpc=self.apiserver, admin=self.kubeconfig,
                                  server_names=(self.api_host,) if self.hosts_subnet else ())
 
+    @property
+    def proxies(self) -> dict[str, list[str]]:
+        """kube-proxy per network namespace -> the nodes in it (their pods are its local ones)."""
+        if self.hosts:
+            return {f"kube-proxy-{node}": [node] for node in self.nodes}
+        return {"kube-proxy": list(self.nodes)}
+
     def admin_client(self, timeout: float | None = 30.0, wait_for_ready: bool = True, address: str = "") -> Client:
         """The admin's client, of the cluster's API (or of one apiserver at `address`)."""
         return Client(address or self.apiserver, tls=self.tls("admin"), timeout=timeout,
@@ -127,7 +140,10 @@ class ClusterPlan:
         return host_ip(self.hosts_subnet, 0) if self.hosts_subnet else "127.0.0.1"
 
     def node_ip(self, node: str) -> str:
-        return host_ip(self.hosts_subnet, self.nodes.index(node) + 1) if self.hosts_subnet else "127.0.0.1"
+        """Its host's address on the underlay (without --hosts, the machine's: the control plane's)."""
+        if not self.hosts_subnet:
+            return "127.0.0.1"
+        return host_ip(self.hosts_subnet, self.nodes.index(node) + 1) if self.hosts else self.api_host
 
     @property
     def apiserver(self) -> str:
@@ -148,7 +164,8 @@ class ClusterPlan:
                              tls_cert_file=self.pki / "kubelet" / f"{node}.crt",
                              tls_private_key_file=self.pki / "kubelet" / f"{node}.key",
                              client_ca_file=self.pki / "ca.crt", node_ip=self.node_ip(node),
-                             address=self.node_ip(node), pod_routes=bool(self.hosts_subnet))
+                             address=self.node_ip(node), pod_routes=self.hosts, cluster_dns=[DNS_IP],
+                             service_cidr=SERVICE_CIDR)
 
     def runc_root(self, node: str) -> Path:
         return self.root / "runc" / node
@@ -170,7 +187,7 @@ def new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_e
     """Fresh ports, but an etcd cluster's from the previous plan of this state dir: its
     members know each other by their peer URLs, kept in their data."""
     backends = apiservers if apiservers > 1 else 0
-    fresh = iter(_distinct_free_ports(2 * etcd_members + 4 + 2 * backends))
+    fresh = iter(_distinct_free_ports(2 * etcd_members + 5 + 2 * backends))
     ports = [[next(fresh), next(fresh)] for _ in range(etcd_members)]
     if previous is not None and len(previous.etcd_members) == etcd_members > 1 and \
             all((state_dir / name).is_dir() for name, _, _ in previous.etcd_members):
@@ -182,7 +199,7 @@ def new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_e
                        otlp_endpoint=otlp_endpoint, registry_config_dir=registry_config_dir,
                        etcd_more_ports=ports[1:],
                        apiserver_ports=[[next(fresh), next(fresh)] for _ in range(backends)],
-                       hosts_subnet=choose_subnet() if hosts else "")
+                       hosts_subnet=choose_subnet(), hosts=hosts, dns_port=next(fresh))
 
 
 def _distinct_free_ports(count: int) -> list[int]:
@@ -222,7 +239,9 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
             "--kubelet-client-certificate", str(certs / "apiserver-kubelet-client.crt"),
             "--kubelet-client-key", str(certs / "apiserver-kubelet-client.key"),
             "--kubelet-certificate-authority", str(certs / "ca.crt"),
-            "--default-unreachable-toleration-seconds", str(plan.default_unreachable_toleration_seconds))
+            "--default-unreachable-toleration-seconds", str(plan.default_unreachable_toleration_seconds),
+            "--service-cluster-ip-range", SERVICE_CIDR, "--advertise-address", plan.api_host,
+            "--advertise-port", str(plan.rest_port))
     if len(plan.apiserver_backends) > 1:
         out["haproxy"] = ["haproxy", "-f", str(root / "haproxy.cfg"), "-db"]  # -db: in the foreground
     out |= {
@@ -231,11 +250,13 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
         "controller-manager": _python("controllers", "--kubeconfig", str(root / "controller-manager.conf"),
                                       "--node-monitor-grace-period", str(plan.node_monitor_grace_period),
                                       "--metrics-listen", f"127.0.0.1:{plan.controller_manager_metrics_port}"),
+        "cluster-dns": _python("clusterdns", "--kubeconfig", str(root / "kube-dns.conf"),
+                               "--listen", f"{plan.api_host}:{plan.dns_port}"),
     }
     for node in plan.nodes:
         config = plan.kubelet_config(node)
         # on its host: in the host's network namespace only (files and mounts are shared)
-        enter = ["nsenter", f"--net=/run/netns/{netns_name(node)}"] if plan.hosts_subnet else []
+        enter = ["nsenter", f"--net=/run/netns/{netns_name(node)}"] if plan.hosts else []
         out[f"kubelet-{node}"] = enter + _python(
             "kubelet", "--node-name", node, "--kubeconfig", str(config.kubeconfig),
             "--node-ip", config.node_ip, "--address", config.address,
@@ -243,6 +264,11 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
             "--tls-cert-file", str(config.tls_cert_file), "--tls-private-key-file", str(config.tls_private_key_file),
             "--client-ca-file", str(config.client_ca_file), "--root-dir", str(config.root_dir),
             "--pod-logs-dir", str(config.pod_logs_dir), "--runc-root", str(config.runc_root),
-            "--cluster-cidr", plan.cluster_cidr,
+            "--cluster-cidr", plan.cluster_cidr, "--cluster-dns", DNS_IP, "--service-cluster-ip-range", SERVICE_CIDR,
             *(["--registry-config-dir", plan.registry_config_dir] if plan.registry_config_dir else []))
+    for name, nodes in plan.proxies.items():
+        enter = ["nsenter", f"--net=/run/netns/{netns_name(nodes[0])}"] if plan.hosts else []
+        out[name] = enter + _python(
+            "proxy", "--kubeconfig", str(root / "kube-proxy.conf"), *(f"--node-name={n}" for n in nodes),
+            "--cluster-cidr", plan.cluster_cidr, "--service-cluster-ip-range", SERVICE_CIDR)
     return out

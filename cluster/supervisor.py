@@ -14,12 +14,17 @@ from dataclasses import dataclass, field
 from ssl import SSLContext
 
 import aiohttp
+import dns.asyncquery
+import dns.exception
+import dns.message
 
 from cluster import hosts
-from cluster.cleanup import clean_node
-from cluster.hosts import bridge_of
-from cluster.plan import ClusterPlan, commands
+from cluster.cleanup import clean_node, remove_network
+from cluster.hosts import bridge_of, netns_name
+from cluster.plan import DNS_IP, ClusterPlan, commands
+from clusterdns.addon import publish
 from kubeling import errors
+from proxy.proxier import Iptables
 
 __all__ = ["Supervisor"]
 
@@ -74,9 +79,9 @@ class Supervisor:
     async def start(self) -> None:
         plan = self.plan
         if plan.hosts_subnet:
-            print(f"making {len(plan.nodes)} hosts on {plan.hosts_subnet} (bridge {bridge_of(plan.state_dir)})",
-                  flush=True)
-            hosts.create(plan.state_dir, plan.hosts_subnet, plan.nodes)
+            print(f"making the underlay {plan.hosts_subnet} (bridge {bridge_of(plan.state_dir)})"
+                  + (f" with {len(plan.nodes)} hosts" if plan.hosts else ""), flush=True)
+            hosts.create(plan.state_dir, plan.hosts_subnet, plan.nodes if plan.hosts else [])
         members = {name: client for name, client, _ in plan.etcd_members}
         apiservers = {name: grpc_port for name, grpc_port, _ in plan.apiserver_backends}
         for name, argv in commands(plan).items():
@@ -100,6 +105,11 @@ class Supervisor:
                 await self._wait("the scheduler's /healthz", self._scheduler_healthy, component)
             elif name == "controller-manager":
                 await self._wait("the controller manager's /healthz", self._controller_manager_healthy, component)
+            elif name == "cluster-dns":
+                await self._wait(f"the cluster DNS on {plan.api_host}:{plan.dns_port}", self._dns_serving, component)
+            elif name in plan.proxies:
+                await self._wait(f"{name}'s rules", functools.partial(self._proxy_synced, plan.proxies[name]),
+                                 component)
         for node in plan.nodes:
             await self._wait(f"node {node} to be Ready", functools.partial(self._node_ready, node),
                              self.components[f"kubelet-{node}"])
@@ -128,6 +138,25 @@ class Supervisor:
                 return True
             except errors.ApiError:
                 return False
+
+    async def _dns_serving(self) -> bool:
+        """kube-dns published (as kubeadm's addon phase: with the admin's credentials) and
+        the server answering for the kubernetes Service."""
+        plan = self.plan
+        try:
+            async with plan.admin_client(timeout=5, wait_for_ready=False) as client:
+                await publish(client, DNS_IP, plan.api_host, plan.dns_port)
+            reply = await dns.asyncquery.udp(dns.message.make_query("kubernetes.default.svc.cluster.local", "A"),
+                                             plan.api_host, port=plan.dns_port, timeout=1)
+        except (errors.ApiError, dns.exception.DNSException, OSError):
+            return False
+        return bool(reply.answer)
+
+    async def _proxy_synced(self, nodes: list[str]) -> bool:
+        """Its chains exist in its network namespace: the first sync is done."""
+        iptables = Iptables(f"/run/netns/{netns_name(nodes[0])}" if self.plan.hosts else "")
+        done = await asyncio.to_thread(iptables.run, ["iptables", "-w", "-t", "nat", "-S", "KUBE-SERVICES"])
+        return done.returncode == 0
 
     async def _node_ready(self, node: str) -> bool:
         async with self.plan.admin_client(timeout=2, wait_for_ready=False) as client:
@@ -184,8 +213,7 @@ class Supervisor:
                 await clean_node(self.plan, node)
         # One after the other: the scheduler and the controller manager give their leases
         # up through the apiserver.
-        self._terminate(["scheduler", "controller-manager"])
+        self._terminate(["scheduler", "controller-manager", "cluster-dns", *self.plan.proxies])
         self._terminate(["haproxy", *(name for name, _, _ in self.plan.apiserver_backends)])
         self._terminate([name for name, _, _ in self.plan.etcd_members])
-        if self.plan.hosts_subnet:
-            hosts.destroy(self.plan.state_dir, self.plan.nodes)
+        remove_network(self.plan)

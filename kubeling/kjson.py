@@ -25,6 +25,11 @@ _INT_OR_STRING = "kubeling.v1.IntOrString"
 # Fields Kubernetes types as metav1.MicroTime (RFC 3339 with microseconds).
 _MICRO_TIME = {"eventTime", "acquireTime", "renewTime"}
 FIELDS_V1 = "kubeling.v1.ManagedFieldsEntry.fieldsV1"
+# Fields upstream's Go types declare without `omitempty`: shown even when zero, and clients
+# that validate the JSON (the official Python client's models) require them.
+_ALWAYS: dict[str, tuple[str, ...]] = {
+    "kubeling.v1.ContainerStatus": ("name", "ready", "restartCount", "image", "imageID"),
+}
 
 
 def format_time(ts: Timestamp, micro: bool = False) -> str:
@@ -39,6 +44,11 @@ def to_json(msg: Message) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for fd, value in msg.ListFields():
         out[fd.name] = _value_to_json(fd, value)
+    always = _ALWAYS.get(msg.DESCRIPTOR.full_name)
+    if always is not None:
+        for name in always:
+            if name not in out:
+                out[name] = getattr(msg, name)
     return out
 
 

@@ -70,9 +70,14 @@ class PKI:
         return self.cert("ca")
 
 
+KUBERNETES_SERVICE_IP = "10.96.0.1"
+
+
 def control_plane_identities(server_names: Iterable[str] = ()) -> list[Identity]:
-    names = ("127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-             "kubernetes.default.svc.cluster.local", *server_names)
+    # the kubernetes Service's ClusterIP (the default service range's first address) and
+    # names: in-cluster clients verify the apiserver by them, as kubeadm's certificate allows
+    names = ("127.0.0.1", "localhost", KUBERNETES_SERVICE_IP, "kubernetes", "kubernetes.default",
+             "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", *server_names)
     return [
         Identity("apiserver", "kube-apiserver", usages=(SERVER,), names=tuple(dict.fromkeys(names))),
         Identity("apiserver-etcd-client", "kube-apiserver-etcd-client"),
@@ -82,6 +87,8 @@ def control_plane_identities(server_names: Iterable[str] = ()) -> list[Identity]
         Identity("admin", "kubernetes-admin", ("system:masters",)),
         Identity("scheduler", "system:kube-scheduler"),
         Identity("controller-manager", "system:kube-controller-manager"),
+        Identity("kube-proxy", "system:kube-proxy"),
+        Identity("kube-dns", "system:kube-dns"),
     ]
 
 

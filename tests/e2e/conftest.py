@@ -22,6 +22,9 @@ from typing import Any
 import pytest
 
 from apiserver.server import APIServer
+from cluster.hosts import choose_subnet, host_ip
+from clusterdns.addon import publish
+from clusterdns.server import DNSConfig, DNSServer
 from cni import netns
 from controllers.manager import ControllerManager, ManagerConfig
 from kubelet.agent import Kubelet, bridge_name
@@ -32,11 +35,14 @@ from kubeling.client import Client, TLSConfig
 from kubeling.etcd import EtcdServer
 from kubeling.kubeconfig import write_kubeconfig
 from protos.kubeling.v1 import core_pb2, meta_pb2
+from proxy.proxier import Proxier, ProxyConfig
 from scheduler.service import SchedulerService
 from tests.conftest import apiserver_config
 from tests.e2e.kubectl import Kubectl
 
 CLUSTER_CIDR = f"10.{180 + os.getpid() % 10}.0.0/16"
+SERVICE_CIDR = "10.96.0.0/16"  # the apiserver's default range
+DNS_IP = "10.96.0.10"
 
 
 def tls_of(root: Path, identity: str) -> TLSConfig:
@@ -240,3 +246,51 @@ async def controllers(cluster: Cluster) -> AsyncIterator[ControllerManager]:
             items, _ = await resource.list_all()
             for obj in items:
                 await resource.delete(obj.metadata.name, obj.metadata.namespace)
+
+
+@dataclass
+class ServiceNetwork:
+    """What Services need beyond the cluster fixture: an address of the host's that pods can
+    reach (on a bridge of the test's own, routing nowhere), the apiserver's REST API there
+    (the `kubernetes` Service's endpoint), the cluster DNS there (`kube-dns`), one kube-proxy
+    for the host's network namespace (every node of the cluster fixture shares it)."""
+
+    address: str
+    dns: DNSServer
+    proxy: Proxier
+
+    def node_settings(self) -> dict[str, Any]:
+        return {"cluster_dns": [DNS_IP], "service_cidr": SERVICE_CIDR}
+
+
+@pytest.fixture
+async def service_network(cluster: Cluster) -> AsyncIterator[ServiceNetwork]:
+    subnet = choose_subnet()
+    address, bridge = host_ip(subnet, 0), f"kbsvc{os.getpid() % 100000}"
+    subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
+    try:
+        subprocess.run(["ip", "addr", "add", f"{address}/32", "dev", bridge], check=True)
+        subprocess.run(["ip", "link", "set", bridge, "up"], check=True)
+        pki.ensure(cluster.pki, {}, server_names=[address])  # the apiserver's certificate names it too
+        cluster.apiserver.config.rest_listen = f"{address}:0"
+        cluster.apiserver.config.advertise_address = address
+        await cluster.restart_apiserver()
+        dns = DNSServer(Client(cluster.apiserver.address, tls=tls_of(cluster.pki, "kube-dns")),
+                        DNSConfig(listen=f"{address}:0"))
+        await dns.start()
+        proxy = Proxier(Client(cluster.apiserver.address, tls=tls_of(cluster.pki, "kube-proxy")), ProxyConfig(
+            node_names=[], cluster_cidr=CLUSTER_CIDR, service_cidr=SERVICE_CIDR, nodeport_addresses=[address],
+            min_sync_period=0.2))
+        try:
+            await publish(cluster.client, DNS_IP, address, dns.port)
+            await proxy.start()
+            yield ServiceNetwork(address, dns, proxy)
+        finally:
+            await proxy.stop()
+            await dns.stop()
+            await dns.client.close()
+            await proxy.client.close()
+        saved = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
+        assert "KUBE-" not in saved, "kube-proxy left rules behind"
+    finally:
+        subprocess.run(["ip", "link", "del", bridge], check=False)

@@ -197,6 +197,21 @@ async def test_pods_on_two_nodes_reach_each_other_and_nothing_else(compose: Comp
     await kubectl("delete", "pod", "web", "client", "--grace-period=1", "--wait=true", timeout=120)
 
 
+async def test_a_service_by_name_from_the_other_node(compose: Compose, kubectl: Kubectl) -> None:
+    """kube-proxy in each kubelet's namespace and the cluster DNS service: a Service's name
+    resolved and its ClusterIP reached from a pod on the other node."""
+    await _run_pod(kubectl, "named", "node-1", "sh", "-c",
+                   "echo hello-by-name > /tmp/index.html; exec httpd -f -p 8080 -h /tmp")
+    await kubectl("expose", "pod", "named", "--name=named-svc", "--port=80", "--target-port=8080")
+    await _run_pod(kubectl, "asker", "node-2")
+    _, out, _ = await kubectl("exec", "asker", "--", "sh", "-c",
+                              "for i in $(seq 60); do timeout 3 wget -qO- http://named-svc && exit 0; sleep 1; done; "
+                              "exit 1", timeout=120)
+    assert out.strip() == "hello-by-name"
+    await kubectl("delete", "service", "named-svc")
+    await kubectl("delete", "pod", "named", "asker", "--grace-period=1", "--wait=true", timeout=120)
+
+
 async def test_kubectl_runs_a_pod_gets_its_logs_deletes_it(compose: Compose, kubectl: Kubectl) -> None:
     await _run_pod(kubectl, "logger", "", "sh", "-c", "echo line-one; echo line-two; exec sleep 3600")
     _, out, _ = await kubectl("logs", "logger")

@@ -116,14 +116,26 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
             wait = kubectl + ["wait", "--for=condition=Ready", "pod/hello", "--timeout=60s"]
             waited = await asyncio.to_thread(subprocess.run, wait, capture_output=True, text=True)
             assert waited.returncode == 0, waited.stderr
-            # The controller manager on its own credentials: a Deployment rolled out, then collected.
+            # The controller manager on its own credentials: a Deployment rolled out, then collected;
+            # meanwhile exposed as a Service and reached by its name (kube-proxy, the cluster DNS).
             created = await asyncio.to_thread(subprocess.run, kubectl + [
                 "create", "deployment", "web", "--image=busybox", "--replicas=2", "--", "sh", "-c",
-                "trap 'exit 0' TERM; while true; do sleep 1; done"], capture_output=True, text=True)
+                "trap 'exit 0' TERM; echo ok > /tmp/index.html; httpd -f -p 8080 -h /tmp & wait"],
+                capture_output=True, text=True)
             assert created.returncode == 0, created.stderr
             rollout = kubectl + ["rollout", "status", "deployment/web", "--timeout=90s"]
             rolled = await asyncio.to_thread(subprocess.run, rollout, capture_output=True, text=True)
             assert rolled.returncode == 0, rolled.stderr
+            for args in (["expose", "deployment", "web", "--port=80", "--target-port=8080"],
+                         ["run", "by-name", "--image=busybox", "--restart=Never", "--", "sh", "-c",
+                          "for i in $(seq 40); do timeout 2 wget -q -O - http://web && exit 0; sleep 0.5; done; "
+                          "exit 1"]):
+                done_cmd = await asyncio.to_thread(subprocess.run, kubectl + args, capture_output=True, text=True)
+                assert done_cmd.returncode == 0, done_cmd.stderr
+            by_name = await _wait(client, "by-name", lambda p: p.status.phase in ("Succeeded", "Failed"))
+            assert by_name.status.phase == "Succeeded", by_name.status
+            info = await asyncio.to_thread(subprocess.run, kubectl + ["cluster-info"], capture_output=True, text=True)
+            assert "CoreDNS is running at" in info.stdout, info.stdout + info.stderr
             await asyncio.to_thread(subprocess.run, kubectl + ["delete", "deployment", "web"], capture_output=True)
             for _ in range(600):
                 if not [p for p in (await client.pods.list_all())[0] if p.metadata.name.startswith("web-")]:
@@ -180,6 +192,7 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
         stopped = _kubeling("down", "--state-dir", str(state))
         assert stopped.returncode == 0, stopped.stderr
         assert set(netns.list_names()) == netns_before
+        assert "KUBE-" not in subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
         assert str(state) not in Path("/proc/self/mountinfo").read_text()
         for node in nodes:
             assert subprocess.run(["ip", "link", "show", bridge_name(node)], capture_output=True).returncode != 0
@@ -213,3 +226,4 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
     assert set(netns.list_names()) == netns_before
     leftovers = subprocess.run(["pgrep", "-f", str(state)], capture_output=True, text=True).stdout
     assert leftovers == ""
+    assert "KUBE-" not in subprocess.run(["iptables-save"], capture_output=True, text=True).stdout

@@ -41,6 +41,7 @@ def test_identities_as_upstream_names_them(tmp_path: Path) -> None:
     expected = {"admin": ("kubernetes-admin", ["system:masters"]),
                 "scheduler": ("system:kube-scheduler", []),
                 "controller-manager": ("system:kube-controller-manager", []),
+                "kube-proxy": ("system:kube-proxy", []), "kube-dns": ("system:kube-dns", []),
                 "kubelet/node-1-client": ("system:node:node-1", ["system:nodes"]),
                 "kubelet/node-2-client": ("system:node:node-2", ["system:nodes"]),
                 "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", ["kubeadm:cluster-admins"]),
@@ -54,7 +55,8 @@ def test_identities_as_upstream_names_them(tmp_path: Path) -> None:
         usages = set(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
         server = path in ("apiserver", "etcd/server") or path.startswith("kubelet/") and "client" not in path
         assert (ExtendedKeyUsageOID.SERVER_AUTH in usages) == server, path
-    assert {"127.0.0.1", "localhost", "apiserver", "kubernetes.default.svc"} <= _sans(_cert(tmp_path, "apiserver"))
+    assert {"127.0.0.1", "localhost", "apiserver", "kubernetes.default.svc", "10.96.0.1"} <= \
+        _sans(_cert(tmp_path, "apiserver"))  # 10.96.0.1: the kubernetes Service, for in-cluster clients
     assert {"node-1", "172.28.0.11"} <= _sans(_cert(tmp_path, "kubelet/node-1"))
     assert stat.S_IMODE((tmp_path / "ca.key").stat().st_mode) == 0o600
     assert stat.S_IMODE((tmp_path / "sa.key").stat().st_mode) == 0o600 and (tmp_path / "sa.pub").exists()

@@ -1,0 +1,296 @@
+"""Services' data path and control (not a test): `python -m bench.services [--services 1000
+--endpoints 10] [--json OUT.json]`.
+
+etcd and an apiserver in this process; kube-proxy programs a network namespace of the
+benchmark's own, where "pods" are addresses on a bridge and the client runs; the cluster
+DNS listens on a veth into that namespace. Three measures, each against an anchor taken
+in the same run:
+
+- sync: kube-proxy's full sync for `services` Services x `endpoints` endpoints (render and
+  one iptables-restore), and a sync after one endpoint changed; anchor: iptables-restore
+  alone loading the same rules (the floor any proxy writing them pays);
+- latency: a connection and a request through a ClusterIP (one endpoint) vs to the pod IP
+  directly, sequential, medians and p99 (ratio: what DNAT and the rules walk cost);
+- dns: queries per second and p99 from the pod's namespace to the ClusterIP 10.96.0.10
+  (DNAT to the server), 32 in flight; anchor: a UDP responder in the same event loop that
+  answers every datagram with one prepared reply (the floor of Python UDP serving here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import dns.message
+
+from apiserver.server import APIServer, Config
+from bench.output import report
+from clusterdns.addon import publish
+from clusterdns.server import DNSConfig, DNSServer
+from kubeling.client import Client
+from kubeling.etcd import EtcdServer
+from protos.kubeling.v1 import core_pb2, discovery_pb2, meta_pb2
+from proxy.proxier import Iptables, Proxier, ProxyConfig
+
+CLUSTER_CIDR = "10.244.0.0/16"
+SERVICE_CIDR = "10.96.0.0/16"
+BACKEND = "10.244.1.2"
+DNS_IP = "10.96.0.10"
+CONCURRENCY = 64
+
+# in the pod namespace: sequential connect + request + answer, N times, to host:port
+_LATENCY = """
+import socket, sys, time, json
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+out = []
+for _ in range(n):
+    t = time.perf_counter()
+    s = socket.create_connection((host, port), timeout=5)
+    s.sendall(b"ping\\n")
+    s.recv(16)
+    s.close()
+    out.append((time.perf_counter() - t) * 1e6)
+print(json.dumps(out))
+"""
+_ECHO = """
+import socket, sys, threading
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind((sys.argv[1], int(sys.argv[2])))
+srv.listen(128)
+while True:
+    conn, _ = srv.accept()
+    conn.recv(16)
+    conn.sendall(b"pong\\n")
+    conn.close()
+"""
+# in the pod namespace: `inflight` UDP queries always outstanding for `seconds`
+_DNS_LOAD = """
+import asyncio, json, sys, time
+import dns.message
+host, port, seconds, inflight = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+wire = dns.message.make_query("web.default.svc.cluster.local", "A").to_wire()
+lat = []
+async def worker(end):
+    loop = asyncio.get_running_loop()
+    while time.perf_counter() < end:
+        fut = loop.create_future()
+        class P(asyncio.DatagramProtocol):
+            def datagram_received(self, data, addr):
+                if not fut.done(): fut.set_result(data)
+        t, _ = await loop.create_datagram_endpoint(P, remote_addr=(host, port))
+        start = time.perf_counter()
+        t.sendto(wire)
+        try:
+            await asyncio.wait_for(fut, 2)
+            lat.append((time.perf_counter() - start) * 1e6)
+        except asyncio.TimeoutError:
+            pass
+        t.close()
+async def main():
+    end = time.perf_counter() + seconds
+    await asyncio.gather(*(worker(end) for _ in range(inflight)))
+    print(json.dumps(lat))
+asyncio.run(main())
+"""
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+async def _in_ns(ns: str, script: str, *args: str, timeout: float = 300) -> Any:
+    proc = await asyncio.create_subprocess_exec("ip", "netns", "exec", ns, sys.executable, "-c", script, *args,
+                                                stdout=asyncio.subprocess.PIPE)
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    return json.loads(out)
+
+
+async def _populate(client: Client, services: int, endpoints: int) -> core_pb2.Service:
+    sem = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(i: int) -> None:
+        async with sem:
+            name = f"svc-{i}"
+            await client.services.create(core_pb2.Service(
+                metadata=meta_pb2.ObjectMeta(name=name, namespace="default"),
+                spec=core_pb2.ServiceSpec(ports=[core_pb2.ServicePort(name="http", port=80)])))
+            await client.endpointslices.create(discovery_pb2.EndpointSlice(
+                metadata=meta_pb2.ObjectMeta(name=name, namespace="default",
+                                             labels={"kubernetes.io/service-name": name}),
+                addressType="IPv4", ports=[discovery_pb2.EndpointSlicePort(name="http", protocol="TCP", port=8080)],
+                endpoints=[discovery_pb2.Endpoint(addresses=[f"10.244.{100 + (i * endpoints + j) // 250}."
+                                                             f"{(i * endpoints + j) % 250 + 1}"],
+                                                  conditions=discovery_pb2.EndpointConditions(ready=True))
+                           for j in range(endpoints)]))
+
+    await asyncio.gather(*(one(i) for i in range(services)))
+    web = await client.services.create(core_pb2.Service(
+        metadata=meta_pb2.ObjectMeta(name="web", namespace="default"),
+        spec=core_pb2.ServiceSpec(ports=[core_pb2.ServicePort(name="http", port=80)])))
+    await client.endpointslices.create(discovery_pb2.EndpointSlice(
+        metadata=meta_pb2.ObjectMeta(name="web", namespace="default", labels={"kubernetes.io/service-name": "web"}),
+        addressType="IPv4", ports=[discovery_pb2.EndpointSlicePort(name="http", protocol="TCP", port=7000)],
+        endpoints=[discovery_pb2.Endpoint(addresses=[BACKEND], conditions=discovery_pb2.EndpointConditions(
+            ready=True))]))
+    return web
+
+
+async def _sync(proxier: Proxier, iptables: Iptables, client: Client) -> dict[str, Any]:
+    started = time.perf_counter()
+    await proxier.sync()
+    full = time.perf_counter() - started
+    rules = proxier.last_rules
+    restore = []
+    for _ in range(3):
+        t = time.perf_counter()
+        await asyncio.to_thread(iptables.restore, rules)
+        restore.append(time.perf_counter() - t)
+    es = await client.endpointslices.get("svc-0", "default")
+    es.endpoints[0].conditions.ready = False
+    await client.endpointslices.update(es)
+    while not any(not e.conditions.ready for s in proxier.slices.store.list() if s.metadata.name == "svc-0"
+                  for e in s.endpoints):
+        await asyncio.sleep(0.01)
+    t = time.perf_counter()
+    await proxier.sync()
+    changed = time.perf_counter() - t
+    floor = min(restore)
+    return {"rules_lines": rules.count("\n"), "full_sync_ms": round(full * 1e3, 1),
+            "sync_after_one_change_ms": round(changed * 1e3, 1), "restore_only_ms": round(floor * 1e3, 1),
+            "ratio_full_sync_to_restore": round(full / floor, 2)}
+
+
+async def _latency(ns: str, cluster_ip: str, requests: int) -> dict[str, Any]:
+    via = await _in_ns(ns, _LATENCY, cluster_ip, "80", str(requests))
+    direct = await _in_ns(ns, _LATENCY, BACKEND, "7000", str(requests))
+    via_p50, direct_p50 = statistics.median(via), statistics.median(direct)
+    return {"requests": requests,
+            "cluster_ip_us": {"p50": round(via_p50, 1), "p99": round(_pct(via, 0.99), 1)},
+            "pod_ip_us": {"p50": round(direct_p50, 1), "p99": round(_pct(direct, 0.99), 1)},
+            "ratio_p50": round(via_p50 / direct_p50, 3), "ratio_p99": round(_pct(via, 0.99) / _pct(direct, 0.99), 3)}
+
+
+class _Floor(asyncio.DatagramProtocol):
+    """Answers every datagram with one prepared reply: Python UDP serving's floor."""
+
+    def __init__(self, reply: bytes) -> None:
+        self.reply = reply
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        if self.transport is not None:
+            self.transport.sendto(data[:2] + self.reply[2:], addr)
+
+
+async def _dns(ns: str, server: DNSServer, seconds: float, root_ip: str) -> dict[str, Any]:
+    served_before = server.queries
+    lat = await _in_ns(ns, _DNS_LOAD, DNS_IP, "53", str(seconds), "32")
+    served = server.queries - served_before
+    sample = await server.answer(dns.message.make_query("web.default.svc.cluster.local", "A").to_wire(), udp=True)
+    assert sample is not None
+    loop = asyncio.get_running_loop()
+    transport, _ = await loop.create_datagram_endpoint(lambda: _Floor(sample), local_addr=(root_ip, 0))
+    port = transport.get_extra_info("sockname")[1]
+    try:
+        floor = await _in_ns(ns, _DNS_LOAD, root_ip, str(port), str(seconds), "32")
+    finally:
+        transport.close()
+    qps, floor_qps = len(lat) / seconds, len(floor) / seconds
+    return {"seconds": seconds, "in_flight": 32, "answered": len(lat), "served": served, "qps": round(qps, 1),
+            "p50_us": round(statistics.median(lat), 1) if lat else None, "p99_us": round(_pct(lat, 0.99), 1),
+            "floor_qps": round(floor_qps, 1), "floor_p99_us": round(_pct(floor, 0.99), 1),
+            "ratio_qps_to_floor": round(qps / floor_qps, 3) if floor_qps else None}
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="bench-services-"))
+    ns, veth = f"kbbsvc{os.getpid() % 10000}", f"kbbv{os.getpid() % 10000}"
+    root_ip, ns_ip = "172.31.251.1", "172.31.251.2"
+    etcd = EtcdServer(data_dir=work / "etcd").start()
+    server = APIServer(Config(etcd=etcd.endpoint, listen="127.0.0.1:0", compaction_interval=0,
+                              cluster_cidr=CLUSTER_CIDR, service_cluster_ip_range=SERVICE_CIDR))
+    procs: list[subprocess.Popen[bytes]] = []
+    dns_server: DNSServer | None = None
+    proxier: Proxier | None = None
+    result: dict[str, Any] = {"services": args.services, "endpoints_per_service": args.endpoints}
+    try:
+        await server.start()
+        _ip("netns", "add", ns)
+        _ip("-n", ns, "link", "set", "lo", "up")
+        _ip("-n", ns, "link", "add", "pods0", "type", "bridge")
+        _ip("-n", ns, "addr", "add", f"{BACKEND}/32", "dev", "pods0")
+        _ip("-n", ns, "link", "set", "pods0", "up")
+        _ip("link", "add", veth, "type", "veth", "peer", "name", "up0", "netns", ns)
+        _ip("addr", "add", f"{root_ip}/30", "dev", veth)
+        _ip("link", "set", veth, "up")
+        _ip("-n", ns, "addr", "add", f"{ns_ip}/30", "dev", "up0")
+        _ip("-n", ns, "link", "set", "up0", "up")
+        _ip("-n", ns, "route", "add", SERVICE_CIDR, "dev", "pods0")
+        procs.append(subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", _ECHO, BACKEND, "7000"]))
+        client = Client(server.address)
+        started = time.perf_counter()
+        web = await _populate(client, args.services, args.endpoints)
+        result["create_seconds"] = round(time.perf_counter() - started, 1)
+        dns_server = DNSServer(Client(server.address), DNSConfig(listen=f"{root_ip}:0"))
+        await dns_server.start()
+        await publish(client, DNS_IP, root_ip, dns_server.port)
+        proxier = Proxier(Client(server.address), ProxyConfig(
+            node_names=["node-1"], cluster_cidr=CLUSTER_CIDR, service_cidr=SERVICE_CIDR,
+            nodeport_addresses=[BACKEND], min_sync_period=3600, netns=f"/run/netns/{ns}"))
+        await proxier.start()  # the first sync is part of start; measured again below
+        while len(proxier.services.store.list()) < args.services + 3:  # + web, kubernetes, kube-dns
+            await asyncio.sleep(0.05)
+        result["sync"] = await _sync(proxier, Iptables(f"/run/netns/{ns}"), client)
+        result["latency"] = await _latency(ns, web.spec.clusterIP, args.requests)
+        result["dns"] = await _dns(ns, dns_server, args.dns_seconds, root_ip)
+        await client.close()
+    finally:
+        if proxier is not None:
+            await proxier.stop()
+            await proxier.client.close()
+        if dns_server is not None:
+            await dns_server.stop()
+            await dns_server.client.close()
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        subprocess.run(["ip", "link", "del", veth], capture_output=True)
+        await server.stop(grace=0)
+        etcd.stop()
+        subprocess.run(["rm", "-rf", str(work)], check=False)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.services", description=__doc__.split("\n\n")[0])
+    p.add_argument("--services", type=int, default=1000)
+    p.add_argument("--endpoints", type=int, default=10)
+    p.add_argument("--requests", type=int, default=2000, help="sequential connections per latency measure")
+    p.add_argument("--dns-seconds", type=float, default=5.0)
+    p.add_argument("--json", default="")
+    args = p.parse_args(argv)
+    report(asyncio.run(main_async(args)), args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
