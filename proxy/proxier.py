@@ -127,7 +127,10 @@ class Proxier:
 
     def _bridge_netfilter(self) -> bool:
         if not BRIDGE_NF.exists():
-            subprocess.run(["modprobe", "br_netfilter"], capture_output=True, check=False)
+            try:
+                subprocess.run(["modprobe", "br_netfilter"], capture_output=True, check=False)
+            except OSError:
+                pass  # no modprobe here (a container): judged by what the kernel has
         done = self.iptables.run(["cat", str(BRIDGE_NF)])  # the setting is per network namespace
         return done.returncode == 0 and done.stdout.strip() == "1"
 

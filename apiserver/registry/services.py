@@ -106,6 +106,28 @@ class ServiceStrategy(Strategy[core_pb2.Service]):
         if spec.clusterIP and not spec.clusterIPs:
             spec.clusterIPs.append(spec.clusterIP)
 
+    def prepare_for_update(self, new: core_pb2.Service, old: core_pb2.Service) -> None:
+        """upstream's patchAllocatedValues: an update that leaves out what was allocated
+        (a `kubectl replace` of the original manifest) keeps it."""
+        super().prepare_for_update(new, old)
+        spec, was = new.spec, old.spec
+        if was.clusterIP and spec.type != "ExternalName" and old.spec.type != "ExternalName":
+            if not spec.clusterIP:
+                spec.clusterIP = was.clusterIP
+            if not spec.clusterIPs:
+                spec.clusterIPs.extend(was.clusterIPs)
+            if not spec.ipFamilies:
+                spec.ipFamilies.extend(was.ipFamilies)
+            if not spec.HasField("ipFamilyPolicy") and was.HasField("ipFamilyPolicy"):
+                spec.ipFamilyPolicy = was.ipFamilyPolicy
+        if uses_node_ports(old) and (spec.type or "ClusterIP") in ("NodePort", "LoadBalancer"):
+            used = {p.nodePort for p in spec.ports if p.nodePort}
+            by_name = {p.name: p.nodePort for p in was.ports}
+            for port in spec.ports:
+                kept = by_name.get(port.name, 0)
+                if not port.nodePort and kept and kept not in used:
+                    port.nodePort = kept
+
     def validate(self, obj: core_pb2.Service, check: Checker) -> None:
         spec = obj.spec
         check.unsupported("spec.type", spec.type, SERVICE_TYPES)

@@ -23,7 +23,8 @@ import copy
 import json
 from typing import Any
 
-from apiserver.rest.patch import MERGE_KEYS, strategic_merge_patch
+from apiserver.rest.patch import merge_key as list_merge_key
+from apiserver.rest.patch import strategic_merge_patch
 from kubeling import errors
 
 __all__ = ["apply", "record_update", "field_paths"]
@@ -53,7 +54,7 @@ def field_paths(obj: Any, prefix: Path = ()) -> set[Path]:
         path = (*prefix, f"f:{name}")
         if path in _IGNORED or value is None:
             continue
-        merge_key = MERGE_KEYS.get(name)
+        merge_key = list_merge_key(name, ".".join(p[2:] for p in path if p.startswith("f:")))
         if isinstance(value, dict) and value:
             out |= field_paths(value, path)
         elif isinstance(value, list) and merge_key and all(isinstance(v, dict) for v in value):

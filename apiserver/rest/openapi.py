@@ -13,7 +13,7 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from apiserver.rest.patch import MERGE_KEYS
+from apiserver.rest.patch import FIELD_MERGE_KEYS, MERGE_KEYS
 
 __all__ = ["schemas"]
 
@@ -54,7 +54,7 @@ def _field(fd: Any, kinds: dict[str, str], out: dict[str, Any]) -> dict[str, Any
     if not fd.is_repeated:
         return item
     schema: dict[str, Any] = {"type": "array", "items": item}
-    key = MERGE_KEYS.get(fd.name)
+    key = FIELD_MERGE_KEYS[fd.full_name] if fd.full_name in FIELD_MERGE_KEYS else MERGE_KEYS.get(fd.name)
     if key and fd.message_type is not None:
         schema.update({"x-kubernetes-patch-merge-key": key, "x-kubernetes-patch-strategy": "merge",
                        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": [key]})

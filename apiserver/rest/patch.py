@@ -16,7 +16,7 @@ from typing import Any
 
 from kubeling import errors
 
-__all__ = ["merge_patch", "json_patch", "strategic_merge_patch", "MERGE_KEYS"]
+__all__ = ["merge_patch", "json_patch", "strategic_merge_patch", "MERGE_KEYS", "merge_key", "FIELD_MERGE_KEYS"]
 
 # field name -> merge key, for lists merged element by element (upstream's struct tags).
 MERGE_KEYS: dict[str, str] = {
@@ -26,6 +26,25 @@ MERGE_KEYS: dict[str, str] = {
     "imagePullSecrets": "name", "schedulingGates": "name", "topologySpreadConstraints": "topologyKey",
     "readinessGates": "conditionType",
 }
+# Where a field name means different lists (upstream's struct tags differ): by message field.
+# None: atomic (replaced whole), as upstream's EndpointSlice and Endpoints lists.
+FIELD_MERGE_KEYS: dict[str, str | None] = {
+    "kubeling.v1.ServiceSpec.ports": "port",
+    "kubeling.v1.EndpointSlice.ports": None, "kubeling.v1.EndpointSubset.ports": None,
+    "kubeling.v1.EndpointSubset.addresses": None, "kubeling.v1.EndpointSubset.notReadyAddresses": None,
+}
+
+
+def merge_key(key: str, path: str) -> str | None:
+    """The merge key of the list `key` at dotted `path` of a patched object: a Service's
+    `spec.ports` by port, containers' ports by containerPort, other `ports` atomic."""
+    if key == "ports":
+        if path == "spec.ports":
+            return "port"
+        return "containerPort" if "ontainers" in path.rpartition(".")[0] else None
+    return MERGE_KEYS.get(key)
+
+
 # Lists of scalars merged as sets (patchStrategy:"merge" on []string): by dotted path.
 _MERGED_SCALAR_LISTS = {"metadata.finalizers"}
 
@@ -192,7 +211,7 @@ def _merge_map(original: dict[str, Any], patch: dict[str, Any], path: str) -> di
             original[key] = _merge_list(original.get(key), value, key, sub)
             order = patch.get(f"$setElementOrder/{key}")
             if isinstance(order, list):
-                original[key] = _reorder(original[key], order, MERGE_KEYS.get(key))
+                original[key] = _reorder(original[key], order, merge_key(key, sub))
         else:
             original[key] = value
     retain = patch.get("$retainKeys")
@@ -204,21 +223,20 @@ def _merge_map(original: dict[str, Any], patch: dict[str, Any], path: str) -> di
 def _merge_list(original: Any, patch: list[Any], key: str, path: str) -> list[Any]:
     if not isinstance(original, list):
         original = []
-    merge_key = MERGE_KEYS.get(key)
-    if merge_key is not None and all(isinstance(v, dict) for v in patch):
+    by = merge_key(key, path)
+    if by is not None and all(isinstance(v, dict) for v in patch):
         if any(v.get("$patch") == "replace" for v in patch):
             return [_strip(v) for v in patch if v.get("$patch") != "replace"]
         out = list(original)
         for item in patch:
-            if merge_key not in item:
-                raise _bad(f"{path}: an element has no merge key {merge_key!r}")
-            index = next((i for i, o in enumerate(out) if isinstance(o, dict) and o.get(merge_key) == item[merge_key]),
-                         None)
+            if by not in item:
+                raise _bad(f"{path}: an element has no merge key {by!r}")
+            index = next((i for i, o in enumerate(out) if isinstance(o, dict) and o.get(by) == item[by]), None)
             if item.get("$patch") == "delete":
                 if index is not None:
                     out.pop(index)
             elif index is not None:
-                out[index] = _merge_map(out[index], item, f"{path}[{merge_key}={item[merge_key]}]")
+                out[index] = _merge_map(out[index], item, f"{path}[{by}={item[by]}]")
             else:
                 out.append(_strip(item))
         return out

@@ -81,6 +81,21 @@ async def test_kubectl_creates_and_prints_services(kubectl: Kubectl) -> None:
     _, out, _ = await kubectl("get", "svc", "web", "-o", "wide")
     assert out.split("\n")[0].split()[-1] == "SELECTOR" and "app=web" in out
 
+    # a strategic merge patch merges ports by port number (upstream's patchMergeKey)
+    await kubectl("patch", "svc", "edge", "-p", json.dumps({"spec": {"ports": [{"port": 443, "nodePort": 30103}]}}))
+    _, out, _ = await kubectl("get", "svc", "edge", "-o", "json")
+    assert [(p["port"], p["targetPort"], p["nodePort"]) for p in json.loads(out)["spec"]["ports"]] == \
+        [(443, 8443, 30103)]
+    # a replace that leaves out what was allocated keeps it (upstream's patchAllocatedValues)
+    manifest = json.loads(out)
+    for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+        manifest["spec"].pop(key)
+    del manifest["spec"]["ports"][0]["nodePort"], manifest["metadata"]["resourceVersion"]
+    await kubectl("replace", "-f", "-", stdin=json.dumps(manifest))
+    _, out, _ = await kubectl("get", "svc", "edge", "-o", "json")
+    replaced = json.loads(out)["spec"]
+    assert (replaced["clusterIP"], replaced["ports"][0]["nodePort"]) == (edge["clusterIP"], 30103)
+
     # headless: no address, DNS lists the pods instead
     await kubectl("create", "service", "clusterip", "db", "--clusterip=None", "--tcp=5432")
     _, out, _ = await kubectl("get", "svc", "db", "-o", "jsonpath={.spec.clusterIP} {.spec.clusterIPs}")

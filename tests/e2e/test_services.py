@@ -3,7 +3,8 @@ EndpointSlice controller, kube-proxy and the cluster DNS, driven with the real k
 
 A Deployment of busybox httpd on one node behind a ClusterIP Service, reached by name
 from a pod on the other node with requests spread over both endpoints; a pod turned
-unready leaves the slice and gets no more traffic; a headless Service's name lists the
+unready leaves the slice and gets no more traffic; a pod reaches itself through its
+Service (hairpin); a headless Service's name lists the
 pods; a NodePort answers on the node's address from the host; `kubectl port-forward
 svc/` and `cluster-info`; the pods' resolv.conf and Service environment; the official
 Python client's load_incluster_config() from a pod's network namespace with its token;
@@ -173,6 +174,9 @@ async def test_services_end_to_end(cluster: Cluster, service_network: ServiceNet
         return set(await answers(loop)) == {names[1]}
 
     await until(only_ready, "all requests on the ready pod")
+    # hairpin: the ready pod reaches itself through its own Service
+    _, out, _ = await kubectl("exec", names[1], "--", "sh", "-c", "timeout 5 wget -q -O - http://web")
+    assert out.strip() == names[1]
 
     # in-cluster clients: the official client from the client pod's network, env and token
     _, token, _ = await kubectl("exec", "client", "--", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/token")

@@ -68,7 +68,7 @@ def _secured(plan: ClusterPlan, kubelet_port: int) -> None:
                 ca.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
             tls.sendall(b"GET /health HTTP/1.0\r\n\r\n")
             tls.recv(100)
-    conn = http.client.HTTPSConnection("127.0.0.1", kubelet_port, context=ca, timeout=10)
+    conn = http.client.HTTPSConnection(plan.api_host, kubelet_port, context=ca, timeout=10)  # the machine's address
     conn.request("GET", "/containerLogs/default/server/main")  # the apiserver's certificate only
     assert conn.getresponse().status == 401
     conn.close()

@@ -85,6 +85,21 @@ async def test_hosts_route_pods_and_a_partitioned_host_is_evicted_then_healed(tm
                 p = await c.pods.get("client")
                 return p if p.status.phase in ("Succeeded", "Failed") else None
             assert (await _until(client, "the client", finished)).status.phase == "Succeeded"  # across hosts
+            # and by a Service's name: host 2's kube-proxy, the cluster DNS on the control plane's address
+            server.metadata.labels["app"] = "server"
+            await client.pods.update(server)
+            await client.services.create(core_pb2.Service(
+                metadata=meta_pb2.ObjectMeta(name="server", namespace="default"),
+                spec=core_pb2.ServiceSpec(selector={"app": "server"}, ports=[core_pb2.ServicePort(
+                    port=80, targetPort=core_pb2.IntOrString(intVal=8080))])))
+            await client.pods.create(_pod("by-name", nodes[1], "sh", "-c", "for i in $(seq 40); do timeout 2 wget -q "
+                                          "-O /dev/null http://server.default.svc.cluster.local/hostname && exit 0; "
+                                          "sleep 0.5; done; exit 1", restart="Never"))
+
+            async def by_name(c: Client) -> Any:
+                p = await c.pods.get("by-name")
+                return p if p.status.phase in ("Succeeded", "Failed") else None
+            assert (await _until(client, "the by-name client", by_name)).status.phase == "Succeeded"
             await client.pods.create(_pod("sleeper", nodes[1], "sleep", "3600"))
             await _until(client, "the sleeper", lambda c: running(c, "sleeper"))
 

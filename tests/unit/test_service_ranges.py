@@ -1,0 +1,32 @@
+"""The service ranges an apiserver takes (--service-cluster-ip-range never overlapping the
+pod network, --service-node-port-range) and their allocators' arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+
+from apiserver.allocator import IPRange, OutOfRange, PortRange
+from apiserver.server import Config
+
+
+def test_ranges_are_checked() -> None:
+    ips, ports = Config().service_ranges()
+    assert (ips.text, ports.text) == ("10.96.0.0/16", "30000-32767")
+    with pytest.raises(ValueError, match="overlaps --cluster-cidr 10.0.0.0/8"):
+        Config(cluster_cidr="10.0.0.0/8").service_ranges()
+    with pytest.raises(ValueError, match="--service-node-port-range"):
+        Config(service_node_port_range="32767-30000").service_ranges()
+    with pytest.raises(ValueError, match="--service-cluster-ip-range"):
+        Config(service_cluster_ip_range="10.96.0.1/16").service_ranges()
+
+
+def test_ip_and_port_ranges() -> None:
+    ips = IPRange.parse("10.96.0.0/24")
+    assert ips.size == 254 and ips.value(0) == "10.96.0.1" and ips.index("10.96.0.254") == 253
+    for outside in ("10.96.0.0", "10.96.0.255", "10.97.0.1", "nonsense"):
+        with pytest.raises(OutOfRange):
+            ips.index(outside)
+    ports = PortRange.parse("30000-32767")
+    assert ports.size == 2768 and ports.index("30000") == 0 and ports.value(2767) == "32767"
+    with pytest.raises(OutOfRange):
+        ports.index("29999")
