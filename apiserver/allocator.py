@@ -4,17 +4,21 @@ allocator: an AllocationBitmap behind an etcd-backed RangeAllocation).
 
 Every apiserver allocates through the same key, so two of them never hand out the same
 address; the last value etcd returned is kept and a refused swap brings the current one,
-so an allocation costs one etcd round trip when nobody else wrote in between.
+so an allocation costs one etcd round trip when nobody else wrote in between. Within one
+apiserver the swaps take turns (a lock): concurrent creates would otherwise refuse each
+other's swaps over and over (bench.services found 64 at once running out of retries).
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from apiserver.storage.etcd import KV, KeyExists, StaleRevision, Storage
+from kubeling import errors
 from protos.kubeling.v1 import core_pb2
 
 __all__ = ["RangeAllocator", "RangeFull", "AlreadyAllocated", "OutOfRange", "IPRange", "PortRange"]
@@ -114,6 +118,7 @@ class RangeAllocator:
         self.range = range_
         self._rng = rng or random.Random()
         self._last: KV | None = None  # what etcd last told us the key holds
+        self._turn = asyncio.Lock()
 
     # ------------------------------------------------------------ bitmap
 
@@ -158,6 +163,10 @@ class RangeAllocator:
 
     async def _swap(self, change: Callable[[bytearray], bool]) -> None:
         """Apply change to the stored bitmap (it returns False: nothing to write) by CAS."""
+        async with self._turn:
+            await self._swap_now(change)
+
+    async def _swap_now(self, change: Callable[[bytearray], bool]) -> None:
         kv = await self._current()
         fresh = False  # our last copy may be behind another apiserver's writes
         for _ in range(_CAS_RETRIES):
@@ -182,7 +191,7 @@ class RangeAllocator:
                 continue
             self._last = KV(self.key, self._encode(bits), revision, kv.create_revision if kv else revision)
             return
-        raise RuntimeError(f"too many concurrent writers of {self.key.decode()}")
+        raise errors.Conflict(f"too many concurrent allocations from {self.range.text}; try again")
 
     async def allocate(self, value: str | None = None) -> str:
         """Take `value` (AlreadyAllocated, OutOfRange) or any free one (RangeFull)."""

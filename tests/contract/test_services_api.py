@@ -169,6 +169,11 @@ async def test_allocations_are_durable_released_and_exhausted(etcd: EtcdServer, 
         assert sorted(s.spec.ports[0].nodePort for s in made) == [30100, 30101, 30102, 30103, 30104]
         with pytest.raises(errors.Invalid, match=r"spec.ports\[0\].nodePort: Invalid value: 0: range is full"):
             await client.services.create(_svc("s5", core_pb2.ServicePort(port=80), type="NodePort"))
+        # many creates at once through one apiserver: its allocations take turns, none refused (200: the
+        # old code ran out of compare-and-swap retries here)
+        burst = await asyncio.gather(*(client.services.create(_svc(f"b{i}", core_pb2.ServicePort(port=80)))
+                                       for i in range(200)))
+        assert len({s.spec.clusterIP for s in burst} | {s.spec.clusterIP for s in made}) == 205
         # NodePort -> ClusterIP gives the port back; delete gives the address back
         s0 = await client.services.get("s0", "default")
         s0.spec.type = "ClusterIP"
