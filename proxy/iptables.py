@@ -13,18 +13,24 @@ masquerades marked packets.
 filter: a Service port without usable endpoints is rejected (`REJECT`, upstream's
 "has no endpoints"), and, kubeling's own guard, anything still addressed to the service
 range after DNAT: no packet to an unallocated ClusterIP ever leaves the machine.
+
+Rules are rendered per chain; a sync writes only the chains that changed since the last
+(upstream's MinimizeIPTablesRestore: with `--noflush` the others stay as they are), and
+a full sync now and then writes them all.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import ipaddress
+import socket
 from dataclasses import dataclass
 
 from proxy.serviceinfo import Endpoint, ServicePort
 
-__all__ = ["ProxyRules", "render", "svc_chain", "sep_chain", "ext_chain", "svl_chain", "JUMPS", "MASQ_MARK",
+__all__ = ["ProxyRules", "RuleSet", "render", "svc_chain", "sep_chain", "ext_chain", "svl_chain", "JUMPS", "MASQ_MARK",
            "OWN_PREFIXES"]
 
 MASQ_BIT = 14  # upstream's --iptables-masquerade-bit default
@@ -50,6 +56,7 @@ FILTER_CHAINS = ("KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-FORWARD")
 NAT_CHAINS = ("KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ")
 
 
+@functools.lru_cache(maxsize=1 << 16)  # the same names every sync: hashed once
 def _hash(text: str) -> str:
     return base64.b32encode(hashlib.sha256(text.encode()).digest()).decode()[:16]
 
@@ -89,15 +96,66 @@ def _proto(sp: ServicePort) -> str:
 
 
 class _Writer:
+    """One table's chains, each with its rules in order."""
+
     def __init__(self) -> None:
-        self.chains: list[str] = []
-        self.rules: list[str] = []
+        self.chains: dict[str, list[str]] = {}
 
     def chain(self, name: str) -> None:
-        self.chains.append(f":{name} - [0:0]")
+        self.chains.setdefault(name, [])
 
     def add(self, chain: str, *parts: str) -> None:
-        self.rules.append(f"-A {chain} " + " ".join(p for p in parts if p))
+        self.chains.setdefault(chain, []).append(f"-A {chain} " + " ".join(p for p in parts if p))
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """What kube-proxy wants in the filter and nat tables, chain by chain."""
+
+    filter: dict[str, list[str]]
+    nat: dict[str, list[str]]
+
+    @property
+    def own_chains(self) -> set[str]:
+        """The per-service chains (the ones that come and go with Services)."""
+        return {c for c in self.nat if c.startswith(OWN_PREFIXES)}
+
+    @property
+    def lines(self) -> int:
+        return sum(len(r) for table in (self.filter, self.nat) for r in table.values())
+
+    def restore_input(self, previous: RuleSet | None, stale: frozenset[str] | set[str] = frozenset()) -> str:
+        """iptables-restore --noflush input: every chain (no previous), else only those that
+        differ from `previous`; per-service chains no longer wanted (of `previous`, or
+        `stale`: found in the table) flushed and deleted."""
+        out: list[str] = []
+        for table, chains, before in (("filter", self.filter, previous.filter if previous else None),
+                                      ("nat", self.nat, previous.nat if previous else None)):
+            write = [c for c, rules in chains.items() if before is None or before.get(c) != rules]
+            gone: list[str] = []
+            if table == "nat":
+                known = set(stale) | (previous.own_chains if previous else set())
+                gone = sorted(known - set(chains))
+            if not write and not gone:
+                continue
+            out.append(f"*{table}")
+            out += [f":{c} - [0:0]" for c in [*write, *gone]]  # declaring flushes: deleted chains must be empty
+            for c in write:
+                out += chains[c]
+            out += [f"-X {c}" for c in gone]
+            out.append("COMMIT")
+        return "\n".join(out) + "\n" if out else ""
+
+
+@functools.lru_cache(maxsize=16)
+def _network(cidr: str) -> tuple[int, int]:
+    net = ipaddress.IPv4Network(cidr)
+    return int(net.network_address), int(net.netmask)
+
+
+def _in_cidr(ip: str, cidr: str) -> bool:
+    base, mask = _network(cidr)
+    return int.from_bytes(socket.inet_aton(ip), "big") & mask == base
 
 
 def _endpoint_chains(nat: _Writer, sp: ServicePort, endpoints: list[Endpoint], chain: str,
@@ -118,16 +176,15 @@ def _endpoint_chains(nat: _Writer, sp: ServicePort, endpoints: list[Endpoint], c
         written.add(sep)
         nat.chain(sep)
         nat.add(sep, _comment(sp.id), f"-s {e.ip}/32", "-j KUBE-MARK-MASQ")  # hairpin
-        if cfg.cluster_cidr and ipaddress.ip_address(e.ip) not in ipaddress.ip_network(cfg.cluster_cidr):
+        if cfg.cluster_cidr and not _in_cidr(e.ip, cfg.cluster_cidr):
             # an endpoint off the pod network (the apiserver, the DNS server) cannot route back to pods
             nat.add(sep, _comment(f"{sp.id} off the pod network"), "-j KUBE-MARK-MASQ")
         recent = f"-m recent --name {sep} --set" if sp.affinity_seconds else ""
         nat.add(sep, _comment(sp.id), _proto(sp), recent, f"-j DNAT --to-destination {e.address}")
 
 
-def render(ports: list[ServicePort], cfg: ProxyRules, stale: set[str] | None = None) -> tuple[str, set[str]]:
-    """The iptables-restore input for `ports`, and the per-service chains it declares.
-    `stale`: chains of ours that exist now; those not wanted any more are deleted."""
+def render(ports: list[ServicePort], cfg: ProxyRules) -> RuleSet:
+    """The rules `ports` call for."""
     flt, nat = _Writer(), _Writer()
     for name in FILTER_CHAINS:
         flt.chain(name)
@@ -143,7 +200,6 @@ def render(ports: list[ServicePort], cfg: ProxyRules, stale: set[str] | None = N
     nat.add("KUBE-POSTROUTING", _comment("kubernetes service traffic requiring SNAT"), "-j MASQUERADE --random-fully")
     nat.add("KUBE-MARK-MASQ", f"-j MARK --or-mark {MASQ_MARK}")
 
-    wanted: set[str] = set()
     written_seps: set[str] = set()
     for sp in ports:
         dest = f"-d {sp.cluster_ip}/32 {_proto(sp)} --dport {sp.port}"
@@ -153,7 +209,6 @@ def render(ports: list[ServicePort], cfg: ProxyRules, stale: set[str] | None = N
                     "-j REJECT --reject-with icmp-port-unreachable")
         else:
             chain = svc_chain(sp)
-            wanted.add(chain)
             nat.chain(chain)
             nat.add("KUBE-SERVICES", _comment(f"{sp.id} cluster IP"), dest, f"-j {chain}")
             if cfg.masquerade_all or not cfg.cluster_cidr:
@@ -171,13 +226,11 @@ def render(ports: list[ServicePort], cfg: ProxyRules, stale: set[str] | None = N
                         _proto(sp), f"--dport {sp.node_port}", "-j REJECT --reject-with icmp-port-unreachable")
             continue
         ext = ext_chain(sp)
-        wanted.add(ext)
         nat.chain(ext)
         nat.add("KUBE-NODEPORTS", _comment(sp.id), _proto(sp), f"--dport {sp.node_port}", f"-j {ext}")
         if sp.external_local:
             # the client's address is kept: only this node's endpoints, no masquerade
             local = svl_chain(sp)
-            wanted.add(local)
             nat.chain(local)
             nat.add(ext, _comment(f"{sp.id} local endpoints"), f"-j {local}")
             _endpoint_chains(nat, sp, external, local, cfg, written_seps)
@@ -185,16 +238,10 @@ def render(ports: list[ServicePort], cfg: ProxyRules, stale: set[str] | None = N
             nat.add(ext, _comment(f"masquerade traffic for {sp.id} external destinations"), "-j KUBE-MARK-MASQ")
             if cluster:
                 nat.add(ext, f"-j {svc_chain(sp)}")
-    wanted |= written_seps
     for address in cfg.node_addresses:
         nat.add("KUBE-SERVICES", _comment("kubernetes service nodeports; NOTE: this must be the last rule in "
                                           "this chain"), f"-d {address}/32", "-j KUBE-NODEPORTS")
     if cfg.service_cidr:
         flt.add("KUBE-SERVICES", _comment("kubeling: the service range is not routed anywhere"),
                 f"-d {cfg.service_cidr}", "-j REJECT --reject-with icmp-net-unreachable")
-    gone = sorted((stale or set()) - wanted)
-    for name in gone:
-        nat.chain(name)  # flushed first: a chain still holding rules cannot be deleted
-    lines = ["*filter", *flt.chains, *flt.rules, "COMMIT", "*nat", *nat.chains, *nat.rules,
-             *(f"-X {name}" for name in gone), "COMMIT", ""]
-    return "\n".join(lines), wanted
+    return RuleSet(flt.chains, nat.chains)

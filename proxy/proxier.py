@@ -20,7 +20,7 @@ from kubeling.client import Client
 from kubeling.informer import Informer
 from kubeling.periodic import cancel_and_wait
 from protos.kubeling.v1 import core_pb2, discovery_pb2
-from proxy.iptables import FILTER_CHAINS, JUMPS, NAT_CHAINS, OWN_PREFIXES, ProxyRules, render
+from proxy.iptables import FILTER_CHAINS, JUMPS, NAT_CHAINS, OWN_PREFIXES, ProxyRules, RuleSet, render
 from proxy.serviceinfo import service_ports
 
 __all__ = ["ProxyConfig", "Proxier", "Iptables"]
@@ -98,7 +98,8 @@ class Proxier:
         self.nodes: Informer[core_pb2.Node] = Informer(client.nodes)
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._chains: set[str] = set()  # our per-service chains, as last applied
+        self._chains: set[str] = set()  # per-service chains found in the table at start (a predecessor's)
+        self._applied: RuleSet | None = None  # what the last sync left in the tables
         self._last_full = 0.0
         self._last_sync_at = 0.0
         self._masquerade_all = config.masquerade_all or not config.cluster_cidr
@@ -163,24 +164,30 @@ class Proxier:
             out.extend(a.address for a in node.status.addresses if a.type == "InternalIP")
         return tuple(sorted(set(out)))
 
-    async def sync(self) -> None:
+    async def sync(self, *, full: bool = False) -> None:
+        """Render and apply; only the changed chains unless `full` or a full sync is due."""
         self._changed.clear()
         self._last_sync_at = time.monotonic()
-        full = self._last_sync_at - self._last_full >= self.config.sync_period
+        full = full or self._applied is None or self._last_sync_at - self._last_full >= self.config.sync_period
         cfg = self.config
         rules = ProxyRules(cfg.cluster_cidr, cfg.service_cidr, self._node_addresses(), frozenset(cfg.node_names),
                            self._masquerade_all)
         ports = service_ports(self.services.store.list(), self.slices.store.list())
         started = time.perf_counter()
-        text, wanted = render(ports, rules, self._chains)
-        await asyncio.to_thread(self._apply, text, full)
-        self._chains = wanted
+        wanted = render(ports, rules)
+        text = wanted.restore_input(None if full else self._applied,
+                                    self._chains | (self._applied.own_chains if self._applied else set()))
+        self._applied = None  # unknown until the restore succeeds: the next sync is then a full one
+        if text:
+            await asyncio.to_thread(self._apply, text, full)
+        self._applied, self._chains = wanted, set()
         if full:
             self._last_full = self._last_sync_at
         self.last_sync_seconds = time.perf_counter() - started
         self.last_rules = text
         self.syncs += 1
-        log.debug("kube-proxy synced %d service ports in %.3f s", len(ports), self.last_sync_seconds)
+        log.debug("kube-proxy synced %d service ports (%d of %d rule lines written) in %.3f s", len(ports),
+                  text.count("\n"), wanted.lines, self.last_sync_seconds)
 
     def _apply(self, text: str, full: bool) -> None:
         self.iptables.restore(text)

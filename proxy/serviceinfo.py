@@ -5,6 +5,7 @@ ClusterIP, and its endpoints merged across the Service's slices."""
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -105,6 +106,6 @@ def service_ports(services: Iterable[core_pb2.Service],
                     if endpoint.address not in seen:  # the same pod in two slices (a slice moving)
                         seen.add(endpoint.address)
                         sp.endpoints.append(endpoint)
-            sp.endpoints.sort(key=lambda e: (ipaddress.ip_address(e.ip), e.port))
+            sp.endpoints.sort(key=lambda e: (socket.inet_aton(e.ip), e.port))  # IPv4 only, by number
             out.append(sp)
     return sorted(out, key=lambda s: (s.id, s.protocol))

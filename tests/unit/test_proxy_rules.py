@@ -6,7 +6,7 @@ Local traffic policies and stale chains deleted."""
 from __future__ import annotations
 
 from protos.kubeling.v1 import core_pb2, discovery_pb2, meta_pb2
-from proxy.iptables import ProxyRules, render, sep_chain, svc_chain
+from proxy.iptables import ProxyRules, RuleSet, render, sep_chain, svc_chain
 from proxy.serviceinfo import Endpoint, ServicePort, service_ports
 
 RULES = ProxyRules("10.244.0.0/16", "10.96.0.0/16", ("172.31.5.1",), frozenset({"node-1"}))
@@ -21,6 +21,11 @@ def _sp(*endpoints: Endpoint, **fields: object) -> ServicePort:
                        **fields)  # type: ignore[arg-type]
 
 
+def _render(ports: list[ServicePort], stale: set[str] | None = None) -> tuple[str, set[str]]:
+    rules = render(ports, RULES)
+    return rules.restore_input(None, stale or set()), rules.own_chains
+
+
 def _rules(text: str, chain: str, table: str = "nat") -> list[str]:
     body = text.split(f"*{table}\n", 1)[1].split("COMMIT", 1)[0]
     return [line for line in body.splitlines() if line.startswith(f"-A {chain} ")]
@@ -28,7 +33,7 @@ def _rules(text: str, chain: str, table: str = "nat") -> list[str]:
 
 def test_cluster_ip_spreads_over_endpoints_with_equal_odds() -> None:
     sp = _sp(_ep("10.244.1.2"), _ep("10.244.1.3"), _ep("10.244.2.2", node="node-2"))
-    text, chains = render([sp], RULES)
+    text, chains = _render([sp])
     chain = svc_chain(sp)
     assert chain.startswith("KUBE-SVC-") and len(chain) == len("KUBE-SVC-") + 16
     assert f':{chain} - [0:0]' in text
@@ -48,50 +53,64 @@ def test_cluster_ip_spreads_over_endpoints_with_equal_odds() -> None:
 
 
 def test_no_endpoints_rejects_and_terminating_ones_are_the_fallback() -> None:
-    text, chains = render([_sp(_ep("10.244.1.2", ready=False))], RULES)
+    text, chains = _render([_sp(_ep("10.244.1.2", ready=False))])
     assert not chains
     assert '-A KUBE-SERVICES -m comment --comment "default/web:http has no endpoints" -d 10.96.0.20/32 -p tcp ' \
            '-m tcp --dport 80 -j REJECT --reject-with icmp-port-unreachable' in text
     only_terminating = _sp(_ep("10.244.1.2", ready=False, terminating=True))
-    text, chains = render([only_terminating], RULES)
+    text, chains = _render([only_terminating])
     assert svc_chain(only_terminating) in chains and "DNAT --to-destination 10.244.1.2:8080" in text
 
 
 def test_node_ports_masquerade_and_reject_without_endpoints() -> None:
     sp = _sp(_ep("10.244.1.2"), node_port=30080)
-    text, _ = render([sp], RULES)
+    text, _ = _render([sp])
     ext = next(c for c in text.split() if c.startswith("-j") is False and c.startswith("KUBE-EXT-"))
     assert f"-A KUBE-NODEPORTS -m comment --comment \"default/web:http\" -p tcp -m tcp --dport 30080 -j {ext}" in text
     assert _rules(text, ext) == [
         f'-A {ext} -m comment --comment "masquerade traffic for default/web:http external destinations" '
         '-j KUBE-MARK-MASQ', f"-A {ext} -j {svc_chain(sp)}"]
     assert _rules(text, "KUBE-SERVICES")[-1].endswith("-d 172.31.5.1/32 -j KUBE-NODEPORTS")
-    text, _ = render([_sp(node_port=30080)], RULES)
+    text, _ = _render([_sp(node_port=30080)])
     assert '-A KUBE-EXTERNAL-SERVICES -m comment --comment "default/web:http has no endpoints" -d 172.31.5.1/32 ' \
            '-p tcp -m tcp --dport 30080 -j REJECT' in text
 
 
 def test_local_policies_and_affinity_and_off_network_endpoints() -> None:
     local = _sp(_ep("10.244.1.2"), _ep("10.244.2.2", node="node-2"), internal_local=True)
-    text, _ = render([local], RULES)
+    text, _ = _render([local])
     assert "10.244.2.2" not in text  # another node's endpoint is not used for internalTrafficPolicy Local
     sticky = _sp(_ep("10.244.1.2"), affinity_seconds=10800)
-    text, _ = render([sticky], RULES)
+    text, _ = _render([sticky])
     sep = sep_chain(sticky, sticky.endpoints[0])
     assert f"-m recent --name {sep} --rcheck --seconds 10800 --reap -j {sep}" in text
     assert f"-m recent --name {sep} --set -j DNAT" in text
     api = _sp(_ep("172.31.5.1"))  # the apiserver, off the pod network: replies must come back through us
-    text, _ = render([api], RULES)
+    text, _ = _render([api])
     assert '--comment "default/web:http off the pod network" -j KUBE-MARK-MASQ' in text
 
 
 def test_stale_chains_are_flushed_then_deleted() -> None:
     sp = _sp(_ep("10.244.1.2"))
-    _, chains = render([sp], RULES)
-    text, now = render([], RULES, chains)
+    _, chains = _render([sp])
+    text, now = _render([], chains)
     assert not now
     for chain in chains:
         assert f":{chain} - [0:0]" in text and f"-X {chain}" in text
+
+
+def test_a_sync_writes_only_what_changed() -> None:
+    web, db = _sp(_ep("10.244.1.2"), _ep("10.244.1.3")), ServicePort(
+        "default", "db", "", "TCP", "10.96.0.30", 5432, endpoints=[_ep("10.244.2.2")])
+    before = render([db, web], RULES)
+    assert before.restore_input(before) == ""  # nothing changed: nothing to write
+    after = render([db, _sp(_ep("10.244.1.2"))], RULES)  # one of web's endpoints gone
+    text = after.restore_input(before)
+    assert svc_chain(web) in text and sep_chain(web, web.endpoints[1]) in text
+    assert f"-X {sep_chain(web, web.endpoints[1])}" in text
+    assert svc_chain(db) not in text and sep_chain(db, db.endpoints[0]) not in text  # untouched
+    assert "*filter" not in text and text.count("\n") < before.lines / 2
+    assert isinstance(after, RuleSet) and after.own_chains < before.own_chains
 
 
 def test_service_ports_from_slices() -> None:
