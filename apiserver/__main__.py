@@ -29,6 +29,16 @@ def cidr(text: str) -> str:
     return text
 
 
+def ip_arg(text: str) -> str:
+    """An IP address, or empty."""
+    if text:
+        try:
+            ipaddress.ip_address(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 def endpoints(text: str) -> str:
     for part in text.split(","):
         host_port_arg(part.strip())
@@ -81,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Services' ClusterIPs come out of it, never overlapping --cluster-cidr (default %(default)s)")
     p.add_argument("--service-node-port-range", default=d.service_node_port_range,
                    help="node ports come out of it (default %(default)s)")
-    p.add_argument("--advertise-address", default=d.advertise_address,
+    p.add_argument("--advertise-address", type=ip_arg, default=d.advertise_address,
                    help="the address the kubernetes Service's endpoints name (default: the REST listener's host)")
     p.add_argument("--advertise-port", type=int, default=d.advertise_port,
                    help="their port (default: the REST port; another when a load balancer is in front)")

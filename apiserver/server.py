@@ -341,12 +341,26 @@ class APIServer:
             log.info("apiserver serving the REST API on %s", self.rest_address)
             controllers.append(KubernetesService(
                 self.registries["services"], self.registries["endpoints"], self.registries["endpointslices"],
-                ip_range.value(0), cfg.advertise_address or self.rest_address.rpartition(":")[0],
-                cfg.advertise_port or self.rest_port))
+                ip_range.value(0), self._advertised(), cfg.advertise_port or self.rest_port))
         # after the listeners: the `kubernetes` Service names the REST port
         self._election = ControllerElection(self.registries["leases"], controllers)
         self._election.start()
         log.info("apiserver serving gRPC on %s (etcd %s)", self.address, cfg.etcd)
+
+    def _advertised(self) -> str:
+        """The `kubernetes` Service's endpoint address: --advertise-address, else the REST
+        listener's own when it is one address."""
+        if self.config.advertise_address:
+            return self.config.advertise_address
+        host = self.rest_address.rpartition(":")[0].strip("[]")
+        try:
+            if not ipaddress.ip_address(host).is_unspecified:
+                return host
+        except ValueError:
+            pass
+        log.warning("the REST API listens on %s and no --advertise-address is given: the kubernetes Service's "
+                    "endpoint is 127.0.0.1, which pods cannot reach", host)
+        return "127.0.0.1"
 
     async def stop(self, grace: float = 1.0) -> None:
         if self._health is not None:
