@@ -97,7 +97,6 @@ Record = tuple[str, RdataType, str]  # (owner name, type, rdata text)
 class Answer:
     rcode: dns.rcode.Rcode = dns.rcode.NOERROR
     records: list[Record] = field(default_factory=list)
-    authoritative: bool = True
 
 
 def _a_type(ip: str) -> RdataType:

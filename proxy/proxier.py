@@ -175,11 +175,15 @@ class Proxier:
         ports = service_ports(self.services.store.list(), self.slices.store.list())
         started = time.perf_counter()
         wanted = render(ports, rules)
-        text = wanted.restore_input(None if full else self._applied,
-                                    self._chains | (self._applied.own_chains if self._applied else set()))
-        self._applied = None  # unknown until the restore succeeds: the next sync is then a full one
-        if text:
-            await asyncio.to_thread(self._apply, text, full)
+        known = self._chains | (self._applied.own_chains if self._applied else set())
+        text = wanted.restore_input(None if full else self._applied, known)
+        try:
+            if text:
+                await asyncio.to_thread(self._apply, text, full)
+        except BaseException:
+            # the tables are unknown now: the next sync is a full one, deleting what may be stale
+            self._applied, self._chains = None, known | wanted.own_chains
+            raise
         self._applied, self._chains = wanted, set()
         if full:
             self._last_full = self._last_sync_at
