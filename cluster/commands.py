@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from cluster.cleanup import stop_orphans
-from cluster.plan import CLUSTER_CIDR, DEFAULT_STATE_DIR, ClusterPlan, new_plan
+from cluster.plan import CLUSTER_CIDR, DEFAULT_STATE_DIR, DNS_IP, SERVICE_CIDR, ClusterPlan, new_plan
 from cluster.preflight import preflight
 from cluster.processes import alive, orphans
 from cluster.supervisor import Supervisor
@@ -77,6 +77,8 @@ kubeling is up: {len(plan.nodes)} node(s) Ready
   logs         {root / 'logs'}/<component>.log
   metrics      scheduler http://127.0.0.1:{plan.scheduler_metrics_port}/metrics, controller manager http://127.0.0.1:{plan.controller_manager_metrics_port}/metrics
   traces       {plan.otlp_endpoint + ' (OTLP)' if plan.otlp_endpoint else 'off (up --otlp-endpoint URL)'}
+  services     ClusterIPs {SERVICE_CIDR}, cluster DNS {DNS_IP} (on {plan.api_host}:{plan.dns_port})
+  kube-proxy   {', '.join(plan.proxies)} (iptables)
 
 create a first pod:
   export KUBECONFIG={root / 'kubeconfig'}
