@@ -13,7 +13,7 @@ from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import core_pb2, discovery_pb2, meta_pb2
 
-__all__ = ["publish", "main", "NAME", "NAMESPACE"]
+__all__ = ["publish", "build_parser", "main", "NAME", "NAMESPACE"]
 
 NAME, NAMESPACE = "kube-dns", "kube-system"
 LABELS = {"k8s-app": "kube-dns", "kubernetes.io/cluster-service": "true", "kubernetes.io/name": "CoreDNS"}
@@ -62,14 +62,18 @@ async def _publish(args: argparse.Namespace) -> None:
         await publish(client, args.cluster_ip, args.address, args.port)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """python -m clusterdns.addon --kubeconfig F --cluster-ip IP --address A --port P: publish and exit."""
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m clusterdns.addon", description="publish the kube-dns Service")
     p.add_argument("--kubeconfig", required=True, help="credentials that may write Services in kube-system")
     p.add_argument("--cluster-ip", default="10.96.0.10", help="kube-dns's ClusterIP (the kubelets' --cluster-dns)")
     p.add_argument("--address", required=True, help="where the DNS server listens")
     p.add_argument("--port", type=int, default=53)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m clusterdns.addon --kubeconfig F --cluster-ip IP --address A --port P: publish and exit."""
+    args = build_parser().parse_args(argv)
     asyncio.run(_publish(args))
     print(f"kube-dns: {args.cluster_ip}:53 -> {args.address}:{args.port}")
     return 0

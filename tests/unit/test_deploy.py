@@ -64,9 +64,9 @@ def test_every_component_command_parses_with_its_own_parser(services: dict[str, 
             assert config.pod_routes and config.cgroup_root == "/placeholder"
             assert config.node_ip == service["networks"]["cluster"]["ipv4_address"]
         modules.setdefault(module, []).append(name)
-    assert sorted(modules) == ["apiserver", "cluster", "controllers", "kubelet", "kubeling.otlpreceiver",
-                              "scheduler"]
-    assert len(modules["scheduler"]) == 2 and len(modules["kubelet"]) == 2
+    assert sorted(modules) == ["apiserver", "cluster", "clusterdns", "clusterdns.addon", "controllers", "kubelet",
+                              "kubeling.otlpreceiver", "proxy", "scheduler"]
+    assert len(modules["scheduler"]) == 2 and len(modules["kubelet"]) == 2 and len(modules["proxy"]) == 2
 
 
 def test_etcd_flags_exist(services: dict[str, Any]) -> None:
