@@ -23,7 +23,8 @@ from kubeling.client import Client
 from kubeling.informer import INDEX_NAMESPACE, Informer, object_key
 from protos.kubeling.v1 import core_pb2, discovery_pb2, meta_pb2
 
-__all__ = ["EndpointSliceController", "desired_slices", "MANAGED_BY", "CONTROLLER_NAME", "MAX_ENDPOINTS_PER_SLICE"]
+__all__ = ["EndpointSliceController", "desired_slices", "pair_slices", "MANAGED_BY", "CONTROLLER_NAME",
+           "MAX_ENDPOINTS_PER_SLICE"]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,35 @@ def desired_slices(svc: core_pb2.Service, pods: list[core_pb2.Pod],
         # a Service without endpoints still has a slice saying so (upstream's placeholder)
         out.append(DesiredSlice([], []))
     return out
+
+
+def _port_key(ports: list[discovery_pb2.EndpointSlicePort]) -> tuple[tuple[str, str, int], ...]:
+    return tuple((p.name, p.protocol, p.port) for p in ports)
+
+
+def pair_slices(wanted: list[DesiredSlice], existing: list[discovery_pb2.EndpointSlice]) -> \
+        list[tuple[DesiredSlice | None, discovery_pb2.EndpointSlice | None]]:
+    """Which existing slice becomes which wanted one: a slice keeps its ports when a wanted
+    slice has the same (as upstream's reconciler matches by ports), others are reused in
+    name order, then the rest created (None for the existing) or deleted (None for the
+    wanted). Matching by position alone made two slices swap their contents, one write
+    after the other, whenever a new slice's name sorted first: for a moment both had the
+    same ports and the other ports had no endpoints."""
+    free = list(existing)
+    pairs: list[tuple[DesiredSlice | None, discovery_pb2.EndpointSlice | None]] = []
+    unmatched: list[DesiredSlice] = []
+    for desired in wanted:
+        key = _port_key(desired.ports)
+        same = next((es for es in free if _port_key(list(es.ports)) == key), None)
+        if same is None:
+            unmatched.append(desired)
+            continue
+        free.remove(same)
+        pairs.append((desired, same))
+    for desired in unmatched:
+        pairs.append((desired, free.pop(0) if free else None))
+    pairs += [(None, es) for es in free]
+    return pairs
 
 
 class EndpointSliceController:
@@ -165,16 +195,18 @@ class EndpointSliceController:
         labels = {k: v for k, v in svc.metadata.labels.items() if k not in (SERVICE_NAME_LABEL, MANAGED_BY_LABEL)}
         labels[SERVICE_NAME_LABEL] = name
         labels[MANAGED_BY_LABEL] = MANAGED_BY
-        for desired, current in zip(wanted, existing, strict=False):
-            await self._update(key, svc, current, desired, labels)
-        for desired in wanted[len(existing):]:
-            es = discovery_pb2.EndpointSlice(
-                metadata=meta_pb2.ObjectMeta(generateName=f"{name}-", namespace=namespace, labels=labels,
-                                             ownerReferences=[controller_ref(svc, "v1", "Service")]),
-                addressType="IPv4", ports=desired.ports, endpoints=desired.endpoints)
-            self._wrote(key, await self.client.endpointslices.create(es))
-        for es in existing[len(wanted):]:
-            await self._delete(key, es)
+        for desired, current in pair_slices(wanted, existing):
+            if desired is None:
+                if current is not None:
+                    await self._delete(key, current)
+            elif current is None:
+                es = discovery_pb2.EndpointSlice(
+                    metadata=meta_pb2.ObjectMeta(generateName=f"{name}-", namespace=namespace, labels=labels,
+                                                 ownerReferences=[controller_ref(svc, "v1", "Service")]),
+                    addressType="IPv4", ports=desired.ports, endpoints=desired.endpoints)
+                self._wrote(key, await self.client.endpointslices.create(es))
+            else:
+                await self._update(key, svc, current, desired, labels)
 
     async def _update(self, key: str, svc: core_pb2.Service, current: discovery_pb2.EndpointSlice,
                       desired: DesiredSlice, labels: dict[str, str]) -> None:
