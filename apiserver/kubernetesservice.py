@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 
-from apiserver.registry.services import SERVICE_NAME_LABEL
 from apiserver.registry.store import Registry
 from kubeling import errors
+from kubeling.discovery import SERVICE_NAME_LABEL
 from kubeling.periodic import Periodic
 from protos.kubeling.v1 import core_pb2, discovery_pb2, meta_pb2
 

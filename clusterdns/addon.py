@@ -11,6 +11,7 @@ import sys
 
 from kubeling import errors
 from kubeling.client import Client
+from kubeling.discovery import SERVICE_NAME_LABEL
 from protos.kubeling.v1 import core_pb2, discovery_pb2, meta_pb2
 
 __all__ = ["publish", "build_parser", "main", "NAME", "NAMESPACE"]
@@ -37,7 +38,7 @@ async def publish(client: Client, cluster_ip: str, address: str, port: int) -> N
         await client.services.create(core_pb2.Service(metadata=meta, spec=core_pb2.ServiceSpec(
             clusterIP=cluster_ip, ports=ports)))
     slice_meta = meta_pb2.ObjectMeta(name=NAME, namespace=NAMESPACE,
-                                     labels={**LABELS, "kubernetes.io/service-name": NAME})
+                                     labels={**LABELS, SERVICE_NAME_LABEL: NAME})
     es = discovery_pb2.EndpointSlice(
         metadata=slice_meta, addressType="IPv4",
         endpoints=[discovery_pb2.Endpoint(addresses=[address],

@@ -29,13 +29,13 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 
+from kubeling.discovery import SERVICE_NAME_LABEL
 from protos.kubeling.v1 import core_pb2, discovery_pb2
 
 __all__ = ["ClusterView", "Answer", "resolve", "response", "SCHEMA_VERSION", "TTL"]
 
 SCHEMA_VERSION = "1.1.0"
 TTL = 5  # CoreDNS's kubernetes plugin default
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,11 @@ import time
 from dataclasses import dataclass
 
 from controllers.controllerref import controller_ref
-from controllers.endpointutil import find_port, pod_ready, selects, services_for_pod, should_be_endpoint
+from controllers.endpointutil import find_port, pod_ready, queue_services_of_pods, selects, should_be_endpoint
 from controllers.workqueue import Workers, WorkQueue
 from kubeling import errors
 from kubeling.client import Client
+from kubeling.discovery import MANAGED_BY_LABEL, SERVICE_NAME_LABEL
 from kubeling.informer import INDEX_NAMESPACE, Informer, object_key
 from protos.kubeling.v1 import core_pb2, discovery_pb2, meta_pb2
 
@@ -28,8 +29,6 @@ __all__ = ["EndpointSliceController", "desired_slices", "pair_slices", "MANAGED_
 
 log = logging.getLogger(__name__)
 
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
-MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
 CONTROLLER_NAME = "endpointslice-controller.k8s.io"
 MANAGED_BY = CONTROLLER_NAME
 MAX_ENDPOINTS_PER_SLICE = 100  # upstream's --max-endpoints-per-slice default
@@ -134,21 +133,12 @@ class EndpointSliceController:
         self.workers = Workers(self.queue, self.sync, workers)
         services.add_handler(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new),
                              on_delete=self._enqueue)
-        pods.add_handler(on_add=self._pod_changed, on_update=self._pod_updated, on_delete=self._pod_changed)
+        queue_services_of_pods(pods, services, self.queue.add)
         slices.add_handler(on_add=self._slice_changed, on_update=lambda old, new: self._slice_changed(new),
                            on_delete=self._slice_changed)
 
     def _enqueue(self, svc: core_pb2.Service) -> None:
         self.queue.add(object_key(svc))
-
-    def _pod_changed(self, pod: core_pb2.Pod) -> None:
-        for key in services_for_pod(self.services, pod):
-            self.queue.add(key)
-
-    def _pod_updated(self, old: core_pb2.Pod, new: core_pb2.Pod) -> None:
-        self._pod_changed(new)
-        if old.metadata.labels != new.metadata.labels:
-            self._pod_changed(old)  # a Service that selected it before must drop it
 
     def _slice_changed(self, es: discovery_pb2.EndpointSlice) -> None:
         if es.metadata.labels.get(MANAGED_BY_LABEL) == MANAGED_BY and SERVICE_NAME_LABEL in es.metadata.labels:

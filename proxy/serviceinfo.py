@@ -9,11 +9,10 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kubeling.discovery import SERVICE_NAME_LABEL
 from protos.kubeling.v1 import core_pb2, discovery_pb2
 
-__all__ = ["ServicePort", "Endpoint", "service_ports", "SERVICE_NAME_LABEL"]
-
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+__all__ = ["ServicePort", "Endpoint", "service_ports"]
 
 
 @dataclass(frozen=True)

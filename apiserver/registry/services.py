@@ -13,15 +13,13 @@ from kubeling import names
 from protos.kubeling.v1 import api_pb2, core_pb2, discovery_pb2
 
 __all__ = ["ServiceStrategy", "EndpointsStrategy", "EndpointSliceStrategy", "SERVICE_TYPES", "NONE",
-           "headless", "uses_node_ports", "PROTOCOLS", "SERVICE_NAME_LABEL", "MANAGED_BY_LABEL"]
+           "headless", "uses_node_ports", "PROTOCOLS"]
 
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 NONE = "None"  # clusterIP of a headless Service
 DEFAULT_AFFINITY_TIMEOUT = 10800  # upstream's DefaultClientIPServiceAffinitySeconds
 MAX_AFFINITY_TIMEOUT = 86400
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # the slice's Service
-MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
 ADDRESS_TYPES = ("IPv4", "IPv6", "FQDN")
 MAX_ENDPOINTS_PER_SLICE = 1000  # upstream's validation limit (the controller puts 100 in one)
 
