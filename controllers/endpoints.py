@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from controllers.endpointutil import find_port, pod_ready, selects, services_for_pod, should_be_endpoint
+from controllers.endpointutil import find_port, pod_ready, queue_services_of_pods, selects, should_be_endpoint
 from controllers.workqueue import Workers, WorkQueue
 from kubeling import errors
 from kubeling.client import Client
@@ -66,19 +66,10 @@ class EndpointsController:
         self.workers = Workers(self.queue, self.sync, workers)
         services.add_handler(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new),
                              on_delete=self._enqueue)
-        pods.add_handler(on_add=self._pod_changed, on_update=self._pod_updated, on_delete=self._pod_changed)
+        queue_services_of_pods(pods, services, self.queue.add)
 
     def _enqueue(self, svc: core_pb2.Service) -> None:
         self.queue.add(object_key(svc))
-
-    def _pod_changed(self, pod: core_pb2.Pod) -> None:
-        for key in services_for_pod(self.services, pod):
-            self.queue.add(key)
-
-    def _pod_updated(self, old: core_pb2.Pod, new: core_pb2.Pod) -> None:
-        self._pod_changed(new)
-        if old.metadata.labels != new.metadata.labels:
-            self._pod_changed(old)
 
     async def sync(self, key: str) -> None:
         namespace, _, name = key.partition("/")

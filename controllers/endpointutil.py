@@ -4,10 +4,12 @@ which Services select a pod, and a Service port's target resolved on one pod."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kubeling.informer import INDEX_NAMESPACE, Informer, object_key
 from protos.kubeling.v1 import core_pb2
 
-__all__ = ["selects", "services_for_pod", "should_be_endpoint", "find_port", "pod_ready"]
+__all__ = ["selects", "services_for_pod", "queue_services_of_pods", "should_be_endpoint", "find_port", "pod_ready"]
 
 
 def selects(svc: core_pb2.Service, labels: dict[str, str]) -> bool:
@@ -20,6 +22,22 @@ def selects(svc: core_pb2.Service, labels: dict[str, str]) -> bool:
 def services_for_pod(services: Informer[core_pb2.Service], pod: core_pb2.Pod) -> list[str]:
     return [object_key(svc) for svc in services.store.by_index(INDEX_NAMESPACE, pod.metadata.namespace)
             if selects(svc, dict(pod.metadata.labels))]
+
+
+def queue_services_of_pods(pods: Informer[core_pb2.Pod], services: Informer[core_pb2.Service],
+                           add: Callable[[str], None]) -> None:
+    """On every pod change, queue the Services that select it; a relabelled pod also the
+    ones that selected it before (they must drop it)."""
+    def changed(pod: core_pb2.Pod) -> None:
+        for key in services_for_pod(services, pod):
+            add(key)
+
+    def updated(old: core_pb2.Pod, new: core_pb2.Pod) -> None:
+        changed(new)
+        if old.metadata.labels != new.metadata.labels:
+            changed(old)
+
+    pods.add_handler(on_add=changed, on_update=updated, on_delete=changed)
 
 
 def should_be_endpoint(pod: core_pb2.Pod, include_terminating: bool) -> bool:
