@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import sys
 
@@ -12,31 +11,10 @@ import uvloop
 from apiserver.authz import parse_modes
 from apiserver.server import APIServer, Config
 from kubeling import telemetry
-from kubeling.netutil import host_port_arg
+from kubeling.netutil import cidr_arg, host_port_arg, ip_arg
 from kubeling.signals import wait_for_termination
 
 __all__ = ["build_parser", "main"]
-
-
-def cidr(text: str) -> str:
-    """A network in CIDR form (host bits zero), or empty."""
-    if not text:
-        return text
-    try:
-        ipaddress.ip_network(text, strict=True)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    return text
-
-
-def ip_arg(text: str) -> str:
-    """An IP address, or empty."""
-    if text:
-        try:
-            ipaddress.ip_address(text)
-        except ValueError as err:
-            raise argparse.ArgumentTypeError(str(err)) from None
-    return text
 
 
 def endpoints(text: str) -> str:
@@ -83,11 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="events a watcher may lag before it is ended (default %(default)s)")
     p.add_argument("--event-ttl", type=float, default=d.event_ttl,
                    help="seconds Events are kept after their last write, 0: forever (default %(default)s)")
-    p.add_argument("--cluster-cidr", type=cidr, default=d.cluster_cidr,
+    p.add_argument("--cluster-cidr", type=cidr_arg, default=d.cluster_cidr,
                    help="CIDR nodes' pod CIDRs are allocated from; empty: none (default %(default)s)")
     p.add_argument("--node-cidr-mask-size", type=int, default=d.node_cidr_mask_size,
                    help="prefix length of each node's pod CIDR (default %(default)s)")
-    p.add_argument("--service-cluster-ip-range", type=cidr, default=d.service_cluster_ip_range,
+    p.add_argument("--service-cluster-ip-range", type=cidr_arg, default=d.service_cluster_ip_range,
                    help="Services' ClusterIPs come out of it, never overlapping --cluster-cidr (default %(default)s)")
     p.add_argument("--service-node-port-range", default=d.service_node_port_range,
                    help="node ports come out of it (default %(default)s)")

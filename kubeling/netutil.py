@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import socket
 
-__all__ = ["free_port", "host_port_arg", "split_host_port"]
+__all__ = ["free_port", "host_port_arg", "split_host_port", "cidr_arg", "ip_arg"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -29,4 +30,24 @@ def host_port_arg(text: str) -> str:
         split_host_port(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def cidr_arg(text: str) -> str:
+    """An argparse type for a network in CIDR form (host bits zero), or empty."""
+    if text:
+        try:
+            ipaddress.ip_network(text, strict=True)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def ip_arg(text: str) -> str:
+    """An argparse type for an IP address, or empty."""
+    if text:
+        try:
+            ipaddress.ip_address(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
     return text

@@ -6,24 +6,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import logging
 import sys
 
 from kubeling import telemetry
 from kubeling.client import Client
-from kubeling.netutil import host_port_arg
+from kubeling.netutil import cidr_arg, host_port_arg
 from kubeling.signals import wait_for_termination
 from proxy.proxier import Iptables, Proxier, ProxyConfig
-
-
-def _cidr(text: str) -> str:
-    if text:
-        try:
-            ipaddress.ip_network(text, strict=True)
-        except ValueError as err:
-            raise argparse.ArgumentTypeError(str(err)) from None
-    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,9 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--apiserver", type=host_port_arg, default=None, help="apiserver gRPC HOST:PORT, plain text")
     p.add_argument("--node-name", action="append", default=[],
                    help="a node whose pods are local here (repeat for nodes sharing this network namespace)")
-    p.add_argument("--cluster-cidr", type=_cidr, default=d.cluster_cidr,
+    p.add_argument("--cluster-cidr", type=cidr_arg, default=d.cluster_cidr,
                    help="the pods' range: traffic from outside it to a ClusterIP is masqueraded (empty: all is)")
-    p.add_argument("--service-cluster-ip-range", type=_cidr, default=d.service_cidr,
+    p.add_argument("--service-cluster-ip-range", type=cidr_arg, default=d.service_cidr,
                    help="the Services' range: what is addressed to it and not a Service is rejected "
                         "(default %(default)s)")
     p.add_argument("--nodeport-addresses", default="",
