@@ -19,7 +19,7 @@ from kubelet.backoff import Backoff
 from kubelet.config import KubeletConfig
 from kubelet.cri.server import CRIConfig, CRIServer
 from kubelet.dns import DNSSettings
-from kubelet.envvars import service_env
+from kubelet.envvars import MASTER_NAMESPACE, service_env
 from kubelet.node import NodeManager
 from kubelet.pleg import PLEG
 from kubelet.podconfig import PodPaths, grace_period
@@ -35,7 +35,7 @@ from kubelet.volumes import MountError, PodVolumes
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.events import EventRecorder
-from kubeling.informer import Informer
+from kubeling.informer import INDEX_NAMESPACE, Informer
 from kubeling.periodic import Periodic
 from kubeling.servingtls import ServingTLS
 from kubeling.telemetry import pod_attributes, pod_context, tracer
@@ -139,7 +139,7 @@ class Kubelet:
                                 Backoff(cfg.crash_loop_backoff_initial, cfg.crash_loop_backoff_max),
                                 cluster_domain=cfg.cluster_domain, cgroup_parent=cfg.cgroup_root,
                                 env_sources=self.volumes.env_sources,
-                                service_env=lambda pod: service_env(pod, self.services.store.list()),
+                                service_env=lambda pod: service_env(pod, self._services_for(pod)),
                                 dns=DNSSettings(list(cfg.cluster_dns), cfg.cluster_domain, cfg.resolv_conf))
         self.runtime_name = (await runtime.version()).runtime_name
         self.informer.add_handler(on_add=self._on_pod, on_update=lambda old, new: self._on_pod(new),
@@ -160,6 +160,14 @@ class Kubelet:
         self._started = True
         await self._housekeeping()
         log.info("kubelet %s running (CRI %s, daemon port %d)", cfg.node_name, endpoint, self.server.port)
+
+    def _services_for(self, pod: Pod) -> list[core_pb2.Service]:
+        """The Services a pod's environment can name: its namespace's and `default`'s (not
+        every Service of the cluster, at each container start)."""
+        namespace = pod.metadata.namespace
+        found = self.services.store.by_index(INDEX_NAMESPACE, namespace)
+        return found if namespace == MASTER_NAMESPACE else \
+            [*found, *self.services.store.by_index(INDEX_NAMESPACE, MASTER_NAMESPACE)]
 
     async def stop(self) -> None:
         """Stop the agent; pods keep running (a restarted kubelet adopts them)."""
