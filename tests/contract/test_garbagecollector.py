@@ -7,24 +7,12 @@ foreground owner goes."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
-import pytest
-
-from controllers.manager import ControllerManager, ManagerConfig
+from controllers.manager import ControllerManager
 from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import core_pb2, meta_pb2
-
-
-@pytest.fixture
-async def manager(client: Client) -> AsyncIterator[ControllerManager]:
-    made = ControllerManager(Client(client.address), ManagerConfig(leader_elect=False))
-    await made.start()
-    try:
-        yield made
-    finally:
-        await made.stop()
 
 
 async def _until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 30.0) -> None:
