@@ -288,7 +288,8 @@ class WatchCache:
         """Return once the cache has seen revision rv (upstream waitUntilFreshAndBlock)."""
         if not self.ready.is_set():
             try:
-                await asyncio.wait_for(self.ready.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self.ready.wait()
             except TimeoutError:
                 raise errors.Timeout(f"the {self.strategy.plural} watch cache is not ready yet; retry") from None
         if rv <= self.rv:
@@ -297,7 +298,8 @@ class WatchCache:
         self._rv_waiters.append((rv, fut))
         self.request_progress()
         try:
-            await asyncio.wait_for(fut, timeout)
+            async with asyncio.timeout(timeout):
+                await fut
         except TimeoutError:
             raise errors.Timeout(f"Too large resource version: {rv}, current: {self.rv}") from None
 

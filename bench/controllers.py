@@ -84,7 +84,8 @@ class Pods:
             if left <= 0:
                 raise TimeoutError(f"pods of app={self.app}: not there in {timeout:.0f}s")
             try:
-                await asyncio.wait_for(self.changed.wait(), min(left, 1.0))
+                async with asyncio.timeout(min(left, 1.0)):
+                    await self.changed.wait()
             except TimeoutError:
                 pass
 

@@ -77,7 +77,8 @@ async def start_sequence(endpoint: str, pods: int, work: Path, prefix: str) -> S
                                      "start_container": []}
     channel = grpc.aio.insecure_channel(endpoint)
     try:
-        await asyncio.wait_for(channel.channel_ready(), 60)
+        async with asyncio.timeout(60):
+            await channel.channel_ready()
         runtime = api_pb2_grpc.RuntimeServiceStub(channel)
         sandboxes: list[str] = []
         busy, own = machine_busy_seconds(), process_seconds(os.getpid())

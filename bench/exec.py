@@ -92,7 +92,8 @@ async def _through_port_forward(kubectl: list[str], env: dict[str, str], downloa
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
     try:
         assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        async with asyncio.timeout(30):
+            line = (await proc.stdout.readline()).decode()
         match = re.match(r"Forwarding from 127\.0\.0\.1:(\d+)", line)
         if not match:
             raise RuntimeError(f"kubectl port-forward said {line!r}")

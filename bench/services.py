@@ -95,7 +95,8 @@ async def worker(end):
         start = time.perf_counter()
         t.sendto(wire)
         try:
-            await asyncio.wait_for(fut, 2)
+            async with asyncio.timeout(2):
+                await fut
             lat.append((time.perf_counter() - start) * 1e6)
         except asyncio.TimeoutError:
             pass
@@ -120,7 +121,8 @@ def _pct(values: list[float], q: float) -> float:
 async def _in_ns(ns: str, script: str, *args: str, timeout: float = 300) -> Any:
     proc = await asyncio.create_subprocess_exec("ip", "netns", "exec", ns, sys.executable, "-c", script, *args,
                                                 stdout=asyncio.subprocess.PIPE)
-    out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    async with asyncio.timeout(timeout):
+        out, _ = await proc.communicate()
     return json.loads(out)
 
 

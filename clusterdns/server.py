@@ -174,7 +174,8 @@ class DNSServer:
         if self._tcp is not None:
             self._tcp.close()
             try:
-                await asyncio.wait_for(self._tcp.wait_closed(), 1.0)
+                async with asyncio.timeout(1.0):
+                    await self._tcp.wait_closed()
             except TimeoutError:
                 pass  # a client still connected: its connection ends with the process
         for task in [self._rebuilder, *self._tasks]:

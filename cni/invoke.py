@@ -57,7 +57,8 @@ class RawExecutor:
             plugin_path, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=dict(env))
         try:
-            out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
+            async with asyncio.timeout(timeout):
+                out, err = await proc.communicate(stdin)
         except TimeoutError:
             proc.kill()
             await proc.wait()

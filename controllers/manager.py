@@ -158,12 +158,14 @@ class ControllerManager:
         await self._follow()
         if release and self.elector is not None:
             try:
-                await asyncio.wait_for(self.elector.release(), 5)
+                async with asyncio.timeout(5):
+                    await self.elector.release()
             except Exception as err:  # noqa: BLE001 (the lease then expires by itself)
                 log.info("lease not released: %s", err)
         for recorder in self._events:
             try:
-                await asyncio.wait_for(recorder.flush(), 5)
+                async with asyncio.timeout(5):
+                    await recorder.flush()
             except TimeoutError:
                 pass
         for informer in self._informers:

@@ -93,8 +93,8 @@ class PodWorkers:
         while True:
             if delay is None or delay > 0:
                 try:
-                    await asyncio.wait_for(worker.wake.wait(), self.resync if delay is None else
-                                           min(delay, self.resync))
+                    async with asyncio.timeout(self.resync if delay is None else min(delay, self.resync)):
+                        await worker.wake.wait()
                 except asyncio.TimeoutError:
                     pass
             worker.wake.clear()

@@ -154,7 +154,8 @@ class ProbeManager:
             if probe.HasField("tcpSocket"):
                 host = probe.tcpSocket.host or ip
                 port = _port(pod, container, probe.tcpSocket.port)
-                _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+                async with asyncio.timeout(timeout):
+                    _, writer = await asyncio.open_connection(host, port)
                 writer.close()
                 return True, ""
             return False, "unsupported probe handler (exec, httpGet and tcpSocket are)"

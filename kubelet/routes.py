@@ -77,7 +77,8 @@ class PodRoutes:
     async def _run(self) -> None:
         while True:
             try:
-                await asyncio.wait_for(self._changed.wait(), RESYNC_SECONDS)
+                async with asyncio.timeout(RESYNC_SECONDS):
+                    await self._changed.wait()
             except TimeoutError:
                 pass
             self._changed.clear()

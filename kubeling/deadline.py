@@ -17,6 +17,8 @@ async def until(stream: AsyncIterator[bytes], deadline: float | None) -> AsyncIt
         if remaining is not None and remaining <= 0:
             return
         try:
-            yield await asyncio.wait_for(it.__anext__(), remaining)
+            async with asyncio.timeout(remaining):
+                item = await it.__anext__()
         except (StopAsyncIteration, TimeoutError):
             return
+        yield item

@@ -139,7 +139,8 @@ class Informer(Generic[ObjectT]):
             self._task = asyncio.create_task(self._run(), name=f"informer-{self.resource.kind}")
 
     async def wait_synced(self, timeout: float | None = None) -> None:
-        await asyncio.wait_for(self._synced.wait(), timeout)
+        async with asyncio.timeout(timeout):
+            await self._synced.wait()
 
     @property
     def synced(self) -> bool:

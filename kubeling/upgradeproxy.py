@@ -89,8 +89,9 @@ async def proxy_upgrade(request: web.Request, url: str, connect_timeout: float =
         raise ProxyError(f"cannot proxy to {url!r}")
     port = target.port or (443 if ssl_context is not None else 80)
     try:
-        backend_reader, backend_writer = await asyncio.wait_for(
-            asyncio.open_connection(target.hostname, port, limit=MAX_HEAD, ssl=ssl_context), connect_timeout)
+        async with asyncio.timeout(connect_timeout):
+            backend_reader, backend_writer = await asyncio.open_connection(target.hostname, port, limit=MAX_HEAD,
+                                                                           ssl=ssl_context)
     except (OSError, asyncio.TimeoutError) as exc:
         raise ProxyError(f"cannot connect to {target.hostname}:{port}: {exc}") from None
     try:
@@ -99,7 +100,8 @@ async def proxy_upgrade(request: web.Request, url: str, connect_timeout: float =
         lines += [f"{name}: {value}" for name, value in request.headers.items() if name.lower() not in _DROPPED]
         backend_writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
         await backend_writer.drain()
-        status, reason, headers = await asyncio.wait_for(_read_head(backend_reader), connect_timeout)
+        async with asyncio.timeout(connect_timeout):
+            status, reason, headers = await _read_head(backend_reader)
         if status != 101:
             return await _plain_answer(status, headers, backend_reader)
         return await _relay(request, status, reason, headers, backend_reader, backend_writer)

@@ -139,7 +139,8 @@ class Proxier:
         cfg = self.config
         while True:
             try:
-                await asyncio.wait_for(self._changed.wait(), timeout=cfg.sync_period)
+                async with asyncio.timeout(cfg.sync_period):
+                    await self._changed.wait()
             except TimeoutError:
                 pass
             # the bounded frequency: at most one sync per min_sync_period, batching changes

@@ -209,7 +209,8 @@ class SchedulingQueue:
             self._ready.clear()
             timeout = self._next_backoff_wait()
             try:
-                await asyncio.wait_for(self._ready.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._ready.wait()
             except TimeoutError:
                 pass
 

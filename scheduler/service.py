@@ -110,7 +110,8 @@ class SchedulerService:
             # What still needs the apiserver gets a bounded time: with the apiserver gone
             # (stopped first, unreachable) the process still ends, and the lease runs out
             # by itself, as after a crash.
-            await asyncio.wait_for(self._finish_with_apiserver(release), SHUTDOWN_API_SECONDS)
+            async with asyncio.timeout(SHUTDOWN_API_SECONDS):
+                await self._finish_with_apiserver(release)
         except TimeoutError:
             log.warning("scheduler %s: the apiserver did not answer within %.0fs at shutdown; "
                         "the lease will expire by itself", self.identity, SHUTDOWN_API_SECONDS)

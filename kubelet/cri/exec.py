@@ -121,7 +121,8 @@ async def _initial_size(master: int, sizes: asyncio.Queue[TerminalSize | None]) 
     right after the command starts, as runc does) is right; a command that reads its
     size in its first milliseconds can still see 0x0, as under any runc-based runtime."""
     try:
-        size = await asyncio.wait_for(sizes.get(), INITIAL_SIZE_WAIT)
+        async with asyncio.timeout(INITIAL_SIZE_WAIT):
+            size = await sizes.get()
     except asyncio.TimeoutError:
         return
     if size is None:

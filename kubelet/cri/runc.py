@@ -111,7 +111,8 @@ class Runc:
                 self.binary, "--root", str(self.root), "--log", str(log_path), "--log-format", "json",
                 command, *args, stdin=stdin, stdout=stdout, stderr=stderr)
             try:
-                out, _ = await asyncio.wait_for(proc.communicate(), timeout or self.timeout)
+                async with asyncio.timeout(timeout or self.timeout):
+                    out, _ = await proc.communicate()
             except asyncio.TimeoutError:
                 proc.kill()
                 await proc.wait()
@@ -219,7 +220,8 @@ class Runc:
                 container_id, *args, stdin=asyncio.subprocess.DEVNULL, stdout=out.fileno(), stderr=err.fileno())
             timed_out = False
             try:
-                await asyncio.wait_for(proc.wait(), timeout if timeout > 0 else None)
+                async with asyncio.timeout(timeout if timeout > 0 else None):
+                    await proc.wait()
             except asyncio.TimeoutError:
                 timed_out = True
                 # SIGKILL to runc itself would orphan the command inside the

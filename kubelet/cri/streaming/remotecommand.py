@@ -151,7 +151,8 @@ async def spdy_connection(session: SpdySession, protocol: str, options: Options,
             got[stream.header(STREAM_TYPE)] = stream
 
     try:
-        await asyncio.wait_for(collect(), creation_timeout)
+        async with asyncio.timeout(creation_timeout):
+            await collect()
     except asyncio.TimeoutError:
         log.warning("%s: timed out waiting for client to create streams (have %s, want %s)", session.name,
                     sorted(got), sorted(expected))

@@ -170,7 +170,8 @@ class StreamingServer:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         try:
-            request = await asyncio.wait_for(self._read_head(reader), HEAD_TIMEOUT)
+            async with asyncio.timeout(HEAD_TIMEOUT):
+                request = await self._read_head(reader)
             await self._route(request, reader, writer, f"stream {peer}")
         except HTTPError as exc:
             log.info("streaming request from %s refused: %d %s", peer, exc.code, exc.message)

@@ -253,7 +253,8 @@ class SpdySession:
         try:
             while not self.closed.is_set():
                 try:
-                    frame = await asyncio.wait_for(read_frame(self._reader), self._idle_timeout)
+                    async with asyncio.timeout(self._idle_timeout):
+                        frame = await read_frame(self._reader)
                 except asyncio.TimeoutError:
                     log.info("%s: idle for %.0fs, closing", self.name, self._idle_timeout)
                     await self.close()
