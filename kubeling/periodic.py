@@ -11,15 +11,23 @@ __all__ = ["Periodic", "cancel_and_wait"]
 log = logging.getLogger(__name__)
 
 
-async def cancel_and_wait(task: asyncio.Task[object] | None) -> None:
-    """Cancel a task and wait until it has finished (its errors are not re-raised)."""
+async def cancel_and_wait(task: asyncio.Task[object] | None, *, grace: float = 10.0) -> None:
+    """Cancel a task and wait until it has finished (its errors are not re-raised).
+
+    A task still running `grace` seconds after the cancel is cancelled again, with a
+    warning: a cancel can be lost (Python 3.11's asyncio.wait_for drops one that arrives
+    as the awaited thing completes, python/cpython#86296: a kube-proxy stop hung on it),
+    and a stop must not hang. Cancelling the caller still cancels the caller."""
     if task is None:
         return
-    task.cancel()
-    try:
-        await task
-    except (asyncio.CancelledError, Exception):
-        pass
+    while not task.done():
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=grace)
+        if not done:
+            log.warning("task %s still runs %.0f s after it was cancelled; cancelling it again", task.get_name(),
+                        grace)
+    if not task.cancelled():
+        task.exception()  # retrieved, so never reported as "exception was never retrieved"
 
 
 class Periodic:
