@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from kubeling.client import Client
 from kubeling.informer import Informer
+from kubeling.periodic import cancel_and_wait
 from protos.kubeling.v1 import core_pb2
 
 __all__ = ["PodRoutes", "wanted_routes"]
@@ -69,9 +70,8 @@ class PodRoutes:
     async def stop(self) -> None:
         # Routes stay (as flannel leaves them): pods keep reaching each other while the
         # kubelet restarts, and the next one takes them over.
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait(self._task)
+        self._task = None
         await self._informer.stop()
 
     async def _run(self) -> None:
