@@ -25,6 +25,7 @@ _TRACER = tracer(__name__)
 log = logging.getLogger(__name__)
 
 EXEC_OUTPUT_CAP = 16 * 1024 * 1024  # CRI caps ExecSync output at 16 MiB (CVE-2022-1708)
+_LIST_ATTEMPTS = 10  # each failed listing needs a removal of its own to race it
 
 
 class RuncError(Exception):
@@ -157,8 +158,23 @@ class Runc:
         return ContainerState.from_json(json.loads(out))
 
     async def list_containers(self) -> list[ContainerState]:
-        out = await self._run("list", "", "--format", "json")
-        return [ContainerState.from_json(item) for item in json.loads(out or b"null") or []]
+        # runc 1.1 (Debian 12's) reads the root directory, then stats each entry and gives up
+        # on the first that is gone: a container deleted meanwhile fails the whole listing.
+        # That entry is gone for good, so listing again is the answer.
+        for attempt in range(_LIST_ATTEMPTS):
+            try:
+                out = await self._run("list", "", "--format", "json")
+            except RuncError as exc:
+                if attempt + 1 < _LIST_ATTEMPTS and self._lost_entry(exc):
+                    log.debug("runc list raced a removal (%s): listing again", exc.message)
+                    continue
+                raise
+            return [ContainerState.from_json(item) for item in json.loads(out or b"null") or []]
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _lost_entry(self, exc: RuncError) -> bool:
+        """Whether runc failed on an entry of its root that vanished while it listed."""
+        return exc.message.startswith(f"stat {self.root}/") and exc.message.endswith(": no such file or directory")
 
     async def kill(self, container_id: str, sig: int = signals.SIGTERM, all_processes: bool = False) -> None:
         args = ["--all"] if all_processes else []

@@ -98,6 +98,32 @@ async def test_errors_name_the_container(runc: Runc, bundles: Bundles) -> None:
     assert not dead.exists() and logs[0].exists()
 
 
+async def test_list_survives_entries_removed_while_it_lists(tmp_path: Path) -> None:
+    """runc 1.1's `list` fails when an entry of its root vanishes between its readdir and
+    its stat, as a container deleted meanwhile does (an e2e teardown hit it). Directories
+    made and removed in a loop stand for those containers: runc skips one it cannot load,
+    but not one that is gone."""
+    runc = Runc(tmp_path / "root")
+    stop = threading.Event()
+
+    def churn() -> None:
+        i = 0
+        while not stop.is_set():
+            entry = runc.root / f"vanishing-{i % 50}"
+            entry.mkdir(exist_ok=True)
+            entry.rmdir()
+            i += 1
+
+    churner = threading.Thread(target=churn, daemon=True)
+    churner.start()
+    try:
+        for _ in range(100):  # runc alone failed 1 listing in 8 here
+            assert await runc.list_containers() == []
+    finally:
+        stop.set()
+        churner.join(5)
+
+
 def _memory_cgroups() -> int:
     """The kernel's count of memory cgroups (cgroup v1), the removed ones it still holds included."""
     for line in Path("/proc/cgroups").read_text().splitlines():
