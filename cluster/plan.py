@@ -158,7 +158,14 @@ class ClusterPlan:
         return Path(self.state_dir)
 
     def kubelet_config(self, node: str) -> KubeletConfig:
+        # Upstream's kubelets heartbeat (renew their Lease, compute their status) every 10 s,
+        # a quarter of the 40 s grace period. A shorter grace keeps that ratio: with a grace
+        # shorter than the heartbeat, every node turned Unknown, was tainted and lost its pods
+        # between two heartbeats (--node-monitor-grace-period 4 of the fault test).
+        heartbeat = min(10.0, self.node_monitor_grace_period / 4)
         return KubeletConfig(node_name=node, apiserver=self.apiserver, root_dir=self.root / "kubelet",
+                             node_lease_duration_seconds=max(1, round(heartbeat * 4)),
+                             node_status_update_frequency=heartbeat,
                              pod_logs_dir=self.root / "pod-logs", runc_root=self.runc_root(node),
                              cluster_cidr=self.cluster_cidr, kubeconfig=self.root / f"kubelet-{node}.conf",
                              tls_cert_file=self.pki / "kubelet" / f"{node}.crt",
@@ -260,6 +267,8 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
         out[f"kubelet-{node}"] = enter + _python(
             "kubelet", "--node-name", node, "--kubeconfig", str(config.kubeconfig),
             "--node-ip", config.node_ip, "--address", config.address,
+            "--node-lease-duration-seconds", str(config.node_lease_duration_seconds),
+            "--node-status-update-frequency", str(config.node_status_update_frequency),
             *(["--pod-routes"] if config.pod_routes else []),
             "--tls-cert-file", str(config.tls_cert_file), "--tls-private-key-file", str(config.tls_private_key_file),
             "--client-ca-file", str(config.client_ca_file), "--root-dir", str(config.root_dir),

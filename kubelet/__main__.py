@@ -62,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-private-key-file", type=Path, help="its private key")
     p.add_argument("--client-ca-file", type=Path, help="verify callers' client certificates against this CA; only "
                                                         "the apiserver's may use more than /healthz")
+    p.add_argument("--node-status-update-frequency", type=float,
+                   help="seconds between the node status computations (default 10)")
+    p.add_argument("--node-lease-duration-seconds", type=int,
+                   help="the node Lease's duration; the kubelet renews it every quarter of it (default 40). "
+                        "Keep --node-monitor-grace-period of the controller manager at least this long")
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -82,7 +87,9 @@ def make_config(args: argparse.Namespace) -> KubeletConfig:
              "tls_private_key_file": args.tls_private_key_file, "client_ca_file": args.client_ca_file,
              "cluster_dns": [ip.strip() for ip in args.cluster_dns.split(",") if ip.strip()]
              if args.cluster_dns is not None else None,
-             "resolv_conf": args.resolv_conf, "service_cidr": args.service_cluster_ip_range}
+             "resolv_conf": args.resolv_conf, "service_cidr": args.service_cluster_ip_range,
+             "node_status_update_frequency": args.node_status_update_frequency,
+             "node_lease_duration_seconds": args.node_lease_duration_seconds}
     for name, value in flags.items():
         if value is not None:
             setattr(config, name, value)

@@ -77,6 +77,11 @@ class KubeletConfig:
             raise ConfigError("tlsCertFile and tlsPrivateKeyFile go together")
         if self.client_ca_file is not None and self.tls_cert_file is None:
             raise ConfigError("clientCAFile needs tlsCertFile: client certificates come with TLS")
+        if self.node_lease_duration_seconds <= 0:
+            raise ConfigError("invalid configuration: nodeLeaseDurationSeconds must be greater than 0")
+        if self.node_status_update_frequency <= 0:
+            raise ConfigError(f"invalid configuration: nodeStatusUpdateFrequency (--node-status-update-frequency) "
+                              f"{self.node_status_update_frequency} must be > 0")
         if self.cgroup_root and not self.cgroup_root.startswith("/"):
             raise ConfigError(f"cgroupRoot {self.cgroup_root!r}: expected an absolute cgroup path")
         for ip in self.cluster_dns:

@@ -28,6 +28,7 @@ from kubeling.client import Client
 from protos.kubeling.v1 import core_pb2, meta_pb2
 
 CIDR = f"10.{155 + os.getpid() % 5}.0.0/16"
+GRACE = 4  # --node-monitor-grace-period: a partitioned node turns Unknown soon
 
 
 def _kubeling(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -79,7 +80,7 @@ async def test_the_cluster_survives_each_fault_in_turn(tmp_path: Path) -> None:
     netns_before = set(netns.list_names())
     up = _kubeling("up", "--hosts", "--nodes", "3", "--etcd-members", "3", "--apiservers", "2", "--detach",
                    "--state-dir", str(state), "--node-prefix", prefix, "--cluster-cidr", CIDR,
-                   "--node-monitor-grace-period", "4", "--default-unreachable-toleration-seconds", "3")
+                   "--node-monitor-grace-period", str(GRACE), "--default-unreachable-toleration-seconds", "3")
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         plan = ClusterPlan.load(state)
@@ -110,6 +111,18 @@ async def test_the_cluster_survives_each_fault_in_turn(tmp_path: Path) -> None:
                 os.kill(pid, signal.SIGKILL)
                 await _retry(lambda n=f"probe-{k}": _create(client, n))
                 recovery[what] = await _running(client, f"probe-{k}")
+            # Every node Ready and untainted again, and staying so for two grace periods: the
+            # kubelets heartbeat often enough for the short grace (they once did every 10 s for
+            # this 4 s grace, so every node flapped to Unknown and lost its pods).
+            async def all_ready() -> bool:
+                return all([_ready_untainted(await client.nodes.get(n)) for n in nodes])
+            await _wait(all_ready, "every node Ready and untainted after the faults", 90)
+            steady_until = time.monotonic() + 2 * GRACE
+            while time.monotonic() < steady_until:
+                listed, _ = await _retry(client.nodes.list_all)
+                flapped = [n.metadata.name for n in listed if not _ready_untainted(n)]
+                assert not flapped, f"nodes not Ready without a fault: {flapped}"
+                await asyncio.sleep(0.3)
             # One host cut off for longer than the grace period, then healed.
             victim = nodes[2]
             on_victim = {p.metadata.name for p in (await _retry(client.pods.list_all))[0]
@@ -118,10 +131,11 @@ async def test_the_cluster_survives_each_fault_in_turn(tmp_path: Path) -> None:
             _partition(victim, True)
             cut = time.monotonic()
             try:
-                async def unknown() -> bool:
+                async def unknown() -> bool:  # and tainted: the scheduler keeps new pods away
                     n = await client.nodes.get(victim)
-                    return any(c.type == "Ready" and c.status == "Unknown" for c in n.status.conditions)
-                await _wait(unknown, "the partitioned node to turn Unknown")
+                    return any(c.type == "Ready" and c.status == "Unknown" for c in n.status.conditions) \
+                        and any(t.effect == "NoSchedule" for t in n.spec.taints)
+                await _wait(unknown, "the partitioned node to turn Unknown and be tainted")
                 await _retry(lambda: _create(client, "probe-partition"))
                 recovery["partition (a new pod elsewhere)"] = await _running(client, "probe-partition")
                 await asyncio.sleep(4)  # past the 3 s toleration: its pods are evicted
@@ -130,9 +144,7 @@ async def test_the_cluster_survives_each_fault_in_turn(tmp_path: Path) -> None:
             healed = time.monotonic()
 
             async def ready_again() -> bool:
-                n = await client.nodes.get(victim)
-                return any(c.type == "Ready" and c.status == "True" for c in n.status.conditions) \
-                    and not n.spec.taints
+                return _ready_untainted(await client.nodes.get(victim))
             await _wait(ready_again, "the healed node to be Ready and untainted", 90)
             recovery["partition healed (node Ready)"] = time.monotonic() - healed
             print(f"partitioned for {healed - cut:.1f}s; recovery (s): "
@@ -168,6 +180,10 @@ async def test_the_cluster_survives_each_fault_in_turn(tmp_path: Path) -> None:
     assert subprocess.run(["ip", "link", "show", bridge_of(str(state.resolve()))],
                           capture_output=True).returncode != 0
     assert subprocess.run(["pgrep", "-f", str(state)], capture_output=True, text=True).stdout == ""
+
+
+def _ready_untainted(node: core_pb2.Node) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions) and not node.spec.taints
 
 
 async def _create(client: Client, name: str) -> None:

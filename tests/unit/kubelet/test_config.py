@@ -27,6 +27,10 @@ def test_config_file_then_flags(tmp_path: Path) -> None:
                                            ("podRoutes: 1\n", "podRoutes: expected bool"),
                                            ("cgroupRoot: pods\n", "cgroupRoot 'pods': expected an absolute"),
                                            ("nodeName2: x\n", "unknown kubelet config key"),
+                                           ("nodeLeaseDurationSeconds: 0\n",
+                                            "nodeLeaseDurationSeconds must be greater than 0"),
+                                           ("nodeStatusUpdateFrequency: -1\n",
+                                            r"nodeStatusUpdateFrequency \(--node-status-update-frequency\) -1.0 must"),
                                            ("- a\n", "expected a mapping")])
 def test_bad_config_is_refused_by_name(tmp_path: Path, text: str, message: str) -> None:
     file = tmp_path / "kubelet.yaml"
