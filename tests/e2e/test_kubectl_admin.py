@@ -155,9 +155,12 @@ async def test_debug_runs_in_the_pods_network_namespace(cluster: Cluster, kubect
     await cluster.wait_pod("target", finished, timeout=60)
     _, logs, _ = await kubectl("logs", "target", "-c", "dbg")
     assert f"inet {ip}/" in logs, logs
+    # Attached (-i): the container waits for a line of the attached stdin before it prints, so
+    # its output cannot be over before kubectl attaches (a sleep was not long enough in CI).
     _, out, err = await kubectl("debug", "-i", "target", "--image=busybox", "--container=dbg2", "--",
-                                "sh", "-c", "sleep 2; ip -4 addr show eth0", timeout=120)
-    assert f"inet {ip}/" in out, (out, err)
+                                "sh", "-c", "read line; echo got $line; ip -4 addr show eth0", stdin="go\n",
+                                timeout=120)
+    assert "got go" in out and f"inet {ip}/" in out, (out, err)
     # --target: the ephemeral container joins the target container's process namespace.
     await kubectl("debug", "target", "--image=busybox", "--container=dbg3", "--target=target", "--",
                   "sh", "-c", "ps -o pid,args")
