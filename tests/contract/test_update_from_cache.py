@@ -5,7 +5,7 @@ write, no invented conflict, no double binding."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -14,6 +14,8 @@ from apiserver.registry.store import Registry
 from apiserver.server import APIServer
 from kubeling import errors
 from kubeling.client import Client
+from kubeling.etcd import EtcdServer
+from tests.conftest import apiserver_config
 from tests.objects import node, pod
 
 
@@ -39,6 +41,18 @@ def lagging_cache(registry: Registry[Any], key: bytes, old: Any, monkeypatch: py
     """Fault: the cache answers `old` for key, whatever etcd holds."""
     real = registry.cache.get
     monkeypatch.setattr(registry.cache, "get", lambda k: old if k == key else real(k))
+
+
+@pytest.fixture
+async def apiserver(etcd: EtcdServer, prefix: str) -> AsyncIterator[APIServer]:
+    """Without node IPAM: these tests count the etcd calls on a node, and the IPAM, giving
+    it a pod CIDR meanwhile, added its own (a clean-clone CI run saw Txn, Range, Txn)."""
+    server = APIServer(apiserver_config(etcd, prefix, cluster_cidr=""))
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop(grace=0)
 
 
 @pytest.fixture
