@@ -8,7 +8,7 @@ import sys
 
 import uvloop
 
-from apiserver.authz import parse_modes
+from apiserver.auth.authorization import parse_modes
 from apiserver.server import APIServer, Config
 from kubeling import telemetry
 from kubeling.netutil import cidr_arg, host_port_arg, ip_arg

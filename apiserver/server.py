@@ -19,39 +19,39 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from apiserver.admission import Admission, AdmissionPlugin, MutatingPlugin
-from apiserver.allocator import IPRange, PortRange, RangeAllocator
-from apiserver.authn import Authenticator, load_token_file
-from apiserver.authz import authorizer_for, parse_modes
-from apiserver.compaction import Compactor
-from apiserver.defaulttolerationseconds import DefaultTolerationSeconds
-from apiserver.election import Controller, ControllerElection
-from apiserver.eviction import Evictions
-from apiserver.kubernetesservice import KubernetesService
-from apiserver.metrics import Metrics
-from apiserver.metricsapi import MetricsAPI
-from apiserver.namespace_finalizer import NamespaceFinalizer
-from apiserver.nodeipam import CIDRAllocator, NodeIPAM
-from apiserver.noderestriction import NodeRestriction
-from apiserver.podlocation import PodLocator
-from apiserver.podlogs import PodLogProxy
-from apiserver.podstreams import PodStreams
-from apiserver.priorityadmission import PriorityAdmission
-from apiserver.rbacescalation import EscalationCheck
-from apiserver.rbacpolicy import StoredPolicy, reconcile_bootstrap
+from apiserver.admission.chain import Admission, AdmissionPlugin, MutatingPlugin
+from apiserver.admission.defaulttolerationseconds import DefaultTolerationSeconds
+from apiserver.admission.noderestriction import NodeRestriction
+from apiserver.admission.priority import PriorityAdmission
+from apiserver.admission.rbac_escalation import EscalationCheck
+from apiserver.admission.serviceaccount import ServiceAccountAdmission
+from apiserver.auth.authentication import Authenticator, load_token_file
+from apiserver.auth.authorization import authorizer_for, parse_modes
+from apiserver.auth.rbac_policy import StoredPolicy, reconcile_bootstrap
+from apiserver.auth.tokens import DEFAULT_ISSUER, ServiceAccountTokens, TokenIssuer, load_signing_key
+from apiserver.controllers.election import Controller, ControllerElection
+from apiserver.controllers.kubernetes_service import KubernetesService
+from apiserver.controllers.namespace_finalizer import NamespaceFinalizer
+from apiserver.controllers.nodeipam import CIDRAllocator, NodeIPAM
+from apiserver.controllers.serviceaccounts import ServiceAccountsController
+from apiserver.endpoints.grpc.handlers import SERVICE_NAMES, service_handler
+from apiserver.endpoints.metrics import Metrics
+from apiserver.endpoints.rest.server import RestServer
 from apiserver.registry import ALL_STRATEGIES
-from apiserver.registry.namespaces import SYSTEM_NAMESPACES
+from apiserver.registry.core.allocator import IPRange, PortRange, RangeAllocator
+from apiserver.registry.core.namespaces import SYSTEM_NAMESPACES
+from apiserver.registry.core.pod_eviction import Evictions
+from apiserver.registry.core.pod_location import PodLocator
+from apiserver.registry.core.pod_log import PodLogProxy
+from apiserver.registry.core.pod_streams import PodStreams
+from apiserver.registry.core.service_allocation import AllocationRepair, ServiceAllocations
+from apiserver.registry.core.serviceaccount_token import TokenRequests
+from apiserver.registry.generic.store import Registry
+from apiserver.registry.metrics import MetricsAPI
 from apiserver.registry.scheduling import bootstrap_priority_classes
-from apiserver.registry.store import Registry
-from apiserver.rest.server import RestServer
-from apiserver.service import SERVICE_NAMES, service_handler
-from apiserver.serviceaccountadmission import ServiceAccountAdmission
-from apiserver.serviceaccounts import ServiceAccountsController
-from apiserver.servicealloc import AllocationRepair, ServiceAllocations
+from apiserver.storage.compaction import Compactor
 from apiserver.storage.etcd import EtcdTLS, Storage
 from apiserver.storage.ttl import LeasePool
-from apiserver.tokenrequest import TokenRequests
-from apiserver.tokens import DEFAULT_ISSUER, ServiceAccountTokens, TokenIssuer, load_signing_key
 from kubeling import errors
 from kubeling.http import StatusServer
 from kubeling.servingtls import ServingTLS, client_context

@@ -4,7 +4,7 @@ Differs from protobuf's JSON mapping where Kubernetes does: int64 are numbers (n
 strings), times are RFC 3339 at second precision (metav1.Time) or with microseconds
 (metav1.MicroTime fields), IntOrString is a bare int or string, unset and empty fields
 are omitted (`omitempty`) while explicitly set optional fields stay (a grace period of 0).
-The inverse, for request bodies, is `apiserver.rest.codec.from_json`.
+The inverse, for request bodies, is `apiserver.endpoints.rest.codec.from_json`.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ pkg/apis/apps (SetDefaults_Deployment, ValidateDeployment, ValidateReplicaSet)."
 
 from __future__ import annotations
 
-from apiserver.registry.pods import canonicalize_resources, default_pod_spec
-from apiserver.registry.strategy import Strategy
+from apiserver.registry.core.pods import canonicalize_resources, default_pod_spec
+from apiserver.registry.generic.strategy import Strategy
 from apiserver.validation import Checker
 from apiserver.validation.workloads import validate_count, validate_selector_and_template
 from kubeling.intstr import scaled_value

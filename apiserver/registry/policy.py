@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from apiserver.registry.strategy import Strategy
+from apiserver.registry.generic.strategy import Strategy
 from apiserver.validation import Checker
 from apiserver.validation.pods import validate_label_selector
 from kubeling.intstr import scaled_value

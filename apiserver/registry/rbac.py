@@ -1,12 +1,12 @@
 """rbac.authorization.k8s.io/v1: Roles, ClusterRoles and their bindings, validated and
 defaulted as upstream's pkg/apis/rbac (validation.go, v1/defaults.go). Who may write
-them is decided elsewhere (`apiserver.rbacescalation`)."""
+them is decided elsewhere (`apiserver.admission.rbac_escalation`)."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from apiserver.registry.strategy import Strategy
+from apiserver.registry.generic.strategy import Strategy
 from apiserver.validation import Checker
 from kubeling import names
 from protos.kubeling.v1 import api_pb2, rbac_pb2

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import logging
 
-from apiserver.registry.store import Registry
-from apiserver.registry.strategy import Strategy
+from apiserver.registry.generic.store import Registry
+from apiserver.registry.generic.strategy import Strategy
 from apiserver.validation import Checker
 from apiserver.validation.pods import SYSTEM_PRIORITY_CLASSES
 from kubeling import errors

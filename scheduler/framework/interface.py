@@ -20,15 +20,15 @@ from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
 
-if TYPE_CHECKING:  # the framework's runtime imports this module
+if TYPE_CHECKING:
     from kubeling.client import Client
-    from scheduler.framework.runtime import Framework
 
 __all__ = [
     "Plugin", "PreEnqueuePlugin", "QueueSortPlugin", "PreFilterPlugin", "FilterPlugin",
     "PostFilterPlugin", "PreScorePlugin", "ScorePlugin", "ReservePlugin", "PermitPlugin",
     "PreBindPlugin", "BindPlugin", "PostBindPlugin", "EnqueueExtensions", "PreFilterResult",
-    "PostFilterResult", "ClusterEvent", "Resource", "Action", "Handle", "NodeScore", "Recorder", "WaitingPod",
+    "PostFilterResult", "ClusterEvent", "Resource", "Action", "Handle", "FilterRunner", "NodeScore", "Recorder",
+    "WaitingPod",
 ]
 
 
@@ -128,6 +128,18 @@ class WaitingPod(Protocol):
         """The pod goes back to the queue, unschedulable for `plugin`."""
 
 
+class FilterRunner(Protocol):
+    """A profile's filters as preemption runs them (what upstream's framework.Framework
+    offers a PostFilter plugin): its PreFilter plugins, to add and remove pods from a
+    cycle's state, and the filters with the nominated pods."""
+
+    @property
+    def pre_filter(self) -> Sequence[PreFilterPlugin]: ...
+
+    def run_filter_with_nominated_pods(self, state: CycleState, pod: Pod, node: NodeInfo,
+                                       nominated: Sequence[PodInfo]) -> Status: ...
+
+
 class Handle(Protocol):
     """What plugins may use of the scheduler (upstream framework.Handle): its contract with
     plugin authors. A plugin gets it as its factory's second argument (None when a test
@@ -146,7 +158,7 @@ class Handle(Protocol):
         `filter_batch` / `score_batch` paths."""
         ...
 
-    def framework_for(self, pod: Pod) -> Framework:
+    def framework_for(self, pod: Pod) -> FilterRunner:
         """The framework of the pod's profile (spec.schedulerName): to run its filters as
         preemption does."""
         ...

@@ -1,4 +1,4 @@
-"""Authentication on a TLS apiserver (apiserver/authn.py, kubeling/servingtls.py): client
+"""Authentication on a TLS apiserver (apiserver/auth/authentication.py, kubeling/servingtls.py): client
 certificates from the cluster PKI (kubeling/pki.py), static tokens and anonymous requests,
 seen through `kubectl auth whoami` (SelfSubjectReview), raw HTTPS and the gRPC client."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from apiserver.rest.server import SELF_SUBJECT_REVIEWS
+from apiserver.endpoints.rest.server import SELF_SUBJECT_REVIEWS
 from apiserver.server import APIServer
 from kubeling import errors, pki
 from kubeling.client import Client, TLSConfig

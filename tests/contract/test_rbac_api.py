@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from apiserver.rbacpolicy import AUTOUPDATE
+from apiserver.auth.rbac_policy import AUTOUPDATE
 from apiserver.server import APIServer
 from kubeling import errors, pki
 from kubeling.client import Client, TLSConfig

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from apiserver.registry.store import Registry
+from apiserver.registry.generic.store import Registry
 from apiserver.server import APIServer
 from kubeling import errors
 from kubeling.client import Client

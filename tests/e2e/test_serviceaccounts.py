@@ -15,7 +15,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from apiserver.serviceaccountadmission import API_ACCESS_PREFIX, TOKEN_MOUNT_PATH
+from apiserver.admission.serviceaccount import API_ACCESS_PREFIX, TOKEN_MOUNT_PATH
 from kubeling import errors
 from kubeling.client import TLSConfig
 from kubeling.kubeconfig import write_kubeconfig

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from apiserver.nodeipam import CIDRAllocator, RangeExhausted
+from apiserver.controllers.nodeipam import CIDRAllocator, RangeExhausted
 
 
 def test_lowest_free_subnet_not_overlapping_used() -> None:

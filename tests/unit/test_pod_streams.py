@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from multidict import MultiDict
 
-from apiserver.podlocation import choose_container
-from apiserver.podstreams import forward_ports, stream_params
+from apiserver.registry.core.pod_location import choose_container
+from apiserver.registry.core.pod_streams import forward_ports, stream_params
 from kubeling import errors
 from protos.kubeling.v1 import core_pb2, meta_pb2
 

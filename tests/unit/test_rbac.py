@@ -1,14 +1,23 @@
-"""RBAC's decision (apiserver/rbac.py) over upstream's bootstrap policy
-(apiserver/bootstrappolicy.py) and bindings a user adds: who may do what, and the
+"""RBAC's decision (apiserver/auth/rbac.py) over upstream's bootstrap policy
+(apiserver/auth/bootstrap_policy.py) and bindings a user adds: who may do what, and the
 forbidden message exactly as upstream words it."""
 
 from __future__ import annotations
 
 import pytest
 
-from apiserver.authn import ANONYMOUS, UserInfo
-from apiserver.bootstrappolicy import bootstrap_policy
-from apiserver.rbac import Attributes, Binding, PolicyRule, RBACAuthorizer, Role, RoleRef, Subject, forbidden_message
+from apiserver.auth.authentication import ANONYMOUS, UserInfo
+from apiserver.auth.bootstrap_policy import bootstrap_policy
+from apiserver.auth.rbac import (
+    Attributes,
+    Binding,
+    PolicyRule,
+    RBACAuthorizer,
+    Role,
+    RoleRef,
+    Subject,
+    forbidden_message,
+)
 
 ADMIN = UserInfo("kubernetes-admin", groups=("system:masters", "system:authenticated"))
 JANE = UserInfo("jane", groups=("system:authenticated",))
@@ -91,7 +100,7 @@ def test_forbidden_message_as_upstream() -> None:
 
 def test_coverage_as_upstreams_policy_comparator() -> None:
     """The escalation check's coverage (upstream's policy_comparator_test cases, in part)."""
-    from apiserver.rbacescalation import compact_string, covers
+    from apiserver.admission.rbac_escalation import compact_string, covers
     owned = [PolicyRule(("get", "list"), ("",), ("pods",)), PolicyRule(("*",), ("apps",), ("*/scale",)),
              PolicyRule(("delete",), ("",), ("secrets",), ("one",)), PolicyRule(("get",), non_resource_urls=("/api*",))]
     assert covers(owned, [PolicyRule(("get",), ("",), ("pods",))]) == []
@@ -110,7 +119,7 @@ def test_coverage_as_upstreams_policy_comparator() -> None:
 
 
 def test_escalation_message_compacts_verbs() -> None:
-    from apiserver.rbacescalation import covers, escalation_message
+    from apiserver.admission.rbac_escalation import covers, escalation_message
     missing = covers([], [PolicyRule(("get", "list"), ("",), ("pods", "nodes"))])
     assert escalation_message(JANE, missing) == (
         'user "jane" (groups=["system:authenticated"]) is attempting to grant RBAC permissions not currently held:\n'
@@ -119,7 +128,7 @@ def test_escalation_message_compacts_verbs() -> None:
 
 
 def test_labels_a_kubelet_may_not_set() -> None:
-    from apiserver.noderestriction import forbidden_labels
+    from apiserver.admission.noderestriction import forbidden_labels
     assert forbidden_labels({"kubernetes.io/hostname", "node.kubernetes.io/instance-type", "team", "example.com/x",
                              "kubelet.kubernetes.io/a", "x.node.kubernetes.io/b"}) == []
     assert forbidden_labels({"node-restriction.kubernetes.io/trusted", "a.node-restriction.kubernetes.io/b",
@@ -129,8 +138,8 @@ def test_labels_a_kubelet_may_not_set() -> None:
 
 
 def test_node_authorizer_and_union() -> None:
-    from apiserver.authz import authorizer_for, parse_modes
-    from apiserver.nodeauthz import NodeAuthorizer
+    from apiserver.auth.authorization import authorizer_for, parse_modes
+    from apiserver.auth.node import NodeAuthorizer
     node1 = UserInfo("system:node:node-1", groups=("system:nodes", "system:authenticated"))
     auth = NodeAuthorizer()
     assert auth.authorize(Attributes(node1, "update", True, "", "", "nodes", "status", "node-1"))[0]

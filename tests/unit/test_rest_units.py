@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from apiserver.rest.apply import apply, record_update
-from apiserver.rest.codec import from_json, to_json
-from apiserver.rest.patch import json_patch, merge_patch, strategic_merge_patch
-from apiserver.rest.tables import human_duration, pod_status, table
+from apiserver.endpoints.rest.apply import apply, record_update
+from apiserver.endpoints.rest.codec import from_json, to_json
+from apiserver.endpoints.rest.patch import json_patch, merge_patch, strategic_merge_patch
+from apiserver.endpoints.rest.tables import human_duration, pod_status, table
 from kubeling import errors
 from protos.kubeling.v1 import core_pb2
 

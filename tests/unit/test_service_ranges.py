@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from apiserver.allocator import IPRange, OutOfRange, PortRange
+from apiserver.registry.core.allocator import IPRange, OutOfRange, PortRange
 from apiserver.server import Config
 
 

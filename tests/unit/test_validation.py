@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from apiserver.registry.nodes import NodeStrategy
-from apiserver.registry.pods import PodStrategy
+from apiserver.registry.core.nodes import NodeStrategy
+from apiserver.registry.core.pods import PodStrategy
 from apiserver.validation import Checker
 from kubeling import names
 from protos.kubeling.v1 import core_pb2

@@ -1,0 +1,174 @@
+"""Upstream's default ClusterRoles and ClusterRoleBindings (plugin/pkg/auth/authorizer/rbac/
+bootstrappolicy), for the resources kubeling serves: what a fresh cluster grants before
+anyone writes an RBAC object. view, edit and admin are upstream's aggregated roles with
+the rules their aggregated parts hold for these resources.
+"""
+
+from __future__ import annotations
+
+from apiserver.auth.rbac import Binding, Policy, PolicyRule, Role, RoleRef, Subject
+
+__all__ = ["bootstrap_policy", "cluster_roles", "cluster_role_bindings", "node_rules"]
+
+READ = ("get", "list", "watch")
+WRITE = ("create", "delete", "deletecollection", "patch", "update")
+CORE, COORDINATION, RBAC = "", "coordination.k8s.io", "rbac.authorization.k8s.io"
+APPS, BATCH, POLICY, SCHEDULING = "apps", "batch", "policy", "scheduling.k8s.io"
+DISCOVERY = "discovery.k8s.io"
+_WORKLOADS = ("deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
+              "replicasets/status")
+AUTHENTICATION, AUTHORIZATION, EVENTS = "authentication.k8s.io", "authorization.k8s.io", "events.k8s.io"
+
+
+def _rule(verbs: tuple[str, ...], groups: tuple[str, ...], resources: tuple[str, ...],
+          names: tuple[str, ...] = ()) -> PolicyRule:
+    return PolicyRule(verbs, groups, resources, names)
+
+
+def _urls(verbs: tuple[str, ...], urls: tuple[str, ...]) -> PolicyRule:
+    return PolicyRule(verbs, non_resource_urls=urls)
+
+
+_VIEW = (
+    _rule(READ, (CORE,), ("pods", "pods/log", "pods/status", "events", "namespaces", "namespaces/status",
+                          "serviceaccounts", "configmaps", "services", "services/status", "endpoints")),
+    _rule(READ, (EVENTS,), ("events",)),
+    _rule(READ, (APPS,), _WORKLOADS),
+    _rule(READ, (BATCH,), ("jobs", "jobs/status")),
+    _rule(READ, (POLICY,), ("poddisruptionbudgets", "poddisruptionbudgets/status")),
+    _rule(READ, ("metrics.k8s.io",), ("pods", "nodes")),  # upstream's system:aggregated-metrics-reader
+)
+_EDIT = (
+    *_VIEW,
+    _rule(READ + WRITE, (CORE,), ("pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy",
+                                  "pods/ephemeralcontainers")),
+    _rule(("create",), (CORE,), ("pods/eviction",)),
+    _rule(READ + WRITE, (CORE,), ("serviceaccounts", "configmaps", "secrets", "services", "services/proxy",
+                                  "endpoints")),
+    _rule(("create",), (CORE,), ("serviceaccounts/token",)),
+    _rule(READ + WRITE, (APPS,), ("deployments", "deployments/scale", "deployments/rollback", "replicasets",
+                                  "replicasets/scale")),
+    _rule(READ + WRITE, (BATCH,), ("jobs",)),
+    _rule(READ + WRITE, (POLICY,), ("poddisruptionbudgets",)),
+)
+_ADMIN = (
+    *_EDIT,
+    _rule(READ + WRITE, (RBAC,), ("roles", "rolebindings")),
+    _rule(("create",), (AUTHORIZATION,), ("localsubjectaccessreviews",)),
+)
+
+
+def cluster_roles() -> list[Role]:
+    return [
+        Role("cluster-admin", (_rule(("*",), ("*",), ("*",)), _urls(("*",), ("*",)))),
+        Role("admin", _ADMIN),
+        Role("edit", _EDIT),
+        Role("view", _VIEW),
+        Role("system:discovery", (_urls(("get",), ("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez",
+                                                   "/openapi", "/openapi/*", "/readyz", "/version", "/version/")),)),
+        Role("system:public-info-viewer", (_urls(("get",), ("/healthz", "/livez", "/readyz", "/version",
+                                                            "/version/")),)),
+        Role("system:basic-user", (
+            _rule(("create",), (AUTHORIZATION,), ("selfsubjectaccessreviews", "selfsubjectrulesreviews")),
+            _rule(("create",), (AUTHENTICATION,), ("selfsubjectreviews",)),
+        )),
+        Role("system:kube-scheduler", (
+            _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),
+            _rule(("create",), (COORDINATION,), ("leases",)),
+            _rule(("get", "update"), (COORDINATION,), ("leases",), ("kube-scheduler",)),
+            _rule(READ, (CORE,), ("nodes", "namespaces")),
+            _rule(("delete", "get", "list", "watch"), (CORE,), ("pods",)),
+            _rule(("create",), (CORE,), ("bindings", "pods/binding")),
+            _rule(("patch", "update"), (CORE,), ("pods/status",)),
+            _rule(READ, (POLICY,), ("poddisruptionbudgets",)),
+            _rule(READ, (APPS,), ("replicasets",)),
+            _rule(READ, (SCHEDULING,), ("priorityclasses",)),
+            _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
+            _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews",)),
+        )),
+        # Upstream's system:kube-controller-manager with the node lifecycle controller's
+        # rules, the workload controllers' and the garbage collector's (upstream gives each controller its own
+        # ServiceAccount; one identity here).
+        Role("system:kube-controller-manager", (
+            _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),
+            _rule(("create",), (COORDINATION,), ("leases",)),
+            _rule(("get", "update"), (COORDINATION,), ("leases",), ("kube-controller-manager",)),
+            _rule(READ, (COORDINATION,), ("leases",)),
+            _rule(READ + ("patch", "update"), (CORE,), ("nodes",)),
+            _rule(("patch", "update"), (CORE,), ("nodes/status", "pods/status")),
+            _rule(READ + ("create", "delete", "patch", "update"), (CORE,), ("pods",)),
+            _rule(READ, (CORE,), ("namespaces", "serviceaccounts")),
+            # the workload controllers'
+            _rule(READ + ("create", "delete", "patch", "update"), (APPS,), ("deployments", "replicasets")),
+            _rule(("patch", "update"), (APPS,), ("deployments/status", "replicasets/status")),
+            _rule(READ + ("patch", "update", "delete"), (BATCH,), ("jobs",)),
+            _rule(("patch", "update"), (BATCH,), ("jobs/status",)),
+            _rule(READ, (POLICY,), ("poddisruptionbudgets",)),
+            _rule(("patch", "update"), (POLICY,), ("poddisruptionbudgets/status",)),
+            # the EndpointSlice and Endpoints controllers'
+            _rule(READ, (CORE,), ("services",)),
+            _rule(READ + ("create", "delete", "patch", "update"), (CORE,), ("endpoints",)),
+            _rule(READ + ("create", "delete", "patch", "update"), (DISCOVERY,), ("endpointslices",)),
+            # the garbage collector's: whatever has owners
+            _rule(READ + ("delete", "patch", "update"), ("*",), ("*",)),
+            _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
+            _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews",)),
+        )),
+        # What a kubelet may do at all (not bound by default, as upstream: the Node
+        # authorizer grants these rules and NodeRestriction narrows them to its own node).
+        Role("system:node", node_rules()),
+        # kube-proxy's (upstream's system:node-proxier) and the cluster DNS's (system:kube-dns)
+        Role("system:node-proxier", (
+            _rule(("list", "watch"), (CORE,), ("services", "endpoints")),
+            _rule(READ, (CORE,), ("nodes",)),
+            _rule(("list", "watch"), (DISCOVERY,), ("endpointslices",)),
+            _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),
+        )),
+        Role("system:kube-dns", (
+            _rule(("list", "watch"), (CORE,), ("services", "endpoints")),
+            _rule(("list", "watch"), (DISCOVERY,), ("endpointslices",)),
+        )),
+    ]
+
+
+def node_rules() -> tuple[PolicyRule, ...]:
+    """Upstream's NodeRules() for kubeling's resources."""
+    return (
+        _rule(("create", "get", "list", "watch", "patch", "update"), (CORE,), ("nodes",)),
+        _rule(("patch", "update"), (CORE,), ("nodes/status",)),
+        _rule(READ, (CORE,), ("pods",)),
+        _rule(READ, (CORE,), ("services",)),  # the pods' Service environment variables
+        _rule(("create", "delete"), (CORE,), ("pods",)),
+        _rule(("patch", "update"), (CORE,), ("pods/status",)),
+        _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),
+        _rule(("create", "delete", "get", "patch", "update"), (COORDINATION,), ("leases",)),
+        _rule(("create",), (CORE,), ("serviceaccounts/token",)),
+        _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
+        _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews", "localsubjectaccessreviews")),
+    )
+
+
+def cluster_role_bindings() -> list[Binding]:
+    def bind(role: str, *subjects: Subject) -> Binding:
+        return Binding(role, RoleRef("ClusterRole", role), subjects)
+
+    authenticated = Subject("Group", "system:authenticated")
+    unauthenticated = Subject("Group", "system:unauthenticated")
+    return [
+        bind("cluster-admin", Subject("Group", "system:masters")),
+        bind("system:discovery", authenticated),
+        bind("system:public-info-viewer", authenticated, unauthenticated),
+        bind("system:basic-user", authenticated),
+        bind("system:kube-scheduler", Subject("User", "system:kube-scheduler")),
+        bind("system:kube-controller-manager", Subject("User", "system:kube-controller-manager")),
+        bind("system:node-proxier", Subject("User", "system:kube-proxy")),
+        bind("system:kube-dns", Subject("User", "system:kube-dns")),
+    ]
+
+
+def bootstrap_policy() -> Policy:
+    policy = Policy()
+    for role in cluster_roles():
+        policy.add_role(role)
+    policy.bindings.extend(cluster_role_bindings())
+    return policy

@@ -1,0 +1,60 @@
+"""A watch over REST (upstream endpoints/handlers/watch.go): one JSON event per line, chunked,
+until the watch's timeoutSeconds, the client leaving, or an error event."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from aiohttp import web
+
+from apiserver.endpoints.rest.codec import to_json
+from apiserver.endpoints.rest.request import JSON, Target, dumps, flag, int_query, negotiate_output
+from apiserver.endpoints.rest.status import status_json
+from apiserver.endpoints.rest.tables import table
+from apiserver.registry.generic.store import Registry
+from kubeling import errors
+from kubeling.deadline import until
+from protos.kubeling.v1 import meta_pb2
+
+__all__ = ["serve_watch"]
+
+
+async def serve_watch(request: web.Request, t: Target, registry: Registry[Any]) -> web.StreamResponse:
+    out = negotiate_output(request)
+    q = request.query
+    timeout = int_query(q, "timeoutSeconds")
+    req = meta_pb2.WatchRequest(namespace=t.namespace, labelSelector=q.get("labelSelector", ""),
+                                fieldSelector=q.get("fieldSelector", ""),
+                                resourceVersion=q.get("resourceVersion", ""),
+                                allowWatchBookmarks=flag(q.get("allowWatchBookmarks")), timeoutSeconds=timeout,
+                                resourceVersionMatch=q.get("resourceVersionMatch", ""))
+    if "sendInitialEvents" in q:
+        req.sendInitialEvents = flag(q["sendInitialEvents"])
+    expired: errors.ApiError | None = None
+    try:
+        watcher = await registry.watch(req)
+    except errors.Expired as err:
+        expired, watcher = err, None
+    response = web.StreamResponse(headers={"Content-Type": JSON, "Cache-Control": "no-cache"})
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    if watcher is None:
+        assert expired is not None
+        await response.write(dumps({"type": "ERROR", "object": status_json(expired)}) + b"\n")
+        return response
+    event_type = registry.strategy.event_message
+    r = t.resource
+    deadline = time.monotonic() + timeout if timeout > 0 else None
+    try:
+        async for data in until(watcher.stream(), deadline):
+            event: Any = event_type.FromString(data)
+            obj = {"kind": r.kind, "apiVersion": r.api_version, **to_json(event.object)}
+            if out.as_table and event.type != "BOOKMARK":
+                obj = table(r.plural, [obj], include_object=out.include_object)
+            await response.write(dumps({"type": event.type, "object": obj}) + b"\n")
+        if watcher.error is not None:
+            await response.write(dumps({"type": "ERROR", "object": status_json(watcher.error)}) + b"\n")
+    finally:
+        watcher.terminate()
+    return response

@@ -1,0 +1,47 @@
+"""Events (core/v1)."""
+
+from __future__ import annotations
+
+from apiserver.registry.generic.strategy import Strategy
+from apiserver.validation import Checker
+from protos.kubeling.v1 import api_pb2, core_pb2
+
+__all__ = ["EventStrategy"]
+
+
+class EventStrategy(Strategy[core_pb2.Event]):
+    kind = "Event"
+    plural = "events"
+    namespaced = True
+    has_status = False
+    message = core_pb2.Event
+    list_message = api_pb2.EventList
+    event_message = api_pb2.EventWatchEvent
+    # As upstream: every component writes events, few clients watch them, and a cache
+    # would hold each one in memory for its whole TTL and decode every write.
+    watch_cache = False
+
+    def fields(self, obj: core_pb2.Event) -> dict[str, str]:
+        out = super().fields(obj)
+        ref = obj.involvedObject
+        out.update({
+            "involvedObject.kind": ref.kind, "involvedObject.namespace": ref.namespace,
+            "involvedObject.name": ref.name, "involvedObject.uid": ref.uid,
+            "involvedObject.apiVersion": ref.apiVersion, "involvedObject.resourceVersion": ref.resourceVersion,
+            "involvedObject.fieldPath": ref.fieldPath, "reason": obj.reason,
+            "reportingComponent": obj.reportingComponent, "source": obj.source.component, "type": obj.type,
+        })
+        return out
+
+    def default(self, obj: core_pb2.Event) -> None:
+        obj.type = obj.type or "Normal"
+        obj.count = obj.count or 1
+
+    def validate(self, obj: core_pb2.Event, check: Checker) -> None:
+        check.required("involvedObject.name", obj.involvedObject.name)
+        check.required("reason", obj.reason)
+        check.unsupported("type", obj.type, ("Normal", "Warning"))
+        if obj.involvedObject.namespace and obj.involvedObject.namespace != obj.metadata.namespace:
+            check.invalid("involvedObject.namespace", obj.involvedObject.namespace, "does not match event.namespace")
+        if len(obj.message) > 4096:
+            check.add("message", "Too long: may not be more than 4096 bytes")

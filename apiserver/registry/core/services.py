@@ -1,0 +1,247 @@
+"""v1 Services and Endpoints, discovery.k8s.io/v1 EndpointSlices: defaults and validation
+as upstream's pkg/apis/core (SetDefaults_Service, ValidateService, ValidateEndpoints) and
+pkg/apis/discovery. Addresses and node ports are not chosen here: the Service registry's
+allocation hooks (`apiserver.registry.core.service_allocation`) fill them in before validation."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from apiserver.registry.generic.strategy import Strategy
+from apiserver.validation import Checker
+from kubeling import names
+from protos.kubeling.v1 import api_pb2, core_pb2, discovery_pb2
+
+__all__ = ["ServiceStrategy", "EndpointsStrategy", "EndpointSliceStrategy", "SERVICE_TYPES", "NONE",
+           "headless", "uses_node_ports", "PROTOCOLS"]
+
+SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
+PROTOCOLS = ("TCP", "UDP", "SCTP")
+NONE = "None"  # clusterIP of a headless Service
+DEFAULT_AFFINITY_TIMEOUT = 10800  # upstream's DefaultClientIPServiceAffinitySeconds
+MAX_AFFINITY_TIMEOUT = 86400
+ADDRESS_TYPES = ("IPv4", "IPv6", "FQDN")
+MAX_ENDPOINTS_PER_SLICE = 1000  # upstream's validation limit (the controller puts 100 in one)
+
+
+def headless(svc: core_pb2.Service) -> bool:
+    return svc.spec.clusterIP == NONE
+
+
+def uses_node_ports(svc: core_pb2.Service) -> bool:
+    return svc.spec.type in ("NodePort", "LoadBalancer")
+
+
+def _target_port(path: str, port: core_pb2.ServicePort, check: Checker) -> None:
+    target = port.targetPort
+    if target.type == 0:
+        check.port(path, target.intVal)
+    else:
+        check.name(path, target.strVal, names.port_name)
+
+
+def _validate_ports(svc: core_pb2.Service, check: Checker) -> None:
+    spec = svc.spec
+    if not spec.ports and not headless(svc) and spec.type != "ExternalName":
+        check.add("spec.ports", "Required value")
+    seen_names: set[str] = set()
+    seen_ports: set[tuple[int, str]] = set()
+    seen_node_ports: set[tuple[int, str]] = set()
+    for i, port in enumerate(spec.ports):
+        path = f"spec.ports[{i}]"
+        if len(spec.ports) > 1 and not port.name:
+            check.add(f"{path}.name", "Required value")
+        elif port.name:
+            check.name(f"{path}.name", port.name, names.dns1123_label)
+            if port.name in seen_names:
+                check.add(f"{path}.name", f'Duplicate value: "{port.name}"')
+            seen_names.add(port.name)
+        check.port(f"{path}.port", port.port)
+        check.unsupported(f"{path}.protocol", port.protocol, PROTOCOLS)
+        _target_port(f"{path}.targetPort", port, check)
+        if (port.port, port.protocol) in seen_ports:
+            check.add(f"{path}", f'Duplicate value: {{"port":{port.port},"protocol":"{port.protocol}"}}')
+        seen_ports.add((port.port, port.protocol))
+        if port.nodePort:
+            if not uses_node_ports(svc):
+                check.add(f"{path}.nodePort", f"Forbidden: may not be used when `type` is '{spec.type}'")
+            check.port(f"{path}.nodePort", port.nodePort)
+            if (port.nodePort, port.protocol) in seen_node_ports:
+                check.add(f"{path}.nodePort", f"Duplicate value: {port.nodePort}")
+            seen_node_ports.add((port.nodePort, port.protocol))
+
+
+class ServiceStrategy(Strategy[core_pb2.Service]):
+    kind = "Service"
+    plural = "services"
+    namespaced = True
+    message = core_pb2.Service
+    list_message = api_pb2.ServiceList
+    event_message = api_pb2.ServiceWatchEvent
+
+    def validate_name(self, name: str) -> list[str]:
+        return names.dns1123_label(name)  # a Service's name is a DNS label (it is one in DNS)
+
+    def prepare_for_create(self, obj: core_pb2.Service) -> None:
+        obj.ClearField("status")
+
+    def default(self, obj: core_pb2.Service) -> None:
+        spec = obj.spec
+        spec.type = spec.type or "ClusterIP"
+        spec.sessionAffinity = spec.sessionAffinity or "None"
+        if spec.sessionAffinity == "ClientIP":
+            client_ip = spec.sessionAffinityConfig.clientIP
+            if not client_ip.HasField("timeoutSeconds"):
+                client_ip.timeoutSeconds = DEFAULT_AFFINITY_TIMEOUT
+        for port in spec.ports:
+            port.protocol = port.protocol or "TCP"
+            if port.targetPort.type == 0 and port.targetPort.intVal == 0:
+                port.targetPort.intVal = port.port
+        if spec.type != "ExternalName" and not spec.HasField("internalTrafficPolicy"):
+            spec.internalTrafficPolicy = "Cluster"
+        if uses_node_ports(obj) and not spec.externalTrafficPolicy:
+            spec.externalTrafficPolicy = "Cluster"
+        if spec.clusterIP and not spec.clusterIPs:
+            spec.clusterIPs.append(spec.clusterIP)
+
+    def prepare_for_update(self, new: core_pb2.Service, old: core_pb2.Service) -> None:
+        """upstream's patchAllocatedValues: an update that leaves out what was allocated
+        (a `kubectl replace` of the original manifest) keeps it."""
+        super().prepare_for_update(new, old)
+        spec, was = new.spec, old.spec
+        if was.clusterIP and spec.type != "ExternalName" and old.spec.type != "ExternalName":
+            if not spec.clusterIP:
+                spec.clusterIP = was.clusterIP
+            if not spec.clusterIPs:
+                spec.clusterIPs.extend(was.clusterIPs)
+            if not spec.ipFamilies:
+                spec.ipFamilies.extend(was.ipFamilies)
+            if not spec.HasField("ipFamilyPolicy") and was.HasField("ipFamilyPolicy"):
+                spec.ipFamilyPolicy = was.ipFamilyPolicy
+        if uses_node_ports(old) and (spec.type or "ClusterIP") in ("NodePort", "LoadBalancer"):
+            used = {p.nodePort for p in spec.ports if p.nodePort}
+            by_name = {p.name: p.nodePort for p in was.ports}
+            for port in spec.ports:
+                kept = by_name.get(port.name, 0)
+                if not port.nodePort and kept and kept not in used:
+                    port.nodePort = kept
+
+    def validate(self, obj: core_pb2.Service, check: Checker) -> None:
+        spec = obj.spec
+        check.unsupported("spec.type", spec.type, SERVICE_TYPES)
+        check.unsupported("spec.sessionAffinity", spec.sessionAffinity, ("ClientIP", "None"))
+        if spec.sessionAffinity == "ClientIP":
+            timeout = spec.sessionAffinityConfig.clientIP.timeoutSeconds
+            if not 0 < timeout <= MAX_AFFINITY_TIMEOUT:
+                check.invalid("spec.sessionAffinityConfig.clientIP.timeoutSeconds", timeout,
+                              f"must be greater than 0 and less than {MAX_AFFINITY_TIMEOUT}")
+        elif spec.HasField("sessionAffinityConfig"):
+            check.add("spec.sessionAffinityConfig",
+                      "Invalid value: must not be set when session affinity is None")
+        _validate_ports(obj, check)
+        check.labels("spec.selector", spec.selector)
+        if spec.clusterIPs and spec.clusterIPs[0] != spec.clusterIP:
+            check.invalid("spec.clusterIPs[0]", spec.clusterIPs[0],
+                          "must be same as `clusterIP`")
+        if spec.type == "ExternalName":
+            if spec.clusterIP:
+                check.add("spec.clusterIPs", "Forbidden: may not be set for ExternalName services")
+            if check.required("spec.externalName", spec.externalName):
+                check.name("spec.externalName", spec.externalName.rstrip("."), names.dns1123_subdomain)
+        elif spec.clusterIP and spec.clusterIP != NONE:
+            check.ip("spec.clusterIPs[0]", spec.clusterIP)
+        if headless(obj) and uses_node_ports(obj):
+            check.invalid("spec.clusterIPs[0]", NONE, f"may not be set to 'None' for {spec.type} services")
+        if spec.externalTrafficPolicy and not uses_node_ports(obj):
+            check.add("spec.externalTrafficPolicy",
+                      "Invalid value: may only be set for externally-accessible services")
+        elif spec.externalTrafficPolicy:
+            check.unsupported("spec.externalTrafficPolicy", spec.externalTrafficPolicy, ("Cluster", "Local"))
+        if spec.HasField("internalTrafficPolicy"):
+            check.unsupported("spec.internalTrafficPolicy", spec.internalTrafficPolicy, ("Cluster", "Local"))
+        for i, ip in enumerate(spec.externalIPs):
+            check.ip(f"spec.externalIPs[{i}]", ip)
+
+    def validate_update(self, new: core_pb2.Service, old: core_pb2.Service, check: Checker) -> None:
+        # upstream: a ClusterIP is kept for the Service's life, unless its type becomes ExternalName
+        if old.spec.clusterIP and new.spec.type != "ExternalName" and new.spec.clusterIP != old.spec.clusterIP:
+            check.invalid("spec.clusterIPs[0]", new.spec.clusterIP, "may not change once set")
+
+
+def _addresses(path: str, address_type: str, addresses: list[str], check: Checker) -> None:
+    for j, address in enumerate(addresses):
+        if address_type == "FQDN":
+            check.name(f"{path}[{j}]", address, names.dns1123_subdomain)
+            continue
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            check.invalid(f"{path}[{j}]", address, "must be a valid IP address")
+            continue
+        if ip.version != (4 if address_type == "IPv4" else 6):
+            check.invalid(f"{path}[{j}]", address, f"must be an {address_type} address")
+
+
+class EndpointsStrategy(Strategy[core_pb2.Endpoints]):
+    kind = "Endpoints"
+    plural = "endpoints"
+    namespaced = True
+    has_status = False
+    message = core_pb2.Endpoints
+    list_message = api_pb2.EndpointsList
+    event_message = api_pb2.EndpointsWatchEvent
+
+    def validate(self, obj: core_pb2.Endpoints, check: Checker) -> None:
+        for i, subset in enumerate(obj.subsets):
+            path = f"subsets[{i}]"
+            for field, addresses in (("addresses", subset.addresses), ("notReadyAddresses", subset.notReadyAddresses)):
+                for j, address in enumerate(addresses):
+                    check.ip(f"{path}.{field}[{j}].ip", address.ip)
+            for j, port in enumerate(subset.ports):
+                check.port(f"{path}.ports[{j}].port", port.port)
+                check.unsupported(f"{path}.ports[{j}].protocol", port.protocol or "TCP", PROTOCOLS)
+
+
+class EndpointSliceStrategy(Strategy[discovery_pb2.EndpointSlice]):
+    kind = "EndpointSlice"
+    plural = "endpointslices"
+    namespaced = True
+    has_status = False
+    message = discovery_pb2.EndpointSlice
+    list_message = api_pb2.EndpointSliceList
+    event_message = api_pb2.EndpointSliceWatchEvent
+
+    def default(self, obj: discovery_pb2.EndpointSlice) -> None:
+        for port in obj.ports:
+            if not port.HasField("protocol"):
+                port.protocol = "TCP"
+
+    def validate(self, obj: discovery_pb2.EndpointSlice, check: Checker) -> None:
+        check.unsupported("addressType", obj.addressType, ADDRESS_TYPES)
+        if len(obj.endpoints) > MAX_ENDPOINTS_PER_SLICE:
+            check.add("endpoints", f"Too many: {len(obj.endpoints)}: must have at most {MAX_ENDPOINTS_PER_SLICE} "
+                                   "items")
+        for i, endpoint in enumerate(obj.endpoints):
+            path = f"endpoints[{i}]"
+            if not endpoint.addresses:
+                check.add(f"{path}.addresses", "Required value: must contain at least 1 address")
+            elif len(endpoint.addresses) > 100:
+                check.add(f"{path}.addresses", "Too many: must have at most 100 items")
+            _addresses(f"{path}.addresses", obj.addressType, list(endpoint.addresses), check)
+            if endpoint.HasField("hostname"):
+                check.name(f"{path}.hostname", endpoint.hostname, names.dns1123_label)
+        seen: set[str] = set()
+        for i, port in enumerate(obj.ports):
+            if port.HasField("name") and port.name:
+                check.name(f"ports[{i}].name", port.name, names.dns1123_label)
+            if port.name in seen:
+                check.add(f"ports[{i}].name", f'Duplicate value: "{port.name}"')
+            seen.add(port.name)
+            check.unsupported(f"ports[{i}].protocol", port.protocol, PROTOCOLS)
+            if port.HasField("port"):
+                check.port(f"ports[{i}].port", port.port)
+
+    def validate_update(self, new: discovery_pb2.EndpointSlice, old: discovery_pb2.EndpointSlice,
+                        check: Checker) -> None:
+        if new.addressType != old.addressType:
+            check.invalid("addressType", new.addressType, "field is immutable")
