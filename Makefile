@@ -91,7 +91,7 @@ $(STAMP): pyproject.toml | $(PY)
 
 venv: $(STAMP)
 
-# The upstream CRI validation suite against kubelet.cri, offline (tests/critest/__main__.py):
+# The upstream CRI validation suite against the CRI runtime (cri/), offline (tests/critest/__main__.py):
 #   make critest CRITEST=/tmp/critools/bin/critest [FOCUS='\[Conformance\]'] [SKIP=RE] [REPORT=out.json]
 # Build critest as ../shared/CRITEST.md says; it is not part of `make test`.
 FOCUS ?= \[Conformance\]

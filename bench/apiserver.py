@@ -37,9 +37,9 @@ from pathlib import Path
 import aetcd
 
 from bench.output import report
+from cluster.etcd import EtcdServer
 from kubeling import pki
 from kubeling.client import Client, TLSConfig
-from kubeling.etcd import EtcdServer
 from kubeling.netutil import free_port
 from protos.kubeling.v1 import core_pb2, meta_pb2
 

@@ -17,9 +17,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from cluster.etcd import EtcdServer
 from kubeling import errors
 from kubeling.client import Client
-from kubeling.etcd import EtcdServer
 from kubeling.netutil import free_port
 
 __all__ = ["BenchCluster", "running_cluster"]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.output import report
 from cni import netns
-from cni.manager import NetworkPluginManager, PodNetwork
+from cri.network import NetworkPluginManager, PodNetwork
 
 
 async def run(args: argparse.Namespace) -> dict[str, object]:

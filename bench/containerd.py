@@ -23,9 +23,9 @@ import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from kubelet.cri.images.archive import export_archive
-from kubelet.cri.images.builtin import BUSYBOX_IMAGE, PAUSE_IMAGE, build_builtins
-from kubelet.cri.images.store import ImageStore
+from cri.images.archive import export_archive
+from cri.images.builtin import BUSYBOX_IMAGE, PAUSE_IMAGE, build_builtins
+from cri.images.store import ImageStore
 
 __all__ = ["ContainerdError", "ensure_installed", "private_containerd"]
 

@@ -1,6 +1,6 @@
 """CRI benchmark (not a test): `python -m bench.cri --pods 20 --json OUT.json`.
 
-Starts the CRI server as its own process (`python -m kubelet.cri`) with a bridge
+Starts the CRI server as its own process (`python -m cri`) with a bridge
 network on a private subnet, then per pod, sequentially, through the socket:
 RunPodSandbox + CreateContainer + StartContainer (`cri_pod_start_*`, and each RPC
 apart). The floor is the same work done directly, with nothing in between: a netns,
@@ -40,12 +40,12 @@ from bench.containerd import private_containerd
 from bench.cpuaccount import machine_busy_seconds, process_seconds
 from bench.output import report
 from cni import netns
-from cni.manager import NetworkPluginManager, PodNetwork
-from kubelet.cri.images.builtin import BUSYBOX_IMAGE, PAUSE_IMAGE, build_builtins
-from kubelet.cri.images.store import ImageStore
-from kubelet.cri.oci_spec import SandboxContext, container_spec, pause_spec
-from kubelet.cri.rootfs import mount_overlay, unmount
-from kubelet.cri.runc import Runc
+from cri.images.builtin import BUSYBOX_IMAGE, PAUSE_IMAGE, build_builtins
+from cri.images.store import ImageStore
+from cri.network import NetworkPluginManager, PodNetwork
+from cri.oci_spec import SandboxContext, container_spec, pause_spec
+from cri.rootfs import mount_overlay, unmount
+from cri.runc import Runc
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
 
 
@@ -116,14 +116,14 @@ async def start_sequence(endpoint: str, pods: int, work: Path, prefix: str) -> S
 
 @contextlib.asynccontextmanager
 async def our_runtime(work: Path, bridge: str, subnet: str = "10.196.0.0/16") -> AsyncIterator[str]:
-    """`python -m kubelet.cri` as its own process, pods on a bridge; yields its endpoint."""
+    """`python -m cri` as its own process, pods on a bridge; yields its endpoint."""
     work.mkdir(parents=True, exist_ok=True)
     conf = work / "net.d"
     conf.mkdir()
     (conf / "10-bench.conflist").write_text(_conflist(work, bridge, subnet))
     socket = work / "cri.sock"
     server = subprocess.Popen(
-        [sys.executable, "-m", "kubelet.cri", "--socket", str(socket), "--state-dir", str(work / "state"),
+        [sys.executable, "-m", "cri", "--socket", str(socket), "--state-dir", str(work / "state"),
          "--cni-conf-dir", str(conf), "--runc-root", str(work / "runc"), "--cni-cache-dir", str(work / "cache"),
          "--log-level", "WARNING"], stdin=subprocess.DEVNULL)
     try:
@@ -278,7 +278,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
     figures = _figures(runs)
     floor_p50 = ms_quantile(floor, 0.5)
     return {
-        "benchmark": "cri", "endpoint": args.endpoint or "kubelet.cri (started here)", "pods": args.pods,
+        "benchmark": "cri", "endpoint": args.endpoint or "cri (started here)", "pods": args.pods,
         "runs": args.runs, **{f"cri_{k}" if k.startswith("pod_start") else k: v for k, v in figures.items()},
         "floor_p50_ms": floor_p50, "floor_p99_ms": ms_quantile(floor, 0.99),
         "ratio": round(_p50(runs) / floor_p50, 2), "target_ratio": 1.5,

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 import grpc
 
 from apiserver.storage.etcd import Storage
-from protos.kubeling.v1 import api_pb2, core_pb2, meta_pb2
+from kubeling import scheme
+from protos.kubeling.v1 import core_pb2, meta_pb2
 
 
 async def serve(etcd: str, port_file: str) -> None:
@@ -22,15 +24,15 @@ async def serve(etcd: str, port_file: str) -> None:
         pod.metadata.resourceVersion = str(await storage.create(key, pod.SerializeToString()))
         return pod
 
-    async def list_(_: meta_pb2.ListRequest, __: grpc.aio.ServicerContext) -> api_pb2.PodList:
-        return api_pb2.PodList()
+    async def list_(_: meta_pb2.ListRequest, __: grpc.aio.ServicerContext) -> Any:
+        return scheme.PODS.list_message()
 
     handler = grpc.method_handlers_generic_handler("kubeling.v1.Pods", {
         "Create": grpc.unary_unary_rpc_method_handler(
             create, request_deserializer=core_pb2.Pod.FromString, response_serializer=core_pb2.Pod.SerializeToString),
         "List": grpc.unary_unary_rpc_method_handler(
             list_, request_deserializer=meta_pb2.ListRequest.FromString,
-            response_serializer=api_pb2.PodList.SerializeToString),
+            response_serializer=scheme.PODS.list_message.SerializeToString),
     })
     server = grpc.aio.server()
     server.add_generic_rpc_handlers([handler])

@@ -32,9 +32,9 @@ from pathlib import Path
 
 from bench.apiserver import _cpu_seconds, _pct, start_server
 from bench.output import report
+from cluster.etcd import EtcdServer
 from kubeling import errors
 from kubeling.client import Client, WatchEvent
-from kubeling.etcd import EtcdServer
 from protos.kubeling.v1 import coordination_pb2, core_pb2, meta_pb2
 
 CONCURRENCY = 64

@@ -9,7 +9,7 @@
 - `memory_cgroups_dying`: memory cgroups removed but still held by the kernel (cgroup v1:
   /proc/cgroups' count minus the directories). Not a speed but the host's state, whatever
   commit runs: a runtime that removes containers whose pages are still charged leaves one
-  per container (kubelet.cri.runc's delete empties them first; containerd 1.6 does not),
+  per container (cri.runc's delete empties them first; containerd 1.6 does not),
   each kept and walked by the kernel's memory accounting.
 """
 
@@ -47,7 +47,7 @@ def _sha256_mib_s() -> float:
 
 async def _etcd_burst_ms() -> float:
     from apiserver.storage.etcd import Storage
-    from kubeling.etcd import EtcdServer
+    from cluster.etcd import EtcdServer
 
     with EtcdServer() as etcd:
         storage = await Storage.connect(etcd.endpoint)

@@ -141,7 +141,7 @@ class _CpuWindow:
         parts = {name: process_seconds(pid) for name, pid in self.pids.items()}
         parts["kubelet_children"] = process_seconds(self.pids["kubelet"], children=True)
         parts["bench_client"] = process_seconds(os.getpid())
-        shims = {pid: process_seconds(pid) for pid in pids_matching("kubelet.cri.shim")}
+        shims = {pid: process_seconds(pid) for pid in pids_matching("cri.shim")}
         return machine_busy_seconds(), parts, shims
 
     def start(self) -> None:

@@ -33,8 +33,8 @@ import aiohttp
 
 from bench.apiserver import CONCURRENCY, _cpu_seconds, _pct, _pod, bench_creates
 from bench.output import report
+from cluster.etcd import EtcdServer
 from kubeling.client import Client
-from kubeling.etcd import EtcdServer
 
 _TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 

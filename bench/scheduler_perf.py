@@ -168,8 +168,8 @@ async def run_record_both(args: argparse.Namespace) -> dict[str, Any]:
 
 async def run_e2e(args: argparse.Namespace) -> dict[str, Any]:
     from bench.apiserver import start_server
+    from cluster.etcd import EtcdServer
     from kubeling.client import Client
-    from kubeling.etcd import EtcdServer
     from scheduler.service import SchedulerService
 
     workdir = Path(tempfile.mkdtemp(prefix="kubeling-schedperf-"))

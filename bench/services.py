@@ -36,10 +36,10 @@ import dns.message
 
 from apiserver.server import APIServer, Config
 from bench.output import report
+from cluster.etcd import EtcdServer
 from clusterdns.addon import publish
 from clusterdns.server import DNSConfig, DNSServer
 from kubeling.client import Client
-from kubeling.etcd import EtcdServer
 from protos.kubeling.v1 import core_pb2, discovery_pb2, meta_pb2
 from proxy.proxier import Iptables, Proxier, ProxyConfig
 

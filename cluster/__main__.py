@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from cluster import certs, commands, why
-from kubelet.cri.images import cli as image_cli
+from cri.images import cli as image_cli
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,8 +9,8 @@ import subprocess
 from cluster import hosts
 from cluster.plan import ClusterPlan
 from cluster.processes import terminate_pids
+from cri.server import CRIServer
 from kubelet.agent import bridge_name, runtime_config
-from kubelet.cri.server import CRIServer
 from kubelet.runtime import CRICallError, Runtime
 from proxy.proxier import Iptables
 

@@ -12,11 +12,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cluster.certs import write_credentials
+from cluster.etcd import etcd_args, etcd_binary
 from cluster.hosts import choose_subnet, host_ip, netns_name
 from kubelet.config import KubeletConfig
 from kubeling.atomicfile import replace_file
 from kubeling.client import Client, TLSConfig
-from kubeling.etcd import etcd_args, etcd_binary
 from kubeling.netutil import free_port
 
 __all__ = ["CLUSTER_CIDR", "SERVICE_CIDR", "DNS_IP", "DEFAULT_STATE_DIR", "ClusterPlan", "commands", "new_plan"]

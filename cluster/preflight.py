@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from kubeling.etcd import etcd_binary
+from cluster.etcd import etcd_binary
 
 __all__ = ["preflight"]
 

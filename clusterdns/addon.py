@@ -6,10 +6,9 @@ Endpoints name where the server listens (written with the installer's credential
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
-from kubeling import errors
+from kubeling import app, errors
 from kubeling.client import Client
 from kubeling.discovery import SERVICE_NAME_LABEL
 from protos.kubeling.v1 import core_pb2, discovery_pb2, meta_pb2
@@ -59,12 +58,13 @@ async def publish(client: Client, cluster_ip: str, address: str, port: int) -> N
 
 
 async def _publish(args: argparse.Namespace) -> None:
-    async with Client.from_kubeconfig(args.kubeconfig) as client:
+    async with app.client_from(args) as client:
         await publish(client, args.cluster_ip, args.address, args.port)
+    print(f"kube-dns: {args.cluster_ip}:53 -> {args.address}:{args.port}")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m clusterdns.addon", description="publish the kube-dns Service")
+    p = app.parser("python -m clusterdns.addon", "publish the kube-dns Service, its EndpointSlice and Endpoints")
     p.add_argument("--kubeconfig", required=True, help="credentials that may write Services in kube-system")
     p.add_argument("--cluster-ip", default="10.96.0.10", help="kube-dns's ClusterIP (the kubelets' --cluster-dns)")
     p.add_argument("--address", required=True, help="where the DNS server listens")
@@ -74,10 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """python -m clusterdns.addon --kubeconfig F --cluster-ip IP --address A --port P: publish and exit."""
-    args = build_parser().parse_args(argv)
-    asyncio.run(_publish(args))
-    print(f"kube-dns: {args.cluster_ip}:53 -> {args.address}:{args.port}")
-    return 0
+    return app.run("kube-dns addon", args := build_parser().parse_args(argv), lambda: _publish(args))
 
 
 if __name__ == "__main__":

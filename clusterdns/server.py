@@ -20,7 +20,8 @@ import dns.rcode
 from clusterdns.records import ClusterView, response
 from kubeling.client import Client
 from kubeling.informer import Informer
-from kubeling.netutil import split_host_port
+from kubeling.netutil import host_port_arg, optional_host_port_arg, split_host_port
+from kubeling.options import flag
 from protos.kubeling.v1 import core_pb2, discovery_pb2
 
 __all__ = ["DNSConfig", "DNSServer"]
@@ -30,11 +31,14 @@ log = logging.getLogger(__name__)
 MAX_UDP = 512  # without EDNS: larger answers are truncated (TC) and asked again over TCP
 
 
+
 @dataclass
 class DNSConfig:
-    listen: str = "127.0.0.1:0"  # UDP and TCP on the same port
-    zone: str = "cluster.local"
-    upstream: str = ""  # host:port to forward other names to; "": refuse them
+    listen: str = flag("127.0.0.1:0", "UDP and TCP HOST:PORT, the same port for both (default %(default)s)",
+                       type=host_port_arg)
+    zone: str = flag("cluster.local", "the cluster domain (default %(default)s)")
+    upstream: str = flag("", "forward other names to this HOST:PORT (default: refuse them)",
+                         type=optional_host_port_arg)
     rebuild_period: float = 0.05
     forward_timeout: float = 2.0
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubeling.options import ConfigError
+
 __all__ = ["NetworkConfig", "NetworkConfigList", "ConfError", "load_dir", "parse_conflist", "CONF_SUFFIXES"]
 
 log = logging.getLogger(__name__)
@@ -20,8 +22,8 @@ log = logging.getLogger(__name__)
 CONF_SUFFIXES = (".conf", ".conflist", ".json")
 
 
-class ConfError(ValueError):
-    pass
+class ConfError(ConfigError):
+    """A network configuration that cannot be used (`python -m cni` exits 2)."""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from controllers.workqueue import Workers, WorkQueue
 from kubeling import errors
 from kubeling.client import ResourceClient
 from kubeling.informer import Informer, object_key
+from kubeling.scheme import ResourceType
 from protos.kubeling.v1 import meta_pb2
 
 __all__ = ["GarbageCollector", "Watched", "ORPHAN", "FOREGROUND"]
@@ -30,12 +31,25 @@ ORPHAN, FOREGROUND = "orphan", "foregroundDeletion"
 class Watched:
     """One resource the collector follows: as owner and as dependent."""
 
-    resource: str  # plural
-    api_version: str
-    kind: str
-    namespaced: bool
+    type: ResourceType[Any]
     informer: Informer[Any]
     client: ResourceClient[Any]
+
+    @property
+    def resource(self) -> str:
+        return self.type.plural
+
+    @property
+    def api_version(self) -> str:
+        return self.type.api_version
+
+    @property
+    def kind(self) -> str:
+        return self.type.kind
+
+    @property
+    def namespaced(self) -> bool:
+        return self.type.namespaced
 
 
 Node = tuple[str, str]  # (resource, key)

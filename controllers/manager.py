@@ -11,7 +11,6 @@ import logging
 import socket
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
@@ -25,27 +24,33 @@ from controllers.nodelifecycle import LEASE_NAMESPACE, NodeLifecycleController
 from controllers.replicaset import ReplicaSetController
 from controllers.tainteviction import TaintEviction
 from controllers.workqueue import Workers
+from kubeling import scheme
 from kubeling.client import Client
 from kubeling.events import EventRecorder
 from kubeling.http import StatusServer
-from kubeling.informer import Informer
+from kubeling.informer import SharedInformers
 from kubeling.leaderelection import ElectionConfig, LeaderElector
+from kubeling.options import flag
 from kubeling.periodic import Periodic
-from protos.kubeling.v1 import apps_pb2, batch_pb2, coordination_pb2, core_pb2, discovery_pb2, policy_pb2
 
-__all__ = ["ManagerConfig", "ControllerManager"]
+__all__ = ["ManagerConfig", "ControllerManager", "GC_IGNORED"]
 
 log = logging.getLogger(__name__)
+
+GC_IGNORED = frozenset({scheme.EVENTS})
 
 
 @dataclass
 class ManagerConfig:
-    node_monitor_grace_period: float = 40.0  # upstream's defaults
-    node_monitor_period: float = 5.0
+    """The controller manager's settings; those with a flag are declared with it."""
+
+    node_monitor_grace_period: float = flag(40.0, "seconds without a heartbeat before a node is Unknown (default "
+                                            "%(default)s)", type=float)  # upstream's defaults
+    node_monitor_period: float = flag(5.0, "seconds between node health passes (default %(default)s)", type=float)
     eviction_period: float = 1.0  # how often NoExecute evictions are looked for
     leader_elect: bool = True
     election: ElectionConfig = field(default_factory=lambda: ElectionConfig(name="kube-controller-manager"))
-    metrics_listen: str = ""  # /metrics, /healthz, /readyz; empty: off
+    metrics_listen: str = flag("", "HTTP address for /metrics, /healthz, /readyz (default: off)")
     job_backoff_base: float = 10.0  # a failed Job pod is replaced after 10 s, doubling (upstream's)
     workers: int = 3  # per controller, as upstream's --concurrent-*-syncs
 
@@ -55,18 +60,17 @@ class ControllerManager:
         self.client = client
         self.config = config = config or ManagerConfig()
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"
-        self.nodes: Informer[core_pb2.Node] = Informer(client.nodes)
-        self.pods: Informer[core_pb2.Pod] = Informer(client.pods)
-        self.leases: Informer[coordination_pb2.Lease] = Informer(client.leases, namespace=LEASE_NAMESPACE)
-        self.replicasets: Informer[apps_pb2.ReplicaSet] = Informer(client.replicasets)
-        self.deployments: Informer[apps_pb2.Deployment] = Informer(client.deployments)
-        self.jobs: Informer[batch_pb2.Job] = Informer(client.jobs)
-        self.pdbs: Informer[policy_pb2.PodDisruptionBudget] = Informer(client.poddisruptionbudgets)
-        self.configmaps: Informer[core_pb2.ConfigMap] = Informer(client.configmaps)
-        self.secrets: Informer[core_pb2.Secret] = Informer(client.secrets)
-        self.services: Informer[core_pb2.Service] = Informer(client.services)
-        self.endpointslices: Informer[discovery_pb2.EndpointSlice] = Informer(client.endpointslices)
-        self.endpoints: Informer[core_pb2.Endpoints] = Informer(client.endpoints)
+        self.informers = informers = SharedInformers(client)
+        self.nodes = informers.get(scheme.NODES)
+        self.pods = informers.get(scheme.PODS)
+        self.leases = informers.get(scheme.LEASES, LEASE_NAMESPACE)
+        self.replicasets = informers.get(scheme.REPLICASETS)
+        self.deployments = informers.get(scheme.DEPLOYMENTS)
+        self.jobs = informers.get(scheme.JOBS)
+        self.pdbs = informers.get(scheme.POD_DISRUPTION_BUDGETS)
+        self.services = informers.get(scheme.SERVICES)
+        self.endpointslices = informers.get(scheme.ENDPOINTSLICES)
+        self.endpoints = informers.get(scheme.ENDPOINTS)
         self.recorder = EventRecorder(client, "node-controller", instance=self.identity)
         workload_events = EventRecorder(client, "controller-manager", instance=self.identity)
         self.replicaset = ReplicaSetController(client, self.replicasets, self.pods, workload_events, config.workers)
@@ -79,19 +83,11 @@ class ControllerManager:
                                                      config.workers)
         self.endpoints_controller = EndpointsController(client, self.services, self.pods, self.endpoints,
                                                         config.workers)
-        self.garbage_collector = GarbageCollector([
-            Watched("pods", "v1", "Pod", True, self.pods, client.pods),
-            Watched("replicasets", "apps/v1", "ReplicaSet", True, self.replicasets, client.replicasets),
-            Watched("deployments", "apps/v1", "Deployment", True, self.deployments, client.deployments),
-            Watched("jobs", "batch/v1", "Job", True, self.jobs, client.jobs),
-            Watched("configmaps", "v1", "ConfigMap", True, self.configmaps, client.configmaps),
-            Watched("secrets", "v1", "Secret", True, self.secrets, client.secrets),
-            Watched("nodes", "v1", "Node", False, self.nodes, client.nodes),
-            Watched("leases", "coordination.k8s.io/v1", "Lease", True, self.leases, client.leases),
-            Watched("services", "v1", "Service", True, self.services, client.services),
-            Watched("endpointslices", "discovery.k8s.io/v1", "EndpointSlice", True, self.endpointslices,
-                    client.endpointslices),
-        ], config.workers)
+        # The garbage collector follows every resource, as owner and as dependent, but those
+        # upstream's collector ignores (GarbageCollectorController's default ignoredResources).
+        self.garbage_collector = GarbageCollector(
+            [Watched(rt, informers.get(rt), client.resource(rt)) for rt in scheme.BUILTIN if rt not in GC_IGNORED],
+            config.workers)
         self._workers: list[Workers] = [c.workers for c in (self.replicaset, self.deployment, self.job,
                                                              self.disruption, self.endpointslice,
                                                              self.endpoints_controller, self.garbage_collector)]
@@ -109,23 +105,15 @@ class ControllerManager:
         self._election: asyncio.Task[None] | None = None
         self.leading = False
 
-    @property
-    def _informers(self) -> tuple[Informer[Any], ...]:
-        return (self.nodes, self.leases, self.pods, self.replicasets, self.deployments, self.jobs, self.pdbs,
-                self.configmaps, self.secrets, self.services, self.endpointslices, self.endpoints)
-
     def _ready(self) -> tuple[bool, str]:
-        if not all(i.synced for i in self._informers):
+        if not self.informers.synced:
             return False, "informers not synced"
         return True, "leader" if self.leading else "standby"
 
     async def start(self, sync_timeout: float = 60.0) -> None:
         if self.config.metrics_listen:
             await self.status.start(self.config.metrics_listen)
-        for informer in self._informers:
-            await informer.start()
-        for informer in self._informers:
-            await informer.wait_synced(sync_timeout)
+        await self.informers.start(sync_timeout)
         if self.elector is not None:
             self._election = asyncio.create_task(self.elector.run(), name="leader-election")
         else:
@@ -168,7 +156,6 @@ class ControllerManager:
                     await recorder.flush()
             except TimeoutError:
                 pass
-        for informer in self._informers:
-            await informer.stop()
+        await self.informers.stop()
         await self.status.stop()
         await self.client.close()

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cri.server import CRIConfig, CRIServer
 from kubelet.backoff import Backoff
 from kubelet.config import KubeletConfig
-from kubelet.cri.server import CRIConfig, CRIServer
 from kubelet.dns import DNSSettings
 from kubelet.envvars import MASTER_NAMESPACE, service_env
 from kubelet.node import NodeManager

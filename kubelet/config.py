@@ -3,73 +3,114 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import ipaddress
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-__all__ = ["KubeletConfig", "ConfigError", "load_config_file"]
+from kubeling import options
+from kubeling.options import flag, overrides
+
+__all__ = ["KubeletConfig", "ConfigError", "load_config_file", "from_command_line"]
 
 
-class ConfigError(ValueError):
-    pass
+class ConfigError(options.ConfigError):
+    """A kubelet configuration that cannot run (flags or the --config file): the kubelet exits 2."""
+
+
+def _labels(text: str) -> dict[str, str]:
+    out = {}
+    for pair in text.split(","):
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"expected k=v, got {pair!r}")
+        out[key] = value
+    return out
+
+
+def _ips(text: str) -> list[str]:
+    return [ip.strip() for ip in text.split(",") if ip.strip()]
 
 
 @dataclass
 class KubeletConfig:
-    node_name: str
-    apiserver: str
-    root_dir: Path = Path("/var/lib/kubeling/kubelet")  # per node: <root_dir>/<node_name>
-    pod_logs_dir: Path = Path("/var/log/pods")
-    # The CRI runtime: empty hosts kubeling's own (kubelet/cri) in this process on
+    """The kubelet's settings: a flag each where upstream's kubelet has one (flags given
+    win over the --config file, whose keys are KubeletConfiguration's names)."""
+
+    node_name: str = flag(help="the Node this kubelet registers and runs pods for")
+    apiserver: str = flag("", "the apiserver's gRPC address HOST:PORT (plain text; or --kubeconfig)")
+    root_dir: Path = flag(Path("/var/lib/kubeling/kubelet"), "state directory root (default "
+                          "/var/lib/kubeling/kubelet; each node uses <root-dir>/<node-name>)", type=Path)
+    pod_logs_dir: Path = flag(Path("/var/log/pods"), "container logs (default /var/log/pods)", type=Path)
+    # The CRI runtime: empty hosts kubeling's own (cri/) in this process on
     # <state>/cri.sock; "unix:///path" drives another runtime.v1 server.
-    container_runtime_endpoint: str = ""
-    cni_conf_dir: Path | None = None  # default <state>/net.d
-    cni_bin_dirs: list[str] = field(default_factory=lambda: ["/usr/lib/cni", "/opt/cni/bin"])
-    runc_root: Path | None = None  # default /run/kubeling/runc/<node_name>
-    cluster_cidr: str = "10.88.0.0/16"
-    node_ip: str = "127.0.0.1"
-    address: str = "127.0.0.1"  # the daemon endpoint (logs) listens here
-    port: int = 0  # 0: a free port, reported in the Node's daemonEndpoints
-    max_pods: int = 110
-    node_labels: dict[str, str] = field(default_factory=dict)
-    node_status_update_frequency: float = 10.0
+    container_runtime_endpoint: str = flag("", "use this CRI socket (unix:///path) instead of hosting kubeling's "
+                                           "own runtime")
+    cni_conf_dir: Path | None = flag(None, "CNI configs (default <state>/net.d, written from the pod CIDR)", type=Path)
+    cni_bin_dirs: list[str] = flag(help="CNI plugin directory (repeatable; default /usr/lib/cni and /opt/cni/bin)",
+                                   name="cni-bin-dir", action="append",
+                                   default_factory=lambda: ["/usr/lib/cni", "/opt/cni/bin"])
+    runc_root: Path | None = flag(None, "runc state (default /run/kubeling/runc/<node-name>)", type=Path)
+    cluster_cidr: str = flag("10.88.0.0/16", "the pod network pods may route to (default 10.88.0.0/16)")
+    node_ip: str = flag("127.0.0.1", "the node's InternalIP (default 127.0.0.1)")
+    address: str = flag("127.0.0.1", "daemon endpoint (logs, exec) listen address (default 127.0.0.1)")
+    port: int = flag(0, "daemon endpoint port (default 0: a free one, reported in the Node's daemonEndpoints)",
+                     type=int)
+    max_pods: int = flag(110, "pods this node takes (default 110)", type=int)
+    node_labels: dict[str, str] = flag(help="extra node labels, k=v,k2=v2 (added to the --config file's)",
+                                       type=_labels, default_factory=dict)
+    node_status_update_frequency: float = flag(10.0, "seconds between the node status computations (default 10)",
+                                               type=float)
     node_status_report_frequency: float = 60.0
-    node_lease_duration_seconds: int = 40
+    node_lease_duration_seconds: int = flag(40, "the node Lease's duration; the kubelet renews it every quarter of "
+                                            "it (default 40). Keep --node-monitor-grace-period of the controller "
+                                            "manager at least this long", type=int)
     sync_frequency: float = 30.0  # every pod is synced at least this often
     pleg_relist_period: float = 1.0
     housekeeping_interval: float = 2.0  # orphaned pods
     container_gc_period: float = 60.0  # a pod's dead containers are collected at most this often
     crash_loop_backoff_initial: float = 10.0
     crash_loop_backoff_max: float = 300.0
-    cluster_domain: str = "cluster.local"  # pods' FQDNs: <hostname>.<subdomain>.<namespace>.svc.<this>
+    cluster_domain: str = flag("cluster.local", "DNS domain of the cluster: pods' FQDNs end with it (default "
+                               "cluster.local)")
     # The cluster DNS's ClusterIPs (pods' nameservers for dnsPolicy ClusterFirst; none: the
     # node's resolv.conf) and the Services' range (a route to it through the pods' bridge).
-    cluster_dns: list[str] = field(default_factory=list)
-    service_cidr: str = ""
-    resolv_conf: Path = Path("/etc/resolv.conf")
+    cluster_dns: list[str] = flag(help="comma-separated ClusterIPs of the cluster DNS: pods' nameservers for "
+                                  "dnsPolicy ClusterFirst (default: none, the node's resolv.conf)", type=_ips,
+                                  default_factory=list)
+    service_cidr: str = flag("", "the Services' range: pods get a route to it through their bridge (default: none)",
+                             name="service-cluster-ip-range")
+    resolv_conf: Path = flag(Path("/etc/resolv.conf"), "the node's resolver config for dnsPolicy Default (default "
+                             "/etc/resolv.conf)", type=Path)
     # The hosted runtime's: registry mirrors (hosts.toml directory) and its streaming server
-    registry_config_dir: Path | None = None
-    streaming_listen: str = "127.0.0.1:0"
+    registry_config_dir: Path | None = flag(None, "registry mirrors, containerd's hosts.toml layout: "
+                                            "DIR/<registry>/hosts.toml", type=Path)
+    streaming_listen: str = flag("127.0.0.1:0", "HOST:PORT of the runtime's exec/attach/port-forward server "
+                                 "(default 127.0.0.1:0: loopback, a free port)")
     # Pods' cgroups go under this path in every hierarchy ("": the runtime's default).
     # A kubelet in a container gives its container's own cgroup: the engine removes it,
     # and every pod cgroup under it, with the container.
-    cgroup_root: str = ""
+    cgroup_root: str = flag("", "pods' cgroups go under this path (default: the runtime's)")
     # Route the other nodes' pod CIDRs through their InternalIPs (flannel's host-gw),
     # for kubelets that each have their own network namespace (compose, separate hosts).
-    pod_routes: bool = False
+    pod_routes: bool = flag(False, "route other nodes' pod CIDRs through their InternalIPs (kubelets in their own "
+                            "network namespaces, e.g. docker-compose)", action="store_true")
     # Security, as upstream's flags: the kubeconfig with this node's credentials (its
     # client certificate) for the apiserver, else `apiserver` in plain text; the daemon
     # endpoint's serving certificate, and the CA whose client certificates it verifies
     # (only the apiserver's, `kube-apiserver-kubelet-client`, may use it beyond /healthz).
-    kubeconfig: Path | None = None
-    tls_cert_file: Path | None = None
-    tls_private_key_file: Path | None = None
-    client_ca_file: Path | None = None
+    kubeconfig: Path | None = flag(None, "this node's credentials for the apiserver (a kubeconfig with its client "
+                                   "certificate); default: --apiserver, plain text", type=Path)
+    tls_cert_file: Path | None = flag(None, "the daemon endpoint's serving certificate (default: plain HTTP)",
+                                      type=Path)
+    tls_private_key_file: Path | None = flag(None, "its private key", type=Path)
+    client_ca_file: Path | None = flag(None, "verify callers' client certificates against this CA; only the "
+                                       "apiserver's may use more than /healthz", type=Path)
 
     def check(self) -> None:
         """Refuse values no kubelet can run with (ConfigError naming the setting)."""
@@ -156,3 +197,20 @@ def load_config_file(path: Path) -> dict[str, Any]:
     data.pop("apiVersion", None)
     data.pop("kind", None)
     return data
+
+
+def from_command_line(args: argparse.Namespace) -> KubeletConfig:
+    """The configuration a kubelet runs with: the --config file's settings, then the flags
+    given (parsed with their defaults suppressed), checked."""
+    if not getattr(args, "apiserver", "") and getattr(args, "kubeconfig", None) is None:
+        raise ConfigError("--apiserver or --kubeconfig is required")
+    config = KubeletConfig(node_name=args.node_name)
+    if args.config is not None:
+        config.apply(load_config_file(args.config))
+    given = overrides(KubeletConfig, args)
+    labels = given.pop("node_labels", {})
+    for name, value in given.items():
+        setattr(config, name, value)
+    config.node_labels.update(labels)  # the flag's labels are added to the file's, as upstream's
+    config.check()
+    return config

@@ -30,7 +30,7 @@ from pathlib import Path
 import grpc
 from aiohttp import web
 
-from kubelet.cri.logs import FULL, parse_line
+from cri.logs import FULL, parse_line
 from kubelet.runtime import RUNNING, SANDBOX_READY, CRICallError, Runtime
 from kubelet.summary import SummaryProvider
 from kubeling.servingtls import ServingTLS, peer_common_name

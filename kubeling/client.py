@@ -4,8 +4,10 @@
         pod = await c.pods.create(Pod(...))
         async for ev in c.pods.watch(resource_version=pod.metadata.resourceVersion):
             print(ev.type, ev.object.metadata.name)
+        templates = c.resource(scheme.PODTEMPLATES)  # any resource of the scheme
 
-Failures raise the typed errors of `kubeling.errors` (NotFound, Conflict, Expired, ...).
+Each resource's calls go to the gRPC service its scheme entry describes. Failures raise
+the typed errors of `kubeling.errors` (NotFound, Conflict, Expired, ...).
 """
 
 from __future__ import annotations
@@ -15,28 +17,16 @@ import builtins
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic
+from typing import Any, Generic, TypeVar, overload
 from urllib.parse import urlsplit
 
 import grpc
 import yaml
 
+from kubeling import scheme
 from kubeling.errors import from_rpc_error
-from kubeling.objects import ObjectT
-from protos.kubeling.v1 import (
-    api_pb2,
-    api_pb2_grpc,
-    apps_pb2,
-    authentication_pb2,
-    batch_pb2,
-    coordination_pb2,
-    core_pb2,
-    discovery_pb2,
-    meta_pb2,
-    policy_pb2,
-    rbac_pb2,
-    scheduling_pb2,
-)
+from kubeling.scheme import ObjectT, ResourceType
+from protos.kubeling.v1 import api_pb2, authentication_pb2, core_pb2, meta_pb2, policy_pb2
 
 __all__ = ["Client", "ResourceClient", "PodClient", "WatchEvent", "GRPC_EXTENSION", "TLSConfig", "DRY_RUN_METADATA"]
 
@@ -86,20 +76,37 @@ class WatchEvent(Generic[ObjectT]):
     object: ObjectT
 
 
+def _stub(channel: grpc.aio.Channel, resource: ResourceType[Any]) -> dict[str, Any]:
+    """A resource's gRPC methods by name, made from its scheme entry (what a generated stub has)."""
+    out: dict[str, Any] = {}
+    for method in resource.methods.values():
+        response: Any = method.response
+        make = channel.unary_stream if method.streaming else channel.unary_unary
+        out[method.name] = make(f"/{resource.service_name}/{method.name}", request_serializer=_serialize,
+                                response_deserializer=response.FromString)
+    return out
+
+
+def _serialize(message: Any) -> bytes:
+    data: bytes = message.SerializeToString()
+    return data
+
+
 class ResourceClient(Generic[ObjectT]):
     """The verbs of one resource. Namespaced calls default to namespace "default"."""
 
-    def __init__(self, stub: Any, kind: str, namespaced: bool, timeout: float | None,
+    def __init__(self, channel: grpc.aio.Channel, resource: ResourceType[ObjectT], timeout: float | None,
                  wait_for_ready: bool = True) -> None:
-        self._stub = stub
-        self.kind = kind
-        self.namespaced = namespaced
+        self.resource = resource
+        self._stub = _stub(channel, resource)
+        self.kind = resource.kind
+        self.namespaced = resource.namespaced
         self.timeout = timeout
         self.wait_for_ready = wait_for_ready
 
     async def _call(self, method: str, request: Any, *, dry_run: bool = False) -> Any:
         try:
-            return await getattr(self._stub, method)(request, timeout=self.timeout,
+            return await self._stub[method](request, timeout=self.timeout,
                                                      wait_for_ready=self.wait_for_ready,
                                                      metadata=DRY_RUN_METADATA if dry_run else None)
         except grpc.aio.AioRpcError as err:
@@ -164,7 +171,7 @@ class ResourceClient(Generic[ObjectT]):
                                     fieldSelector=field_selector, resourceVersion=resource_version,
                                     allowWatchBookmarks=allow_bookmarks, timeoutSeconds=timeout_seconds,
                                     batchEvents=True)
-        call = self._stub.Watch(req, wait_for_ready=self.wait_for_ready)
+        call = self._stub["Watch"](req, wait_for_ready=self.wait_for_ready)
         try:
             async for ev in call:
                 if ev.batch:  # several events that were ready at once, in order
@@ -206,7 +213,7 @@ class PodClient(ResourceClient[core_pb2.Pod]):
             req.tailLines = tail_lines
         if limit_bytes is not None:
             req.limitBytes = limit_bytes
-        call = self._stub.Log(req, wait_for_ready=self.wait_for_ready)
+        call = self._stub["Log"](req, wait_for_ready=self.wait_for_ready)
         try:
             async for chunk in call:
                 yield chunk.data
@@ -232,6 +239,32 @@ class ServiceAccountClient(ResourceClient[core_pb2.ServiceAccount]):
         return result
 
 
+_C = TypeVar("_C", bound=ResourceClient[Any])
+
+
+class _Typed(Generic[_C]):
+    """A Client attribute that is one resource's client, typed."""
+
+    def __init__(self, resource: ResourceType[Any], kind: type[_C]) -> None:
+        self.entry = resource
+        self.kind = kind
+
+    @overload
+    def __get__(self, client: None, owner: type[Any]) -> _Typed[_C]: ...
+
+    @overload
+    def __get__(self, client: Client, owner: type[Any]) -> _C: ...
+
+    def __get__(self, client: Client | None, owner: type[Any]) -> _Typed[_C] | _C:
+        if client is None:
+            return self
+        return client.resource(self.entry, self.kind)
+
+
+def _typed(resource: ResourceType[ObjectT]) -> _Typed[ResourceClient[ObjectT]]:
+    return _Typed(resource, ResourceClient)
+
+
 def _kubeconfig_bytes(path: Path, section: dict[str, Any], name: str) -> bytes | None:
     """A kubeconfig's `<name>-data` (base64) or `<name>` (a file, relative to the kubeconfig)."""
     if section.get(f"{name}-data"):
@@ -253,41 +286,44 @@ class Client:
             channel = grpc.aio.secure_channel(address, tls.channel_credentials(), options=_CHANNEL_OPTIONS) \
                 if tls is not None else grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
         self.channel = channel
-        ch, t, w = self.channel, timeout, wait_for_ready
-        self.pods = PodClient(api_pb2_grpc.PodsStub(ch), "Pod", True, t, w)
-        self.nodes: ResourceClient[core_pb2.Node] = ResourceClient(api_pb2_grpc.NodesStub(ch), "Node", False, t, w)
-        self.namespaces: ResourceClient[core_pb2.Namespace] = ResourceClient(
-            api_pb2_grpc.NamespacesStub(ch), "Namespace", False, t, w)
-        self.events: ResourceClient[core_pb2.Event] = ResourceClient(api_pb2_grpc.EventsStub(ch), "Event", True, t, w)
-        self.serviceaccounts = ServiceAccountClient(api_pb2_grpc.ServiceAccountsStub(ch), "ServiceAccount", True, t, w)
-        self.configmaps: ResourceClient[core_pb2.ConfigMap] = ResourceClient(
-            api_pb2_grpc.ConfigMapsStub(ch), "ConfigMap", True, t, w)
-        self.secrets: ResourceClient[core_pb2.Secret] = ResourceClient(
-            api_pb2_grpc.SecretsStub(ch), "Secret", True, t, w)
-        self.leases: ResourceClient[coordination_pb2.Lease] = ResourceClient(
-            api_pb2_grpc.LeasesStub(ch), "Lease", True, t, w)
-        self.roles: ResourceClient[rbac_pb2.Role] = ResourceClient(api_pb2_grpc.RolesStub(ch), "Role", True, t, w)
-        self.clusterroles: ResourceClient[rbac_pb2.ClusterRole] = ResourceClient(
-            api_pb2_grpc.ClusterRolesStub(ch), "ClusterRole", False, t, w)
-        self.rolebindings: ResourceClient[rbac_pb2.RoleBinding] = ResourceClient(
-            api_pb2_grpc.RoleBindingsStub(ch), "RoleBinding", True, t, w)
-        self.clusterrolebindings: ResourceClient[rbac_pb2.ClusterRoleBinding] = ResourceClient(
-            api_pb2_grpc.ClusterRoleBindingsStub(ch), "ClusterRoleBinding", False, t, w)
-        self.replicasets: ResourceClient[apps_pb2.ReplicaSet] = ResourceClient(
-            api_pb2_grpc.ReplicaSetsStub(ch), "ReplicaSet", True, t, w)
-        self.deployments: ResourceClient[apps_pb2.Deployment] = ResourceClient(
-            api_pb2_grpc.DeploymentsStub(ch), "Deployment", True, t, w)
-        self.jobs: ResourceClient[batch_pb2.Job] = ResourceClient(api_pb2_grpc.JobsStub(ch), "Job", True, t, w)
-        self.priorityclasses: ResourceClient[scheduling_pb2.PriorityClass] = ResourceClient(
-            api_pb2_grpc.PriorityClassesStub(ch), "PriorityClass", False, t, w)
-        self.poddisruptionbudgets: ResourceClient[policy_pb2.PodDisruptionBudget] = ResourceClient(
-            api_pb2_grpc.PodDisruptionBudgetsStub(ch), "PodDisruptionBudget", True, t, w)
-        self.services: ResourceClient[core_pb2.Service] = ResourceClient(
-            api_pb2_grpc.ServicesStub(ch), "Service", True, t, w)
-        self.endpoints: ResourceClient[core_pb2.Endpoints] = ResourceClient(
-            api_pb2_grpc.EndpointsServiceStub(ch), "Endpoints", True, t, w)
-        self.endpointslices: ResourceClient[discovery_pb2.EndpointSlice] = ResourceClient(
-            api_pb2_grpc.EndpointSlicesStub(ch), "EndpointSlice", True, t, w)
+        self.timeout = timeout
+        self.wait_for_ready = wait_for_ready
+        self._resources: dict[ResourceType[Any], ResourceClient[Any]] = {}
+
+    @overload
+    def resource(self, resource: ResourceType[ObjectT]) -> ResourceClient[ObjectT]: ...
+
+    @overload
+    def resource(self, resource: ResourceType[Any], kind: type[_C]) -> _C: ...
+
+    def resource(self, resource: ResourceType[Any], kind: type[ResourceClient[Any]] = ResourceClient) -> Any:
+        """The client of one resource of the scheme (made once per Client)."""
+        found = self._resources.get(resource)
+        if found is None:
+            found = self._resources[resource] = kind(self.channel, resource, self.timeout, self.wait_for_ready)
+        return found
+
+    # The built-in resources by name, typed (any other: `resource(entry)`).
+    pods = _Typed(scheme.PODS, PodClient)
+    nodes = _typed(scheme.NODES)
+    namespaces = _typed(scheme.NAMESPACES)
+    events = _typed(scheme.EVENTS)
+    serviceaccounts = _Typed(scheme.SERVICEACCOUNTS, ServiceAccountClient)
+    configmaps = _typed(scheme.CONFIGMAPS)
+    secrets = _typed(scheme.SECRETS)
+    leases = _typed(scheme.LEASES)
+    roles = _typed(scheme.ROLES)
+    clusterroles = _typed(scheme.CLUSTERROLES)
+    rolebindings = _typed(scheme.ROLEBINDINGS)
+    clusterrolebindings = _typed(scheme.CLUSTERROLEBINDINGS)
+    replicasets = _typed(scheme.REPLICASETS)
+    deployments = _typed(scheme.DEPLOYMENTS)
+    jobs = _typed(scheme.JOBS)
+    priorityclasses = _typed(scheme.PRIORITYCLASSES)
+    poddisruptionbudgets = _typed(scheme.POD_DISRUPTION_BUDGETS)
+    services = _typed(scheme.SERVICES)
+    endpoints = _typed(scheme.ENDPOINTS)
+    endpointslices = _typed(scheme.ENDPOINTSLICES)
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path, **options: Any) -> Client:

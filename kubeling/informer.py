@@ -16,16 +16,16 @@ import builtins
 import inspect
 import logging
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic
 
 from kubeling import errors
-from kubeling.client import ResourceClient
-from kubeling.objects import ObjectT
+from kubeling.client import Client, ResourceClient
 from kubeling.periodic import cancel_and_wait
+from kubeling.scheme import ObjectT, ResourceType
 
-__all__ = ["Informer", "Store", "object_key", "INDEX_NAMESPACE", "INDEX_NODE_NAME"]
+__all__ = ["Informer", "SharedInformers", "Store", "object_key", "INDEX_NAMESPACE", "INDEX_NODE_NAME"]
 
 log = logging.getLogger(__name__)
 
@@ -234,3 +234,38 @@ class Informer(Generic[ObjectT]):
                     await result
             except Exception:
                 log.exception("informer %s: %s handler failed", self.resource.kind, which)
+
+
+class SharedInformers:
+    """One informer per resource (and namespace) for everything in a process that watches
+    it (client-go's SharedInformerFactory): asked for by scheme entry, made on first ask,
+    started and stopped together."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._informers: dict[tuple[ResourceType[Any], str], Informer[Any]] = {}
+
+    def get(self, resource: ResourceType[ObjectT], namespace: str = "") -> Informer[ObjectT]:
+        key = (resource, namespace)
+        found = self._informers.get(key)
+        if found is None:
+            found = self._informers[key] = Informer(self.client.resource(resource), namespace=namespace)
+        return found
+
+    def __iter__(self) -> Iterator[Informer[Any]]:
+        return iter(list(self._informers.values()))
+
+    @property
+    def synced(self) -> bool:
+        return all(i.synced for i in self._informers.values())
+
+    async def start(self, sync_timeout: float | None = None) -> None:
+        """Start every informer asked for so far, and wait for each to have listed."""
+        for informer in self:
+            await informer.start()
+        for informer in self:
+            await informer.wait_synced(sync_timeout)
+
+    async def stop(self) -> None:
+        for informer in self:
+            await informer.stop()

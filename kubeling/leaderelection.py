@@ -19,9 +19,10 @@ from typing import Protocol
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from kubeling import errors
+from kubeling.options import boolean, flag
 from protos.kubeling.v1 import coordination_pb2, meta_pb2
 
-__all__ = ["LeaderElector", "ElectionConfig", "LeaseAPI", "HasLeases"]
+__all__ = ["LeaderElector", "ElectionConfig", "ElectionOptions", "LeaseAPI", "HasLeases"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,26 @@ class ElectionConfig:
     lease_duration: float = 15.0  # upstream defaults
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+
+
+@dataclass(frozen=True)
+class ElectionOptions:
+    """The leader-election flags the scheduler and the controller manager share (upstream's
+    LeaderElectionConfiguration), declared once."""
+
+    leader_elect: bool = flag(True, "campaign for the component's kube-system Lease before acting (default true)",
+                              type=boolean)
+    lease_duration: float = flag(15.0, "seconds a leader's lease lasts without renewal (default %(default)s)",
+                                 type=float, name="leader-elect-lease-duration")
+    renew_deadline: float = flag(10.0, "seconds a leader keeps trying to renew before it steps down (default "
+                                 "%(default)s)", type=float, name="leader-elect-renew-deadline")
+    retry_period: float = flag(2.0, "seconds between tries to acquire or renew (default %(default)s)", type=float,
+                               name="leader-elect-retry-period")
+
+    def config(self, name: str) -> ElectionConfig:
+        """The election on kube-system/<name>."""
+        return ElectionConfig(name=name, lease_duration=self.lease_duration, renew_deadline=self.renew_deadline,
+                              retry_period=self.retry_period)
 
 
 def _now() -> Timestamp:

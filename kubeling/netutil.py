@@ -33,6 +33,11 @@ def host_port_arg(text: str) -> str:
     return text
 
 
+def optional_host_port_arg(text: str) -> str:
+    """host_port_arg, or empty (a listener or a server that is off)."""
+    return host_port_arg(text) if text else text
+
+
 def cidr_arg(text: str) -> str:
     """An argparse type for a network in CIDR form (host bits zero), or empty."""
     if text:

@@ -13,11 +13,13 @@ import asyncio
 import logging
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from kubeling.client import Client
 from kubeling.informer import Informer
+from kubeling.netutil import cidr_arg
+from kubeling.options import flag
 from kubeling.periodic import cancel_and_wait
 from protos.kubeling.v1 import core_pb2, discovery_pb2
 from proxy.iptables import FILTER_CHAINS, JUMPS, NAT_CHAINS, OWN_PREFIXES, ProxyRules, RuleSet, render
@@ -30,15 +32,25 @@ log = logging.getLogger(__name__)
 BRIDGE_NF = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
 
 
+def _addresses(text: str) -> list[str]:
+    return [a.strip() for a in text.split(",") if a.strip()]
+
+
 @dataclass
 class ProxyConfig:
-    node_names: list[str] = field(default_factory=list)  # the nodes in this network namespace
-    cluster_cidr: str = ""
-    service_cidr: str = "10.96.0.0/16"
-    nodeport_addresses: list[str] = field(default_factory=list)  # empty: the nodes' InternalIPs
-    min_sync_period: float = 1.0
-    sync_period: float = 30.0
-    masquerade_all: bool = False
+    """kube-proxy's settings, each with its flag."""
+
+    node_names: list[str] = flag(help="a node whose pods are local here (repeat for nodes sharing this network "
+                                 "namespace)", name="node-name", action="append", default_factory=list)
+    cluster_cidr: str = flag("", "the pods' range: traffic from outside it to a ClusterIP is masqueraded (empty: "
+                             "all is)", type=cidr_arg)
+    service_cidr: str = flag("10.96.0.0/16", "the Services' range: what is addressed to it and not a Service is "
+                             "rejected (default %(default)s)", name="service-cluster-ip-range", type=cidr_arg)
+    nodeport_addresses: list[str] = flag(help="comma-separated addresses node ports answer on (default: the nodes' "
+                                         "InternalIPs)", type=_addresses, default_factory=list)
+    min_sync_period: float = flag(1.0, "seconds between two rule syncs at least (default %(default)s)", type=float)
+    sync_period: float = flag(30.0, "a full sync at least this often (default %(default)s)", type=float)
+    masquerade_all: bool = flag(False, "masquerade all traffic to ClusterIPs", action="store_true")
     netns: str = ""  # a network namespace's path to program instead of this process's (tests)
 
 

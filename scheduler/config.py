@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from kubeling import options
 from scheduler.extender import ExtenderConfig, parse_extenders
 from scheduler.framework.results import RecordOptions
 from scheduler.framework.runtime import EXTENSION_POINTS, ExtensionPoints, PluginFactory
@@ -29,8 +30,8 @@ from scheduler.framework.runtime import EXTENSION_POINTS, ExtensionPoints, Plugi
 __all__ = ["SchedulerConfig", "Profile", "ConfigError", "load_config", "parse_config", "DEFAULT_PLUGINS"]
 
 
-class ConfigError(ValueError):
-    pass
+class ConfigError(options.ConfigError):
+    """A KubeSchedulerConfiguration that cannot be run (the scheduler exits 2)."""
 
 
 # Upstream's default multiPoint set (those kubeling has), in its order, with its weights.

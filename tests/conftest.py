@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from apiserver.server import APIServer, Config
+from cluster.etcd import EtcdServer
 from kubeling.client import Client
-from kubeling.etcd import EtcdServer
 
 _prefixes = itertools.count()
 

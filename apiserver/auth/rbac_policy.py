@@ -16,7 +16,8 @@ from apiserver.auth.bootstrap_policy import cluster_role_bindings, cluster_roles
 from apiserver.auth.rbac import Policy, policy_of, rule_to_proto
 from apiserver.registry.generic.store import Registry
 from apiserver.registry.rbac import GROUP
-from kubeling import errors
+from kubeling import errors, scheme
+from kubeling.scheme import ResourceType
 from protos.kubeling.v1 import rbac_pb2
 
 __all__ = ["StoredPolicy", "reconcile_bootstrap", "AUTOUPDATE"]
@@ -25,13 +26,13 @@ log = logging.getLogger(__name__)
 
 AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
 _BOOTSTRAPPING = {"kubernetes.io/bootstrapping": "rbac-defaults"}
-_KINDS = ("roles", "clusterroles", "rolebindings", "clusterrolebindings")
+_KINDS = (scheme.ROLES, scheme.CLUSTERROLES, scheme.ROLEBINDINGS, scheme.CLUSTERROLEBINDINGS)
 
 
 class StoredPolicy:
     """Call it for the current policy (cheap when nothing changed: four counters read)."""
 
-    def __init__(self, registries: Mapping[str, Registry[Any]]) -> None:
+    def __init__(self, registries: Mapping[ResourceType[Any], Registry[Any]]) -> None:
         self._caches = [registries[k].watch_cache for k in _KINDS]
         self._seen: tuple[int, ...] = ()
         self._policy = Policy()

@@ -1,33 +1,25 @@
-"""Resource registries: the generic store plus one Strategy per resource."""
+"""The registries: the generic store (`generic/`) and a Strategy per resource, in a module
+per API group (`core/` for the core group, whose subresources live beside their resources).
+The table below maps each scheme entry to its strategy: a group's module lists its own."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from apiserver.registry.apps import DeploymentStrategy, ReplicaSetStrategy
-from apiserver.registry.batch import JobStrategy
-from apiserver.registry.coordination import LeaseStrategy
-from apiserver.registry.core.configmaps import ConfigMapStrategy, SecretStrategy
-from apiserver.registry.core.events import EventStrategy
-from apiserver.registry.core.namespaces import NamespaceStrategy
-from apiserver.registry.core.nodes import NodeStrategy
-from apiserver.registry.core.pods import PodStrategy
-from apiserver.registry.core.serviceaccounts import ServiceAccountStrategy
-from apiserver.registry.core.services import EndpointSliceStrategy, EndpointsStrategy, ServiceStrategy
+from apiserver.registry import apps, batch, coordination, core, discovery, policy, rbac, scheduling
 from apiserver.registry.generic.strategy import DeletePlan, Strategy
-from apiserver.registry.policy import PodDisruptionBudgetStrategy
-from apiserver.registry.rbac import ClusterRoleBindingStrategy, ClusterRoleStrategy, RoleBindingStrategy, RoleStrategy
-from apiserver.registry.scheduling import PriorityClassStrategy
+from kubeling.scheme import ResourceType
 
-__all__ = ["Strategy", "DeletePlan", "PodStrategy", "NodeStrategy", "NamespaceStrategy",
-           "EventStrategy", "LeaseStrategy", "RoleStrategy", "ClusterRoleStrategy", "RoleBindingStrategy",
-           "ClusterRoleBindingStrategy", "ServiceAccountStrategy", "ConfigMapStrategy", "SecretStrategy",
-           "ReplicaSetStrategy", "DeploymentStrategy", "JobStrategy", "PriorityClassStrategy",
-           "PodDisruptionBudgetStrategy", "ServiceStrategy", "EndpointsStrategy", "EndpointSliceStrategy",
-           "ALL_STRATEGIES"]
+__all__ = ["Strategy", "DeletePlan", "STRATEGIES", "strategy_for"]
 
-ALL_STRATEGIES: tuple[type[Strategy[Any]], ...] = (
-    NamespaceStrategy, NodeStrategy, PodStrategy, EventStrategy, LeaseStrategy,
-    RoleStrategy, ClusterRoleStrategy, RoleBindingStrategy, ClusterRoleBindingStrategy, ServiceAccountStrategy,
-    ConfigMapStrategy, SecretStrategy, ReplicaSetStrategy, DeploymentStrategy, JobStrategy, PriorityClassStrategy,
-    PodDisruptionBudgetStrategy, ServiceStrategy, EndpointsStrategy, EndpointSliceStrategy)
+STRATEGIES: dict[ResourceType[Any], type[Strategy[Any]]] = {
+    s.resource: s for group in (core, apps, batch, coordination, discovery, policy, rbac, scheduling)
+    for s in group.STRATEGIES}
+
+
+def strategy_for(resource: ResourceType[Any]) -> Strategy[Any]:
+    """The resource's strategy (LookupError: the scheme has an entry no group serves)."""
+    try:
+        return STRATEGIES[resource]()
+    except KeyError:
+        raise LookupError(f"no strategy serves {resource.group_resource}: add one to its group's STRATEGIES") from None

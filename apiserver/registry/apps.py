@@ -7,10 +7,11 @@ from apiserver.registry.core.pods import canonicalize_resources, default_pod_spe
 from apiserver.registry.generic.strategy import Strategy
 from apiserver.validation import Checker
 from apiserver.validation.workloads import validate_count, validate_selector_and_template
+from kubeling import scheme
 from kubeling.intstr import scaled_value
-from protos.kubeling.v1 import api_pb2, apps_pb2, core_pb2
+from protos.kubeling.v1 import apps_pb2, core_pb2
 
-__all__ = ["ReplicaSetStrategy", "DeploymentStrategy"]
+__all__ = ["STRATEGIES", "ReplicaSetStrategy", "DeploymentStrategy"]
 
 _RESTART = ("Always",)
 
@@ -21,13 +22,7 @@ def _selector_immutable(new_sel: object, old_sel: object, check: Checker) -> Non
 
 
 class ReplicaSetStrategy(Strategy[apps_pb2.ReplicaSet]):
-    kind = "ReplicaSet"
-    plural = "replicasets"
-    namespaced = True
-    garbage_collected = True
-    message = apps_pb2.ReplicaSet
-    list_message = api_pb2.ReplicaSetList
-    event_message = api_pb2.ReplicaSetWatchEvent
+    resource = scheme.REPLICASETS
 
     def prepare_for_create(self, obj: apps_pb2.ReplicaSet) -> None:
         obj.ClearField("status")
@@ -62,13 +57,7 @@ class ReplicaSetStrategy(Strategy[apps_pb2.ReplicaSet]):
 
 
 class DeploymentStrategy(Strategy[apps_pb2.Deployment]):
-    kind = "Deployment"
-    plural = "deployments"
-    namespaced = True
-    garbage_collected = True
-    message = apps_pb2.Deployment
-    list_message = api_pb2.DeploymentList
-    event_message = api_pb2.DeploymentWatchEvent
+    resource = scheme.DEPLOYMENTS
 
     def prepare_for_create(self, obj: apps_pb2.Deployment) -> None:
         obj.ClearField("status")
@@ -131,3 +120,7 @@ class DeploymentStrategy(Strategy[apps_pb2.Deployment]):
         st = new.status
         for name in ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas", "unavailableReplicas"):
             validate_count(f"status.{name}", getattr(st, name), check)
+
+
+# This group's resources, for the registry's table.
+STRATEGIES = (ReplicaSetStrategy, DeploymentStrategy)

@@ -7,9 +7,10 @@ from apiserver.registry.core.pods import canonicalize_resources, default_pod_spe
 from apiserver.registry.generic.strategy import Strategy
 from apiserver.validation import Checker
 from apiserver.validation.workloads import validate_count, validate_selector_and_template
-from protos.kubeling.v1 import api_pb2, batch_pb2, meta_pb2
+from kubeling import scheme
+from protos.kubeling.v1 import batch_pb2, meta_pb2
 
-__all__ = ["JobStrategy", "CONTROLLER_UID", "JOB_NAME"]
+__all__ = ["STRATEGIES", "JobStrategy", "CONTROLLER_UID", "JOB_NAME"]
 
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 JOB_NAME = "batch.kubernetes.io/job-name"
@@ -17,13 +18,7 @@ _LEGACY_CONTROLLER_UID, _LEGACY_JOB_NAME = "controller-uid", "job-name"
 
 
 class JobStrategy(Strategy[batch_pb2.Job]):
-    kind = "Job"
-    plural = "jobs"
-    namespaced = True
-    garbage_collected = True
-    message = batch_pb2.Job
-    list_message = api_pb2.JobList
-    event_message = api_pb2.JobWatchEvent
+    resource = scheme.JOBS
 
     def prepare_for_create(self, obj: batch_pb2.Job) -> None:
         obj.ClearField("status")
@@ -76,3 +71,7 @@ class JobStrategy(Strategy[batch_pb2.Job]):
     def validate_status(self, new: batch_pb2.Job, check: Checker) -> None:
         for name in ("active", "succeeded", "failed"):
             validate_count(f"status.{name}", getattr(new.status, name), check)
+
+
+# This group's resources, for the registry's table.
+STRATEGIES = (JobStrategy,)

@@ -4,20 +4,14 @@ from __future__ import annotations
 
 from apiserver.registry.generic.strategy import Strategy
 from apiserver.validation import Checker
-from protos.kubeling.v1 import api_pb2, coordination_pb2
+from kubeling import scheme
+from protos.kubeling.v1 import coordination_pb2
 
-__all__ = ["LeaseStrategy"]
+__all__ = ["STRATEGIES", "LeaseStrategy"]
 
 
 class LeaseStrategy(Strategy[coordination_pb2.Lease]):
-    kind = "Lease"
-    plural = "leases"
-    namespaced = True
-    garbage_collected = True
-    has_status = False
-    message = coordination_pb2.Lease
-    list_message = api_pb2.LeaseList
-    event_message = api_pb2.LeaseWatchEvent
+    resource = scheme.LEASES
 
     def validate(self, obj: coordination_pb2.Lease, check: Checker) -> None:
         spec = obj.spec
@@ -25,3 +19,7 @@ class LeaseStrategy(Strategy[coordination_pb2.Lease]):
             check.invalid("spec.leaseDurationSeconds", spec.leaseDurationSeconds, "must be greater than 0")
         if spec.HasField("leaseTransitions") and spec.leaseTransitions < 0:
             check.invalid("spec.leaseTransitions", spec.leaseTransitions, "must be greater than or equal to 0")
+
+
+# This group's resources, for the registry's table.
+STRATEGIES = (LeaseStrategy,)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from apiserver.registry.generic.strategy import Strategy
 from apiserver.validation import Checker
 from apiserver.validation.pods import validate_label_selector
+from kubeling import scheme
 from kubeling.intstr import scaled_value
-from protos.kubeling.v1 import api_pb2, core_pb2, policy_pb2
+from protos.kubeling.v1 import core_pb2, policy_pb2
 
-__all__ = ["PodDisruptionBudgetStrategy"]
+__all__ = ["STRATEGIES", "PodDisruptionBudgetStrategy"]
 
 
 def _int_or_percent(path: str, value: core_pb2.IntOrString, check: Checker) -> None:
@@ -24,12 +25,7 @@ def _int_or_percent(path: str, value: core_pb2.IntOrString, check: Checker) -> N
 
 
 class PodDisruptionBudgetStrategy(Strategy[policy_pb2.PodDisruptionBudget]):
-    kind = "PodDisruptionBudget"
-    plural = "poddisruptionbudgets"
-    namespaced = True
-    message = policy_pb2.PodDisruptionBudget
-    list_message = api_pb2.PodDisruptionBudgetList
-    event_message = api_pb2.PodDisruptionBudgetWatchEvent
+    resource = scheme.POD_DISRUPTION_BUDGETS
 
     def prepare_for_create(self, obj: policy_pb2.PodDisruptionBudget) -> None:
         obj.ClearField("status")
@@ -50,3 +46,7 @@ class PodDisruptionBudgetStrategy(Strategy[policy_pb2.PodDisruptionBudget]):
         for name in ("disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods"):
             if getattr(new.status, name) < 0:
                 check.invalid(f"status.{name}", getattr(new.status, name), "must be greater than or equal to 0")
+
+
+# This group's resources, for the registry's table.
+STRATEGIES = (PodDisruptionBudgetStrategy,)

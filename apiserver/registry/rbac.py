@@ -4,14 +4,13 @@ them is decided elsewhere (`apiserver.admission.rbac_escalation`)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from apiserver.registry.generic.strategy import Strategy
 from apiserver.validation import Checker
-from kubeling import names
-from protos.kubeling.v1 import api_pb2, rbac_pb2
+from kubeling import names, scheme
+from protos.kubeling.v1 import rbac_pb2
 
-__all__ = ["GROUP", "RoleStrategy", "ClusterRoleStrategy", "RoleBindingStrategy", "ClusterRoleBindingStrategy"]
+__all__ = ["STRATEGIES", "GROUP", "RoleStrategy", "ClusterRoleStrategy", "RoleBindingStrategy",
+           "ClusterRoleBindingStrategy"]
 
 GROUP = "rbac.authorization.k8s.io"
 _SUBJECT_KINDS = ("ServiceAccount", "User", "Group")
@@ -67,43 +66,26 @@ def _validate_binding(binding: rbac_pb2.RoleBinding | rbac_pb2.ClusterRoleBindin
 
 
 class _RBACStrategy:
-    has_status: ClassVar[bool] = False
-
     def validate_name(self, name: str) -> list[str]:
         return names.path_segment_name(name)
 
 
 class RoleStrategy(_RBACStrategy, Strategy[rbac_pb2.Role]):
-    kind = "Role"
-    plural = "roles"
-    namespaced = True
-    message = rbac_pb2.Role
-    list_message = api_pb2.RoleList
-    event_message = api_pb2.RoleWatchEvent
+    resource = scheme.ROLES
 
     def validate(self, obj: rbac_pb2.Role, check: Checker) -> None:
         _validate_rules(list(obj.rules), True, check)
 
 
 class ClusterRoleStrategy(_RBACStrategy, Strategy[rbac_pb2.ClusterRole]):
-    kind = "ClusterRole"
-    plural = "clusterroles"
-    namespaced = False
-    message = rbac_pb2.ClusterRole
-    list_message = api_pb2.ClusterRoleList
-    event_message = api_pb2.ClusterRoleWatchEvent
+    resource = scheme.CLUSTERROLES
 
     def validate(self, obj: rbac_pb2.ClusterRole, check: Checker) -> None:
         _validate_rules(list(obj.rules), False, check)
 
 
 class RoleBindingStrategy(_RBACStrategy, Strategy[rbac_pb2.RoleBinding]):
-    kind = "RoleBinding"
-    plural = "rolebindings"
-    namespaced = True
-    message = rbac_pb2.RoleBinding
-    list_message = api_pb2.RoleBindingList
-    event_message = api_pb2.RoleBindingWatchEvent
+    resource = scheme.ROLEBINDINGS
 
     def default(self, obj: rbac_pb2.RoleBinding) -> None:
         _default_binding(obj)
@@ -117,12 +99,7 @@ class RoleBindingStrategy(_RBACStrategy, Strategy[rbac_pb2.RoleBinding]):
 
 
 class ClusterRoleBindingStrategy(_RBACStrategy, Strategy[rbac_pb2.ClusterRoleBinding]):
-    kind = "ClusterRoleBinding"
-    plural = "clusterrolebindings"
-    namespaced = False
-    message = rbac_pb2.ClusterRoleBinding
-    list_message = api_pb2.ClusterRoleBindingList
-    event_message = api_pb2.ClusterRoleBindingWatchEvent
+    resource = scheme.CLUSTERROLEBINDINGS
 
     def default(self, obj: rbac_pb2.ClusterRoleBinding) -> None:
         _default_binding(obj)
@@ -134,3 +111,7 @@ class ClusterRoleBindingStrategy(_RBACStrategy, Strategy[rbac_pb2.ClusterRoleBin
                         check: Checker) -> None:
         if new.roleRef != old.roleRef:
             check.add("roleRef", "Invalid value: cannot change roleRef")
+
+
+# This group's resources, for the registry's table.
+STRATEGIES = (RoleStrategy, ClusterRoleStrategy, RoleBindingStrategy, ClusterRoleBindingStrategy)

@@ -10,10 +10,10 @@ from apiserver.registry.generic.store import Registry
 from apiserver.registry.generic.strategy import Strategy
 from apiserver.validation import Checker
 from apiserver.validation.pods import SYSTEM_PRIORITY_CLASSES
-from kubeling import errors
-from protos.kubeling.v1 import api_pb2, meta_pb2, scheduling_pb2
+from kubeling import errors, scheme
+from protos.kubeling.v1 import meta_pb2, scheduling_pb2
 
-__all__ = ["PriorityClassStrategy", "bootstrap_priority_classes", "HIGHEST_USER_DEFINABLE_PRIORITY"]
+__all__ = ["STRATEGIES", "PriorityClassStrategy", "bootstrap_priority_classes", "HIGHEST_USER_DEFINABLE_PRIORITY"]
 
 log = logging.getLogger(__name__)
 
@@ -25,13 +25,7 @@ _DESCRIPTIONS = {"system-node-critical": "Used for system critical pods that mus
 
 
 class PriorityClassStrategy(Strategy[scheduling_pb2.PriorityClass]):
-    kind = "PriorityClass"
-    plural = "priorityclasses"
-    namespaced = False
-    has_status = False
-    message = scheduling_pb2.PriorityClass
-    list_message = api_pb2.PriorityClassList
-    event_message = api_pb2.PriorityClassWatchEvent
+    resource = scheme.PRIORITYCLASSES
 
     def default(self, obj: scheduling_pb2.PriorityClass) -> None:
         if not obj.HasField("preemptionPolicy"):
@@ -67,3 +61,7 @@ async def bootstrap_priority_classes(registry: Registry[scheduling_pb2.PriorityC
             log.info("created PriorityClass %s", name)
         except errors.AlreadyExists:
             pass
+
+
+# This group's resources, for the registry's table.
+STRATEGIES = (PriorityClassStrategy,)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from importlib.metadata import entry_points
 
+from kubeling.options import ConfigError
 from scheduler.framework.runtime import PluginFactory
 from scheduler.plugins.defaultbinder import DefaultBinder
 from scheduler.plugins.defaultpreemption import DefaultPreemption
@@ -28,8 +29,8 @@ log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "kubeling.scheduler.plugins"
 
 
-class PluginLoadError(ValueError):
-    pass
+class PluginLoadError(ConfigError):
+    """A plugin the configuration names cannot be loaded (the scheduler exits 2)."""
 
 _PLUGINS = (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, NodePorts, Fit, BalancedAllocation,
             NodeAffinity, TaintToleration, PodTopologySpread, InterPodAffinity, ImageLocality, DefaultPreemption,

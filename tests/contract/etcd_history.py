@@ -7,7 +7,7 @@ import asyncio
 import aetcd
 
 from apiserver.storage.etcd import prefix_end
-from kubeling.etcd import EtcdServer
+from cluster.etcd import EtcdServer
 
 
 async def history(etcd: EtcdServer, prefix: str, after: int, upto: int) -> list[tuple[str, str, int]]:

@@ -17,9 +17,9 @@ import pytest
 
 from apiserver.endpoints.rest.server import SELF_SUBJECT_REVIEWS
 from apiserver.server import APIServer
+from cluster.etcd import EtcdServer
 from kubeling import errors, pki
 from kubeling.client import Client, TLSConfig
-from kubeling.etcd import EtcdServer
 from kubeling.kubeconfig import write_kubeconfig
 from tests.conftest import apiserver_config
 from tests.e2e.kubectl import Kubectl

@@ -15,9 +15,9 @@ import aiohttp
 import pytest
 
 from apiserver.server import APIServer
+from cluster.etcd import EtcdServer
 from kubeling import errors
 from kubeling.client import Client
-from kubeling.etcd import EtcdServer
 from protos.kubeling.v1 import core_pb2, meta_pb2, policy_pb2
 from tests.conftest import apiserver_config
 

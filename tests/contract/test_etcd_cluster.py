@@ -14,9 +14,9 @@ import pytest
 
 from apiserver.server import APIServer
 from apiserver.storage.etcd import channel_target
+from cluster.etcd import EtcdCluster
 from kubeling import errors
 from kubeling.client import Client
-from kubeling.etcd import EtcdCluster
 from tests.objects import pod
 
 

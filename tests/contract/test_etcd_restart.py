@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from apiserver.server import APIServer
+from cluster.etcd import EtcdServer
 from kubeling import errors
 from kubeling.client import Client
-from kubeling.etcd import EtcdServer
 from tests.conftest import apiserver_config
 from tests.objects import pod
 

@@ -22,7 +22,7 @@ from google.protobuf.message import Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kubeling.etcd import EtcdServer
+from cluster.etcd import EtcdServer
 from kubeling.netutil import free_port
 from protos.kubeling.v1 import coordination_pb2, core_pb2, meta_pb2
 

@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from apiserver.server import APIServer
+from cluster.etcd import EtcdServer
 from kubeling.client import Client
-from kubeling.etcd import EtcdServer
 from kubeling.informer import INDEX_NAMESPACE, INDEX_NODE_NAME, Informer
 from protos.kubeling.v1 import core_pb2
 from tests.conftest import apiserver_config

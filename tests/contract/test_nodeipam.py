@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from apiserver.server import APIServer
+from cluster.etcd import EtcdServer
 from kubeling.client import Client
-from kubeling.etcd import EtcdServer
 from protos.kubeling.v1 import core_pb2, meta_pb2
 from tests.conftest import apiserver_config
 

@@ -1,4 +1,4 @@
-"""The OTLP receiver (kubeling/otlpreceiver.py): spans sent by the real OpenTelemetry SDK's
+"""The OTLP receiver (cluster/otlpreceiver.py): spans sent by the real OpenTelemetry SDK's
 OTLP exporter come back from its Jaeger-style query API, linked as they were sent."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+from cluster.otlpreceiver import SpanStore, serve
 from kubeling.netutil import free_port
-from kubeling.otlpreceiver import SpanStore, serve
 
 
 def _export(endpoint: str, service: str, parent: str | None = None) -> str:

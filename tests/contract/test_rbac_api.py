@@ -15,9 +15,9 @@ import pytest
 
 from apiserver.auth.rbac_policy import AUTOUPDATE
 from apiserver.server import APIServer
+from cluster.etcd import EtcdServer
 from kubeling import errors, pki
 from kubeling.client import Client, TLSConfig
-from kubeling.etcd import EtcdServer
 from kubeling.kubeconfig import write_kubeconfig
 from protos.kubeling.v1 import coordination_pb2, core_pb2, meta_pb2, rbac_pb2
 from tests.conftest import apiserver_config

@@ -19,7 +19,8 @@ from kubernetes import watch as k8s_watch
 from kubernetes.client.rest import ApiException
 
 from apiserver.server import APIServer
-from kubeling.etcd import EtcdServer
+from cluster.etcd import EtcdServer
+from kubeling import scheme
 from kubeling.kubeconfig import write_kubeconfig
 from tests.conftest import apiserver_config
 
@@ -359,7 +360,7 @@ async def test_binding_and_status_subresources(http: tuple[aiohttp.ClientSession
 
 async def test_watch_ends_when_its_client_goes_away(rest: APIServer, http: tuple[aiohttp.ClientSession, str]) -> None:
     session, base = http
-    cache = rest.registries["pods"].cache
+    cache = rest.registries[scheme.PODS].cache
     before = cache.watcher_count
     response = await session.get(f"{base}/api/v1/namespaces/default/pods?watch=1")
     assert response.status == 200

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from apiserver.server import APIServer
-from kubeling import errors
+from cluster.etcd import EtcdServer
+from kubeling import errors, scheme
 from kubeling.client import Client
-from kubeling.etcd import EtcdServer
 from kubeling.kubeconfig import write_kubeconfig
 from protos.kubeling.v1 import core_pb2, meta_pb2
 from tests.conftest import apiserver_config
@@ -150,7 +150,7 @@ async def test_validation_in_upstreams_words(kubectl: Kubectl, server: APIServer
     code, _, err = await kubectl("patch", "svc", "fixed", "-p", patch, ok=False)
     assert code != 0 and "spec.clusterIPs[0]: Invalid value: \"10.97.0.51\": may not change once set" in err, err
     # a failed create gives back what it took: nothing leaks
-    ips = server.registries["services"].hooks.ips
+    ips = server.registries[scheme.SERVICES].hooks.ips
     assert {ip for ip in await ips.taken()} == {"10.97.0.1", "10.97.0.50"}
 
 
@@ -184,7 +184,7 @@ async def test_allocations_are_durable_released_and_exhausted(etcd: EtcdServer, 
         s5 = await second.services.create(_svc("s5", core_pb2.ServicePort(port=80), type="NodePort"))
         assert s5.spec.ports[0].nodePort == freed_port
         await client.services.delete("s1", "default")
-        ips = server.registries["services"].hooks.ips
+        ips = server.registries[scheme.SERVICES].hooks.ips
         assert made[1].spec.clusterIP not in await ips.taken()
     finally:
         await second.close()
@@ -196,7 +196,7 @@ async def test_repair_restores_lost_bits(server: APIServer) -> None:
     client = Client(server.address)
     try:
         svc = await client.services.create(_svc("kept", core_pb2.ServicePort(port=80), type="NodePort"))
-        hooks = server.registries["services"].hooks
+        hooks = server.registries[scheme.SERVICES].hooks
         ips, ports = hooks.ips, hooks.ports
         await ips.release([svc.spec.clusterIP])  # as if etcd's bitmap were restored from an older backup
         await ports.release([str(svc.spec.ports[0].nodePort)])

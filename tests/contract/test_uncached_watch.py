@@ -14,10 +14,10 @@ import grpc
 import pytest
 
 from apiserver.server import APIServer
-from kubeling import errors
+from cluster.etcd import EtcdServer
+from kubeling import errors, scheme
 from kubeling.client import Client, ResourceClient
-from kubeling.etcd import EtcdServer
-from protos.kubeling.v1 import api_pb2_grpc, coordination_pb2, core_pb2, meta_pb2
+from protos.kubeling.v1 import coordination_pb2, core_pb2, meta_pb2
 from tests.conftest import apiserver_config
 
 Seen = list[tuple[str, str, str, str]]  # type, namespace, name, label "sel"
@@ -43,15 +43,15 @@ async def _collect(stream: AsyncIterator[Any], out: Seen, until: str) -> None:
             return
 
 
-async def _watchers_registered(server: APIServer, plural: str, count: int) -> None:
-    registry = server.registries[plural]
+async def _watchers_registered(server: APIServer, count: int) -> None:
+    registry = server.registries[scheme.EVENTS]
     async with asyncio.timeout(10):
         while registry.watcher_count < count:
             await asyncio.sleep(0.01)
 
 
 async def test_events_have_no_cache_and_watch_like_a_cached_resource(apiserver: APIServer, client: Client) -> None:
-    assert apiserver.registries["events"].cache is None and apiserver.registries["leases"].cache is not None
+    assert apiserver.registries[scheme.EVENTS].cache is None and apiserver.registries[scheme.LEASES].cache is not None
     await client.namespaces.create(core_pb2.Namespace(metadata={"name": "other"}))
     rng = random.Random(7)
     ops: list[tuple[str, str, str, str]] = []  # op, namespace, name, label
@@ -102,7 +102,7 @@ async def test_events_have_no_cache_and_watch_like_a_cached_resource(apiserver: 
     changes = sorted({int(r) for r in written[:-1]})  # an update that changes nothing writes nothing
     assert uncached[0] and uncached[2] and len(uncached[1]) == len(changes)
     async with asyncio.timeout(10):  # the watches ended with their clients: nothing held
-        while apiserver.registries["events"].watcher_count:
+        while apiserver.registries[scheme.EVENTS].watcher_count:
             await asyncio.sleep(0.01)
     # Each event carries the revision of its write (deletes: the delete's).
     rvs: list[str] = []
@@ -123,7 +123,7 @@ async def test_event_watch_from_now_state_first_and_watch_list(apiserver: APISer
     await client.events.create(_event("b"))
     seen: Seen = []
     task = asyncio.create_task(_collect(client.events.watch(resource_version="0"), seen, "c"))
-    await _watchers_registered(apiserver, "events", 1)
+    await _watchers_registered(apiserver, 1)
     await client.events.create(_event("c"))
     await asyncio.wait_for(task, 10)
     assert [(t, n) for t, _, n, _ in seen] == [("ADDED", "a"), ("ADDED", "b"), ("ADDED", "c")]
@@ -132,7 +132,7 @@ async def test_event_watch_from_now_state_first_and_watch_list(apiserver: APISer
     request = meta_pb2.WatchRequest(namespace="default", sendInitialEvents=True, resourceVersionMatch="NotOlderThan",
                                     allowWatchBookmarks=True)
     async with grpc.aio.insecure_channel(apiserver.address) as channel:
-        call = api_pb2_grpc.EventsStub(channel).Watch(request)
+        call = _watch_events(channel, request)
         got = []
         async for message in call:
             got.append(message)
@@ -151,7 +151,7 @@ async def test_event_watch_from_now_state_first_and_watch_list(apiserver: APISer
     # revision, reports one: the first it reports is one of them, never the state).
     request.sendInitialEvents = False
     async with grpc.aio.insecure_channel(apiserver.address) as channel:
-        call = api_pb2_grpc.EventsStub(channel).Watch(request)
+        call = _watch_events(channel, request)
         first = asyncio.create_task(anext(aiter(call)))
         written = 0
         async with asyncio.timeout(10):
@@ -196,7 +196,7 @@ async def test_event_watch_expired_after_compaction_and_ended_by_shutdown(prefix
                 # A watch open when the apiserver stops ends with an error the client resumes on.
                 rv = (await client.events.list()).metadata.resourceVersion
                 task = asyncio.create_task(_collect(client.events.watch(resource_version=rv), [], ""))
-                await _watchers_registered(server, "events", 1)
+                await _watchers_registered(server, 1)
                 await server.stop(grace=0)
                 stopped = True
                 with pytest.raises(errors.ApiError):
@@ -241,3 +241,9 @@ async def test_rest_watch_of_events(etcd: EtcdServer, prefix: str) -> None:
                 assert r.status == 200  # etcd's revision 1 is still there (nothing compacted)
     finally:
         await server.stop(grace=0)
+
+
+def _watch_events(channel: grpc.aio.Channel, request: meta_pb2.WatchRequest) -> Any:
+    """A raw gRPC watch of events, by the service's name and the scheme's event message."""
+    return channel.unary_stream("/kubeling.v1.Events/Watch", request_serializer=meta_pb2.WatchRequest.SerializeToString,
+                                response_deserializer=scheme.EVENTS.event_message.FromString)(request)

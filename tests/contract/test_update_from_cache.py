@@ -12,9 +12,9 @@ import pytest
 
 from apiserver.registry.generic.store import Registry
 from apiserver.server import APIServer
-from kubeling import errors
+from cluster.etcd import EtcdServer
+from kubeling import errors, scheme
 from kubeling.client import Client
-from kubeling.etcd import EtcdServer
 from tests.conftest import apiserver_config
 from tests.objects import node, pod
 
@@ -57,7 +57,7 @@ async def apiserver(etcd: EtcdServer, prefix: str) -> AsyncIterator[APIServer]:
 
 @pytest.fixture
 def nodes(apiserver: APIServer) -> Iterator[Registry[Any]]:
-    yield apiserver.registries["nodes"]
+    yield apiserver.registries[scheme.NODES]
 
 
 async def test_a_write_from_a_current_cache_is_one_etcd_call(client: Client, nodes: Registry[Any],
@@ -102,7 +102,7 @@ async def test_a_lagging_cache_loses_nothing_and_invents_no_conflict(client: Cli
 
 async def test_a_lagging_cache_never_binds_twice(client: Client, apiserver: APIServer,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    pods = apiserver.registries["pods"]
+    pods = apiserver.registries[scheme.PODS]
     unbound = await client.pods.create(pod("p1"))
     await client.pods.bind("p1", "node-a", "default")
     lagging_cache(pods, pods.key("default", "p1"), unbound, monkeypatch)

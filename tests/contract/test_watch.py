@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import pytest
 
 from apiserver.server import APIServer
-from kubeling import errors
+from cluster.etcd import EtcdServer
+from kubeling import errors, scheme
 from kubeling.client import Client, WatchEvent
-from kubeling.etcd import EtcdServer
-from protos.kubeling.v1 import api_pb2, api_pb2_grpc, core_pb2, meta_pb2
+from protos.kubeling.v1 import core_pb2, meta_pb2
 from tests.conftest import apiserver_config
 from tests.contract.etcd_history import history
 from tests.objects import pod
@@ -28,7 +29,7 @@ async def _first(stream: AsyncIterator[WatchEvent[core_pb2.Pod]]) -> WatchEvent[
 
 async def _registered(server: APIServer, count: int) -> None:
     """Wait until `count` pod watchers are registered with the server's watch cache."""
-    cache = server.registries["pods"].cache
+    cache = server.registries[scheme.PODS].cache
     deadline = asyncio.get_running_loop().time() + 10
     while cache.watcher_count < count:
         assert asyncio.get_running_loop().time() < deadline, f"{cache.watcher_count} of {count} watchers registered"
@@ -130,11 +131,14 @@ async def test_watch_from_zero_gives_state_then_changes(apiserver: APIServer, cl
 
 
 async def _raw_watch(apiserver: APIServer, request: meta_pb2.WatchRequest,
-                     events: int) -> list[api_pb2.PodWatchEvent]:
+                     events: int) -> list[Any]:
     """The watch's messages as sent, until they hold `events` events."""
     async with grpc.aio.insecure_channel(apiserver.address) as channel:
-        call = api_pb2_grpc.PodsStub(channel).Watch(request)
-        messages: list[api_pb2.PodWatchEvent] = []
+        # the service and its event message as the scheme builds them, called by name
+        call = channel.unary_stream("/kubeling.v1.Pods/Watch",
+                                    request_serializer=meta_pb2.WatchRequest.SerializeToString,
+                                    response_deserializer=scheme.PODS.event_message.FromString)(request)
+        messages: list[Any] = []
         async for message in call:
             messages.append(message)
             if sum(len(m.batch) or 1 for m in messages) >= events:
@@ -143,7 +147,7 @@ async def _raw_watch(apiserver: APIServer, request: meta_pb2.WatchRequest,
     raise AssertionError("the watch ended early")
 
 
-def _unpacked(messages: list[api_pb2.PodWatchEvent]) -> list[tuple[str, str, int]]:
+def _unpacked(messages: list[Any]) -> list[tuple[str, str, int]]:
     return [(e.type, e.object.metadata.name, int(e.object.metadata.resourceVersion))
             for m in messages for e in (m.batch or [m])]
 
@@ -342,7 +346,7 @@ async def test_slow_watcher_does_not_delay_fast_one_and_is_ended(etcd: EtcdServe
                 async for ev in slow_iter:
                     got.append(ev.object.metadata.name)
             assert got == [f"p{i}" for i in range(len(got))] and len(got) < n
-            assert server.registries["pods"].cache.watcher_count == 0 or fast_task.done()
+            assert server.registries[scheme.PODS].cache.watcher_count == 0 or fast_task.done()
     finally:
         await slow_channel.close()
         await server.stop(grace=0)

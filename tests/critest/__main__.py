@@ -1,4 +1,4 @@
-"""Run the upstream CRI validation suite (critest) against `python -m kubelet.cri`, offline.
+"""Run the upstream CRI validation suite (critest) against `python -m cri`, offline.
 
     python -m tests.critest --critest PATH [--focus RE] [--skip RE] [--report FILE] [--keep]
     make critest CRITEST=PATH [FOCUS=RE] [SKIP=RE] [REPORT=FILE]
@@ -143,7 +143,7 @@ def write_cni(work: Path) -> Path:
 def start_runtime(work: Path, mirrors: Path, cni_conf: Path) -> tuple[subprocess.Popen[bytes], Path]:
     sock = work / "cri.sock"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kubelet.cri", "--socket", str(sock), "--state-dir", str(work / "state"),
+        [sys.executable, "-m", "cri", "--socket", str(sock), "--state-dir", str(work / "state"),
          "--cni-conf-dir", str(cni_conf), "--cni-cache-dir", str(work / "cni-cache"),
          "--runc-root", str(work / "runc"), "--registry-config-dir", str(mirrors),
          "--streaming-listen", "127.0.0.1:0"],

@@ -22,17 +22,17 @@ from typing import Any
 import pytest
 
 from apiserver.server import APIServer
+from cluster.etcd import EtcdServer
 from cluster.hosts import choose_subnet, host_ip
 from clusterdns.addon import publish
 from clusterdns.server import DNSConfig, DNSServer
 from cni import netns
 from controllers.manager import ControllerManager, ManagerConfig
+from cri.runc import Runc
 from kubelet.agent import Kubelet, bridge_name
 from kubelet.config import KubeletConfig
-from kubelet.cri.runc import Runc
 from kubeling import errors, pki
 from kubeling.client import Client, TLSConfig
-from kubeling.etcd import EtcdServer
 from kubeling.kubeconfig import write_kubeconfig
 from protos.kubeling.v1 import core_pb2, meta_pb2
 from proxy.proxier import Proxier, ProxyConfig
@@ -157,7 +157,7 @@ def container(name: str, *command: str, **fields: Any) -> core_pb2.Container:
 
 def _shims(base: Path) -> str:
     """Shims (and zygotes) of this cluster's nodes: their command lines name their runc root."""
-    return subprocess.run(["pgrep", "-f", f"kubelet.cri.shim .*--runc-root {base}/"],
+    return subprocess.run(["pgrep", "-f", f"cri.shim .*--runc-root {base}/"],
                           capture_output=True, text=True).stdout
 
 

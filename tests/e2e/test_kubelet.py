@@ -14,8 +14,8 @@ import aiohttp
 import pytest
 
 from cni import netns
+from cri.runc import Runc
 from kubelet.agent import bridge_name
-from kubelet.cri.runc import Runc
 from kubeling import errors
 from kubeling.servingtls import client_context
 from protos.kubeling.v1 import core_pb2

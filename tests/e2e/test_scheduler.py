@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from apiserver.server import APIServer
+from cluster.etcd import EtcdServer
 from kubeling import pki
 from kubeling.client import Client
-from kubeling.etcd import EtcdServer
 from kubeling.quantity import parse_quantity
 from protos.kubeling.v1 import core_pb2, meta_pb2, scheduling_pb2
 from scheduler.service import SchedulerService

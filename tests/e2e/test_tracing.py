@@ -19,10 +19,10 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
+from cluster.etcd import EtcdServer
 from kubelet.agent import bridge_name
 from kubeling import errors, pki
 from kubeling.client import Client, TLSConfig
-from kubeling.etcd import EtcdServer
 from kubeling.kubeconfig import write_kubeconfig
 from kubeling.netutil import free_port
 from kubeling.servingtls import client_context

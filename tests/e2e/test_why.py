@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from apiserver.server import APIServer
+from cluster.etcd import EtcdServer
 from cluster.why import render, results_of
 from kubeling import pki
 from kubeling.client import Client
-from kubeling.etcd import EtcdServer
 from kubeling.kubeconfig import write_kubeconfig
 from protos.kubeling.v1 import core_pb2, meta_pb2, scheduling_pb2
 from scheduler.framework.results import PREFIX, RECORD

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubelet.__main__ import make_config
+from kubelet.config import from_command_line as make_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,8 +64,8 @@ def test_every_component_command_parses_with_its_own_parser(services: dict[str, 
             assert config.pod_routes and config.cgroup_root == "/placeholder"
             assert config.node_ip == service["networks"]["cluster"]["ipv4_address"]
         modules.setdefault(module, []).append(name)
-    assert sorted(modules) == ["apiserver", "cluster", "clusterdns", "clusterdns.addon", "controllers", "kubelet",
-                              "kubeling.otlpreceiver", "proxy", "scheduler"]
+    assert sorted(modules) == ["apiserver", "cluster", "cluster.otlpreceiver", "clusterdns", "clusterdns.addon",
+                              "controllers", "kubelet", "proxy", "scheduler"]
     assert len(modules["scheduler"]) == 2 and len(modules["kubelet"]) == 2 and len(modules["proxy"]) == 2
 
 
@@ -93,4 +93,4 @@ def test_start_order_health_and_tracing(services: dict[str, Any]) -> None:
     published = [p for service in services.values() for p in service.get("ports", [])]
     assert published and all(p.startswith("127.0.0.1:") for p in published), published
     assert set(services["apiserver"]["ports"]) == {"127.0.0.1:6443:6443/tcp", "127.0.0.1:8080:8080/tcp"}
-    assert services["jaeger"]["command"][:3] == ["python", "-m", "kubeling.otlpreceiver"]  # the override
+    assert services["jaeger"]["command"][:3] == ["python", "-m", "cluster.otlpreceiver"]  # the override

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from cluster import plan as plans
-from kubelet.__main__ import build_parser, make_config
+from kubelet.__main__ import build_parser
+from kubelet.config import from_command_line as make_config
 
 
 @pytest.mark.parametrize("grace, lease, status", [(40.0, 40, 10.0), (4.0, 4, 1.0), (300.0, 40, 10.0),

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import pytest
 
+from apiserver.options import Config, complete
 from apiserver.registry.core.allocator import IPRange, OutOfRange, PortRange
-from apiserver.server import Config
 
 
 def test_ranges_are_checked() -> None:
-    ips, ports = Config().service_ranges()
+    options = complete(Config())
+    ips, ports = options.service_ips, options.node_ports
     assert (ips.text, ports.text) == ("10.96.0.0/16", "30000-32767")
     with pytest.raises(ValueError, match="overlaps --cluster-cidr 10.0.0.0/8"):
-        Config(cluster_cidr="10.0.0.0/8").service_ranges()
+        complete(Config(cluster_cidr="10.0.0.0/8"))
     with pytest.raises(ValueError, match="--service-node-port-range"):
-        Config(service_node_port_range="32767-30000").service_ranges()
+        complete(Config(service_node_port_range="32767-30000"))
     with pytest.raises(ValueError, match="--service-cluster-ip-range"):
-        Config(service_cluster_ip_range="10.96.0.1/16").service_ranges()
+        complete(Config(service_cluster_ip_range="10.96.0.1/16"))
 
 
 def test_ip_and_port_ranges() -> None:

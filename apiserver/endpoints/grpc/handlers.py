@@ -1,52 +1,41 @@
-"""gRPC handlers: each service's methods mapped onto a Registry.
+"""The gRPC front end: each resource's service, as its scheme entry describes it, mapped
+onto its Registry through the request pipeline.
 
-Handlers are built by hand (not the generated add_*_to_server) so that watch events,
-already encoded once by the watch cache, are written as bytes without re-encoding.
+Handlers are built by hand (there are no generated servicers: the services are the
+scheme's) so that watch events, already encoded once by the watch cache, are written as
+bytes without re-encoding, and so that a malformed request is a clear INVALID_ARGUMENT.
+This module only decodes requests, describes them to the pipeline, calls the registry
+(or a subresource's handler) and hands back the answer.
 """
 
 from __future__ import annotations
 
-import contextvars
-import functools
-import logging
+import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import grpc
-from cryptography import x509
 from google.protobuf.message import DecodeError
-from opentelemetry import trace
 
-from apiserver.auth.authentication import ANONYMOUS, Authenticator, UserInfo, current_user, user_from_certificate
-from apiserver.auth.authorization import Authorizer, require
-from apiserver.auth.rbac import Attributes
-from apiserver.endpoints.metrics import Metrics
-from apiserver.endpoints.rest.resources import RESOURCES
-from apiserver.registry.core.pod_binding import bind
-from apiserver.registry.core.pod_eviction import Evictions
-from apiserver.registry.core.pod_log import PodLogProxy
-from apiserver.registry.core.serviceaccount_token import TokenRequests
+from apiserver.endpoints.pipeline import Pipeline, certificate_user_pem
+from apiserver.endpoints.request import Credentials, RequestInfo, SubresourceHandler, dry_run_requested
 from apiserver.registry.generic.store import Registry
 from kubeling import errors
 from kubeling.deadline import until
-from protos.kubeling.v1 import api_pb2, authentication_pb2, core_pb2, meta_pb2, policy_pb2
+from kubeling.scheme import ResourceType
+from protos.kubeling.v1 import meta_pb2
 
-__all__ = ["service_handler", "SERVICE_NAMES"]
+__all__ = ["service_handler", "WATCH_BATCH_BYTES"]
 
-log = logging.getLogger(__name__)
-
-SERVICE_NAMES = {"pods": "Pods", "nodes": "Nodes", "namespaces": "Namespaces", "events": "Events",
-                 "leases": "Leases", "roles": "Roles", "clusterroles": "ClusterRoles",
-                 "rolebindings": "RoleBindings", "clusterrolebindings": "ClusterRoleBindings",
-                 "serviceaccounts": "ServiceAccounts", "configmaps": "ConfigMaps", "secrets": "Secrets",
-                 "replicasets": "ReplicaSets", "deployments": "Deployments", "jobs": "Jobs",
-                 "priorityclasses": "PriorityClasses", "poddisruptionbudgets": "PodDisruptionBudgets",
-                 "services": "Services", "endpoints": "EndpointsService", "endpointslices": "EndpointSlices"}
+# A batch of watch events is at most this big (gRPC's default message limit is 4 MiB).
+WATCH_BATCH_BYTES = 1 << 20
+_BATCH_TAG = bytes([(3 << 3) | 2])  # field 3 (`batch`) of every <Kind>WatchEvent, length-delimited
 
 
 def _serialize(msg: Any) -> bytes:
-    return msg.SerializeToString()
+    data: bytes = msg.SerializeToString()
+    return data
 
 
 def _decode(message_type: Any, body: bytes) -> Any:
@@ -58,8 +47,10 @@ def _decode(message_type: Any, body: bytes) -> Any:
         raise errors.BadRequest(f"the request is not a valid {message_type.DESCRIPTOR.full_name}: {err}") from None
 
 
-# This call's dryRun (the client's `dry-run: All` metadata), for the write it makes.
-dry_run_requested: contextvars.ContextVar[bool] = contextvars.ContextVar("dry_run_requested", default=False)
+def _credentials(context: grpc.aio.ServicerContext) -> Credentials:
+    pem = context.auth_context().get("x509_pem_cert")
+    authorization = next((str(v) for k, v in context.invocation_metadata() or () if k == "authorization"), None)
+    return Credentials(certificate_user_pem(pem[0]) if pem else None, authorization)
 
 
 def _dry_run(context: grpc.aio.ServicerContext) -> bool:
@@ -70,51 +61,108 @@ def _dry_run(context: grpc.aio.ServicerContext) -> bool:
     return bool(values)
 
 
-def _unary(metrics: Metrics, verb: str, resource: str, fn: Callable[[Any], Awaitable[Any]],
-           request_type: Any, authenticator: Authenticator | None) -> grpc.RpcMethodHandler:
-    async def handler(body: bytes, context: grpc.aio.ServicerContext) -> Any:
-        start, code, request = time.perf_counter(), "OK", None
-        try:
-            current_user.set(_authenticate(authenticator, context))
-            dry_run_requested.set(_dry_run(context))
-            request = _decode(request_type, body)
-            return await fn(request)
-        except errors.ApiError as err:
-            code = err.code.name
-            await context.abort(err.code, err.message, err.trailing_metadata())
-        except Exception as err:
-            code = "INTERNAL"
-            log.exception("%s %s failed", verb, resource)
-            internal = errors.InternalError(f"{verb} {resource}: internal error: {type(err).__name__}: {err}")
-            await context.abort(internal.code, internal.message, internal.trailing_metadata())
-        finally:
-            elapsed = time.perf_counter() - start
-            metrics.observe(verb, resource, code, elapsed)
-            if log.isEnabledFor(logging.DEBUG):
-                user = current_user.get()
-                log.debug("%s %s %s code=%s %.1fms peer=%s user=%s", verb, resource, _target(request), code,
-                          elapsed * 1000, context.peer(), user.name if user else "-")
-
-    return grpc.unary_unary_rpc_method_handler(handler, response_serializer=_serialize)
-
-
-def _target(request: Any) -> str:
-    """namespace/name (or the list's scope) of a request, for logs."""
-    if request is None:
-        return "-"
+def _scope(request: Any) -> tuple[str, str]:
+    """(namespace, name) a request names: an object's metadata, or the request's fields."""
     meta = getattr(request, "metadata", None)
     if meta is not None:
-        namespace, name = meta.namespace, meta.name
-    else:
-        namespace, name = getattr(request, "namespace", ""), getattr(request, "name", "")
-    target = f"{namespace}/{name}" if namespace else (name or "*")
-    selectors = [s for s in (getattr(request, "labelSelector", ""), getattr(request, "fieldSelector", "")) if s]
-    return target + (f" [{' '.join(selectors)}]" if selectors else "")
+        return meta.namespace, meta.name
+    return getattr(request, "namespace", ""), getattr(request, "name", "")
 
 
-# A batch of watch events is at most this big (gRPC's default message limit is 4 MiB).
-WATCH_BATCH_BYTES = 1 << 20
-_BATCH_TAG = bytes([(3 << 3) | 2])  # field 3 (`batch`) of every <Kind>WatchEvent, length-delimited
+async def _abort(context: grpc.aio.ServicerContext, err: errors.ApiError) -> None:
+    await context.abort(err.code, err.message, err.trailing_metadata())
+
+
+class _Resource:
+    """One resource's handlers."""
+
+    def __init__(self, rt: ResourceType[Any], registry: Registry[Any], pipeline: Pipeline,
+                 subresources: Mapping[str, SubresourceHandler]) -> None:
+        self.rt = rt
+        self.registry = registry
+        self.pipeline = pipeline
+        self.subresources = subresources
+
+    def info(self, verb: str, request: Any, subresource: str = "") -> RequestInfo:
+        """What the request does; a list or watch without a namespace asks across all."""
+        namespace, name = _scope(request)
+        if self.rt.namespaced and verb not in ("list", "watch"):
+            namespace = namespace or "default"
+        return RequestInfo.of(verb, self.rt, namespace, name, subresource)
+
+    def unary(self, verb: str, rbac_verb: str, request_type: Any, call: Callable[[Any], Awaitable[Any]],
+              subresource: str = "") -> grpc.RpcMethodHandler:
+        async def handler(body: bytes, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                with self.pipeline.serve(verb, self.rt.plural) as served:
+                    served.authenticate(_credentials(context))
+                    dry_run_requested.set(_dry_run(context))
+                    request = _decode(request_type, body)
+                    served.authorize(self.info(rbac_verb, request, subresource))
+                    return await call(request)
+            except errors.ApiError as err:
+                await _abort(context, err)
+
+        return grpc.unary_unary_rpc_method_handler(handler, response_serializer=_serialize)
+
+    def stream(self, verb: str, rbac_verb: str, request_type: Any,
+               call: Callable[[Any], AsyncIterator[Any]], subresource: str = "",
+               serializer: Callable[[Any], bytes] | None = _serialize) -> grpc.RpcMethodHandler:
+        async def handler(body: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            try:
+                with self.pipeline.serve(verb, self.rt.plural) as served:
+                    served.authenticate(_credentials(context))
+                    request = _decode(request_type, body)
+                    served.authorize(self.info(rbac_verb, request, subresource))
+                    async for item in call(request):
+                        yield item
+            except errors.ApiError as err:
+                await _abort(context, err)
+
+        return grpc.unary_stream_rpc_method_handler(handler, response_serializer=serializer)
+
+    # ------------------------------------------------------------ verbs
+
+    async def create(self, obj: Any) -> Any:
+        return await self.registry.create(obj, dry_run=dry_run_requested.get())
+
+    async def get(self, req: meta_pb2.GetRequest) -> Any:
+        return await self.registry.get(req.namespace, req.name)
+
+    async def list(self, req: meta_pb2.ListRequest) -> Any:
+        items, meta = await self.registry.list(req)
+        out: Any = self.rt.list_message(metadata=meta)
+        out.items.extend(items)
+        return out
+
+    async def update(self, obj: Any) -> Any:
+        return await self.registry.update(obj, dry_run=dry_run_requested.get())
+
+    async def update_status(self, obj: Any) -> Any:
+        return await self.registry.update(obj, status=True, dry_run=dry_run_requested.get())
+
+    async def delete(self, req: meta_pb2.DeleteRequest) -> Any:
+        grace = req.gracePeriodSeconds if req.HasField("gracePeriodSeconds") else None
+        pre = req.preconditions if req.HasField("preconditions") else None
+        policy = req.propagationPolicy if req.HasField("propagationPolicy") else None
+        return await self.registry.delete(req.namespace, req.name, grace_seconds=grace, preconditions=pre,
+                                          propagation=policy, dry_run=dry_run_requested.get())
+
+    async def watch(self, req: meta_pb2.WatchRequest) -> AsyncIterator[bytes]:
+        gauge = self.pipeline.metrics.watchers.labels(self.rt.plural)
+        gauge.inc()
+        try:
+            watcher = await self.registry.watch(req)
+            deadline = time.monotonic() + req.timeoutSeconds if req.timeoutSeconds > 0 else None
+            stream = _batched(watcher.stream_batches(WATCH_BATCH_BYTES)) if req.batchEvents else watcher.stream()
+            async for data in (stream if deadline is None else until(stream, deadline)):
+                yield data
+            if deadline is not None:
+                watcher.terminate()
+            if watcher.error is not None:
+                raise watcher.error
+        finally:
+            gauge.dec()
 
 
 def _varint(n: int) -> bytes:
@@ -136,179 +184,35 @@ async def _batched(batches: AsyncIterator[list[bytes]]) -> AsyncIterator[bytes]:
             yield b"".join(_BATCH_TAG + _varint(len(data)) + data for data in batch)
 
 
-def _authenticate(authenticator: Authenticator | None, context: grpc.aio.ServicerContext) -> UserInfo:
-    """The caller: its verified client certificate, else a bearer token in `authorization`
-    (no authenticator: nothing to tell callers apart by, everyone is anonymous)."""
-    if authenticator is None:
-        return ANONYMOUS
-    pem = context.auth_context().get("x509_pem_cert")
-    authorization = next((str(v) for k, v in context.invocation_metadata() or () if k == "authorization"), None)
-    user = authenticator.authenticate(_certificate_user(pem[0]) if pem else None, authorization)
-    span = trace.get_current_span()
-    if span.is_recording():
-        span.set_attribute("user", user.name)
-    return user
-
-
-@functools.lru_cache(maxsize=1024)
-def _certificate_user(pem: bytes) -> UserInfo:
-    return user_from_certificate(x509.load_pem_x509_certificate(pem))
-
-
-def _watch(metrics: Metrics, registry: Registry[Any], authenticator: Authenticator | None,
-           allow: Callable[[meta_pb2.WatchRequest], None]) -> grpc.RpcMethodHandler:
-    resource = registry.strategy.plural
-    gauge = metrics.watchers.labels(resource)
-
-    async def handler(body: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
-        start, code = time.perf_counter(), "OK"
-        gauge.inc()
-        request = None
-        try:
-            current_user.set(_authenticate(authenticator, context))
-            request = _decode(meta_pb2.WatchRequest, body)
-            allow(request)
-            watcher = await registry.watch(request)
-            deadline = time.monotonic() + request.timeoutSeconds if request.timeoutSeconds > 0 else None
-            stream = _batched(watcher.stream_batches(WATCH_BATCH_BYTES)) if request.batchEvents else watcher.stream()
-            if deadline is None:
-                async for data in stream:
-                    yield data
-            else:
-                async for data in until(stream, deadline):
-                    yield data
-                watcher.terminate()
-            if watcher.error is not None:
-                raise watcher.error
-        except errors.ApiError as err:
-            code = err.code.name
-            await context.abort(err.code, err.message, err.trailing_metadata())
-        except Exception as err:
-            code = "INTERNAL"
-            log.exception("watch %s failed", resource)
-            await context.abort(grpc.StatusCode.INTERNAL, f"watch {resource}: internal error: {err}")
-        finally:
-            gauge.dec()
-            elapsed = time.perf_counter() - start
-            metrics.observe("WATCH", resource, code, elapsed)
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug("WATCH %s %s ended code=%s after %.1fs peer=%s", resource, _target(request), code,
-                          elapsed, context.peer())
-
-    return grpc.unary_stream_rpc_method_handler(handler, response_serializer=None)
-
-
-def _pod_log(metrics: Metrics, proxy: PodLogProxy, authenticator: Authenticator | None,
-             allow: Callable[[api_pb2.PodLogRequest], None]) -> grpc.RpcMethodHandler:
-    async def handler(body: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        start, code = time.perf_counter(), "OK"
-        try:
-            current_user.set(_authenticate(authenticator, context))
-            request = _decode(api_pb2.PodLogRequest, body)
-            allow(request)
-            async for chunk in proxy.stream(request):
-                yield chunk
-        except errors.ApiError as err:
-            code = err.code.name
-            await context.abort(err.code, err.message, err.trailing_metadata())
-        finally:
-            metrics.observe("GET_LOG", "pods", code, time.perf_counter() - start)
-
-    return grpc.unary_stream_rpc_method_handler(handler, response_serializer=_serialize)
-
-
-def service_handler(registry: Registry[Any], metrics: Metrics, pod_logs: PodLogProxy | None = None,
-                    authenticator: Authenticator | None = None, authorizer: Authorizer | None = None,
-                    tokens: TokenRequests | None = None, evictions: Evictions | None = None,
-                    ) -> grpc.GenericRpcHandler:
-    authn = authenticator
-    strategy = registry.strategy
-    resource = strategy.plural
-    msg = strategy.message
-    group = next((r.group for r in RESOURCES if r.plural == resource), "")
-
-    def allow(verb: str, namespace: str, name: str = "", sub: str = "") -> None:
-        """The caller may do this, or Forbidden (as the REST API decides it)."""
-        if authorizer is not None:
-            user = current_user.get() or ANONYMOUS
-            namespace = (namespace or "default") if strategy.namespaced else ""
-            require(authorizer, Attributes(user, verb, True, namespace, group, resource, sub, name))
-
-    async def create(obj: Any) -> Any:
-        allow("create", obj.metadata.namespace, obj.metadata.name)
-        return await registry.create(obj, dry_run=dry_run_requested.get())
-
-    async def get(req: meta_pb2.GetRequest) -> Any:
-        allow("get", req.namespace, req.name)
-        return await registry.get(req.namespace, req.name)
-
-    async def list_(req: meta_pb2.ListRequest) -> Any:
-        if req.namespace or not strategy.namespaced:
-            allow("list", req.namespace)
-        else:
-            allow_all("list")
-        items, meta = await registry.list(req)
-        out: Any = strategy.list_message(metadata=meta)
-        out.items.extend(items)
-        return out
-
-    def allow_all(verb: str) -> None:
-        """Across every namespace (a list or watch without one): asked at the cluster scope."""
-        if authorizer is not None:
-            user = current_user.get() or ANONYMOUS
-            require(authorizer, Attributes(user, verb, True, "", group, resource))
-
-    def allow_watch(req: meta_pb2.WatchRequest) -> None:
-        if req.namespace or not strategy.namespaced:
-            allow("watch", req.namespace)
-        else:
-            allow_all("watch")
-
-    def allow_log(req: api_pb2.PodLogRequest) -> None:
-        allow("get", req.namespace, req.name, "log")
-
-    async def update(obj: Any) -> Any:
-        allow("update", obj.metadata.namespace, obj.metadata.name)
-        return await registry.update(obj, dry_run=dry_run_requested.get())
-
-    async def update_status(obj: Any) -> Any:
-        allow("update", obj.metadata.namespace, obj.metadata.name, "status")
-        return await registry.update(obj, status=True, dry_run=dry_run_requested.get())
-
-    async def delete(req: meta_pb2.DeleteRequest) -> Any:
-        allow("delete", req.namespace, req.name)
-        grace = req.gracePeriodSeconds if req.HasField("gracePeriodSeconds") else None
-        pre = req.preconditions if req.HasField("preconditions") else None
-        policy = req.propagationPolicy if req.HasField("propagationPolicy") else None
-        return await registry.delete(req.namespace, req.name, grace_seconds=grace, preconditions=pre,
-                                     propagation=policy, dry_run=dry_run_requested.get())
-
+def service_handler(rt: ResourceType[Any], registry: Registry[Any], pipeline: Pipeline,
+                    subresources: Mapping[str, SubresourceHandler] | None = None) -> grpc.GenericRpcHandler:
+    """The resource's service: its verbs, and each subresource method that has a handler
+    in `subresources` (by subresource name)."""
+    r = _Resource(rt, registry, pipeline, subresources or {})
+    own = rt.message
     methods: dict[str, grpc.RpcMethodHandler] = {
-        "Create": _unary(metrics, "CREATE", resource, create, msg, authn),
-        "Get": _unary(metrics, "GET", resource, get, meta_pb2.GetRequest, authn),
-        "List": _unary(metrics, "LIST", resource, list_, meta_pb2.ListRequest, authn),
-        "Update": _unary(metrics, "UPDATE", resource, update, msg, authn),
-        "Delete": _unary(metrics, "DELETE", resource, delete, meta_pb2.DeleteRequest, authn),
-        "Watch": _watch(metrics, registry, authn, allow_watch),
+        "Create": r.unary("CREATE", "create", own, r.create),
+        "Get": r.unary("GET", "get", meta_pb2.GetRequest, r.get),
+        "List": r.unary("LIST", "list", meta_pb2.ListRequest, r.list),
+        "Update": r.unary("UPDATE", "update", own, r.update),
+        "Delete": r.unary("DELETE", "delete", meta_pb2.DeleteRequest, r.delete),
+        "Watch": r.stream("WATCH", "watch", meta_pb2.WatchRequest, r.watch, serializer=None),
     }
-    if strategy.has_status:
-        methods["UpdateStatus"] = _unary(metrics, "UPDATE_STATUS", resource, update_status, msg, authn)
-    if resource == "pods":
-        async def bind_(b: core_pb2.Binding) -> Any:
-            allow("create", b.metadata.namespace, b.metadata.name, "binding")
-            return await bind(registry, b)
-        methods["Bind"] = _unary(metrics, "BIND", resource, bind_, core_pb2.Binding, authn)
-        if pod_logs is not None:
-            methods["Log"] = _pod_log(metrics, pod_logs, authn, allow_log)
-        if evictions is not None:
-            async def evict(e: policy_pb2.Eviction) -> Any:
-                allow("create", e.metadata.namespace, e.metadata.name, "eviction")
-                return await evictions.evict(e, dry_run=dry_run_requested.get())
-            methods["Evict"] = _unary(metrics, "EVICT", resource, evict, policy_pb2.Eviction, authn)
-    if resource == "serviceaccounts" and tokens is not None:
-        async def create_token(req: authentication_pb2.TokenRequest) -> Any:
-            allow("create", req.metadata.namespace, req.metadata.name, "token")
-            return await tokens.create(req)
-        methods["CreateToken"] = _unary(metrics, "CREATE_TOKEN", resource, create_token,
-                                        authentication_pb2.TokenRequest, authn)
-    return grpc.method_handlers_generic_handler(f"kubeling.v1.{SERVICE_NAMES[resource]}", methods)
+    if rt.has_status:
+        methods["UpdateStatus"] = r.unary("UPDATE_STATUS", "update", own, r.update_status, "status")
+    for sub in rt.subresources:
+        handle = r.subresources.get(sub.name)
+        if sub.method is None or handle is None:
+            continue
+        # the metrics' verb, as the method is named (CreateToken: CREATE_TOKEN); RBAC's, the subresource's first
+        verb, rbac_verb = re.sub(r"(?<!^)(?=[A-Z])", "_", sub.method.name).upper(), sub.verbs[0]
+        if sub.method.streaming:
+            def items(req: Any, handle: SubresourceHandler = handle) -> AsyncIterator[Any]:
+                result: AsyncIterator[Any] = handle(req, False)
+                return result
+            methods[sub.method.name] = r.stream(verb, rbac_verb, sub.method.request, items, sub.name)
+        else:
+            async def call(req: Any, handle: SubresourceHandler = handle) -> Any:
+                return await handle(req, dry_run_requested.get())
+            methods[sub.method.name] = r.unary(verb, rbac_verb, sub.method.request, call, sub.name)
+    return grpc.method_handlers_generic_handler(rt.service_name, methods)

@@ -1,7 +1,8 @@
-"""OpenAPI v3 schemas generated from the protobuf messages, for what kubectl reads from
-them: field names and types (`kubectl explain`), the group-version-kind of each top-level
-schema, and the strategic-merge metadata of lists (`x-kubernetes-patch-merge-key`,
-`x-kubernetes-patch-strategy`), from which kubectl computes its apply patches.
+"""OpenAPI v3 (/openapi/v3 and a document per group-version), from the scheme and the
+protobuf messages, for what kubectl reads from them: field names and types (`kubectl
+explain`), the group-version-kind of each top-level schema, and the strategic-merge
+metadata of lists (`x-kubernetes-patch-merge-key`, `x-kubernetes-patch-strategy`), from
+which kubectl computes its apply patches.
 
 The messages carry Kubernetes' field names, so the schemas have upstream's shape; they
 carry no descriptions.
@@ -9,13 +10,17 @@ carry no descriptions.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+from apiserver.endpoints.discovery import VERSION
 from apiserver.endpoints.rest.patch import FIELD_MERGE_KEYS, MERGE_KEYS
+from kubeling.scheme import ResourceType, Scheme
 
-__all__ = ["schemas"]
+__all__ = ["OpenAPI", "schemas"]
 
 _TIMESTAMP = "google.protobuf.Timestamp"
 _INT_OR_STRING = "kubeling.v1.IntOrString"
@@ -85,3 +90,80 @@ def schemas(kinds: list[tuple[Descriptor, dict[str, str], str]]) -> dict[str, An
                                    **out[name]["properties"]}
         out[name]["x-kubernetes-group-version-kind"] = [gvk]
     return out
+
+
+class OpenAPI:
+    """The documents of a scheme's group-versions, built once per scheme generation (they
+    follow entries registered at run time)."""
+
+    def __init__(self, scheme: Scheme) -> None:
+        self.scheme = scheme
+        self._generation = -1
+        self._documents: dict[str, dict[str, Any]] = {}
+        self._index: dict[str, Any] = {}
+
+    def _fresh(self) -> None:
+        if self._generation == self.scheme.generation:
+            return
+        by_path: dict[str, list[ResourceType[Any]]] = {}
+        for rt in self.scheme:
+            by_path.setdefault(rt.path_prefix.lstrip("/"), []).append(rt)
+        self._documents = {path: _document(path, resources) for path, resources in by_path.items()}
+        paths = {}
+        for path, doc in self._documents.items():
+            digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32].upper()
+            paths[path] = {"serverRelativeURL": f"/openapi/v3/{path}?hash={digest}"}
+        self._index = {"paths": paths}
+        self._generation = self.scheme.generation
+
+    def index(self) -> dict[str, Any]:
+        """/openapi/v3: where each group-version's document is (the hash lets clients cache)."""
+        self._fresh()
+        return self._index
+
+    def document(self, gv_path: str) -> dict[str, Any] | None:
+        """/openapi/v3/<api/v1 | apis/<group>/<version>>, None for a group-version not served."""
+        self._fresh()
+        return self._documents.get(gv_path)
+
+
+def _document(gv_path: str, resources: list[ResourceType[Any]]) -> dict[str, Any]:
+    """One group-version's document: its paths, with the `fieldValidation` query parameter
+    and the GVK extension on every write (what kubectl looks for before it leaves validation
+    to the server), and the kinds' schemas."""
+    paths: dict[str, Any] = {}
+    kinds: list[tuple[Any, dict[str, str], str]] = []
+    field_validation = {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True},
+                        "description": "Ignore, Warn or Strict: what to do with unknown or duplicate fields"}
+    for r in resources:
+        gvk = {"group": r.group, "version": r.version, "kind": r.kind}
+        ref = {"$ref": f"#/components/schemas/{schema_name(r)}"}
+        body = {"content": {"*/*": {"schema": ref}}, "required": True}
+        ok = {"200": {"description": "OK", "content": {"application/json": {"schema": ref}}}}
+
+        def op(verb: str, action: str, *, with_body: bool = False, r: ResourceType[Any] = r,
+               ok: dict[str, Any] = ok, gvk: dict[str, str] = gvk, body: dict[str, Any] = body) -> dict[str, Any]:
+            o: dict[str, Any] = {"operationId": f"{verb}{r.kind}", "responses": ok, "x-kubernetes-action": action,
+                                 "x-kubernetes-group-version-kind": gvk,
+                                 "parameters": [field_validation] if with_body else []}
+            if with_body:
+                o["requestBody"] = body
+            return o
+
+        ns = "/namespaces/{namespace}" if r.namespaced else ""
+        collection = f"/{gv_path}{ns}/{r.plural}"
+        item = f"{collection}/{{name}}"
+        paths[collection] = {"get": op("list", "list"), "post": op("create", "post", with_body=True)}
+        paths[item] = {"get": op("read", "get"), "put": op("replace", "put", with_body=True),
+                       "patch": op("patch", "patch", with_body=True), "delete": op("delete", "delete")}
+        if r.has_status:
+            paths[f"{item}/status"] = {"get": op("read", "get"), "put": op("replace", "put", with_body=True),
+                                       "patch": op("patch", "patch", with_body=True)}
+        kinds.append((r.message.DESCRIPTOR, gvk, schema_name(r)))
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": VERSION["gitVersion"]},
+            "paths": paths, "components": {"schemas": schemas(kinds)}}
+
+
+def schema_name(r: ResourceType[Any]) -> str:
+    """Upstream's definition name: io.k8s.api.<group's first label, or core>.<version>.<Kind>."""
+    return f"io.k8s.api.{r.group.split('.')[0] or 'core'}.{r.version}.{r.kind}"

@@ -3,13 +3,13 @@ same in this project's messages (field numbers as upstream's generated.proto).
 
 Some kubectl commands (`kubectl create namespace`) send protobuf: the bytes `k8s\\0` then
 a runtime.Unknown {typeMeta {apiVersion=1, kind=2} = 1, raw = 2, contentEncoding = 3,
-contentType = 4} whose raw is the object. Namespace is read this way (ObjectMeta,
-NamespaceSpec and NamespaceStatus number their fields as upstream does), so are the RBAC
-kinds (`kubectl create role/rolebinding/...`; rbac.proto keeps upstream's numbers),
-ServiceAccount and TokenRequest (`kubectl create serviceaccount`, `kubectl create token`), ConfigMap,
-Secret, Deployment, Job, PriorityClass and PodDisruptionBudget (their `kubectl create`), and the access
-reviews `kubectl auth can-i` sends (their few string fields, by upstream's numbers);
-anything else is refused with 415 so that the client can be told to send JSON.
+contentType = 4} whose raw is the object. A resource whose scheme entry says its message
+numbers its fields as upstream's (`upstream_protobuf`: Namespace, the RBAC kinds,
+ServiceAccount, ConfigMap, Secret, Deployment, Job, ...) is read this way, so are the
+subresources' Eviction and TokenRequest (`kubectl drain`, `kubectl create token`),
+DeleteOptions, and the access reviews `kubectl auth can-i` sends (their few string fields,
+by upstream's numbers); anything else is refused with 415 so that the client can be told
+to send JSON.
 """
 
 from __future__ import annotations
@@ -22,34 +22,18 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from apiserver.endpoints.rest.codec import to_json
 from apiserver.endpoints.rest.status import UnsupportedMediaType
 from kubeling import errors
-from protos.kubeling.v1 import (
-    apps_pb2,
-    authentication_pb2,
-    batch_pb2,
-    core_pb2,
-    discovery_pb2,
-    meta_pb2,
-    policy_pb2,
-    rbac_pb2,
-    scheduling_pb2,
-)
+from kubeling.scheme import ResourceType
+from protos.kubeling.v1 import authentication_pb2, meta_pb2, policy_pb2
 
 __all__ = ["PROTOBUF", "decode_envelope"]
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 _MAGIC = b"k8s\x00"
-_RBAC = "rbac.authorization.k8s.io/v1"
-_SAME_LAYOUT: dict[tuple[str, str], type[Message]] = {
-    ("v1", "Namespace"): core_pb2.Namespace, (_RBAC, "Role"): rbac_pb2.Role,
-    (_RBAC, "ClusterRole"): rbac_pb2.ClusterRole, (_RBAC, "RoleBinding"): rbac_pb2.RoleBinding,
-    (_RBAC, "ClusterRoleBinding"): rbac_pb2.ClusterRoleBinding, ("v1", "ServiceAccount"): core_pb2.ServiceAccount,
-    ("v1", "ConfigMap"): core_pb2.ConfigMap, ("v1", "Secret"): core_pb2.Secret,
-    ("apps/v1", "Deployment"): apps_pb2.Deployment, ("apps/v1", "ReplicaSet"): apps_pb2.ReplicaSet,
-    ("batch/v1", "Job"): batch_pb2.Job, ("scheduling.k8s.io/v1", "PriorityClass"): scheduling_pb2.PriorityClass,
-    ("policy/v1", "PodDisruptionBudget"): policy_pb2.PodDisruptionBudget, ("v1", "Service"): core_pb2.Service,
-    ("v1", "Endpoints"): core_pb2.Endpoints, ("discovery.k8s.io/v1", "EndpointSlice"): discovery_pb2.EndpointSlice,
+# Kinds that are no resource of the scheme but are sent in protobuf, by upstream's numbers.
+_OTHER_KINDS: dict[tuple[str, str], type[Message]] = {
     ("policy/v1", "Eviction"): policy_pb2.Eviction, ("policy/v1beta1", "Eviction"): policy_pb2.Eviction,
-    ("authentication.k8s.io/v1", "TokenRequest"): authentication_pb2.TokenRequest}
+    ("authentication.k8s.io/v1", "TokenRequest"): authentication_pb2.TokenRequest,
+    ("v1", "DeleteOptions"): meta_pb2.DeleteOptions, ("meta.k8s.io/v1", "DeleteOptions"): meta_pb2.DeleteOptions}
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -132,14 +116,17 @@ def _clear_zero_times(msg: Message) -> None:
             _clear_zero_times(value)
 
 
-def decode_envelope(body: bytes) -> dict[str, Any]:
-    """The object of a protobuf request body, as Kubernetes JSON."""
+def decode_envelope(body: bytes, resource: ResourceType[Any] | None = None) -> dict[str, Any]:
+    """The object of a protobuf request body sent to `resource`'s URL, as Kubernetes JSON."""
     if not body.startswith(_MAGIC):
         raise errors.BadRequest("the protobuf body does not start with the Kubernetes magic number")
     unknown = _fields(body[len(_MAGIC):])
     type_meta = _fields(unknown.get(1, b""))
     api_version, kind = type_meta.get(1, b"").decode(), type_meta.get(2, b"").decode()
-    message = _SAME_LAYOUT.get((api_version, kind)) or (meta_pb2.DeleteOptions if kind == "DeleteOptions" else None)
+    message = resource.message if resource is not None and resource.upstream_protobuf and \
+        (api_version, kind) == (resource.api_version, resource.kind) else None
+    message = message or _OTHER_KINDS.get((api_version, kind)) or \
+        (meta_pb2.DeleteOptions if kind == "DeleteOptions" else None)
     review = _REVIEWS.get((api_version, kind))
     if message is None and review is None:
         raise UnsupportedMediaType(f"{PROTOBUF} is accepted for the kinds kubectl's create commands send and "

@@ -14,10 +14,10 @@ import yaml
 from aiohttp import web
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from apiserver.endpoints.rest import resources as res
 from apiserver.endpoints.rest.codec import format_time
 from apiserver.endpoints.rest.status import NotAcceptable
 from kubeling import errors
+from kubeling.scheme import ResourceType
 
 __all__ = ["JSON", "MAX_BODY", "MAX_DEPTH", "Output", "Target", "dry_run", "dumps", "field_manager", "flag",
            "int_query", "json_response", "negotiate_output", "now_text", "parse_document", "read_body",
@@ -45,7 +45,7 @@ def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = 
 class Target:
     """What a resource URL names."""
 
-    resource: res.Resource
+    resource: ResourceType[Any]
     namespace: str
     name: str
     sub: str
@@ -54,7 +54,7 @@ class Target:
     def template(self) -> str:
         """The URL with placeholders, as a span's name."""
         r = self.resource
-        path = r.prefix + ("/namespaces/{namespace}" if self.namespace else "") + f"/{r.plural}"
+        path = r.path_prefix + ("/namespaces/{namespace}" if self.namespace else "") + f"/{r.plural}"
         return path + ("/{name}" if self.name else "") + (f"/{self.sub}" if self.sub else "")
 
 

@@ -43,7 +43,7 @@ async def serve_watch(request: web.Request, t: Target, registry: Registry[Any]) 
         assert expired is not None
         await response.write(dumps({"type": "ERROR", "object": status_json(expired)}) + b"\n")
         return response
-    event_type = registry.strategy.event_message
+    event_type = t.resource.event_message
     r = t.resource
     deadline = time.monotonic() + timeout if timeout > 0 else None
     try:

@@ -8,7 +8,8 @@ import re
 
 from apiserver.registry.generic.strategy import Strategy
 from apiserver.validation import Checker
-from protos.kubeling.v1 import api_pb2, core_pb2
+from kubeling import scheme
+from protos.kubeling.v1 import core_pb2
 
 __all__ = ["ConfigMapStrategy", "SecretStrategy", "MAX_DATA_BYTES"]
 
@@ -38,14 +39,7 @@ def _immutable(new: core_pb2.ConfigMap | core_pb2.Secret, old: core_pb2.ConfigMa
 
 
 class ConfigMapStrategy(Strategy[core_pb2.ConfigMap]):
-    kind = "ConfigMap"
-    plural = "configmaps"
-    namespaced = True
-    garbage_collected = True
-    has_status = False
-    message = core_pb2.ConfigMap
-    list_message = api_pb2.ConfigMapList
-    event_message = api_pb2.ConfigMapWatchEvent
+    resource = scheme.CONFIGMAPS
 
     def validate(self, obj: core_pb2.ConfigMap, check: Checker) -> None:
         total = 0
@@ -65,14 +59,7 @@ class ConfigMapStrategy(Strategy[core_pb2.ConfigMap]):
 
 
 class SecretStrategy(Strategy[core_pb2.Secret]):
-    kind = "Secret"
-    plural = "secrets"
-    namespaced = True
-    garbage_collected = True
-    has_status = False
-    message = core_pb2.Secret
-    list_message = api_pb2.SecretList
-    event_message = api_pb2.SecretWatchEvent
+    resource = scheme.SECRETS
 
     def default(self, obj: core_pb2.Secret) -> None:
         obj.type = obj.type or "Opaque"

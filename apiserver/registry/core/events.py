@@ -4,22 +4,18 @@ from __future__ import annotations
 
 from apiserver.registry.generic.strategy import Strategy
 from apiserver.validation import Checker
-from protos.kubeling.v1 import api_pb2, core_pb2
+from kubeling import scheme
+from protos.kubeling.v1 import core_pb2
 
 __all__ = ["EventStrategy"]
 
 
 class EventStrategy(Strategy[core_pb2.Event]):
-    kind = "Event"
-    plural = "events"
-    namespaced = True
-    has_status = False
-    message = core_pb2.Event
-    list_message = api_pb2.EventList
-    event_message = api_pb2.EventWatchEvent
+    resource = scheme.EVENTS
     # As upstream: every component writes events, few clients watch them, and a cache
     # would hold each one in memory for its whole TTL and decode every write.
     watch_cache = False
+    garbage_collected = False  # upstream's collector ignores events (controllers.manager.GC_IGNORED)
 
     def fields(self, obj: core_pb2.Event) -> dict[str, str]:
         out = super().fields(obj)

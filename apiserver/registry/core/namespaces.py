@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from apiserver.registry.generic.strategy import DeletePlan, Strategy
 from apiserver.validation import Checker
-from kubeling import errors, names
-from protos.kubeling.v1 import api_pb2, core_pb2
+from kubeling import errors, names, scheme
+from protos.kubeling.v1 import core_pb2
 
 __all__ = ["NamespaceStrategy", "FINALIZER", "SYSTEM_NAMESPACES"]
 
@@ -21,12 +21,7 @@ NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 class NamespaceStrategy(Strategy[core_pb2.Namespace]):
-    kind = "Namespace"
-    plural = "namespaces"
-    namespaced = False
-    message = core_pb2.Namespace
-    list_message = api_pb2.NamespaceList
-    event_message = api_pb2.NamespaceWatchEvent
+    resource = scheme.NAMESPACES
 
     def validate_name(self, name: str) -> list[str]:
         return names.dns1123_label(name)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from apiserver.registry.generic.strategy import Strategy
 from apiserver.validation import Checker
-from kubeling import names
-from protos.kubeling.v1 import api_pb2, core_pb2
+from kubeling import names, scheme
+from protos.kubeling.v1 import core_pb2
 
 __all__ = ["NodeStrategy"]
 
@@ -13,13 +13,7 @@ _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 class NodeStrategy(Strategy[core_pb2.Node]):
-    kind = "Node"
-    plural = "nodes"
-    namespaced = False
-    garbage_collected = True
-    message = core_pb2.Node
-    list_message = api_pb2.NodeList
-    event_message = api_pb2.NodeWatchEvent
+    resource = scheme.NODES
 
     def fields(self, obj: core_pb2.Node) -> dict[str, str]:
         out = super().fields(obj)

@@ -13,9 +13,10 @@ from apiserver.validation.pods import (
     validate_pod_status,
     validate_pod_update,
 )
+from kubeling import scheme
 from kubeling.quantity import canonical
 from kubeling.telemetry import mark_pod_trace
-from protos.kubeling.v1 import api_pb2, core_pb2
+from protos.kubeling.v1 import core_pb2
 
 __all__ = ["PodStrategy", "default_pod_spec", "canonicalize_resources"]
 
@@ -24,13 +25,7 @@ DEFAULT_GRACE_SECONDS = 30
 
 
 class PodStrategy(Strategy[core_pb2.Pod]):
-    kind = "Pod"
-    plural = "pods"
-    namespaced = True
-    garbage_collected = True
-    message = core_pb2.Pod
-    list_message = api_pb2.PodList
-    event_message = api_pb2.PodWatchEvent
+    resource = scheme.PODS
     index_field: ClassVar[str | None] = "spec.nodeName"
 
     def fields(self, obj: core_pb2.Pod) -> dict[str, str]:

@@ -1,7 +1,7 @@
-"""v1 Services and Endpoints, discovery.k8s.io/v1 EndpointSlices: defaults and validation
-as upstream's pkg/apis/core (SetDefaults_Service, ValidateService, ValidateEndpoints) and
-pkg/apis/discovery. Addresses and node ports are not chosen here: the Service registry's
-allocation hooks (`apiserver.registry.core.service_allocation`) fill them in before validation."""
+"""v1 Services and Endpoints: defaults and validation as upstream's pkg/apis/core
+(SetDefaults_Service, ValidateService, ValidateEndpoints). Addresses and node ports are
+not chosen here: the Service registry's allocation hooks
+(`apiserver.registry.core.service_allocation`) fill them in before validation."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import ipaddress
 
 from apiserver.registry.generic.strategy import Strategy
 from apiserver.validation import Checker
-from kubeling import names
-from protos.kubeling.v1 import api_pb2, core_pb2, discovery_pb2
+from kubeling import names, scheme
+from protos.kubeling.v1 import core_pb2
 
-__all__ = ["ServiceStrategy", "EndpointsStrategy", "EndpointSliceStrategy", "SERVICE_TYPES", "NONE",
+__all__ = ["ServiceStrategy", "EndpointsStrategy", "check_addresses", "SERVICE_TYPES", "NONE",
            "headless", "uses_node_ports", "PROTOCOLS"]
 
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
@@ -20,8 +20,6 @@ PROTOCOLS = ("TCP", "UDP", "SCTP")
 NONE = "None"  # clusterIP of a headless Service
 DEFAULT_AFFINITY_TIMEOUT = 10800  # upstream's DefaultClientIPServiceAffinitySeconds
 MAX_AFFINITY_TIMEOUT = 86400
-ADDRESS_TYPES = ("IPv4", "IPv6", "FQDN")
-MAX_ENDPOINTS_PER_SLICE = 1000  # upstream's validation limit (the controller puts 100 in one)
 
 
 def headless(svc: core_pb2.Service) -> bool:
@@ -72,12 +70,7 @@ def _validate_ports(svc: core_pb2.Service, check: Checker) -> None:
 
 
 class ServiceStrategy(Strategy[core_pb2.Service]):
-    kind = "Service"
-    plural = "services"
-    namespaced = True
-    message = core_pb2.Service
-    list_message = api_pb2.ServiceList
-    event_message = api_pb2.ServiceWatchEvent
+    resource = scheme.SERVICES
 
     def validate_name(self, name: str) -> list[str]:
         return names.dns1123_label(name)  # a Service's name is a DNS label (it is one in DNS)
@@ -168,7 +161,7 @@ class ServiceStrategy(Strategy[core_pb2.Service]):
             check.invalid("spec.clusterIPs[0]", new.spec.clusterIP, "may not change once set")
 
 
-def _addresses(path: str, address_type: str, addresses: list[str], check: Checker) -> None:
+def check_addresses(path: str, address_type: str, addresses: list[str], check: Checker) -> None:
     for j, address in enumerate(addresses):
         if address_type == "FQDN":
             check.name(f"{path}[{j}]", address, names.dns1123_subdomain)
@@ -183,13 +176,7 @@ def _addresses(path: str, address_type: str, addresses: list[str], check: Checke
 
 
 class EndpointsStrategy(Strategy[core_pb2.Endpoints]):
-    kind = "Endpoints"
-    plural = "endpoints"
-    namespaced = True
-    has_status = False
-    message = core_pb2.Endpoints
-    list_message = api_pb2.EndpointsList
-    event_message = api_pb2.EndpointsWatchEvent
+    resource = scheme.ENDPOINTS
 
     def validate(self, obj: core_pb2.Endpoints, check: Checker) -> None:
         for i, subset in enumerate(obj.subsets):
@@ -200,48 +187,3 @@ class EndpointsStrategy(Strategy[core_pb2.Endpoints]):
             for j, port in enumerate(subset.ports):
                 check.port(f"{path}.ports[{j}].port", port.port)
                 check.unsupported(f"{path}.ports[{j}].protocol", port.protocol or "TCP", PROTOCOLS)
-
-
-class EndpointSliceStrategy(Strategy[discovery_pb2.EndpointSlice]):
-    kind = "EndpointSlice"
-    plural = "endpointslices"
-    namespaced = True
-    has_status = False
-    message = discovery_pb2.EndpointSlice
-    list_message = api_pb2.EndpointSliceList
-    event_message = api_pb2.EndpointSliceWatchEvent
-
-    def default(self, obj: discovery_pb2.EndpointSlice) -> None:
-        for port in obj.ports:
-            if not port.HasField("protocol"):
-                port.protocol = "TCP"
-
-    def validate(self, obj: discovery_pb2.EndpointSlice, check: Checker) -> None:
-        check.unsupported("addressType", obj.addressType, ADDRESS_TYPES)
-        if len(obj.endpoints) > MAX_ENDPOINTS_PER_SLICE:
-            check.add("endpoints", f"Too many: {len(obj.endpoints)}: must have at most {MAX_ENDPOINTS_PER_SLICE} "
-                                   "items")
-        for i, endpoint in enumerate(obj.endpoints):
-            path = f"endpoints[{i}]"
-            if not endpoint.addresses:
-                check.add(f"{path}.addresses", "Required value: must contain at least 1 address")
-            elif len(endpoint.addresses) > 100:
-                check.add(f"{path}.addresses", "Too many: must have at most 100 items")
-            _addresses(f"{path}.addresses", obj.addressType, list(endpoint.addresses), check)
-            if endpoint.HasField("hostname"):
-                check.name(f"{path}.hostname", endpoint.hostname, names.dns1123_label)
-        seen: set[str] = set()
-        for i, port in enumerate(obj.ports):
-            if port.HasField("name") and port.name:
-                check.name(f"ports[{i}].name", port.name, names.dns1123_label)
-            if port.name in seen:
-                check.add(f"ports[{i}].name", f'Duplicate value: "{port.name}"')
-            seen.add(port.name)
-            check.unsupported(f"ports[{i}].protocol", port.protocol, PROTOCOLS)
-            if port.HasField("port"):
-                check.port(f"ports[{i}].port", port.port)
-
-    def validate_update(self, new: discovery_pb2.EndpointSlice, old: discovery_pb2.EndpointSlice,
-                        check: Checker) -> None:
-        if new.addressType != old.addressType:
-            check.invalid("addressType", new.addressType, "field is immutable")

@@ -27,7 +27,7 @@ from apiserver.storage.selection import Filter
 from apiserver.storage.ttl import LeasePool
 from apiserver.validation import Checker
 from kubeling import errors, names
-from kubeling.objects import ApiObject
+from kubeling.scheme import ApiObject
 from kubeling.selectors import FieldSelector, LabelSelector, SelectorError
 from protos.kubeling.v1 import meta_pb2
 

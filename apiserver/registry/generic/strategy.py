@@ -8,7 +8,7 @@ as upstream's `rest.RESTCreateStrategy` / `RESTUpdateStrategy` do.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Generic
+from typing import Any, ClassVar, Generic
 
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -16,7 +16,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from apiserver.validation import Checker
 from kubeling import errors, names
 from kubeling.errors import FieldViolation
-from kubeling.objects import ObjectT as T
+from kubeling.scheme import ObjectT as T
+from kubeling.scheme import ResourceType
 from kubeling.timestamps import now
 
 __all__ = ["Strategy", "DeletePlan", "T", "now", "timestamp"]
@@ -37,21 +38,32 @@ class DeletePlan:
 
 
 class Strategy(Generic[T]):
-    kind: ClassVar[str]
-    plural: ClassVar[str]
-    namespaced: ClassVar[bool]
-    message: type[T]
-    list_message: ClassVar[type[Message]]
-    event_message: ClassVar[type[Message]]
-    has_status: ClassVar[bool] = True
+    """A resource's behaviour. What the resource is (names, scope, messages, subresources)
+    is its scheme entry, `resource`: a subclass names it, or one is given (the same
+    behaviour for an entry registered at run time)."""
+
+    resource: ClassVar[ResourceType[Any]]
     # The field whose exact-match selectors index watchers (upstream's "trigger" funcs).
     index_field: ClassVar[str | None] = None
     # False: reads and watches go to etcd, nothing is kept in memory (upstream's
     # UndecoratedStorage, for resources written far more often than they are watched).
     watch_cache: ClassVar[bool] = True
-    # The controller manager's garbage collector watches it: a delete's propagationPolicy
-    # Orphan or Foreground leaves a finalizer for it (elsewhere the policy is moot).
-    garbage_collected: ClassVar[bool] = False
+    # The controller manager's garbage collector follows it (all but what it ignores, as
+    # upstream's): a delete's propagationPolicy Orphan or Foreground leaves a finalizer for
+    # it (elsewhere the policy is moot).
+    garbage_collected: ClassVar[bool] = True
+
+    def __init__(self, resource: ResourceType[T] | None = None) -> None:
+        if resource is not None:
+            self.resource = resource  # type: ignore[misc]  # this instance's, over the class's
+        entry = self.resource
+        self.kind = entry.kind
+        self.plural = entry.plural
+        self.namespaced = entry.namespaced
+        self.message: type[T] = entry.message
+        self.list_message: type[Message] = entry.list_message
+        self.event_message: type[Message] = entry.event_message
+        self.has_status = entry.has_status
 
     def validate_name(self, name: str) -> list[str]:
         """metadata.name's rule (most resources: a DNS-1123 subdomain)."""
@@ -82,15 +94,17 @@ class Strategy(Generic[T]):
         """A normal update may not change status: keep the stored one."""
         if self.has_status:
             # by field name: the registry is the same for every resource, not all have status
-            new.status.CopyFrom(old.status)
+            stored: Any = old
+            new_with_status: Any = new
+            new_with_status.status.CopyFrom(stored.status)
 
     def prepare_for_status_update(self, new: T, old: T) -> None:
         """A status update changes status only: everything else is the stored object's."""
-        status = new.status
-        kept = type(status)()
-        kept.CopyFrom(status)
+        written: Any = new
+        kept = type(written.status)()
+        kept.CopyFrom(written.status)
         new.CopyFrom(old)
-        new.status.CopyFrom(kept)
+        written.status.CopyFrom(kept)
 
     def validate_update(self, new: T, old: T, check: Checker) -> None:
         """Extra rules for updates (immutable fields)."""
@@ -112,7 +126,9 @@ class Strategy(Generic[T]):
         """Whether metadata.generation must be bumped."""
         if not hasattr(new, "spec"):
             return False
-        spec, old_spec = new.spec, old.spec
+        changed: Any = new
+        stored: Any = old
+        spec, old_spec = changed.spec, stored.spec
         return bool(spec.SerializeToString(deterministic=True) != old_spec.SerializeToString(deterministic=True))
 
     # ---- delete ----

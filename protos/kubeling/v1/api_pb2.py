@@ -22,147 +22,17 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
-from protos.kubeling.v1 import meta_pb2 as protos_dot_kubeling_dot_v1_dot_meta__pb2
-from protos.kubeling.v1 import core_pb2 as protos_dot_kubeling_dot_v1_dot_core__pb2
-from protos.kubeling.v1 import coordination_pb2 as protos_dot_kubeling_dot_v1_dot_coordination__pb2
-from protos.kubeling.v1 import rbac_pb2 as protos_dot_kubeling_dot_v1_dot_rbac__pb2
-from protos.kubeling.v1 import authentication_pb2 as protos_dot_kubeling_dot_v1_dot_authentication__pb2
-from protos.kubeling.v1 import apps_pb2 as protos_dot_kubeling_dot_v1_dot_apps__pb2
-from protos.kubeling.v1 import batch_pb2 as protos_dot_kubeling_dot_v1_dot_batch__pb2
-from protos.kubeling.v1 import scheduling_pb2 as protos_dot_kubeling_dot_v1_dot_scheduling__pb2
-from protos.kubeling.v1 import policy_pb2 as protos_dot_kubeling_dot_v1_dot_policy__pb2
-from protos.kubeling.v1 import discovery_pb2 as protos_dot_kubeling_dot_v1_dot_discovery__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cprotos/kubeling/v1/api.proto\x12\x0bkubeling.v1\x1a\x1dprotos/kubeling/v1/meta.proto\x1a\x1dprotos/kubeling/v1/core.proto\x1a%protos/kubeling/v1/coordination.proto\x1a\x1dprotos/kubeling/v1/rbac.proto\x1a\'protos/kubeling/v1/authentication.proto\x1a\x1dprotos/kubeling/v1/apps.proto\x1a\x1eprotos/kubeling/v1/batch.proto\x1a#protos/kubeling/v1/scheduling.proto\x1a\x1fprotos/kubeling/v1/policy.proto\x1a\"protos/kubeling/v1/discovery.proto\"S\n\x07PodList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12\x1f\n\x05items\x18\x02 \x03(\x0b\x32\x10.kubeling.v1.Pod\"j\n\rPodWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12 \n\x06object\x18\x02 \x01(\x0b\x32\x10.kubeling.v1.Pod\x12)\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1a.kubeling.v1.PodWatchEvent\"\xc7\x01\n\rPodLogRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\tcontainer\x18\x03 \x01(\t\x12\x0e\n\x06\x66ollow\x18\x04 \x01(\x08\x12\x10\n\x08previous\x18\x05 \x01(\x08\x12\x16\n\ttailLines\x18\x06 \x01(\x03H\x00\x88\x01\x01\x12\x12\n\ntimestamps\x18\x07 \x01(\x08\x12\x17\n\nlimitBytes\x18\x08 \x01(\x03H\x01\x88\x01\x01\x42\x0c\n\n_tailLinesB\r\n\x0b_limitBytes\"\x1b\n\x0bPodLogChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"U\n\x08NodeList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12 \n\x05items\x18\x02 \x03(\x0b\x32\x11.kubeling.v1.Node\"m\n\x0eNodeWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12!\n\x06object\x18\x02 \x01(\x0b\x32\x11.kubeling.v1.Node\x12*\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1b.kubeling.v1.NodeWatchEvent\"_\n\rNamespaceList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12%\n\x05items\x18\x02 \x03(\x0b\x32\x16.kubeling.v1.Namespace\"|\n\x13NamespaceWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12&\n\x06object\x18\x02 \x01(\x0b\x32\x16.kubeling.v1.Namespace\x12/\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32 .kubeling.v1.NamespaceWatchEvent\"W\n\tEventList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12!\n\x05items\x18\x02 \x03(\x0b\x32\x12.kubeling.v1.Event\"p\n\x0f\x45ventWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\"\n\x06object\x18\x02 \x01(\x0b\x32\x12.kubeling.v1.Event\x12+\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1c.kubeling.v1.EventWatchEvent\"W\n\tLeaseList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12!\n\x05items\x18\x02 \x03(\x0b\x32\x12.kubeling.v1.Lease\"p\n\x0fLeaseWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\"\n\x06object\x18\x02 \x01(\x0b\x32\x12.kubeling.v1.Lease\x12+\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1c.kubeling.v1.LeaseWatchEvent\"U\n\x08RoleList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12 \n\x05items\x18\x02 \x03(\x0b\x32\x11.kubeling.v1.Role\"m\n\x0eRoleWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12!\n\x06object\x18\x02 \x01(\x0b\x32\x11.kubeling.v1.Role\x12*\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1b.kubeling.v1.RoleWatchEvent\"c\n\x0f\x43lusterRoleList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12\'\n\x05items\x18\x02 \x03(\x0b\x32\x18.kubeling.v1.ClusterRole\"\x82\x01\n\x15\x43lusterRoleWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12(\n\x06object\x18\x02 \x01(\x0b\x32\x18.kubeling.v1.ClusterRole\x12\x31\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\".kubeling.v1.ClusterRoleWatchEvent\"c\n\x0fRoleBindingList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12\'\n\x05items\x18\x02 \x03(\x0b\x32\x18.kubeling.v1.RoleBinding\"\x82\x01\n\x15RoleBindingWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12(\n\x06object\x18\x02 \x01(\x0b\x32\x18.kubeling.v1.RoleBinding\x12\x31\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\".kubeling.v1.RoleBindingWatchEvent\"q\n\x16\x43lusterRoleBindingList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12.\n\x05items\x18\x02 \x03(\x0b\x32\x1f.kubeling.v1.ClusterRoleBinding\"\x97\x01\n\x1c\x43lusterRoleBindingWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12/\n\x06object\x18\x02 \x01(\x0b\x32\x1f.kubeling.v1.ClusterRoleBinding\x12\x38\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32).kubeling.v1.ClusterRoleBindingWatchEvent\"i\n\x12ServiceAccountList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12*\n\x05items\x18\x02 \x03(\x0b\x32\x1b.kubeling.v1.ServiceAccount\"\x8b\x01\n\x18ServiceAccountWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12+\n\x06object\x18\x02 \x01(\x0b\x32\x1b.kubeling.v1.ServiceAccount\x12\x34\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32%.kubeling.v1.ServiceAccountWatchEvent\"_\n\rConfigMapList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12%\n\x05items\x18\x02 \x03(\x0b\x32\x16.kubeling.v1.ConfigMap\"|\n\x13\x43onfigMapWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12&\n\x06object\x18\x02 \x01(\x0b\x32\x16.kubeling.v1.ConfigMap\x12/\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32 .kubeling.v1.ConfigMapWatchEvent\"Y\n\nSecretList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12\"\n\x05items\x18\x02 \x03(\x0b\x32\x13.kubeling.v1.Secret\"s\n\x10SecretWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12#\n\x06object\x18\x02 \x01(\x0b\x32\x13.kubeling.v1.Secret\x12,\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1d.kubeling.v1.SecretWatchEvent\"a\n\x0eReplicaSetList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12&\n\x05items\x18\x02 \x03(\x0b\x32\x17.kubeling.v1.ReplicaSet\"\x7f\n\x14ReplicaSetWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\'\n\x06object\x18\x02 \x01(\x0b\x32\x17.kubeling.v1.ReplicaSet\x12\x30\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32!.kubeling.v1.ReplicaSetWatchEvent\"a\n\x0e\x44\x65ploymentList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12&\n\x05items\x18\x02 \x03(\x0b\x32\x17.kubeling.v1.Deployment\"\x7f\n\x14\x44\x65ploymentWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\'\n\x06object\x18\x02 \x01(\x0b\x32\x17.kubeling.v1.Deployment\x12\x30\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32!.kubeling.v1.DeploymentWatchEvent\"S\n\x07JobList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12\x1f\n\x05items\x18\x02 \x03(\x0b\x32\x10.kubeling.v1.Job\"j\n\rJobWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12 \n\x06object\x18\x02 \x01(\x0b\x32\x10.kubeling.v1.Job\x12)\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1a.kubeling.v1.JobWatchEvent\"g\n\x11PriorityClassList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12)\n\x05items\x18\x02 \x03(\x0b\x32\x1a.kubeling.v1.PriorityClass\"\x88\x01\n\x17PriorityClassWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12*\n\x06object\x18\x02 \x01(\x0b\x32\x1a.kubeling.v1.PriorityClass\x12\x33\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32$.kubeling.v1.PriorityClassWatchEvent\"s\n\x17PodDisruptionBudgetList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12/\n\x05items\x18\x02 \x03(\x0b\x32 .kubeling.v1.PodDisruptionBudget\"\x9a\x01\n\x1dPodDisruptionBudgetWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x30\n\x06object\x18\x02 \x01(\x0b\x32 .kubeling.v1.PodDisruptionBudget\x12\x39\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32*.kubeling.v1.PodDisruptionBudgetWatchEvent\"[\n\x0bServiceList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12#\n\x05items\x18\x02 \x03(\x0b\x32\x14.kubeling.v1.Service\"v\n\x11ServiceWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12$\n\x06object\x18\x02 \x01(\x0b\x32\x14.kubeling.v1.Service\x12-\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32\x1e.kubeling.v1.ServiceWatchEvent\"_\n\rEndpointsList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12%\n\x05items\x18\x02 \x03(\x0b\x32\x16.kubeling.v1.Endpoints\"|\n\x13\x45ndpointsWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12&\n\x06object\x18\x02 \x01(\x0b\x32\x16.kubeling.v1.Endpoints\x12/\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32 .kubeling.v1.EndpointsWatchEvent\"g\n\x11\x45ndpointSliceList\x12\'\n\x08metadata\x18\x01 \x01(\x0b\x32\x15.kubeling.v1.ListMeta\x12)\n\x05items\x18\x02 \x03(\x0b\x32\x1a.kubeling.v1.EndpointSlice\"\x88\x01\n\x17\x45ndpointSliceWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12*\n\x06object\x18\x02 \x01(\x0b\x32\x1a.kubeling.v1.EndpointSlice\x12\x33\n\x05\x62\x61tch\x18\x03 \x03(\x0b\x32$.kubeling.v1.EndpointSliceWatchEvent2\x9b\x04\n\x04Pods\x12,\n\x06\x43reate\x12\x10.kubeling.v1.Pod\x1a\x10.kubeling.v1.Pod\x12\x30\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x10.kubeling.v1.Pod\x12\x36\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x14.kubeling.v1.PodList\x12,\n\x06Update\x12\x10.kubeling.v1.Pod\x1a\x10.kubeling.v1.Pod\x12\x32\n\x0cUpdateStatus\x12\x10.kubeling.v1.Pod\x1a\x10.kubeling.v1.Pod\x12\x36\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x10.kubeling.v1.Pod\x12@\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1a.kubeling.v1.PodWatchEvent0\x01\x12.\n\x04\x42ind\x12\x14.kubeling.v1.Binding\x1a\x10.kubeling.v1.Pod\x12=\n\x03Log\x12\x1a.kubeling.v1.PodLogRequest\x1a\x18.kubeling.v1.PodLogChunk0\x01\x12\x30\n\x05\x45vict\x12\x15.kubeling.v1.Eviction\x1a\x10.kubeling.v1.Pod2\x85\x03\n\x05Nodes\x12.\n\x06\x43reate\x12\x11.kubeling.v1.Node\x1a\x11.kubeling.v1.Node\x12\x31\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x11.kubeling.v1.Node\x12\x37\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x15.kubeling.v1.NodeList\x12.\n\x06Update\x12\x11.kubeling.v1.Node\x1a\x11.kubeling.v1.Node\x12\x34\n\x0cUpdateStatus\x12\x11.kubeling.v1.Node\x1a\x11.kubeling.v1.Node\x12\x37\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x11.kubeling.v1.Node\x12\x41\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1b.kubeling.v1.NodeWatchEvent0\x01\x32\xbc\x03\n\nNamespaces\x12\x38\n\x06\x43reate\x12\x16.kubeling.v1.Namespace\x1a\x16.kubeling.v1.Namespace\x12\x36\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x16.kubeling.v1.Namespace\x12<\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1a.kubeling.v1.NamespaceList\x12\x38\n\x06Update\x12\x16.kubeling.v1.Namespace\x1a\x16.kubeling.v1.Namespace\x12>\n\x0cUpdateStatus\x12\x16.kubeling.v1.Namespace\x1a\x16.kubeling.v1.Namespace\x12<\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x16.kubeling.v1.Namespace\x12\x46\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a .kubeling.v1.NamespaceWatchEvent0\x01\x32\xd8\x02\n\x06\x45vents\x12\x30\n\x06\x43reate\x12\x12.kubeling.v1.Event\x1a\x12.kubeling.v1.Event\x12\x32\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x12.kubeling.v1.Event\x12\x38\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x16.kubeling.v1.EventList\x12\x30\n\x06Update\x12\x12.kubeling.v1.Event\x1a\x12.kubeling.v1.Event\x12\x38\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x12.kubeling.v1.Event\x12\x42\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1c.kubeling.v1.EventWatchEvent0\x01\x32\xd8\x02\n\x06Leases\x12\x30\n\x06\x43reate\x12\x12.kubeling.v1.Lease\x1a\x12.kubeling.v1.Lease\x12\x32\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x12.kubeling.v1.Lease\x12\x38\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x16.kubeling.v1.LeaseList\x12\x30\n\x06Update\x12\x12.kubeling.v1.Lease\x1a\x12.kubeling.v1.Lease\x12\x38\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x12.kubeling.v1.Lease\x12\x42\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1c.kubeling.v1.LeaseWatchEvent0\x01\x32\xcf\x02\n\x05Roles\x12.\n\x06\x43reate\x12\x11.kubeling.v1.Role\x1a\x11.kubeling.v1.Role\x12\x31\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x11.kubeling.v1.Role\x12\x37\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x15.kubeling.v1.RoleList\x12.\n\x06Update\x12\x11.kubeling.v1.Role\x1a\x11.kubeling.v1.Role\x12\x37\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x11.kubeling.v1.Role\x12\x41\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1b.kubeling.v1.RoleWatchEvent0\x01\x32\x8e\x03\n\x0c\x43lusterRoles\x12<\n\x06\x43reate\x12\x18.kubeling.v1.ClusterRole\x1a\x18.kubeling.v1.ClusterRole\x12\x38\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x18.kubeling.v1.ClusterRole\x12>\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1c.kubeling.v1.ClusterRoleList\x12<\n\x06Update\x12\x18.kubeling.v1.ClusterRole\x1a\x18.kubeling.v1.ClusterRole\x12>\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x18.kubeling.v1.ClusterRole\x12H\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\".kubeling.v1.ClusterRoleWatchEvent0\x01\x32\x8e\x03\n\x0cRoleBindings\x12<\n\x06\x43reate\x12\x18.kubeling.v1.RoleBinding\x1a\x18.kubeling.v1.RoleBinding\x12\x38\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x18.kubeling.v1.RoleBinding\x12>\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1c.kubeling.v1.RoleBindingList\x12<\n\x06Update\x12\x18.kubeling.v1.RoleBinding\x1a\x18.kubeling.v1.RoleBinding\x12>\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x18.kubeling.v1.RoleBinding\x12H\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\".kubeling.v1.RoleBindingWatchEvent0\x01\x32\xcd\x03\n\x13\x43lusterRoleBindings\x12J\n\x06\x43reate\x12\x1f.kubeling.v1.ClusterRoleBinding\x1a\x1f.kubeling.v1.ClusterRoleBinding\x12?\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x1f.kubeling.v1.ClusterRoleBinding\x12\x45\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a#.kubeling.v1.ClusterRoleBindingList\x12J\n\x06Update\x12\x1f.kubeling.v1.ClusterRoleBinding\x1a\x1f.kubeling.v1.ClusterRoleBinding\x12\x45\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x1f.kubeling.v1.ClusterRoleBinding\x12O\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a).kubeling.v1.ClusterRoleBindingWatchEvent0\x01\x32\xee\x03\n\x0fServiceAccounts\x12\x42\n\x06\x43reate\x12\x1b.kubeling.v1.ServiceAccount\x1a\x1b.kubeling.v1.ServiceAccount\x12;\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x1b.kubeling.v1.ServiceAccount\x12\x41\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1f.kubeling.v1.ServiceAccountList\x12\x42\n\x06Update\x12\x1b.kubeling.v1.ServiceAccount\x1a\x1b.kubeling.v1.ServiceAccount\x12\x41\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x1b.kubeling.v1.ServiceAccount\x12K\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a%.kubeling.v1.ServiceAccountWatchEvent0\x01\x12\x43\n\x0b\x43reateToken\x12\x19.kubeling.v1.TokenRequest\x1a\x19.kubeling.v1.TokenRequest2\xfc\x02\n\nConfigMaps\x12\x38\n\x06\x43reate\x12\x16.kubeling.v1.ConfigMap\x1a\x16.kubeling.v1.ConfigMap\x12\x36\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x16.kubeling.v1.ConfigMap\x12<\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1a.kubeling.v1.ConfigMapList\x12\x38\n\x06Update\x12\x16.kubeling.v1.ConfigMap\x1a\x16.kubeling.v1.ConfigMap\x12<\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x16.kubeling.v1.ConfigMap\x12\x46\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a .kubeling.v1.ConfigMapWatchEvent0\x01\x32\xe1\x02\n\x07Secrets\x12\x32\n\x06\x43reate\x12\x13.kubeling.v1.Secret\x1a\x13.kubeling.v1.Secret\x12\x33\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x13.kubeling.v1.Secret\x12\x39\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x17.kubeling.v1.SecretList\x12\x32\n\x06Update\x12\x13.kubeling.v1.Secret\x1a\x13.kubeling.v1.Secret\x12\x39\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x13.kubeling.v1.Secret\x12\x43\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1d.kubeling.v1.SecretWatchEvent0\x01\x32\xc7\x03\n\x0bReplicaSets\x12:\n\x06\x43reate\x12\x17.kubeling.v1.ReplicaSet\x1a\x17.kubeling.v1.ReplicaSet\x12\x37\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x17.kubeling.v1.ReplicaSet\x12=\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1b.kubeling.v1.ReplicaSetList\x12:\n\x06Update\x12\x17.kubeling.v1.ReplicaSet\x1a\x17.kubeling.v1.ReplicaSet\x12@\n\x0cUpdateStatus\x12\x17.kubeling.v1.ReplicaSet\x1a\x17.kubeling.v1.ReplicaSet\x12=\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x17.kubeling.v1.ReplicaSet\x12G\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a!.kubeling.v1.ReplicaSetWatchEvent0\x01\x32\xc7\x03\n\x0b\x44\x65ployments\x12:\n\x06\x43reate\x12\x17.kubeling.v1.Deployment\x1a\x17.kubeling.v1.Deployment\x12\x37\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x17.kubeling.v1.Deployment\x12=\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1b.kubeling.v1.DeploymentList\x12:\n\x06Update\x12\x17.kubeling.v1.Deployment\x1a\x17.kubeling.v1.Deployment\x12@\n\x0cUpdateStatus\x12\x17.kubeling.v1.Deployment\x1a\x17.kubeling.v1.Deployment\x12=\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x17.kubeling.v1.Deployment\x12G\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a!.kubeling.v1.DeploymentWatchEvent0\x01\x32\xfa\x02\n\x04Jobs\x12,\n\x06\x43reate\x12\x10.kubeling.v1.Job\x1a\x10.kubeling.v1.Job\x12\x30\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x10.kubeling.v1.Job\x12\x36\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x14.kubeling.v1.JobList\x12,\n\x06Update\x12\x10.kubeling.v1.Job\x1a\x10.kubeling.v1.Job\x12\x32\n\x0cUpdateStatus\x12\x10.kubeling.v1.Job\x1a\x10.kubeling.v1.Job\x12\x36\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x10.kubeling.v1.Job\x12@\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1a.kubeling.v1.JobWatchEvent0\x01\x32\xa1\x03\n\x0fPriorityClasses\x12@\n\x06\x43reate\x12\x1a.kubeling.v1.PriorityClass\x1a\x1a.kubeling.v1.PriorityClass\x12:\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x1a.kubeling.v1.PriorityClass\x12@\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1e.kubeling.v1.PriorityClassList\x12@\n\x06Update\x12\x1a.kubeling.v1.PriorityClass\x1a\x1a.kubeling.v1.PriorityClass\x12@\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x1a.kubeling.v1.PriorityClass\x12J\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a$.kubeling.v1.PriorityClassWatchEvent0\x01\x32\xaa\x04\n\x14PodDisruptionBudgets\x12L\n\x06\x43reate\x12 .kubeling.v1.PodDisruptionBudget\x1a .kubeling.v1.PodDisruptionBudget\x12@\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a .kubeling.v1.PodDisruptionBudget\x12\x46\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a$.kubeling.v1.PodDisruptionBudgetList\x12L\n\x06Update\x12 .kubeling.v1.PodDisruptionBudget\x1a .kubeling.v1.PodDisruptionBudget\x12R\n\x0cUpdateStatus\x12 .kubeling.v1.PodDisruptionBudget\x1a .kubeling.v1.PodDisruptionBudget\x12\x46\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a .kubeling.v1.PodDisruptionBudget\x12P\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a*.kubeling.v1.PodDisruptionBudgetWatchEvent0\x01\x32\xa6\x03\n\x08Services\x12\x34\n\x06\x43reate\x12\x14.kubeling.v1.Service\x1a\x14.kubeling.v1.Service\x12\x34\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x14.kubeling.v1.Service\x12:\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x18.kubeling.v1.ServiceList\x12\x34\n\x06Update\x12\x14.kubeling.v1.Service\x1a\x14.kubeling.v1.Service\x12:\n\x0cUpdateStatus\x12\x14.kubeling.v1.Service\x1a\x14.kubeling.v1.Service\x12:\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x14.kubeling.v1.Service\x12\x44\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a\x1e.kubeling.v1.ServiceWatchEvent0\x01\x32\x82\x03\n\x10\x45ndpointsService\x12\x38\n\x06\x43reate\x12\x16.kubeling.v1.Endpoints\x1a\x16.kubeling.v1.Endpoints\x12\x36\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x16.kubeling.v1.Endpoints\x12<\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1a.kubeling.v1.EndpointsList\x12\x38\n\x06Update\x12\x16.kubeling.v1.Endpoints\x1a\x16.kubeling.v1.Endpoints\x12<\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x16.kubeling.v1.Endpoints\x12\x46\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a .kubeling.v1.EndpointsWatchEvent0\x01\x32\xa0\x03\n\x0e\x45ndpointSlices\x12@\n\x06\x43reate\x12\x1a.kubeling.v1.EndpointSlice\x1a\x1a.kubeling.v1.EndpointSlice\x12:\n\x03Get\x12\x17.kubeling.v1.GetRequest\x1a\x1a.kubeling.v1.EndpointSlice\x12@\n\x04List\x12\x18.kubeling.v1.ListRequest\x1a\x1e.kubeling.v1.EndpointSliceList\x12@\n\x06Update\x12\x1a.kubeling.v1.EndpointSlice\x1a\x1a.kubeling.v1.EndpointSlice\x12@\n\x06\x44\x65lete\x12\x1a.kubeling.v1.DeleteRequest\x1a\x1a.kubeling.v1.EndpointSlice\x12J\n\x05Watch\x12\x19.kubeling.v1.WatchRequest\x1a$.kubeling.v1.EndpointSliceWatchEvent0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cprotos/kubeling/v1/api.proto\x12\x0bkubeling.v1\"\xc7\x01\n\rPodLogRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\tcontainer\x18\x03 \x01(\t\x12\x0e\n\x06\x66ollow\x18\x04 \x01(\x08\x12\x10\n\x08previous\x18\x05 \x01(\x08\x12\x16\n\ttailLines\x18\x06 \x01(\x03H\x00\x88\x01\x01\x12\x12\n\ntimestamps\x18\x07 \x01(\x08\x12\x17\n\nlimitBytes\x18\x08 \x01(\x03H\x01\x88\x01\x01\x42\x0c\n\n_tailLinesB\r\n\x0b_limitBytes\"\x1b\n\x0bPodLogChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'protos.kubeling.v1.api_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PODLIST']._serialized_start=387
-  _globals['_PODLIST']._serialized_end=470
-  _globals['_PODWATCHEVENT']._serialized_start=472
-  _globals['_PODWATCHEVENT']._serialized_end=578
-  _globals['_PODLOGREQUEST']._serialized_start=581
-  _globals['_PODLOGREQUEST']._serialized_end=780
-  _globals['_PODLOGCHUNK']._serialized_start=782
-  _globals['_PODLOGCHUNK']._serialized_end=809
-  _globals['_NODELIST']._serialized_start=811
-  _globals['_NODELIST']._serialized_end=896
-  _globals['_NODEWATCHEVENT']._serialized_start=898
-  _globals['_NODEWATCHEVENT']._serialized_end=1007
-  _globals['_NAMESPACELIST']._serialized_start=1009
-  _globals['_NAMESPACELIST']._serialized_end=1104
-  _globals['_NAMESPACEWATCHEVENT']._serialized_start=1106
-  _globals['_NAMESPACEWATCHEVENT']._serialized_end=1230
-  _globals['_EVENTLIST']._serialized_start=1232
-  _globals['_EVENTLIST']._serialized_end=1319
-  _globals['_EVENTWATCHEVENT']._serialized_start=1321
-  _globals['_EVENTWATCHEVENT']._serialized_end=1433
-  _globals['_LEASELIST']._serialized_start=1435
-  _globals['_LEASELIST']._serialized_end=1522
-  _globals['_LEASEWATCHEVENT']._serialized_start=1524
-  _globals['_LEASEWATCHEVENT']._serialized_end=1636
-  _globals['_ROLELIST']._serialized_start=1638
-  _globals['_ROLELIST']._serialized_end=1723
-  _globals['_ROLEWATCHEVENT']._serialized_start=1725
-  _globals['_ROLEWATCHEVENT']._serialized_end=1834
-  _globals['_CLUSTERROLELIST']._serialized_start=1836
-  _globals['_CLUSTERROLELIST']._serialized_end=1935
-  _globals['_CLUSTERROLEWATCHEVENT']._serialized_start=1938
-  _globals['_CLUSTERROLEWATCHEVENT']._serialized_end=2068
-  _globals['_ROLEBINDINGLIST']._serialized_start=2070
-  _globals['_ROLEBINDINGLIST']._serialized_end=2169
-  _globals['_ROLEBINDINGWATCHEVENT']._serialized_start=2172
-  _globals['_ROLEBINDINGWATCHEVENT']._serialized_end=2302
-  _globals['_CLUSTERROLEBINDINGLIST']._serialized_start=2304
-  _globals['_CLUSTERROLEBINDINGLIST']._serialized_end=2417
-  _globals['_CLUSTERROLEBINDINGWATCHEVENT']._serialized_start=2420
-  _globals['_CLUSTERROLEBINDINGWATCHEVENT']._serialized_end=2571
-  _globals['_SERVICEACCOUNTLIST']._serialized_start=2573
-  _globals['_SERVICEACCOUNTLIST']._serialized_end=2678
-  _globals['_SERVICEACCOUNTWATCHEVENT']._serialized_start=2681
-  _globals['_SERVICEACCOUNTWATCHEVENT']._serialized_end=2820
-  _globals['_CONFIGMAPLIST']._serialized_start=2822
-  _globals['_CONFIGMAPLIST']._serialized_end=2917
-  _globals['_CONFIGMAPWATCHEVENT']._serialized_start=2919
-  _globals['_CONFIGMAPWATCHEVENT']._serialized_end=3043
-  _globals['_SECRETLIST']._serialized_start=3045
-  _globals['_SECRETLIST']._serialized_end=3134
-  _globals['_SECRETWATCHEVENT']._serialized_start=3136
-  _globals['_SECRETWATCHEVENT']._serialized_end=3251
-  _globals['_REPLICASETLIST']._serialized_start=3253
-  _globals['_REPLICASETLIST']._serialized_end=3350
-  _globals['_REPLICASETWATCHEVENT']._serialized_start=3352
-  _globals['_REPLICASETWATCHEVENT']._serialized_end=3479
-  _globals['_DEPLOYMENTLIST']._serialized_start=3481
-  _globals['_DEPLOYMENTLIST']._serialized_end=3578
-  _globals['_DEPLOYMENTWATCHEVENT']._serialized_start=3580
-  _globals['_DEPLOYMENTWATCHEVENT']._serialized_end=3707
-  _globals['_JOBLIST']._serialized_start=3709
-  _globals['_JOBLIST']._serialized_end=3792
-  _globals['_JOBWATCHEVENT']._serialized_start=3794
-  _globals['_JOBWATCHEVENT']._serialized_end=3900
-  _globals['_PRIORITYCLASSLIST']._serialized_start=3902
-  _globals['_PRIORITYCLASSLIST']._serialized_end=4005
-  _globals['_PRIORITYCLASSWATCHEVENT']._serialized_start=4008
-  _globals['_PRIORITYCLASSWATCHEVENT']._serialized_end=4144
-  _globals['_PODDISRUPTIONBUDGETLIST']._serialized_start=4146
-  _globals['_PODDISRUPTIONBUDGETLIST']._serialized_end=4261
-  _globals['_PODDISRUPTIONBUDGETWATCHEVENT']._serialized_start=4264
-  _globals['_PODDISRUPTIONBUDGETWATCHEVENT']._serialized_end=4418
-  _globals['_SERVICELIST']._serialized_start=4420
-  _globals['_SERVICELIST']._serialized_end=4511
-  _globals['_SERVICEWATCHEVENT']._serialized_start=4513
-  _globals['_SERVICEWATCHEVENT']._serialized_end=4631
-  _globals['_ENDPOINTSLIST']._serialized_start=4633
-  _globals['_ENDPOINTSLIST']._serialized_end=4728
-  _globals['_ENDPOINTSWATCHEVENT']._serialized_start=4730
-  _globals['_ENDPOINTSWATCHEVENT']._serialized_end=4854
-  _globals['_ENDPOINTSLICELIST']._serialized_start=4856
-  _globals['_ENDPOINTSLICELIST']._serialized_end=4959
-  _globals['_ENDPOINTSLICEWATCHEVENT']._serialized_start=4962
-  _globals['_ENDPOINTSLICEWATCHEVENT']._serialized_end=5098
-  _globals['_PODS']._serialized_start=5101
-  _globals['_PODS']._serialized_end=5640
-  _globals['_NODES']._serialized_start=5643
-  _globals['_NODES']._serialized_end=6032
-  _globals['_NAMESPACES']._serialized_start=6035
-  _globals['_NAMESPACES']._serialized_end=6479
-  _globals['_EVENTS']._serialized_start=6482
-  _globals['_EVENTS']._serialized_end=6826
-  _globals['_LEASES']._serialized_start=6829
-  _globals['_LEASES']._serialized_end=7173
-  _globals['_ROLES']._serialized_start=7176
-  _globals['_ROLES']._serialized_end=7511
-  _globals['_CLUSTERROLES']._serialized_start=7514
-  _globals['_CLUSTERROLES']._serialized_end=7912
-  _globals['_ROLEBINDINGS']._serialized_start=7915
-  _globals['_ROLEBINDINGS']._serialized_end=8313
-  _globals['_CLUSTERROLEBINDINGS']._serialized_start=8316
-  _globals['_CLUSTERROLEBINDINGS']._serialized_end=8777
-  _globals['_SERVICEACCOUNTS']._serialized_start=8780
-  _globals['_SERVICEACCOUNTS']._serialized_end=9274
-  _globals['_CONFIGMAPS']._serialized_start=9277
-  _globals['_CONFIGMAPS']._serialized_end=9657
-  _globals['_SECRETS']._serialized_start=9660
-  _globals['_SECRETS']._serialized_end=10013
-  _globals['_REPLICASETS']._serialized_start=10016
-  _globals['_REPLICASETS']._serialized_end=10471
-  _globals['_DEPLOYMENTS']._serialized_start=10474
-  _globals['_DEPLOYMENTS']._serialized_end=10929
-  _globals['_JOBS']._serialized_start=10932
-  _globals['_JOBS']._serialized_end=11310
-  _globals['_PRIORITYCLASSES']._serialized_start=11313
-  _globals['_PRIORITYCLASSES']._serialized_end=11730
-  _globals['_PODDISRUPTIONBUDGETS']._serialized_start=11733
-  _globals['_PODDISRUPTIONBUDGETS']._serialized_end=12287
-  _globals['_SERVICES']._serialized_start=12290
-  _globals['_SERVICES']._serialized_end=12712
-  _globals['_ENDPOINTSSERVICE']._serialized_start=12715
-  _globals['_ENDPOINTSSERVICE']._serialized_end=13101
-  _globals['_ENDPOINTSLICES']._serialized_start=13104
-  _globals['_ENDPOINTSLICES']._serialized_end=13520
+  _globals['_PODLOGREQUEST']._serialized_start=46
+  _globals['_PODLOGREQUEST']._serialized_end=245
+  _globals['_PODLOGCHUNK']._serialized_start=247
+  _globals['_PODLOGCHUNK']._serialized_end=274
 # @@protoc_insertion_point(module_scope)

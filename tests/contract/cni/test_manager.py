@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from cni import PluginError, netns
-from cni.hostport import HostPortInUse, PortMapping
-from cni.manager import DEFAULT_CONFLIST, POD_CIDR_CHANGE, NetworkNotReady, NetworkPluginManager, PodNetwork
+from cri.hostport import HostPortInUse, PortMapping
+from cri.network import DEFAULT_CONFLIST, POD_CIDR_CHANGE, NetworkNotReady, NetworkPluginManager, PodNetwork
 from kubeling.netutil import free_port
 from tests.contract.cni.conftest import (
     PLUGIN_DIR,

@@ -16,10 +16,10 @@ import grpc
 import pytest
 
 from cni import netns
-from kubelet.cri.images.builtin import build_builtins
-from kubelet.cri.images.store import ImageStore
-from kubelet.cri.runc import Runc
-from kubelet.cri.server import CRIConfig, CRIServer
+from cri.images.builtin import build_builtins
+from cri.images.store import ImageStore
+from cri.runc import Runc
+from cri.server import CRIConfig, CRIServer
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
 from tests.contract.cni.conftest import bridge_conflist, iptables_chains
 
@@ -138,7 +138,7 @@ async def env(bridge_name: str) -> AsyncIterator[Env]:
     # Shims carry their runc root in their command line (forked from a zygote that has
     # it); they end with their containers, a moment after recording the exit.
     for _ in range(100):
-        shims = subprocess.run(["pgrep", "-f", f"kubelet.cri.shim .*--runc-root {config.runc_root}"],
+        shims = subprocess.run(["pgrep", "-f", f"cri.shim .*--runc-root {config.runc_root}"],
                                capture_output=True, text=True).stdout
         if not shims:
             break

@@ -10,8 +10,8 @@ import struct
 import urllib.parse
 from dataclasses import dataclass, field
 
-from kubelet.cri.streaming import spdy
-from kubelet.cri.streaming import spdyframes as wire
+from cri.streaming import spdy
+from cri.streaming import spdyframes as wire
 
 
 @dataclass(eq=False)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kubelet.cri.images.builtin import PAUSE_IMAGE
+from cri.images.builtin import PAUSE_IMAGE
 from tests.contract.cri.conftest import Bundles
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from kubelet.cri.logs import STDERR, STDOUT, parse_line, read_log
+from cri.logs import STDERR, STDOUT, parse_line, read_log
 from protos.runtime.v1 import api_pb2
 from tests.contract.cri.conftest import Env, pod_config
 

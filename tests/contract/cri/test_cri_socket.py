@@ -14,10 +14,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from cni.manager import DEFAULT_CONFLIST
-from kubelet.cri.images.builtin import BUSYBOX_IMAGE, PAUSE_IMAGE
-from kubelet.cri.runtime_service import RuntimeService
-from kubelet.cri.server import CRIConfig, CRIServer
+from cri.images.builtin import BUSYBOX_IMAGE, PAUSE_IMAGE
+from cri.network import DEFAULT_CONFLIST
+from cri.runtime_service import RuntimeService
+from cri.server import CRIConfig, CRIServer
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
 
 

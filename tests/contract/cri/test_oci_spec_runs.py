@@ -1,4 +1,4 @@
-"""A container spec from kubelet.cri.oci_spec runs under the real runc and joins its
+"""A container spec from cri.oci_spec runs under the real runc and joins its
 sandbox (a pause container): hostname, pid namespace, network namespace, /etc files,
 env, user and memory limit are what the spec says."""
 
@@ -10,9 +10,9 @@ import os
 import uuid
 from pathlib import Path
 
-from kubelet.cri.images.builtin import PAUSE_IMAGE
-from kubelet.cri.oci_spec import SandboxContext, container_spec
-from kubelet.cri.runc import Runc
+from cri.images.builtin import PAUSE_IMAGE
+from cri.oci_spec import SandboxContext, container_spec
+from cri.runc import Runc
 from protos.runtime.v1 import api_pb2
 from tests.contract.cri.conftest import Bundles
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from kubelet.cri.images.builtin import build_builtins
-from kubelet.cri.images.store import ImageStore
-from kubelet.cri.server import CRIConfig, CRIServer
+from cri.images.builtin import build_builtins
+from cri.images.store import ImageStore
+from cri.server import CRIConfig, CRIServer
 from kubeling.netutil import free_port
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
 from tests.contract.cri.tokenservice import SERVICE, TokenService

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kubelet.cri.images.builtin import build_builtins
-from kubelet.cri.images.store import ImageStore
-from kubelet.cri.rootfs import MountError, is_mounted, mount_overlay, unmount
+from cri.images.builtin import build_builtins
+from cri.images.store import ImageStore
+from cri.rootfs import MountError, is_mounted, mount_overlay, unmount
 
 
 async def test_mount_write_and_unmount(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""kubelet.cri.runc against the real runc: lifecycle, exec, errors, idempotent delete."""
+"""cri.runc against the real runc: lifecycle, exec, errors, idempotent delete."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kubelet.cri.logs import STDOUT, CRILogWriter, copy_stream, read_log
-from kubelet.cri.runc import Runc, RuncError
+from cri.logs import STDOUT, CRILogWriter, copy_stream, read_log
+from cri.runc import Runc, RuncError
 from tests.contract.cri.conftest import Bundles
 
 LOOP = "echo started; trap 'echo bye; exit 0' TERM; while true; do sleep 0.1; done"

@@ -12,7 +12,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from kubelet.cri.server import CRIConfig, CRIServer
+from cri.server import CRIConfig, CRIServer
 from kubelet.runtime import CRICallError, Runtime
 from protos.runtime.v1 import api_pb2
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from kubelet.cri.sandboxes import process_alive
+from cri.sandboxes import process_alive
 from protos.runtime.v1 import api_pb2
 from tests.contract.cri.conftest import Env
 from tests.contract.cri.conftest import pod_config as _pod

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kubelet.cri.logs import STDERR, STDOUT, read_log
-from kubelet.cri.runc import Runc
-from kubelet.cri.shims import ShimError, ShimLauncher, read_exit, reopen_log
+from cri.logs import STDERR, STDOUT, read_log
+from cri.runc import Runc
+from cri.shims import ShimError, ShimLauncher, read_exit, reopen_log
 from tests.contract.cri.conftest import Bundles
 
 

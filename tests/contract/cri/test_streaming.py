@@ -23,7 +23,7 @@ from wsproto import WSConnection
 from wsproto.connection import ConnectionType
 from wsproto.events import AcceptConnection, BytesMessage, CloseConnection, Request, TextMessage
 
-from kubelet.cri.streaming import spdyframes as wire
+from cri.streaming import spdyframes as wire
 from protos.runtime.v1 import api_pb2
 from tests.contract.cri.conftest import Env, pod_config
 from tests.contract.cri.spdyclient import SpdyClient, upgrade

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from cluster.__main__ import main
-from kubelet.cri.images.archive import export_archive, import_archive
-from kubelet.cri.images.builtin import BUSYBOX_IMAGE, PAUSE_IMAGE, build_builtins
-from kubelet.cri.images.platforms import this_platform
-from kubelet.cri.images.store import OCI_INDEX, REF_NAME_ANNOTATION, ImageStore, ImageStoreError
+from cri.images.archive import export_archive, import_archive
+from cri.images.builtin import BUSYBOX_IMAGE, PAUSE_IMAGE, build_builtins
+from cri.images.platforms import this_platform
+from cri.images.store import OCI_INDEX, REF_NAME_ANNOTATION, ImageStore, ImageStoreError
 
 
 def export(store: ImageStore, out: Path, index: dict[str, object] | None = None,

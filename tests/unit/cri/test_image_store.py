@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kubelet.cri.images.builtin import BUSYBOX_IMAGE, PAUSE_IMAGE, BuiltinError, build_builtins
-from kubelet.cri.images.store import OCI_CONFIG, OCI_MANIFEST, ImageStore, ImageStoreError
-from kubelet.cri.images.unpack import LayerError
+from cri.images.builtin import BUSYBOX_IMAGE, PAUSE_IMAGE, BuiltinError, build_builtins
+from cri.images.store import OCI_CONFIG, OCI_MANIFEST, ImageStore, ImageStoreError
+from cri.images.unpack import LayerError
 
 LAYER_TAR = "application/vnd.oci.image.layer.v1.tar"
 

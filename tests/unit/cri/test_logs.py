@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kubelet.cri.logs import FULL, PARTIAL, STDERR, STDOUT, CRILogWriter, copy_stream, parse_line, read_log, rfc3339nano
+from cri.logs import FULL, PARTIAL, STDERR, STDOUT, CRILogWriter, copy_stream, parse_line, read_log, rfc3339nano
 
 
 def test_timestamps_are_go_rfc3339nano() -> None:

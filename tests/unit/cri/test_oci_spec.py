@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from kubelet.cri import oci_spec
-from kubelet.cri.oci_spec import (
+from cri import oci_spec
+from cri.oci_spec import (
     ALL_CAPABILITIES,
     DEFAULT_CAPABILITIES,
     SandboxContext,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubelet.cri.images import reference
+from cri.images import reference
 
 DIGEST = "sha256:" + "ab" * 32
 

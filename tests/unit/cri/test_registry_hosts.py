@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kubelet.cri.images.hosts import HostsConfigError, RegistryHost, RegistryHosts
+from cri.images.hosts import HostsConfigError, RegistryHost, RegistryHosts
 
 
 def _write(root: Path, namespace: str, text: str) -> Path:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kubelet.cri.sandbox_store import (
+from cri.sandbox_store import (
     CHECKPOINT,
     NOTREADY,
     Ambiguous,

@@ -11,10 +11,10 @@ import zlib
 
 import pytest
 
-from kubelet.cri.streaming import remotecommand, spdy
-from kubelet.cri.streaming import spdyframes as wire
-from kubelet.cri.streaming.request_cache import CacheFull, RequestCache
-from kubelet.cri.streaming.websocket import HandshakeError, accept_response, choose_protocol, is_websocket_request
+from cri.streaming import remotecommand, spdy
+from cri.streaming import spdyframes as wire
+from cri.streaming.request_cache import CacheFull, RequestCache
+from cri.streaming.websocket import HandshakeError, accept_response, choose_protocol, is_websocket_request
 from protos.runtime.v1 import api_pb2
 
 

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from kubelet.__main__ import build_parser, make_config
+from kubelet.__main__ import build_parser
 from kubelet.agent import bridge_name
 from kubelet.config import ConfigError
+from kubelet.config import from_command_line as make_config
 
 
 def test_config_file_then_flags(tmp_path: Path) -> None:

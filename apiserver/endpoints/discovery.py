@@ -1,0 +1,92 @@
+"""Discovery (upstream's endpoints/discovery): /api, /apis, /apis/<group> and each
+group-version's APIResourceList, read from the scheme when asked, so entries registered
+at run time are listed at once. Groups served beside the scheme (metrics.k8s.io) add
+their own resource lists."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubeling.scheme import VERBS, ResourceType, Scheme
+
+__all__ = ["Discovery", "VERSION"]
+
+# The server's version: kubectl's wrapper on these machines runs the kubectl matching
+# this minor, and clients use it for feature checks.
+VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-kubeling", "gitCommit": "", "gitTreeState": "clean",
+           "buildDate": "2026-01-01T00:00:00Z", "goVersion": "python", "compiler": "cpython",
+           "platform": "linux/amd64"}
+
+# group -> (version, its APIResourceList)
+ExtraGroups = Mapping[str, tuple[str, Callable[[], dict[str, Any]]]]
+
+
+class Discovery:
+    def __init__(self, scheme: Scheme, extra: ExtraGroups | None = None) -> None:
+        self.scheme = scheme
+        self.extra = dict(extra or {})
+
+    def api_versions(self, server_address: str) -> dict[str, Any]:
+        """/api: the core group's versions."""
+        return {"kind": "APIVersions", "versions": self.scheme.groups().get("", ["v1"]),
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]}
+
+    def _versions(self) -> dict[str, list[str]]:
+        """The named groups, by name, with their versions."""
+        groups = {g: v for g, v in self.scheme.groups().items() if g}
+        for group, (version, _) in self.extra.items():
+            groups.setdefault(group, [version])
+        return dict(sorted(groups.items()))
+
+    def api_group(self, group: str) -> dict[str, Any] | None:
+        """/apis/<group>, None for a group nobody serves."""
+        versions = self._versions().get(group)
+        if versions is None:
+            return None
+        listed = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+        return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": listed,
+                "preferredVersion": listed[0]}
+
+    def api_group_list(self) -> dict[str, Any]:
+        """/apis: every named group."""
+        groups = []
+        for name in self._versions():
+            group = self.api_group(name)
+            assert group is not None
+            del group["kind"], group["apiVersion"]
+            groups.append(group)
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+    def resource_list(self, group: str, version: str) -> dict[str, Any] | None:
+        """/api/<version> or /apis/<group>/<version>, None when no resource is there."""
+        extra = self.extra.get(group)
+        if extra is not None and extra[0] == version:
+            return extra[1]()
+        items: list[dict[str, Any]] = []
+        for rt in self.scheme:
+            if rt.group == group and rt.version == version:
+                items.extend(_resources(rt))
+        if not items:
+            return None
+        return {"kind": "APIResourceList", "apiVersion": "v1",
+                "groupVersion": f"{group}/{version}" if group else version, "resources": items}
+
+
+def _resources(rt: ResourceType[Any]) -> list[dict[str, Any]]:
+    """The resource's APIResource, then one per subresource."""
+    entry: dict[str, Any] = {"name": rt.plural, "singularName": rt.singular, "namespaced": rt.namespaced,
+                             "kind": rt.kind,
+                             "verbs": sorted([*VERBS, "deletecollection"]) if rt.namespaced else list(VERBS)}
+    if rt.short_names:
+        entry["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        entry["categories"] = list(rt.categories)
+    out = [entry]
+    for sub in rt.subresources:
+        item: dict[str, Any] = {"name": f"{rt.plural}/{sub.name}", "singularName": "", "namespaced": rt.namespaced,
+                                "kind": sub.kind or rt.kind, "verbs": list(sub.verbs)}
+        if sub.group is not None:
+            item.update(group=sub.group, version=sub.version)
+        out.append(item)
+    return out

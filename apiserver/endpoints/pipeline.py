@@ -1,0 +1,138 @@
+"""The request pipeline both front ends (gRPC and REST) put every request through, as
+upstream's DefaultBuildHandlerChain does with its filters: authentication (who is asking),
+request info (what the front end says the request does), authorization (may they), and
+around the handler the request's metrics, trace span and log line, with any unexpected
+failure turned into one InternalError. A front end only decodes its transport, describes
+the request, calls the registry and encodes the answer.
+
+    with pipeline.serve("CREATE", "pods") as req:
+        req.authenticate(credentials)
+        obj = decode(body)
+        req.authorize(RequestInfo.of("create", scheme.PODS, obj.metadata.namespace, obj.metadata.name))
+        return await registry.create(obj)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager as ContextManager
+from dataclasses import dataclass, field
+
+from cryptography import x509
+from opentelemetry import propagate, trace
+
+from apiserver.auth.authentication import ANONYMOUS, Authenticator, UserInfo, current_user, user_from_certificate
+from apiserver.auth.authorization import Authorizer, require
+from apiserver.endpoints.metrics import Metrics
+from apiserver.endpoints.request import Credentials, RequestInfo
+from kubeling import errors
+from kubeling.telemetry import tracer
+
+__all__ = ["Pipeline", "Served", "certificate_user_der", "certificate_user_pem"]
+
+log = logging.getLogger(__name__)
+_TRACER = tracer(__name__)
+
+
+def _grpc_code(err: errors.ApiError) -> str:
+    return err.code.name
+
+
+@dataclass
+class Served:
+    """One request on its way through the pipeline: the front end sets `code` to what it
+    answered (a gRPC code name or an HTTP status); the pipeline records it at the end."""
+
+    pipeline: Pipeline
+    verb: str  # the metrics' verb (CREATE, WATCH, REST_GET, ...)
+    resource: str
+    code: str = "OK"
+    user: UserInfo | None = None
+    info: RequestInfo | None = None
+    _start: float = field(default_factory=time.perf_counter)
+
+    def authenticate(self, credentials: Credentials) -> UserInfo:
+        self.user = self.pipeline.authenticate(credentials)
+        return self.user
+
+    def authorize(self, info: RequestInfo) -> None:
+        self.info = info
+        self.pipeline.authorize(info)
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self._start
+
+
+@dataclass
+class Pipeline:
+    """authenticator None: nothing tells callers apart, everyone is anonymous (a plain-text
+    gRPC port without tokens); authorizer None: every request is allowed."""
+
+    metrics: Metrics
+    authenticator: Authenticator | None = None
+    authorizer: Authorizer | None = None
+
+    def authenticate(self, credentials: Credentials) -> UserInfo:
+        """The caller: its verified client certificate, else a bearer token; it is this
+        request's user for admission and the registries (`current_user`)."""
+        user = ANONYMOUS if self.authenticator is None else \
+            self.authenticator.authenticate(credentials.certificate_user, credentials.authorization)
+        current_user.set(user)
+        span = trace.get_current_span()
+        if span.is_recording():
+            span.set_attribute("user", user.name)
+        return user
+
+    def authorize(self, info: RequestInfo) -> None:
+        """Forbidden, worded as upstream's, unless the authorizer allows the request."""
+        if self.authorizer is not None:
+            require(self.authorizer, info.attributes(current_user.get() or ANONYMOUS))
+
+    @contextlib.contextmanager
+    def serve(self, verb: str, resource: str, *,
+              code_of: Callable[[errors.ApiError], str] = _grpc_code) -> Iterator[Served]:
+        """Around one request: its metrics and debug log at the end, the code of a refusal
+        as the front end reports it (`code_of`: gRPC's code name, REST's HTTP status). An
+        exception that is no ApiError is logged and raised as an InternalError."""
+        served = Served(self, verb, resource)
+        try:
+            yield served
+        except errors.ApiError as err:
+            served.code = code_of(err)
+            raise
+        except Exception as err:  # not a cancel, nor a closed stream: those are BaseExceptions
+            internal = errors.InternalError(f"{verb} {served.resource}: internal error: {type(err).__name__}: {err}")
+            served.code = code_of(internal)
+            log.exception("%s %s failed", verb, served.resource)
+            raise internal from err
+        finally:
+            elapsed = served.elapsed
+            self.metrics.observe(verb, served.resource, served.code, elapsed)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s %s %s code=%s %.1fms user=%s", verb, served.resource,
+                          served.info.target if served.info else "-", served.code, elapsed * 1000,
+                          served.user.name if served.user else "-")
+
+    @staticmethod
+    def span(name: str, headers: Mapping[str, str], **attributes: str) -> ContextManager[trace.Span]:
+        """A SERVER span for a front end without instrumentation of its own (REST; gRPC's
+        spans come from the OpenTelemetry interceptor), continuing the trace in `headers`."""
+        return _TRACER.start_as_current_span(name, kind=trace.SpanKind.SERVER, context=propagate.extract(headers),
+                                             attributes=attributes)
+
+
+@functools.lru_cache(maxsize=1024)
+def certificate_user_pem(pem: bytes) -> UserInfo:
+    """The user a verified client certificate (PEM, as gRPC gives it) names."""
+    return user_from_certificate(x509.load_pem_x509_certificate(pem))
+
+
+@functools.lru_cache(maxsize=1024)
+def certificate_user_der(der: bytes) -> UserInfo:
+    """The user a verified client certificate (DER, as ssl gives it) names."""
+    return user_from_certificate(x509.load_der_x509_certificate(der))

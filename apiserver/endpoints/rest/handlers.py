@@ -1,0 +1,274 @@
+"""The REST verbs on a resource (upstream's endpoints/handlers: get, list, create, update,
+patch, delete, deletecollection): JSON (or protobuf, or YAML) in, the registry's call,
+JSON (or a Table) out. Every verb goes to the same Registry as the gRPC API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from apiserver.endpoints.rest import patch as patches
+from apiserver.endpoints.rest.apply import apply, record_update
+from apiserver.endpoints.rest.codec import from_json, to_json
+from apiserver.endpoints.rest.protobuf import PROTOBUF, decode_envelope
+from apiserver.endpoints.rest.request import (
+    Target,
+    dry_run,
+    field_manager,
+    flag,
+    int_query,
+    json_response,
+    negotiate_output,
+    now_text,
+    parse_document,
+    read_body,
+    warning_header,
+)
+from apiserver.endpoints.rest.status import UnsupportedMediaType
+from apiserver.endpoints.rest.tables import table
+from apiserver.registry.generic.store import Registry
+from kubeling import errors
+from kubeling.scheme import ResourceType
+from protos.kubeling.v1 import meta_pb2
+
+__all__ = ["PATCH_TYPES", "body_of", "check_scope", "create", "decode", "delete", "delete_collection", "get",
+           "list_", "object_json", "object_response", "patch", "patched", "update"]
+
+PATCH_TYPES = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
+               "application/strategic-merge-patch+json": "strategic", "application/apply-patch+yaml": "apply"}
+
+
+# ------------------------------------------------------------------ encoding
+
+def object_json(r: ResourceType[Any], obj: Any) -> dict[str, Any]:
+    return {"kind": r.kind, "apiVersion": r.api_version, **to_json(obj)}
+
+
+def object_response(request: web.Request, t: Target, obj: Any, status: int = 200,
+                    warnings: list[str] | None = None) -> web.Response:
+    out = negotiate_output(request)
+    body = object_json(t.resource, obj)
+    if out.as_table:
+        body = table(t.resource.plural, [body], include_object=out.include_object)
+    headers = {"Warning": ", ".join(warning_header(w) for w in warnings)} if warnings else None
+    return json_response(body, status, headers)
+
+
+async def body_of(request: web.Request, t: Target | None) -> Any:
+    """The request's document (JSON, YAML, or the target resource's protobuf)."""
+    raw = await read_body(request)
+    ctype = request.content_type
+    if ctype == PROTOBUF:
+        return decode_envelope(raw, t.resource if t is not None else None)
+    return parse_document(raw, "the request body",
+                          yaml_body=ctype in ("application/yaml", "application/apply-patch+yaml"))
+
+
+def decode(request: web.Request, t: Target, data: Any) -> tuple[Any, list[str]]:
+    """The body as the resource's message; unknown fields refused (Strict) or returned
+    as warnings (Warn, the default) or dropped (Ignore)."""
+    r = t.resource
+    if isinstance(data, dict):
+        kind, api_version = data.get("kind"), data.get("apiVersion")
+        if kind and kind != r.kind or api_version and api_version != r.api_version:
+            raise errors.BadRequest(f"the body is a {api_version}/{kind}, this endpoint takes "
+                                    f"{r.api_version}/{r.kind}")
+    decoded = from_json(data, r.message)
+    mode = request.query.get("fieldValidation", "Warn")
+    if mode not in ("Strict", "Warn", "Ignore"):
+        raise errors.BadRequest(f'fieldValidation: invalid value "{mode}": must be Ignore, Warn or Strict')
+    if decoded.unknown and mode == "Strict":
+        listed = ", ".join(f'unknown field "{p}"' for p in decoded.unknown)
+        raise errors.BadRequest(f'{r.kind} in version "{r.version}" cannot be handled as a {r.kind}: '
+                                f"strict decoding error: {listed}")
+    warnings = [f'unknown field "{p}"' for p in decoded.unknown] if mode == "Warn" else []
+    return decoded.message, warnings
+
+
+def check_scope(t: Target, obj: Any) -> None:
+    """The object's namespace and name agree with the URL's (and are filled from it)."""
+    meta = obj.metadata
+    if t.resource.namespaced:
+        if not meta.namespace:
+            meta.namespace = t.namespace
+        elif t.namespace and meta.namespace != t.namespace:
+            raise errors.BadRequest("the namespace of the provided object does not match the namespace "
+                                    "sent on the request")
+    if t.name and meta.name and meta.name != t.name:
+        raise errors.BadRequest("the name of the object "
+                                f"({meta.name}) does not match the name on the URL ({t.name})")
+    if t.name and not meta.name:
+        meta.name = t.name
+
+
+def patched(kind: str, live: Any, body: Any) -> Any:
+    """live with a JSON, merge or strategic merge patch applied."""
+    if kind == "json":
+        return patches.json_patch(live, body)
+    if kind == "merge":
+        return patches.merge_patch(live, body)
+    return patches.strategic_merge_patch(live, body)
+
+
+# ------------------------------------------------------------------ verbs
+
+async def get(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
+    return object_response(request, t, await registry.get(t.namespace, t.name))
+
+
+async def list_(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
+    out = negotiate_output(request)
+    q = request.query
+    req = meta_pb2.ListRequest(namespace=t.namespace, labelSelector=q.get("labelSelector", ""),
+                               fieldSelector=q.get("fieldSelector", ""), limit=int_query(q, "limit"),
+                               resourceVersion=q.get("resourceVersion", ""), **{"continue": q.get("continue", "")})
+    items, meta = await registry.list(req)
+    list_meta = to_json(meta)
+    objects = [to_json(o) for o in items]
+    r = t.resource
+    if out.as_table:
+        typed = [{"kind": r.kind, "apiVersion": r.api_version, **o} for o in objects]
+        return json_response(table(r.plural, typed, include_object=out.include_object, list_meta=list_meta))
+    return json_response({"kind": f"{r.kind}List", "apiVersion": r.api_version, "metadata": list_meta,
+                          "items": objects})
+
+
+async def create(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
+    body = await body_of(request, t)
+    if isinstance(body, dict):
+        record_update(None, body, field_manager(request), now_text())
+    obj, warnings = decode(request, t, body)
+    check_scope(t, obj)
+    created = await registry.create(obj, dry_run=dry_run(request))
+    return object_response(request, t, created, 201, warnings)
+
+
+async def update(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
+    """PUT of the object, or of its status (t.sub "status")."""
+    body = await body_of(request, t)
+    if t.sub != "status" and isinstance(body, dict):
+        current = await registry.get(t.namespace, t.name)
+        record_update(object_json(t.resource, current), body, field_manager(request), now_text())
+    obj, warnings = decode(request, t, body)
+    check_scope(t, obj)
+    updated = await registry.update(obj, status=t.sub == "status", dry_run=dry_run(request))
+    return object_response(request, t, updated, 200, warnings)
+
+
+async def patch(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
+    """PATCH of the object or its status: JSON, merge and strategic merge patches, and
+    server-side apply (which creates what does not exist yet)."""
+    kind = PATCH_TYPES.get(request.content_type)
+    if kind is None:
+        raise UnsupportedMediaType(f"the body of the request was in an unknown format - accepted media types "
+                                   f"include: {', '.join(PATCH_TYPES)}")
+    body = await body_of(request, t)
+    if kind == "apply" and not request.query.get("fieldManager"):
+        raise errors.BadRequest("PATCH, fieldManager: Required value: is required for apply patch")
+    force = flag(request.query.get("force"))
+    for _ in range(10):
+        try:
+            current = await registry.get(t.namespace, t.name)
+        except errors.NotFound:
+            if kind != "apply":
+                raise
+            applied = apply(None, body, field_manager(request), force=force, now=now_text())
+            obj, warnings = decode(request, t, applied)
+            check_scope(t, obj)
+            return object_response(request, t, await registry.create(obj, dry_run=dry_run(request)), 201, warnings)
+        live = object_json(t.resource, current)
+        if kind == "apply":
+            result = apply(live, body, field_manager(request), force=force, now=now_text())
+        else:
+            result = patched(kind, live, body)
+            if t.sub != "status":
+                record_update(live, result, field_manager(request), now_text())
+        obj, warnings = decode(request, t, result)
+        check_scope(t, obj)
+        pinned = _patch_sets_version(kind, body)
+        if not pinned:
+            obj.metadata.resourceVersion = current.metadata.resourceVersion
+        try:
+            updated = await registry.update(obj, status=t.sub == "status", dry_run=dry_run(request))
+        except errors.Conflict:
+            if pinned:
+                raise
+            continue  # someone wrote in between: patch the newer object
+        return object_response(request, t, updated, 200, warnings)
+    raise errors.Conflict(f'Operation cannot be fulfilled on {t.resource.plural} "{t.name}": '
+                          "the object kept changing while it was patched")
+
+
+def _patch_sets_version(kind: str, body: Any) -> bool:
+    """Whether the patch pins metadata.resourceVersion (then a conflict is the client's)."""
+    if kind == "json":
+        return any(isinstance(op, dict) and op.get("path") == "/metadata/resourceVersion" for op in body or [])
+    return isinstance(body, dict) and bool((body.get("metadata") or {}).get("resourceVersion"))
+
+
+async def _delete_options(request: web.Request) -> meta_pb2.DeleteOptions:
+    """The DeleteOptions of a DELETE: its JSON or protobuf body (kubectl's typed clients,
+    drain's, send protobuf) and the query's parameters, which win."""
+    options = meta_pb2.DeleteOptions()
+    if request.can_read_body:
+        raw = await read_body(request)
+        if raw.strip():
+            data = decode_envelope(raw) if request.content_type == PROTOBUF else \
+                parse_document(raw, "the DeleteOptions")
+            if not isinstance(data, dict):
+                raise errors.BadRequest("the DeleteOptions must be a JSON object")
+            if data.get("kind") not in (None, "DeleteOptions"):
+                raise errors.BadRequest(f"the request body is a {data.get('kind')}, not DeleteOptions")
+            options.CopyFrom(from_json(data, meta_pb2.DeleteOptions).message)
+    q = request.query
+    if "gracePeriodSeconds" in q:
+        try:
+            options.gracePeriodSeconds = int(q["gracePeriodSeconds"])
+        except ValueError:
+            raise errors.BadRequest(f'gracePeriodSeconds: invalid value "{q["gracePeriodSeconds"]}"') from None
+    if "propagationPolicy" in q:
+        options.propagationPolicy = q["propagationPolicy"]
+    if "orphanDependents" in q:
+        options.orphanDependents = flag(q["orphanDependents"])
+    if dry_run(request):
+        options.dryRun[:] = ["All"]
+    for value in options.dryRun:
+        if value != "All":
+            raise errors.BadRequest(f'dryRun: Unsupported value: "{value}": supported values: "All"')
+    return options
+
+
+def _delete_args(options: meta_pb2.DeleteOptions) -> dict[str, Any]:
+    policy = options.propagationPolicy if options.HasField("propagationPolicy") else None
+    if policy is None and options.HasField("orphanDependents"):  # the deprecated form
+        policy = "Orphan" if options.orphanDependents else "Background"
+    return {"grace_seconds": options.gracePeriodSeconds if options.HasField("gracePeriodSeconds") else None,
+            "preconditions": options.preconditions if options.HasField("preconditions") else None,
+            "propagation": policy, "dry_run": bool(options.dryRun)}
+
+
+async def delete(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
+    options = await _delete_options(request)
+    deleted = await registry.delete(t.namespace, t.name, **_delete_args(options))
+    return object_response(request, t, deleted)
+
+
+async def delete_collection(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
+    """DELETE on a collection (upstream's deletecollection): every object the label and
+    field selectors match, each deleted as one DELETE would; the answer lists them."""
+    options = await _delete_options(request)
+    q = request.query
+    items, _ = await registry.list(meta_pb2.ListRequest(
+        namespace=t.namespace, labelSelector=q.get("labelSelector", ""), fieldSelector=q.get("fieldSelector", "")))
+    args = _delete_args(options)
+    args["preconditions"] = None  # per object: a collection has no single uid or version
+    deleted = []
+    for obj in items:
+        try:
+            deleted.append(await registry.delete(obj.metadata.namespace, obj.metadata.name, **args))
+        except errors.NotFound:
+            continue  # gone meanwhile
+    r = t.resource
+    return json_response({"kind": f"{r.kind}List", "apiVersion": r.api_version, "metadata": {},
+                          "items": [to_json(o) for o in deleted]})

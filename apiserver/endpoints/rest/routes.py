@@ -1,0 +1,112 @@
+"""What a REST URL names (upstream's RequestInfoFactory): a resource of the scheme (its
+namespace, name and subresource), a metrics.k8s.io read, one of the self-reviews, or a
+path that names no resource; and the request's verb in authorization's terms."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from apiserver.endpoints.request import RequestInfo
+from apiserver.endpoints.rest.request import Target, flag
+from kubeling.scheme import Scheme
+
+__all__ = ["Route", "route", "SELF_SUBJECT_REVIEWS", "ACCESS_REVIEWS", "RULES_REVIEWS", "METRICS_GROUP",
+           "METRICS_PREFIX"]
+
+SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"  # `kubectl auth whoami`
+# `kubectl auth can-i VERB RESOURCE` and `kubectl auth can-i --list`
+ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+RULES_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
+_REVIEWS = {SELF_SUBJECT_REVIEWS: ("authentication.k8s.io", "selfsubjectreviews"),
+            ACCESS_REVIEWS: ("authorization.k8s.io", "selfsubjectaccessreviews"),
+            RULES_REVIEWS: ("authorization.k8s.io", "selfsubjectrulesreviews")}
+METRICS_GROUP = "metrics.k8s.io"
+METRICS_PREFIX = f"/apis/{METRICS_GROUP}/v1beta1"
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+@dataclass(frozen=True)
+class Route:
+    """The request's RequestInfo, and what serves it: a scheme resource (`target`), the
+    metrics API (`metrics`: resource, namespace, name), or neither (a path)."""
+
+    info: RequestInfo
+    path: str
+    target: Target | None = None
+    metrics: tuple[str, str, str] | None = None
+
+    @property
+    def label(self) -> str:
+        """The scheme resource, for metrics and errors ("-": none)."""
+        return self.target.resource.plural if self.target is not None else "-"
+
+
+def route(scheme: Scheme, request: web.Request, *, metrics_api: bool) -> Route:
+    path = request.path.rstrip("/") or "/"
+    method = request.method
+    metrics = _metrics_target(path) if metrics_api else None
+    if metrics is not None:
+        resource, namespace, name = metrics
+        return Route(RequestInfo(_read_verb(request, name), True, METRICS_GROUP, resource, "", namespace, name),
+                     path, metrics=metrics)
+    if path in _REVIEWS:
+        group, resource = _REVIEWS[path]
+        return Route(RequestInfo(_VERBS.get(method, method.lower()), True, group, resource), path)
+    target = resource_target(scheme, path)
+    if target is None:
+        return Route(RequestInfo.non_resource(method.lower(), path), path)
+    r = target.resource
+    if method == "GET":
+        verb = _read_verb(request, target.name)
+    elif method == "DELETE":
+        verb = "delete" if target.name else "deletecollection"
+    else:
+        verb = _VERBS.get(method, method.lower())
+    return Route(RequestInfo(verb, True, r.group, r.plural, target.sub, target.namespace, target.name), path,
+                 target=target)
+
+
+def _read_verb(request: web.Request, name: str) -> str:
+    return "get" if name else "watch" if flag(request.query.get("watch")) else "list"
+
+
+def resource_target(scheme: Scheme, path: str) -> Target | None:
+    """/api/v1[/namespaces/NS]/PLURAL[/NAME[/SUB]] or /apis/GROUP/VERSION/..., when the
+    scheme has that resource (and subresource)."""
+    parts = path.split("/")[1:]
+    if parts[0] == "api" and len(parts) >= 3:
+        group, version, rest = "", parts[1], parts[2:]
+    elif parts[0] == "apis" and len(parts) >= 4:
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    namespace = ""
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        inner = scheme.lookup(group, version, rest[2])
+        if inner is not None and inner.namespaced:
+            namespace, rest = rest[1], rest[2:]
+    resource = scheme.lookup(group, version, rest[0])
+    if resource is None or len(rest) > 3:
+        return None
+    name = rest[1] if len(rest) > 1 else ""
+    sub = rest[2] if len(rest) > 2 else ""
+    if sub and resource.subresource(sub) is None:
+        return None
+    if resource.namespaced and name and not namespace:
+        return None
+    return Target(resource, namespace, name, sub)
+
+
+def _metrics_target(path: str) -> tuple[str, str, str] | None:
+    """(resource, namespace, name) of a metrics.k8s.io path, or None."""
+    if not path.startswith(METRICS_PREFIX + "/"):
+        return None
+    parts = path[len(METRICS_PREFIX) + 1:].split("/")
+    namespace = ""
+    if len(parts) >= 3 and parts[0] == "namespaces":
+        namespace, parts = parts[1], parts[2:]
+    if not parts or parts[0] not in ("nodes", "pods") or len(parts) > 2 or (parts[0] == "nodes" and namespace):
+        return None
+    return parts[0], namespace, parts[1] if len(parts) == 2 else ""

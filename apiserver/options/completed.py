@@ -1,0 +1,163 @@
+"""The apiserver's settings checked and turned into what the server is built from
+(upstream's CompletedOptions): TLS files read, tokens and keys loaded, ranges parsed.
+Everything that can be wrong with the configuration fails here, as a ConfigError naming
+the flag, before anything is started."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from apiserver.auth.authentication import Authenticator, load_token_file
+from apiserver.auth.authorization import parse_modes
+from apiserver.auth.tokens import TokenIssuer, load_signing_key
+from apiserver.controllers.nodeipam import CIDRAllocator
+from apiserver.options.config import ADMISSION_PLUGINS, Config
+from apiserver.registry.core.allocator import IPRange, PortRange
+from apiserver.storage.etcd import EtcdTLS
+from kubeling.options import ConfigError
+from kubeling.servingtls import ServingTLS, client_context
+
+__all__ = ["Completed", "complete"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Completed:
+    config: Config
+    serving_tls: ServingTLS | None
+    authenticator: Authenticator
+    # gRPC calls are told apart only by certificates or tokens: without either, nobody is authenticated there.
+    grpc_authenticates: bool
+    token_issuer: TokenIssuer
+    authorization_modes: list[str]
+    admission_plugins: list[str]
+    kubelet_ssl: ssl.SSLContext | None
+    etcd_tls: EtcdTLS | None
+    service_ips: IPRange
+    node_ports: PortRange
+    pod_cidrs: CIDRAllocator | None  # None: nodes get no pod CIDR
+
+
+def complete(cfg: Config) -> Completed:
+    modes = _modes(cfg)
+    ips, ports = _service_ranges(cfg)
+    return Completed(
+        config=cfg, serving_tls=_serving_tls(cfg), authenticator=_authenticator(cfg),
+        grpc_authenticates=bool(cfg.client_ca_file or cfg.token_auth_file or not cfg.anonymous_auth
+                                or modes != ["AlwaysAllow"]),
+        token_issuer=_token_issuer(cfg), authorization_modes=modes, admission_plugins=_admission_plugins(cfg),
+        kubelet_ssl=_kubelet_ssl(cfg), etcd_tls=_etcd_tls(cfg), service_ips=ips, node_ports=ports,
+        pod_cidrs=_pod_cidrs(cfg))
+
+
+def _modes(cfg: Config) -> list[str]:
+    try:
+        return parse_modes(cfg.authorization_mode)
+    except ValueError as err:
+        raise ConfigError(f"--authorization-mode: {err}") from None
+
+
+def _serving_tls(cfg: Config) -> ServingTLS | None:
+    if bool(cfg.tls_cert_file) != bool(cfg.tls_private_key_file):
+        raise ConfigError("--tls-cert-file and --tls-private-key-file go together")
+    if cfg.client_ca_file and not cfg.tls_cert_file:
+        raise ConfigError("--client-ca-file needs --tls-cert-file: client certificates come with TLS")
+    if not cfg.tls_cert_file:
+        return None
+    tls = ServingTLS(Path(cfg.tls_cert_file), Path(cfg.tls_private_key_file),
+                     Path(cfg.client_ca_file) if cfg.client_ca_file else None)
+    try:
+        tls.check()
+    except (OSError, ValueError) as err:
+        raise ConfigError(str(err)) from None
+    return tls
+
+
+def _authenticator(cfg: Config) -> Authenticator:
+    try:
+        tokens = load_token_file(Path(cfg.token_auth_file)) if cfg.token_auth_file else {}
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"--token-auth-file: {err}") from None
+    return Authenticator(tokens, cfg.anonymous_auth)
+
+
+def _kubelet_ssl(cfg: Config) -> ssl.SSLContext | None:
+    files = (cfg.kubelet_client_certificate, cfg.kubelet_client_key, cfg.kubelet_certificate_authority)
+    if not any(files):
+        return None
+    if not all(files):
+        raise ConfigError("--kubelet-client-certificate, --kubelet-client-key and "
+                          "--kubelet-certificate-authority go together")
+    try:
+        return client_context(Path(cfg.kubelet_certificate_authority), Path(cfg.kubelet_client_certificate),
+                              Path(cfg.kubelet_client_key))
+    except (OSError, ssl.SSLError) as err:
+        raise ConfigError(f"the kubelet client certificate: {err}") from None
+
+
+def _token_issuer(cfg: Config) -> TokenIssuer:
+    if cfg.service_account_signing_key_file:
+        try:
+            key = load_signing_key(Path(cfg.service_account_signing_key_file).read_bytes())
+        except (OSError, ValueError) as err:
+            raise ConfigError(f"--service-account-signing-key-file: {err}") from None
+    else:
+        log.warning("no --service-account-signing-key-file: ServiceAccount tokens are signed with a key made "
+                    "now, and die with this process")
+        key = ec.generate_private_key(ec.SECP256R1())
+    audiences = tuple(a.strip() for a in cfg.api_audiences.split(",") if a.strip()) or (cfg.service_account_issuer,)
+    return TokenIssuer(key, cfg.service_account_issuer, audiences)
+
+
+def _etcd_tls(cfg: Config) -> EtcdTLS | None:
+    files = (cfg.etcd_cafile, cfg.etcd_certfile, cfg.etcd_keyfile)
+    if not any(files):
+        return None
+    if not all(files):
+        raise ConfigError("--etcd-cafile, --etcd-certfile and --etcd-keyfile go together")
+    try:
+        ca, cert, key = (Path(f).read_bytes() for f in files)
+    except OSError as err:
+        raise ConfigError(f"etcd TLS: {err}") from None
+    return EtcdTLS(ca, cert, key)
+
+
+def _service_ranges(cfg: Config) -> tuple[IPRange, PortRange]:
+    try:
+        ips = IPRange.parse(cfg.service_cluster_ip_range)
+    except ValueError as err:
+        raise ConfigError(f"--service-cluster-ip-range: {err}") from None
+    if ips.size < 8:
+        raise ConfigError(f"--service-cluster-ip-range {ips.text} is too small")
+    if cfg.cluster_cidr and ips.cidr.overlaps(ipaddress.ip_network(cfg.cluster_cidr)):
+        raise ConfigError(f"--service-cluster-ip-range {ips.text} overlaps --cluster-cidr {cfg.cluster_cidr}")
+    try:
+        ports = PortRange.parse(cfg.service_node_port_range)
+    except ValueError as err:
+        raise ConfigError(f"--service-node-port-range: {err}") from None
+    return ips, ports
+
+
+def _admission_plugins(cfg: Config) -> list[str]:
+    names = [n.strip() for n in cfg.admission_plugins.split(",") if n.strip()]
+    for name in names:
+        if name not in ADMISSION_PLUGINS:
+            raise ConfigError(f"--enable-admission-plugins: {name!r} is not one of {', '.join(ADMISSION_PLUGINS)}")
+    return names
+
+
+def _pod_cidrs(cfg: Config) -> CIDRAllocator | None:
+    if not cfg.cluster_cidr:
+        return None
+    try:
+        return CIDRAllocator(cfg.cluster_cidr, cfg.node_cidr_mask_size)
+    except ValueError as err:
+        raise ConfigError(f"--cluster-cidr {cfg.cluster_cidr} with --node-cidr-mask-size "
+                          f"{cfg.node_cidr_mask_size}: {err}") from None
