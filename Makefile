@@ -8,23 +8,31 @@ STAMP := $(VENV)/.installed
 
 .PHONY: test check unit contract e2e up deps apt kubectl venv protos check-protos bench critest clean image compose-test test-fresh
 
-# `make check` first (seconds), then every test.
+# `make check` first (seconds), then every test: those that touch only their own etcd
+# prefix, processes and ports side by side (pytest-xdist), then those that change or read
+# what the machine shares (marked `host`: netns, iptables, runc, every e2e test) one at a
+# time; at the end the 20 slowest test phases of both runs.
+DURATIONS := $(VENV)/durations.jsonl
 test: deps check
-	$(PY) -m pytest -q tests
+	@rm -f $(DURATIONS)
+	KUBELING_DURATIONS=$(abspath $(DURATIONS)) $(PY) -m pytest -q -n 2 -m "not host" tests; \
+	first=$$?; KUBELING_DURATIONS=$(abspath $(DURATIONS)) $(PY) -m pytest -q -m host tests; \
+	second=$$?; $(PY) -m tests.slowest $(DURATIONS) 20; test $$first -eq 0 -a $$second -eq 0
 
-# Static checks, outside pytest: lint, types, generated code up to date, import rules.
+# Static checks, outside pytest: lint, types, generated code and docs/flags.md up to date, import rules.
 check: deps
 	$(VENV)/bin/ruff check .
 	$(PY) -m mypy
 	$(PY) -m protos.generate --check
 	$(PY) -m tests.import_rules
+	$(PY) -m cluster.flagsdoc --check
 
 # Quick local loops: one layer of the suite.
 unit: deps
-	$(PY) -m pytest -q tests/unit
+	$(PY) -m pytest -q -n 2 tests/unit
 
 contract: deps
-	$(PY) -m pytest -q tests/contract
+	$(PY) -m pytest -q -n 2 -m "not host" tests/contract && $(PY) -m pytest -q -m host tests/contract
 
 e2e: deps
 	$(PY) -m pytest -q tests/e2e

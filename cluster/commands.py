@@ -78,7 +78,7 @@ kubeling is up: {len(plan.nodes)} node(s) Ready
   metrics      scheduler http://127.0.0.1:{plan.scheduler_metrics_port}/metrics, controller manager http://127.0.0.1:{plan.controller_manager_metrics_port}/metrics
   traces       {plan.otlp_endpoint + ' (OTLP)' if plan.otlp_endpoint else 'off (up --otlp-endpoint URL)'}
   services     ClusterIPs {SERVICE_CIDR}, cluster DNS {DNS_IP} (on {plan.api_host}:{plan.dns_port})
-  kube-proxy   {', '.join(plan.proxies)} (iptables)
+  kube-proxy   {', '.join(plan.proxies) + ' (iptables)' if plan.proxies else 'none (no nodes)'}
 
 create a first pod:
   export KUBECONFIG={root / 'kubeconfig'}

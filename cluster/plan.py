@@ -118,7 +118,10 @@ class ClusterPlan:
 
     @property
     def proxies(self) -> dict[str, list[str]]:
-        """kube-proxy per network namespace -> the nodes in it (their pods are its local ones)."""
+        """kube-proxy per network namespace -> the nodes in it (their pods are its local ones);
+        none without nodes (a control plane alone has no pod traffic to route)."""
+        if not self.nodes:
+            return {}
         if self.hosts:
             return {f"kube-proxy-{node}": [node] for node in self.nodes}
         return {"kube-proxy": list(self.nodes)}

@@ -49,7 +49,7 @@ class Service(Protocol):
 def parser(prog: str, description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument("--log-level", default="INFO", type=str.upper,
-                   choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], help="default %(default)s")
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], help="how much to log")
     return p
 
 

@@ -3,7 +3,8 @@
 Differs from protobuf's JSON mapping where Kubernetes does: int64 are numbers (not
 strings), times are RFC 3339 at second precision (metav1.Time) or with microseconds
 (metav1.MicroTime fields), IntOrString is a bare int or string, unset and empty fields
-are omitted (`omitempty`) while explicitly set optional fields stay (a grace period of 0).
+are omitted (`omitempty`) while explicitly set optional fields stay (a grace period of 0),
+and the fields Go's encoder always writes are written (kubeling.gofields).
 The inverse, for request bodies, is `apiserver.endpoints.rest.codec.from_json`.
 """
 
@@ -18,18 +19,23 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-__all__ = ["to_json", "format_time", "FIELDS_V1"]
+from kubeling.gofields import ALWAYS_WRITTEN
+
+__all__ = ["to_json", "format_time", "always_written", "FIELDS_V1"]
 
 _TIMESTAMP = Timestamp.DESCRIPTOR.full_name
 _INT_OR_STRING = "kubeling.v1.IntOrString"
 # Fields Kubernetes types as metav1.MicroTime (RFC 3339 with microseconds).
 _MICRO_TIME = {"eventTime", "acquireTime", "renewTime"}
 FIELDS_V1 = "kubeling.v1.ManagedFieldsEntry.fieldsV1"
-# Fields upstream's Go types declare without `omitempty`: shown even when zero, and clients
-# that validate the JSON (the official Python client's models) require them.
-_ALWAYS: dict[str, tuple[str, ...]] = {
-    "kubeling.v1.ContainerStatus": ("name", "ready", "restartCount", "image", "imageID"),
-}
+# Fields Go's encoder writes even when empty (kubeling.gofields): shown as upstream shows them.
+_ALWAYS: dict[str, tuple[str, ...]] = {f"kubeling.v1.{name}": fields for name, fields in ALWAYS_WRITTEN.items()}
+
+
+def always_written(message_name: str) -> tuple[str, ...]:
+    """The fields of a message (full name) Go always writes: for the decoder, they have no
+    presence either (an empty one is the same as none, as a Go non-pointer struct)."""
+    return _ALWAYS.get(message_name, ())
 
 
 def format_time(ts: Timestamp, micro: bool = False) -> str:
@@ -48,7 +54,8 @@ def to_json(msg: Message) -> dict[str, Any]:
     if always is not None:
         for name in always:
             if name not in out:
-                out[name] = getattr(msg, name)
+                value = getattr(msg, name)
+                out[name] = to_json(value) if isinstance(value, Message) else value
     return out
 
 

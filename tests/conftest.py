@@ -2,11 +2,18 @@
 
 Each test's apiserver gets its own etcd key prefix, so tests share one etcd
 without seeing each other's objects. Tests that compact etcd start their own etcd.
+
+Tests that change or inspect what the whole machine shares (network namespaces, bridges,
+iptables, runc containers, mounts: the CNI, CRI, kube-proxy and route tests and every e2e
+test) are marked `host`: `make test` runs them one at a time, and the others, which touch
+only their own etcd prefix, processes and ports, side by side (pytest-xdist).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import os
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -16,6 +23,28 @@ from cluster.etcd import EtcdServer
 from kubeling.client import Client
 
 _prefixes = itertools.count()
+# What touches the machine's shared state, by path under tests/.
+_HOST_STATE = ("contract/cni/", "contract/cri/", "contract/test_proxy.py", "contract/test_pod_routes.py", "e2e/")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "host: changes or inspects state the whole machine shares; run alone")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.nodeid.split("::", 1)[0].removeprefix("tests/")
+        if path.startswith(_HOST_STATE):
+            item.add_marker(pytest.mark.host)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Every phase's duration, for `python -m tests.slowest` across the suite's runs."""
+    record = os.environ.get("KUBELING_DURATIONS")
+    if record and report.duration >= 0.005 and "PYTEST_XDIST_WORKER" not in os.environ:  # once: where reports meet
+        with open(record, "a") as out:
+            out.write(json.dumps({"test": report.nodeid, "when": report.when, "seconds": report.duration,
+                                  "outcome": report.outcome}) + "\n")
 
 
 @pytest.fixture(scope="session")

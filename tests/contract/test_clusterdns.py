@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import dns.asyncquery
 import dns.message
@@ -21,6 +22,7 @@ from clusterdns.addon import publish
 from clusterdns.server import DNSConfig, DNSServer
 from kubeling.client import Client
 from protos.kubeling.v1 import core_pb2, discovery_pb2, meta_pb2
+from tests.wait import until
 
 
 @pytest.fixture
@@ -45,11 +47,9 @@ def _texts(reply: dns.message.Message) -> list[str]:
     return sorted(rd.to_text() for rrset in reply.answer for rd in rrset)
 
 
-async def _until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
+
+async def _until(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 10.0) -> None:
+    await until(check, what, timeout)
 
 
 async def _objects(client: Client) -> core_pb2.Service:

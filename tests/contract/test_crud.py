@@ -14,6 +14,7 @@ from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import core_pb2, meta_pb2
 from tests.objects import namespace, node, pod
+from tests.wait import until
 
 
 async def test_create_get_defaults_and_server_fields(client: Client) -> None:
@@ -213,7 +214,6 @@ async def test_bind_once(client: Client) -> None:
 
 
 async def test_concurrent_binds_exactly_one_wins(client: Client) -> None:
-    import asyncio
     await client.pods.create(pod("race"))
     results = await asyncio.gather(*(client.pods.bind("race", f"node-{i}") for i in range(10)),
                                    return_exceptions=True)
@@ -239,7 +239,6 @@ async def test_namespace_lifecycle(client: Client) -> None:
     assert ns.status.phase == "Terminating"
     with pytest.raises(errors.Forbidden, match="being terminated"):
         await client.pods.create(pod("p2", namespace="team"))
-    import asyncio
     for _ in range(100):
         try:
             await client.namespaces.get("team")
@@ -317,15 +316,13 @@ async def test_events_expire_after_event_ttl(etcd: object, prefix: str) -> None:
             created = await c.events.create(ev)
             assert created.type == "Normal" and created.count == 1
             node_obj = await c.nodes.create(node("keeps"))  # not an Event: never expires
-            gone = False
-            for _ in range(100):  # etcd's shortest lease is about 2 s
+            async def expired() -> bool:
                 try:
                     await c.events.get("pod-a.1")
+                    return False
                 except errors.NotFound:
-                    gone = True
-                    break
-                await asyncio.sleep(0.1)
-            assert gone, "the event outlived its TTL"
+                    return True
+            await until(expired, "the event gone after its TTL", timeout=10)  # etcd's shortest lease: about 2 s
             assert (await c.nodes.get("keeps")).metadata.uid == node_obj.metadata.uid
     finally:
         await server.stop(grace=0)

@@ -7,7 +7,6 @@ upstream's message and cause)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,6 +19,7 @@ from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import core_pb2, meta_pb2, policy_pb2
 from tests.conftest import apiserver_config
+from tests.wait import until
 
 
 @pytest.fixture
@@ -60,12 +60,9 @@ async def _call(http: tuple[aiohttp.ClientSession, str], method: str, path: str,
 
 
 async def test_dry_run_writes_nothing(api: Client, http: tuple[aiohttp.ClientSession, str]) -> None:
-    for _ in range(200):  # the apiserver's own writes at start: the kubernetes Service's last
-        try:
-            await api.endpointslices.get("kubernetes", "default")
-            break
-        except errors.NotFound:
-            await asyncio.sleep(0.05)
+    # the apiserver's own writes at start: the kubernetes Service's last
+    await until(lambda: api.endpointslices.get("kubernetes", "default"), "the kubernetes EndpointSlice", timeout=10,
+                retry_on=(errors.NotFound,))
     before = (await api.pods.list()).metadata.resourceVersion
     code, body = await _call(http, "POST", "/pods?dryRun=All", json=POD)
     assert code == 201 and body["metadata"]["name"] == "dry" and body["metadata"]["uid"]

@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
-from controllers.endpointslice import MANAGED_BY, MAX_ENDPOINTS_PER_SLICE
 from controllers.manager import ControllerManager
 from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import core_pb2, discovery_pb2, meta_pb2
+from tests.wait import until
 
 
-async def _until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
+async def _until(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 20.0) -> None:
+    await until(check, what, timeout)
 
 
 async def _pod(client: Client, name: str, ip: str, *, ready: bool = True, port: int = 8080,
@@ -70,7 +68,8 @@ async def test_slices_follow_the_pods(client: Client, manager: ControllerManager
     slices = await _slices(client)
     assert sorted(es.ports[0].port for es in slices) == [8080, 9090]
     es = slices[0]
-    assert es.addressType == "IPv4" and es.metadata.labels["endpointslice.kubernetes.io/managed-by"] == MANAGED_BY
+    assert es.addressType == "IPv4" and es.metadata.labels["endpointslice.kubernetes.io/managed-by"] == \
+        "endpointslice-controller.k8s.io"
     assert es.metadata.labels["tier"] == "front" and es.metadata.ownerReferences[0].uid == svc.metadata.uid
     first = next(e for s in slices for e in s.endpoints if e.addresses[0] == "10.1.0.1")
     assert (first.hostname, first.nodeName, first.targetRef.kind, first.targetRef.name) == ("a", "node-1", "Pod", "a")
@@ -135,13 +134,13 @@ async def test_many_pods_split_into_slices(client: Client, manager: ControllerMa
     await client.services.create(core_pb2.Service(
         metadata=meta_pb2.ObjectMeta(name="many", namespace="default"),
         spec=core_pb2.ServiceSpec(selector={"app": "many"}, ports=[core_pb2.ServicePort(port=80)])))
-    count = MAX_ENDPOINTS_PER_SLICE + 20
+    count = 100 + 20  # upstream's --max-endpoints-per-slice default is 100
     await asyncio.gather(*(_pod(client, f"m{i}", f"10.2.{i // 250}.{i % 250 + 1}", labels={"app": "many"})
                            for i in range(count)))
 
     async def split() -> bool:
         slices = await _slices(client, "many")
-        return sorted(len(es.endpoints) for es in slices) == [20, MAX_ENDPOINTS_PER_SLICE]
+        return sorted(len(es.endpoints) for es in slices) == [20, 100]
 
     await _until(split, f"{count} endpoints in two slices, no duplicate slice")
     slices = await _slices(client, "many")

@@ -13,6 +13,7 @@ from kubeling import errors
 from kubeling.client import Client
 from tests.conftest import apiserver_config
 from tests.objects import pod
+from tests.wait import until
 
 
 async def test_watch_and_writes_survive_an_etcd_restart(tmp_path: Path, prefix: str) -> None:
@@ -42,10 +43,7 @@ async def test_watch_and_writes_survive_an_etcd_restart(tmp_path: Path, prefix: 
                 await asyncio.sleep(0.1)
         else:
             pytest.fail("the apiserver never recovered from the etcd restart")
-        for _ in range(100):
-            if seen[-1:] == ["c"]:
-                break
-            await asyncio.sleep(0.05)
+        await until(lambda: seen[-1:] == ["c"], "the watch's event for c", timeout=5)
         assert not task.done(), "the watch stream should survive an etcd restart"
         assert seen == ["b", "c"]  # nothing missed, nothing repeated, nothing invented
         names = sorted(p.metadata.name for p in (await client.pods.list()).items)

@@ -20,6 +20,7 @@ from kubeling.client import Client
 from kubeling.leaderelection import ElectionConfig
 from protos.kubeling.v1 import coordination_pb2, core_pb2, meta_pb2
 from tests.objects import pod
+from tests.wait import holds
 
 
 async def _until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 15) -> None:
@@ -97,9 +98,9 @@ async def test_an_unreachable_node_is_tainted_its_pods_evicted_then_healed(clien
     async def leading() -> bool:
         return manager.leading
     await _until(leading, "the controller manager to lead")
-    await asyncio.sleep(1.5)  # longer than the grace period, with heartbeats: nothing happens
-    node = await client.nodes.get("n1")
-    assert not node.spec.taints and node.status.conditions[0].status == "True"
+    # longer than the grace period, with heartbeats: nothing happens
+    await holds(lambda: client.nodes.get("n1"), "the heartbeating node Ready and untainted", 1.5,
+                check=lambda node: not node.spec.taints and node.status.conditions[0].status == "True")
 
     await kubelet.stop()
     silenced = time.monotonic()

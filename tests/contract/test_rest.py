@@ -23,6 +23,7 @@ from cluster.etcd import EtcdServer
 from kubeling import scheme
 from kubeling.kubeconfig import write_kubeconfig
 from tests.conftest import apiserver_config
+from tests.wait import until
 
 T = TypeVar("T")
 
@@ -135,10 +136,7 @@ async def test_python_client_watch_expired(prefix: str, tmp_path: Path) -> None:
             old = (await _sync(api.create_namespaced_pod, "default", _pod("old"))).metadata.resource_version
             for i in range(3):
                 await _sync(api.create_namespaced_pod, "default", _pod(f"p{i}"))
-            for _ in range(100):
-                if server.metrics.compactions._value.get() >= 2:
-                    break
-                await asyncio.sleep(0.05)
+            await until(lambda: server.metrics.compactions._value.get() >= 2, "two compactions", timeout=10)
 
             def watch_from_old() -> None:
                 for _ in k8s_watch.Watch().stream(api.list_namespaced_pod, "default", resource_version=old):
@@ -364,17 +362,9 @@ async def test_watch_ends_when_its_client_goes_away(rest: APIServer, http: tuple
     before = cache.watcher_count
     response = await session.get(f"{base}/api/v1/namespaces/default/pods?watch=1")
     assert response.status == 200
-    for _ in range(50):
-        if cache.watcher_count == before + 1:
-            break
-        await asyncio.sleep(0.02)
-    assert cache.watcher_count == before + 1
+    await until(lambda: cache.watcher_count == before + 1, "the REST watch registered", timeout=5, interval=0.02)
     response.close()  # the client hangs up without a word: the server's handler is cancelled
-    for _ in range(100):
-        if cache.watcher_count == before:
-            break
-        await asyncio.sleep(0.02)
-    assert cache.watcher_count == before
+    await until(lambda: cache.watcher_count == before, "the watch ended with its client", timeout=5, interval=0.02)
 
 
 async def test_errors_are_statuses(http: tuple[aiohttp.ClientSession, str]) -> None:

@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 
 from kubeling.upgradeproxy import ProxyError, is_upgrade, proxy_upgrade
+from tests.wait import until
 
 
 async def _start(app: web.Application) -> tuple[web.AppRunner, int]:
@@ -144,11 +145,7 @@ async def test_a_client_that_leaves_ends_the_backend_session(relay: Relay) -> No
         assert len(relay.backend[_SESSIONS]) == 1
         ws._response.connection.transport.abort()  # gone, no close frame
         await ws.close()
-    for _ in range(100):
-        if not relay.backend[_SESSIONS]:
-            break
-        await asyncio.sleep(0.05)
-    assert not relay.backend[_SESSIONS]
+    await until(lambda: not relay.backend[_SESSIONS], "the relay's session over", timeout=5)
     # Another session still goes through: the relay is not stuck on the old one.
     async with aiohttp.ClientSession() as session, session.ws_connect(f"{relay.url}/x") as ws:
         await ws.send_bytes(b"again")

@@ -18,6 +18,7 @@ from protos.kubeling.v1 import core_pb2, meta_pb2
 from tests.conftest import apiserver_config
 from tests.contract.etcd_history import history
 from tests.objects import pod
+from tests.wait import until
 
 Seen = list[tuple[str, str, int]]
 
@@ -297,11 +298,7 @@ async def test_expired_after_compaction(prefix: str) -> None:
                 old = (await client.pods.create(pod("old"))).metadata.resourceVersion
                 for i in range(5):
                     await client.pods.create(pod(f"p{i}"))
-                for _ in range(100):
-                    if server.metrics.compactions._value.get() >= 2:
-                        break
-                    await asyncio.sleep(0.05)
-                assert server.metrics.compactions._value.get() >= 2
+                await until(lambda: server.metrics.compactions._value.get() >= 2, "two compactions", timeout=10)
                 with pytest.raises(errors.Expired, match="too old resource version"):
                     async for _ in client.pods.watch(resource_version=old):
                         pass
@@ -334,10 +331,7 @@ async def test_slow_watcher_does_not_delay_fast_one_and_is_ended(etcd: EtcdServe
             last = 0
             for i in range(n):
                 last = int((await client.pods.create(pod(f"p{i}", annotations=payload))).metadata.resourceVersion)
-            for _ in range(200):
-                if fast and fast[-1][2] >= last:
-                    break
-                await asyncio.sleep(0.05)
+            await until(lambda: fast and fast[-1][2] >= last, "the fast watcher at the last revision", timeout=10)
             assert [name for _, name, _ in fast] == [f"p{i}" for i in range(n)]
             fast_task.cancel()
             # The slow one: what reached it comes in order, then a clear end (it would resume).

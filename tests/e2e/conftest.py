@@ -9,7 +9,6 @@ no runc containers, shims, netns, mounts, or bridges."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import subprocess
@@ -39,6 +38,7 @@ from proxy.proxier import Proxier, ProxyConfig
 from scheduler.service import SchedulerService
 from tests.conftest import apiserver_config
 from tests.e2e.kubectl import Kubectl
+from tests.wait import settle, until
 
 CLUSTER_CIDR = f"10.{180 + os.getpid() % 10}.0.0/16"
 SERVICE_CIDR = "10.96.0.0/16"  # the apiserver's default range
@@ -116,29 +116,17 @@ class Cluster:
 
     async def wait_pod(self, name: str, predicate: Callable[[Any], bool], timeout: float = 60.0,
                        namespace: str = "default") -> Any:
-        deadline = asyncio.get_running_loop().time() + timeout
-        pod = None
-        while True:
-            try:
-                pod = await self.client.pods.get(name, namespace)
-                if predicate(pod):
-                    return pod
-            except errors.NotFound:
-                pass
-            if asyncio.get_running_loop().time() > deadline:
-                raise AssertionError(f"pod {namespace}/{name} did not get there in {timeout}s; last: {pod}")
-            await asyncio.sleep(0.1)
+        return await until(lambda: self.client.pods.get(name, namespace), f"pod {namespace}/{name}", timeout,
+                           interval=0.1, check=predicate, retry_on=(errors.NotFound,))
 
     async def wait_gone(self, name: str, timeout: float = 60.0, namespace: str = "default") -> None:
-        deadline = asyncio.get_running_loop().time() + timeout
-        while True:
+        async def gone() -> bool:
             try:
                 await self.client.pods.get(name, namespace)
+                return False
             except errors.NotFound:
-                return
-            if asyncio.get_running_loop().time() > deadline:
-                raise AssertionError(f"pod {namespace}/{name} still exists after {timeout}s")
-            await asyncio.sleep(0.1)
+                return True
+        await until(gone, f"pod {namespace}/{name} gone", timeout, interval=0.1)
 
 
 def pod(name: str, *containers: core_pb2.Container, restart_policy: str = "Always", node: str = "",
@@ -185,17 +173,14 @@ async def cluster(etcd: EtcdServer, prefix: str) -> AsyncIterator[Cluster]:
                     await client.pods.delete(p.metadata.name, p.metadata.namespace)
                 except errors.NotFound:
                     pass  # its kubelet (or a controller) finished deleting it meanwhile
-            for _ in range(600):
-                if not (await client.pods.list_all())[0]:
-                    break
-                await asyncio.sleep(0.1)
-            remaining = [p.metadata.name for p in (await client.pods.list_all())[0]]
+            left = await settle(lambda: client.pods.list_all(), timeout=60, check=lambda found: not found[0])
+            remaining = [p.metadata.name for p in left[0]]
+
             # A finished pod leaves the API at once; its kubelet removes its containers after.
-            for _ in range(150):
-                if not any([await Runc(k.config.runc_root or base).list_containers()
-                            for k in made.kubelets.values()]):
-                    break
-                await asyncio.sleep(0.1)
+            async def containers() -> list[Any]:
+                return [c for k in made.kubelets.values()
+                        for c in await Runc(k.config.runc_root or base).list_containers()]
+            await settle(containers, timeout=15, check=lambda found: not found)
         finally:
             for kubelet in made.kubelets.values():
                 await kubelet.stop()
@@ -204,11 +189,7 @@ async def cluster(etcd: EtcdServer, prefix: str) -> AsyncIterator[Cluster]:
             await made.apiserver.stop(grace=0)
         leftovers = {name: await Runc(k.config.runc_root or base).list_containers()
                      for name, k in made.kubelets.items()}
-        for _ in range(100):
-            shims = _shims(base)
-            if not shims:
-                break
-            await asyncio.sleep(0.05)
+        shims = await settle(lambda: _shims(base), timeout=5, check=lambda found: not found)
         mounts = Path("/proc/self/mountinfo").read_text()
         for name in made.kubelets:
             subprocess.run(["ip", "link", "del", bridge_name(name)], capture_output=True)

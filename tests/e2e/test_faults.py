@@ -26,6 +26,7 @@ from cni import netns
 from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import core_pb2, meta_pb2
+from tests.wait import WaitTimeout, holds, until
 
 CIDR = f"10.{155 + os.getpid() % 5}.0.0/16"
 GRACE = 4  # --node-monitor-grace-period: a partitioned node turns Unknown soon
@@ -117,12 +118,11 @@ async def test_the_cluster_survives_each_fault_in_turn(tmp_path: Path) -> None:
             async def all_ready() -> bool:
                 return all([_ready_untainted(await client.nodes.get(n)) for n in nodes])
             await _wait(all_ready, "every node Ready and untainted after the faults", 90)
-            steady_until = time.monotonic() + 2 * GRACE
-            while time.monotonic() < steady_until:
+            async def flapped() -> list[str]:
                 listed, _ = await _retry(client.nodes.list_all)
-                flapped = [n.metadata.name for n in listed if not _ready_untainted(n)]
-                assert not flapped, f"nodes not Ready without a fault: {flapped}"
-                await asyncio.sleep(0.3)
+                return [n.metadata.name for n in listed if not _ready_untainted(n)]
+            await holds(flapped, "every node Ready without a fault", 2 * GRACE, interval=0.3,
+                        check=lambda names: not names)
             # One host cut off for longer than the grace period, then healed.
             victim = nodes[2]
             on_victim = {p.metadata.name for p in (await _retry(client.pods.list_all))[0]
@@ -138,7 +138,11 @@ async def test_the_cluster_survives_each_fault_in_turn(tmp_path: Path) -> None:
                 await _wait(unknown, "the partitioned node to turn Unknown and be tainted")
                 await _retry(lambda: _create(client, "probe-partition"))
                 recovery["partition (a new pod elsewhere)"] = await _running(client, "probe-partition")
-                await asyncio.sleep(4)  # past the 3 s toleration: its pods are evicted
+
+                async def evicted() -> bool:  # past their 3 s toleration (they finish once the host is back)
+                    pods, _ = await client.pods.list_all()
+                    return all(p.metadata.HasField("deletionTimestamp") for p in pods if p.metadata.name in on_victim)
+                await _wait(evicted, "the partitioned host's pods evicted after their toleration")
             finally:
                 _partition(victim, False)
             healed = time.monotonic()
@@ -201,15 +205,10 @@ async def _delete(client: Client, name: str) -> None:
 
 
 async def _wait(check: Any, what: str, timeout: float = 60, state: list[str] | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if await check():
-                return
-        except (errors.ServiceUnavailable, errors.Timeout):
-            pass
-        assert time.monotonic() < deadline, f"timed out waiting for {what}: {state or ''}"
-        await asyncio.sleep(0.3)
+    try:
+        await until(check, what, timeout, interval=0.3, retry_on=(errors.ServiceUnavailable, errors.Timeout))
+    except WaitTimeout as err:
+        raise AssertionError(f"{err}: {state or ''}") from None
 
 
 def _partition(node: str, on: bool) -> None:

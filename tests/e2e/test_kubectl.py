@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 from tests.e2e.conftest import Cluster
@@ -123,7 +124,8 @@ async def test_kubectl_pod_lifecycle(cluster: Cluster, kubectl: Kubectl, tmp_pat
     assert out == "bob"
 
     _, out, _ = await kubectl("describe", "pod", "web")
-    assert f"Node:             {node}/" in out.replace("Node:         ", "Node:             ") or node in out
+    # kubectl's describe: "Node:  <node>/<its InternalIP>"
+    assert re.search(rf"^Node:\s+{re.escape(node)}/\d+\.\d+\.\d+\.\d+$", out, re.M), out
     assert "Scheduled" in out and "Successfully assigned default/web" in out and "Started" in out
     _, out, _ = await kubectl("get", "events")
     assert "pod/web" in out and "Scheduled" in out

@@ -6,13 +6,14 @@ nothing; `apply --dry-run=server` on create and update; deletecollection through
 
 from __future__ import annotations
 
-import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from controllers.manager import ControllerManager
 from tests.e2e.conftest import Cluster
 from tests.e2e.kubectl import Kubectl
+from tests.wait import until
 
 WEB: dict[str, Any] = {
     "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
@@ -26,11 +27,9 @@ WEB: dict[str, Any] = {
                                  "command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]}]}}}}
 
 
-async def _until(check: Any, what: str, timeout: float = 60.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.3)
+
+async def _until(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 60.0) -> None:
+    await until(check, what, timeout)
 
 
 async def test_drain_respects_a_budget(cluster: Cluster, controllers: ControllerManager, kubectl: Kubectl) -> None:

@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -21,6 +22,7 @@ from kubelet.agent import Kubelet
 from protos.kubeling.v1 import core_pb2
 from tests.e2e.conftest import Cluster, container, pod
 from tests.e2e.kubectl import Kubectl
+from tests.wait import settle, until
 
 TRANSPORTS = {"websocket": {}, "spdy": {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false",
                                        "KUBECTL_PORT_FORWARD_WEBSOCKETS": "false"}}
@@ -91,11 +93,10 @@ async def test_kubectl_exec_and_attach_with_a_terminal(cluster: Cluster, kubectl
             term.type(b"stty size; tty\r")
             await term.expect(b"30 100\r\n/dev/pts/")
             term.resize(50, 132)  # SIGWINCH to kubectl, a resize message to the runtime
-            for _ in range(100):  # the resize travels apart from what is typed: ask until it arrived
+            def resized(term: Any = term) -> bool:  # the resize travels apart from what is typed: ask until it came
                 term.type(b"stty size\r")
-                await asyncio.sleep(0.1)
-                if term.printed(b"50 132"):
-                    break
+                return bool(term.printed(b"50 132"))
+            await until(resized, "the terminal resized to 50x132", timeout=10, interval=0.1)
             await term.expect(b"50 132")
             term.type(b"exit 5\r")
             assert await term.wait() == 5, (transport, term.output)
@@ -287,10 +288,7 @@ async def test_exec_leaves_nothing_behind(cluster: Cluster, kubectl: Kubectl) ->
     def quiet() -> bool:
         return len(runtime.streaming.cache) == 0 and not runtime.streaming._connections
 
-    for _ in range(100):
-        if quiet():
-            break
-        await asyncio.sleep(0.1)
+    await until(quiet, "the streaming server idle before the execs", timeout=10)
     fds, tasks, children = _open_fds(), len(asyncio.all_tasks()), _children()
     _, in_container, _ = await kubectl("exec", "shell", "--", "ps", "-o", "pid,args")
     for i in range(100):
@@ -303,10 +301,8 @@ async def test_exec_leaves_nothing_behind(cluster: Cluster, kubectl: Kubectl) ->
         [line for line in in_container.splitlines() if "ps -o" not in line], (in_container, now)
     # Then, once the last exec's requests have finished (the same exec was counted in the
     # baseline), nothing more is held than before.
-    for _ in range(100):
-        if quiet() and _open_fds() <= fds and len(asyncio.all_tasks()) <= tasks and _children() <= children:
-            break
-        await asyncio.sleep(0.1)
+    await settle(lambda: quiet() and _open_fds() <= fds and len(asyncio.all_tasks()) <= tasks
+                 and _children() <= children, timeout=10)  # the asserts below say which was not
     assert quiet(), (len(runtime.streaming.cache), runtime.streaming._connections)
     assert _children() <= children, (children, _children())
     assert _open_fds() <= fds, (fds, _open_fds(), os.listdir("/proc/self/fd"))

@@ -4,6 +4,7 @@ networking, and their status, restarts, probes and termination reach the API."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from kubeling.servingtls import client_context
 from protos.kubeling.v1 import core_pb2
 from tests.contract.cni.conftest import write_failing_plugin
 from tests.e2e.conftest import Cluster, container, pod
+from tests.wait import until
 
 
 def _cond(p: Any, kind: str) -> str:
@@ -158,11 +160,8 @@ async def test_restart_policies_and_crash_loop_backoff(cluster: Cluster) -> None
     runtime = kubelet.runtime
     assert runtime is not None
     uid = restarted.metadata.uid
-    for _ in range(100):
-        if len(await runtime.list_containers(uid)) <= 2:
-            break
-        await asyncio.sleep(0.1)
-    assert len(await runtime.list_containers(uid)) <= 2
+    await until(lambda: runtime.list_containers(uid), "dead containers collected down to two", timeout=10,
+                check=lambda found: len(found) <= 2)
 
 
 async def test_probes_liveness_restarts_readiness_gates_ready(cluster: Cluster) -> None:
@@ -222,10 +221,8 @@ async def test_restarted_kubelet_adopts_pods_and_cleans_up_what_was_deleted(clus
     assert runtime is not None
     for name in ("graceful", "forced"):
         uid = before[name].metadata.uid
-        for _ in range(100):
-            if not await runtime.list_sandboxes(uid):
-                break
-            await asyncio.sleep(0.1)
+        await until(functools.partial(runtime.list_sandboxes, uid), f"the sandbox of {name} removed", timeout=10,
+                    check=lambda found: not found)
         assert await runtime.list_sandboxes(uid) == [] and await runtime.list_containers(uid) == []
     kept = await cluster.client.pods.get("keep", "default")
     old_status, new_status = before["keep"].status.containerStatuses[0], kept.status.containerStatuses[0]
@@ -367,11 +364,9 @@ async def test_kubelet_process_killed_and_restarted_keeps_containers(cluster: Cl
         process.kill()
         process.wait(10)
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
-        for _ in range(300):  # the new kubelet has registered (it has a new daemon port) ...
-            node = await cluster.client.nodes.get(name)
-            if node.status.daemonEndpoints.kubeletEndpoint.Port not in (0, old_port):
-                break
-            await asyncio.sleep(0.1)
+        # the new kubelet has registered (it has a new daemon port) ...
+        await until(lambda: cluster.client.nodes.get(name), "the restarted kubelet registered", timeout=30,
+                    check=lambda node: node.status.daemonEndpoints.kubeletEndpoint.Port not in (0, old_port))
         # ... and has run a pod created after it started: by then it has synced the pods it
         # found at start (its first sync, before any new pod) and relisted the runtime.
         await cluster.client.pods.create(pod("marker", container("main", "sleep", "3600"), node=name))
@@ -406,12 +401,10 @@ async def test_failing_network_gives_failed_create_pod_sandbox_and_leaves_nothin
                                      crash_loop_backoff_initial=60.0, crash_loop_backoff_max=120.0)
     netns_before = set(netns.list_names())
     await cluster.client.pods.create(pod("unlucky", container("main", "sleep", "3600")))
-    for _ in range(300):
-        events = [e for e in (await cluster.client.events.list_all("default"))[0]
-                  if e.involvedObject.name == "unlucky" and e.reason == "FailedCreatePodSandBox"]
-        if events:
-            break
-        await asyncio.sleep(0.1)
+    async def failures() -> list[Any]:
+        return [e for e in (await cluster.client.events.list_all("default"))[0]
+                if e.involvedObject.name == "unlucky" and e.reason == "FailedCreatePodSandBox"]
+    events = await until(failures, "a FailedCreatePodSandBox Event for unlucky", timeout=30)
     assert events and "no capacity left" in events[0].message and events[0].type == "Warning"
     unlucky = await cluster.client.pods.get("unlucky", "default")
     assert unlucky.status.phase == "Pending"
@@ -430,18 +423,21 @@ async def test_node_lease_and_status_heartbeats(cluster: Cluster) -> None:
     node = await cluster.client.nodes.get(name)
     beat = {c.type: c.lastHeartbeatTime.seconds for c in node.status.conditions}
     assert set(beat) == {"Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"}
-    for _ in range(100):  # renewed, and every condition's heartbeat moved on (second precision)
-        renewed = await cluster.client.leases.get(name, "kube-node-lease")
-        later = await cluster.client.nodes.get(name)
-        if (renewed.spec.renewTime.ToNanoseconds() > lease.spec.renewTime.ToNanoseconds()
-                and all(c.lastHeartbeatTime.seconds > beat[c.type] for c in later.status.conditions)):
-            break
-        await asyncio.sleep(0.1)
+    async def beats() -> tuple[Any, Any]:  # renewed, and every condition's heartbeat moved on (second precision)
+        return await cluster.client.leases.get(name, "kube-node-lease"), await cluster.client.nodes.get(name)
+    renewed, later = await until(beats, "the Lease renewed and every condition's heartbeat moved on", timeout=10,
+                                 check=lambda both: both[0].spec.renewTime.ToNanoseconds()
+                                 > lease.spec.renewTime.ToNanoseconds()
+                                 and all(c.lastHeartbeatTime.seconds > beat[c.type] for c in both[1].status.conditions))
     assert renewed.spec.renewTime.ToNanoseconds() > lease.spec.renewTime.ToNanoseconds()
     assert all(c.lastHeartbeatTime.seconds > beat[c.type] for c in later.status.conditions)
     # Unchanged conditions keep their transition time.
     first = {c.type: c.lastTransitionTime.seconds for c in node.status.conditions}
     assert {c.type: c.lastTransitionTime.seconds for c in later.status.conditions} == first
+
+
+async def _lines(cluster: Cluster, kubelet: Any, name: str) -> list[str]:
+    return (await _logs(cluster, kubelet, name, "main")).splitlines()
 
 
 async def test_pod_hostnames_and_managed_etc_hosts(cluster: Cluster) -> None:
@@ -456,11 +452,8 @@ async def test_pod_hostnames_and_managed_etc_hosts(cluster: Cluster) -> None:
     expected = {long_name: ("a" * 60 + "-b", ""), "web-0": ("db", "db.backend.default.svc.cluster.local")}
     for name, (hostname, fqdn) in expected.items():
         running = await cluster.wait_pod(name, lambda p: p.status.phase == "Running")
-        for _ in range(100):
-            lines = (await _logs(cluster, kubelet, name, "main")).splitlines()
-            if len(lines) >= 3:
-                break
-            await asyncio.sleep(0.1)
+        lines = await until(functools.partial(_lines, cluster, kubelet, name), f"three lines in {name}'s log",
+                            timeout=10, check=lambda found: len(found) >= 3)
         assert lines[:2] == [hostname, hostname]
         assert lines[2].split() == [running.status.podIP, *([fqdn] if fqdn else []), hostname]
     for name in expected:

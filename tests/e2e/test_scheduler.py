@@ -21,6 +21,7 @@ from kubeling.quantity import parse_quantity
 from protos.kubeling.v1 import core_pb2, meta_pb2, scheduling_pb2
 from scheduler.service import SchedulerService
 from tests.e2e.conftest import secured_apiserver_config, tls_of
+from tests.wait import until
 
 
 @pytest.fixture
@@ -66,11 +67,9 @@ def _pod(name: str, cpu: str, memory: str) -> core_pb2.Pod:
                                 requests={"cpu": cpu, "memory": memory}))]))
 
 
-async def _until(predicate, timeout: float = 60.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await predicate():
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.1)
+
+async def _until(predicate: Any, timeout: float = 60.0) -> None:
+    await until(predicate, "the scheduler's outcome", timeout, interval=0.1)
 
 
 async def test_300_pods_on_20_nodes_all_bound_within_capacity(apiserver: APIServer, client: Client) -> None:

@@ -6,11 +6,12 @@ is gone. `kubectl create token` and `kubectl auth whoami` with such a token."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import ssl
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -22,6 +23,7 @@ from kubeling.kubeconfig import write_kubeconfig
 from tests.e2e.conftest import Cluster, container, pod
 from tests.e2e.kubectl import Kubectl
 from tests.objects import namespace
+from tests.wait import until
 
 
 async def _get(cluster: Cluster, token: str, path: str) -> tuple[int, str]:
@@ -31,11 +33,9 @@ async def _get(cluster: Cluster, token: str, path: str) -> tuple[int, str]:
         return reply.status, await reply.text()
 
 
-async def _until(check: object, what: str, timeout: float = 30) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():  # type: ignore[operator]
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
+
+async def _until(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 30) -> None:
+    await until(check, what, timeout)
 
 
 async def test_a_pods_token_authenticates_until_the_pod_is_gone(cluster: Cluster, kubectl: Kubectl,

@@ -40,6 +40,7 @@ IN_CLUSTER = """
 import sys
 from kubernetes import client
 from kubernetes.config.incluster_config import InClusterConfigLoader
+from tests.wait import until
 InClusterConfigLoader(token_filename=sys.argv[1], cert_filename=sys.argv[2]).load_and_set()
 try:
     pods = client.CoreV1Api().list_namespaced_pod("default")

@@ -28,6 +28,7 @@ from kubeling.netutil import free_port
 from kubeling.servingtls import client_context
 from kubeling.telemetry import POD_TRACE_ANNOTATION
 from protos.kubeling.v1 import core_pb2, meta_pb2
+from tests.wait import settle, until
 
 
 @dataclass
@@ -112,12 +113,8 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
                 metadata=meta_pb2.ObjectMeta(name="traced", namespace="default"),
                 spec=core_pb2.PodSpec(terminationGracePeriodSeconds=1, containers=[core_pb2.Container(
                     name="main", image="busybox", imagePullPolicy="IfNotPresent", command=["sleep", "3600"])])))
-            for _ in range(600):
-                pod = await client.pods.get("traced", "default")
-                if pod.status.phase == "Running":
-                    break
-                await asyncio.sleep(0.1)
-            assert pod.status.phase == "Running"
+            pod = await until(lambda: client.pods.get("traced", "default"), "the traced pod Running", timeout=60,
+                              check=lambda p: p.status.phase == "Running")
             trace_id = pod.metadata.annotations[POD_TRACE_ANNOTATION].split("-")[1]
             # A pod created through the REST API (as kubectl does) starts a trace just the same.
             async with aiohttp.ClientSession() as http:
@@ -136,10 +133,8 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
                                 "containers": [{"name": "main", "image": "busybox"}]}}) as reply:
                     assert reply.status == 201, await reply.text()
                     apply_trace = (await reply.json())["metadata"]["annotations"][POD_TRACE_ANNOTATION].split("-")[1]
-            for _ in range(600):
-                if (await client.pods.get("via-rest", "default")).spec.nodeName:
-                    break
-                await asyncio.sleep(0.1)
+            await until(lambda: client.pods.get("via-rest", "default"), "the pod made over REST scheduled", timeout=60,
+                        check=lambda p: p.spec.nodeName)
     finally:
         # Pods go through the API while the kubelet runs (it stops them), even when an
         # assertion above failed: nothing may stay running on the machine.
@@ -148,10 +143,7 @@ async def test_one_trace_per_pod_across_components(collector: tuple[Collector, i
                 for name in ("traced", "via-rest", "via-apply"):
                     with contextlib.suppress(errors.NotFound):
                         await client.pods.delete(name, "default")
-                for _ in range(300):
-                    if not (await client.pods.list_all("default"))[0]:
-                        break
-                    await asyncio.sleep(0.1)
+                await settle(lambda: client.pods.list_all("default"), timeout=30, check=lambda found: not found[0])
         except errors.ApiError:
             pass  # the apiserver never came up: no pod was made
         try:

@@ -24,6 +24,7 @@ from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import core_pb2, meta_pb2
 from tests.e2e.kubectl import kubectl_binary
+from tests.wait import until
 
 CIDR = f"10.{170 + os.getpid() % 5}.0.0/16"
 
@@ -43,13 +44,8 @@ def _pod(name: str, node: str, *command: str) -> core_pb2.Pod:
 
 
 async def _wait(client: Client, name: str, predicate: Any, timeout: float = 90) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        pod = await client.pods.get(name, "default")
-        if predicate(pod):
-            return pod
-        assert asyncio.get_running_loop().time() < deadline, f"pod {name}: {pod.status}"
-        await asyncio.sleep(0.2)
+    return await until(lambda: client.pods.get(name, "default"), f"pod {name}", timeout=timeout, interval=0.2,
+                       check=predicate)
 
 
 def _secured(plan: ClusterPlan, kubelet_port: int) -> None:
@@ -74,6 +70,35 @@ def _secured(plan: ClusterPlan, kubelet_port: int) -> None:
     conn.close()
     assert (plan.pki / "ca.key").stat().st_mode & 0o777 == 0o600
     assert (plan.root / "kubeconfig").stat().st_mode & 0o777 == 0o600
+
+
+async def test_up_without_nodes_runs_the_control_plane_alone(tmp_path: Path) -> None:
+    """`up --nodes 0`, as the README offers it: no kubelet, no kube-proxy; a Node made by
+    hand takes the pods the scheduler binds."""
+    state = tmp_path / "control-plane"
+    started = _kubeling("up", "--nodes", "0", "--detach", "--state-dir", str(state), "--cluster-cidr", CIDR)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert "kubeling is up: 0 node(s) Ready" in started.stdout and "kube-proxy   none" in started.stdout
+        plan = ClusterPlan.load(state)
+        assert plan is not None and plan.ready and plan.proxies == {}
+        async with plan.admin_client() as client:
+            await client.nodes.create(core_pb2.Node(
+                metadata=meta_pb2.ObjectMeta(name="by-hand"),
+                status=core_pb2.NodeStatus(allocatable={"cpu": "4", "memory": "8Gi", "pods": "110"},
+                                           conditions=[core_pb2.NodeCondition(type="Ready", status="True")])))
+            await client.pods.create(_pod("scheduled", "", "sleep", "3600"))
+            bound = await _wait(client, "scheduled", lambda p: p.spec.nodeName == "by-hand")
+            assert bound.status.phase == "Pending"  # no kubelet runs it
+        status = _kubeling("status", "--state-dir", str(state))
+        assert status.returncode == 0 and "scheduler" in status.stdout, status.stdout + status.stderr
+        stopped = _kubeling("down", "--state-dir", str(state))
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    finally:
+        current = ClusterPlan.load(state)
+        if current is not None and (current.supervisor_pid or current.components):
+            _kubeling("down", "--state-dir", str(state))
+    assert subprocess.run(["pgrep", "-f", str(state)], capture_output=True, text=True).stdout == ""
 
 
 async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None:
@@ -137,12 +162,8 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
             info = await asyncio.to_thread(subprocess.run, kubectl + ["cluster-info"], capture_output=True, text=True)
             assert "CoreDNS is running at" in info.stdout, info.stdout + info.stderr
             await asyncio.to_thread(subprocess.run, kubectl + ["delete", "deployment", "web"], capture_output=True)
-            for _ in range(600):
-                if not [p for p in (await client.pods.list_all())[0] if p.metadata.name.startswith("web-")]:
-                    break
-                await asyncio.sleep(0.1)
-            else:
-                raise AssertionError("the Deployment's pods were not collected")
+            await until(lambda: client.pods.list_all(), "the Deployment's pods collected", timeout=60,
+                        check=lambda found: not [p for p in found[0] if p.metadata.name.startswith("web-")])
 
             # A component killed outright comes back (same ports) and the cluster keeps working.
             scheduler = subprocess.run(["pgrep", "-f", f"scheduler --kubeconfig {state}/scheduler.conf"],
@@ -150,10 +171,9 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
             assert len(scheduler) == 1
             os.kill(int(scheduler[0]), signal.SIGKILL)
             supervisor_log = state / "logs" / "supervisor.log"
-            for _ in range(300):  # the supervisor notices and restarts it after 1 s
-                if "scheduler restarted" in supervisor_log.read_text():
-                    break
-                await asyncio.sleep(0.1)
+            # the supervisor notices and restarts it after 1 s
+            await until(lambda: "scheduler restarted" in supervisor_log.read_text(), "the scheduler restarted",
+                        timeout=30)
             await client.pods.create(core_pb2.Pod(
                 metadata=meta_pb2.ObjectMeta(name="after-kill", namespace="default"),
                 spec=core_pb2.PodSpec(terminationGracePeriodSeconds=1, containers=[core_pb2.Container(
@@ -182,11 +202,7 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
                     assert attempt < 49
                     await asyncio.sleep(0.2)
             await _wait(client, "after-etcd-kill", lambda p: p.status.phase == "Running")
-            for _ in range(300):
-                if "etcd-1 restarted" in supervisor_log.read_text():
-                    break
-                await asyncio.sleep(0.1)
-            assert "etcd-1 restarted" in supervisor_log.read_text()
+            await until(lambda: "etcd-1 restarted" in supervisor_log.read_text(), "etcd-1 restarted", timeout=30)
         assert "scheduler restarted" in (state / "logs" / "supervisor.log").read_text()
 
         stopped = _kubeling("down", "--state-dir", str(state))
@@ -210,10 +226,8 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
 
         # The supervisor dies outright: `down` still stops its components and cleans up.
         os.kill(plan.supervisor_pid, signal.SIGKILL)
-        for _ in range(100):
-            if not alive(plan.supervisor_pid):
-                break
-            await asyncio.sleep(0.05)
+        pid = plan.supervisor_pid
+        await until(lambda: not alive(pid), "the supervisor gone", timeout=5)
         recovered = _kubeling("down", "--state-dir", str(state))
         assert recovered.returncode == 0, recovered.stdout + recovered.stderr
         assert "the supervisor is gone" in recovered.stdout

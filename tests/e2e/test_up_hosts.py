@@ -7,7 +7,6 @@ pod is gone; `kubeling down` leaves no namespace, bridge or process."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from cni import netns
 from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import core_pb2, meta_pb2
+from tests.wait import until
 
 CIDR = f"10.{150 + os.getpid() % 5}.0.0/16"
 
@@ -38,14 +38,9 @@ def _pod(name: str, node: str, *command: str, restart: str = "Always") -> core_p
                                                                              command=list(command))]))
 
 
+
 async def _until(client: Client, what: str, check: Any, timeout: float = 90) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = await check(client)
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.3)
+    return await until(lambda: check(client), what, timeout, interval=0.3)
 
 
 def _partition(node: str, on: bool) -> None:

@@ -23,6 +23,7 @@ from protos.kubeling.v1 import core_pb2, meta_pb2, scheduling_pb2
 from scheduler.framework.results import PREFIX, RECORD
 from scheduler.service import SchedulerService
 from tests.e2e.conftest import secured_apiserver_config, tls_of
+from tests.wait import until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -125,12 +126,10 @@ async def test_why_a_pod_landed_where_it_did_or_nowhere(cluster: tuple[APIServer
     # victims on the nominated node are still terminating") may replace the preempting
     # attempt's results at any moment, so that attempt is rendered from the read that saw it,
     # as `why` renders it.
-    snapshot: dict[str, str] = {}
-    for _ in range(300):
-        snapshot = dict((await client.pods.get("urgent")).metadata.annotations)
-        if json.loads(snapshot.get(PREFIX + "postfilter-result", "{}")).get("victims"):
-            break
-        await asyncio.sleep(0.1)
+    async def annotations() -> dict[str, str]:
+        return dict((await client.pods.get("urgent")).metadata.annotations)
+    snapshot = await until(annotations, "the preempting attempt's results on the pod", timeout=30,
+                           check=lambda a: json.loads(a.get(PREFIX + "postfilter-result", "{}")).get("victims"))
     post = json.loads(snapshot[PREFIX + "postfilter-result"])
     assert post["nominatedNode"] in ("busy", "idle")
     assert post["victims"] in (["default/filler"], ["default/low", "default/web"])

@@ -16,20 +16,16 @@ from controllers.manager import ControllerManager, ManagerConfig
 from kubeling.client import Client
 from tests.e2e.conftest import Cluster, tls_of
 from tests.e2e.kubectl import Kubectl
+from tests.wait import until as wait_until
 
 # sh as PID 1 ignores SIGTERM unless it traps it: trap it, so replaced pods go at once.
 SERVE = ["--", "sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
 
 
 async def until(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 90.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        result = await check()
-        if result:
-            return result
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.2)
+    """The shared wait, with this module's patience (rollouts take a while)."""
+    return await wait_until(check, what, timeout, interval=0.2)
+
 
 
 async def get_json(kubectl: Kubectl, *args: str) -> Any:

@@ -19,7 +19,7 @@ from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from kubeling import errors
-from kubeling.kjson import FIELDS_V1, format_time, to_json
+from kubeling.kjson import FIELDS_V1, always_written, format_time, to_json
 
 __all__ = ["to_json", "from_json", "Decoded", "format_time", "parse_time"]  # to_json, format_time: kubeling.kjson
 
@@ -110,6 +110,18 @@ def _fill(msg: Message, data: dict[str, Any], prefix: str, unknown: list[str]) -
             _fill_message(getattr(msg, key), value, path, unknown)
         else:
             setattr(msg, key, _scalar(fd, value, path))
+    # What Go always writes has no presence: written back empty ("state": {}, "port": 0),
+    # it is the same as left out (else an update would differ from the stored object).
+    for key in always_written(desc.full_name):
+        if key in data and _empty(msg, desc.fields_by_name[key]):
+            msg.ClearField(key)
+
+
+def _empty(msg: Message, fd: FieldDescriptor) -> bool:
+    value = getattr(msg, fd.name)
+    if fd.message_type is not None:
+        return not value.ListFields()
+    return bool(value == fd.default_value)
 
 
 def _fill_message(target: Any, value: Any, path: str, unknown: list[str]) -> None:

@@ -24,6 +24,7 @@ from tests.contract.cni.conftest import (
     write_failing_plugin,
     write_plugin,
 )
+from tests.wait import until
 
 
 def _manager(workdir: Path, conflist: dict | None, bin_dirs: list[str] | None = None, **kw) -> NetworkPluginManager:
@@ -71,11 +72,8 @@ async def test_twenty_sandboxes_concurrently(workdir: Path, bridge: str, make_ne
     assert not list((workdir / "ipam" / "many").glob("10.*"))
     # Nothing cached for any network, the loopback included (upstream's TearDownPod DELs both).
     assert not list((workdir / "cache" / "results").iterdir())
-    for _ in range(50):  # veths vanish shortly after their namespace (MACHINE-FACTS)
-        if not bridge_ports(bridge):
-            break
-        await asyncio.sleep(0.1)
-    assert bridge_ports(bridge) == []
+    # veths vanish shortly after their namespace (MACHINE-FACTS)
+    await until(lambda: bridge_ports(bridge) == [], f"no port left on {bridge}", timeout=10)
 
 
 async def test_config_dir_choice_reload_and_status(workdir: Path, bridge: str) -> None:
@@ -189,16 +187,24 @@ async def test_failing_plugin_is_typed_and_leaves_no_ip(workdir: Path, bridge: s
 async def test_hanging_plugin_times_out(workdir: Path, make_netns) -> None:
     fakes = workdir / "fakes"
     fakes.mkdir()
-    write_plugin(fakes, "sleeper", """
-if [ "$CNI_COMMAND" = VERSION ]; then echo '{"cniVersion":"1.0.0","supportedVersions":["1.0.0"]}'; exit 0; fi
+    pid_file = workdir / "sleeper.pid"
+    write_plugin(fakes, "sleeper", f"""
+if [ "$CNI_COMMAND" = VERSION ]; then echo '{{"cniVersion":"1.0.0","supportedVersions":["1.0.0"]}}'; exit 0; fi
 if [ "$CNI_COMMAND" = DEL ]; then exit 0; fi
-exec sleep 30
+echo $$ > {pid_file}
+exec sleep 300
 """)
     mgr = _manager(workdir, {"cniVersion": "1.0.0", "name": "slow", "plugins": [{"type": "sleeper"}]},
                    [str(fakes), PLUGIN_DIR], timeout=0.5)
     ns = await make_netns()
-    with pytest.raises(PluginError, match="timed out after 0.5s"):
-        await mgr.set_up_pod(_pod("s", ns))
+    # the call ends with the timeout: a plugin left to run would hold it for its 300 s
+    async with asyncio.timeout(30):
+        with pytest.raises(PluginError, match="timed out after 0.5s"):
+            await mgr.set_up_pod(_pod("s", ns))
+    # the hung plugin was killed, not left sleeping (the same process: `exec` kept its pid)
+    pid = int(pid_file.read_text())
+    await until(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), f"the hung plugin (pid {pid}) killed",
+                timeout=5)
 
 
 async def test_host_port_in_use_is_refused_and_untouched(workdir: Path, bridge: str, make_netns,
@@ -243,3 +249,11 @@ async def test_free_host_port_is_held_and_mapped(workdir: Path, bridge: str, mak
     assert mgr.ports.held(pod.sandbox_id) == 0
     nat = subprocess.run(["iptables", "-t", "nat", "-S"], capture_output=True, text=True).stdout
     assert f"--dport {port}" not in nat  # DEL removed the pod's rules
+
+
+def _zombie(pid: int) -> bool:
+    """Dead, not yet reaped by its parent."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -22,6 +21,7 @@ from cri.runc import Runc
 from cri.server import CRIConfig, CRIServer
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
 from tests.contract.cni.conftest import bridge_conflist, iptables_chains
+from tests.wait import until
 
 
 @dataclass
@@ -137,12 +137,10 @@ async def env(bridge_name: str) -> AsyncIterator[Env]:
     leftovers = await Runc(config.runc_root).list_containers()
     # Shims carry their runc root in their command line (forked from a zygote that has
     # it); they end with their containers, a moment after recording the exit.
-    for _ in range(100):
-        shims = subprocess.run(["pgrep", "-f", f"cri.shim .*--runc-root {config.runc_root}"],
-                               capture_output=True, text=True).stdout
-        if not shims:
-            break
-        await asyncio.sleep(0.05)
+    def shims_left() -> str:
+        return subprocess.run(["pgrep", "-f", f"cri.shim .*--runc-root {config.runc_root}"],
+                              capture_output=True, text=True).stdout
+    shims = await until(shims_left, "the shims ended with their containers", timeout=10, check=lambda s: s == "")
     mounts = Path("/proc/self/mountinfo").read_text()
     shutil.rmtree(base)
     assert leftovers == []

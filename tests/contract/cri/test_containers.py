@@ -13,6 +13,7 @@ import pytest
 from cri.logs import STDERR, STDOUT, parse_line, read_log
 from protos.runtime.v1 import api_pb2
 from tests.contract.cri.conftest import Env, pod_config
+from tests.wait import until
 
 LOOP = "echo hello; echo oops >&2; trap 'echo bye; exit 0' TERM; while true; do sleep 0.1; done"
 
@@ -315,17 +316,11 @@ async def test_reopened_log_exists_when_the_call_returns(env: Env, tmp_path: Pat
     cid = await _create(env, sandbox, _container("app", ["sh", "-c", "while true; do echo tick; sleep 0.1; done"]))
     await env.runtime.StartContainer(api_pb2.StartContainerRequest(container_id=cid))
     log_path = tmp_path / "logs" / "app" / "0.log"
-    for _ in range(200):
-        if log_path.exists() and log_path.stat().st_size:
-            break
-        await asyncio.sleep(0.05)
+    await until(lambda: log_path.exists() and log_path.stat().st_size, "the container's first log line", timeout=10)
     log_path.rename(log_path.with_suffix(".old"))  # the kubelet's rotation
     await env.runtime.ReopenContainerLog(api_pb2.ReopenContainerLogRequest(container_id=cid))
     assert log_path.exists()  # now, not a moment later: the kubelet checks right away
-    for _ in range(200):
-        if log_path.stat().st_size:
-            break
-        await asyncio.sleep(0.05)
+    await until(lambda: log_path.stat().st_size, "a line in the reopened log", timeout=10)
     assert parse_line(log_path.read_bytes().splitlines()[0]).content == b"tick"
 
 
@@ -338,10 +333,8 @@ async def test_terminal_container_and_the_pods_pause(env: Env, tmp_path: Path) -
     cid = await _create(env, sandbox, config)
     await env.runtime.StartContainer(api_pb2.StartContainerRequest(container_id=cid))
     log_path = tmp_path / "logs" / "term" / "0.log"
-    for _ in range(200):
-        if log_path.exists() and b"on-a-terminal" in log_path.read_bytes():
-            break
-        await asyncio.sleep(0.05)
+    await until(lambda: log_path.exists() and b"on-a-terminal" in log_path.read_bytes(),
+                "the terminal's output in the log", timeout=10)
     lines = [parse_line(line) for line in log_path.read_bytes().splitlines()]
     assert [(e.stream, e.content.rstrip(b"\r")) for e in lines][1] == (STDOUT, b"on-a-terminal")
     assert lines[0].content.startswith(b"/dev/pts/")

@@ -4,7 +4,6 @@ env, user and memory limit are what the spec says."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import uuid
@@ -15,6 +14,7 @@ from cri.oci_spec import SandboxContext, container_spec
 from cri.runc import Runc
 from protos.runtime.v1 import api_pb2
 from tests.contract.cri.conftest import Bundles
+from tests.wait import until
 
 SCRIPT = ("hostname; cat /etc/hosts; echo $GREETING; id -u; ps -o args | grep -c '^/pause -P'; "
           "cat /sys/fs/cgroup/memory/memory.limit_in_bytes; readlink /proc/self/ns/net")
@@ -57,11 +57,8 @@ async def test_container_joins_its_sandbox(runc: Runc, bundles: Bundles, tmp_pat
     with open(out_path, "wb") as out:
         await runc.create(f"app-{suffix}", app, stdout=out.fileno(), stderr=out.fileno())
     await runc.start(f"app-{suffix}")
-    for _ in range(100):
-        state = await runc.state(f"app-{suffix}")
-        if state is not None and state.status == "stopped":
-            break
-        await asyncio.sleep(0.05)
+    await until(lambda: runc.state(f"app-{suffix}"), "the app container stopped", timeout=10,
+                check=lambda state: state is not None and state.status == "stopped")
     lines = out_path.read_text().splitlines()
     assert lines[0] == "web-0", lines
     assert lines[1] == "10.0.0.7\tweb-0"

@@ -27,6 +27,7 @@ from cri.streaming import spdyframes as wire
 from protos.runtime.v1 import api_pb2
 from tests.contract.cri.conftest import Env, pod_config
 from tests.contract.cri.spdyclient import SpdyClient, upgrade
+from tests.wait import until
 
 PROTOCOLS = ["v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io"]
 ECHO_PORT = 9000
@@ -169,12 +170,10 @@ async def _echo_pod(env: Env, name: str) -> str:
     sandbox_id, _ = await _pod(env, name, ["nc", "-ll", "-p", str(ECHO_PORT), "-e", "/bin/cat"])
     status = (await env.runtime.PodSandboxStatus(api_pb2.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id))).status
     ip = status.network.ip
-    for _ in range(200):  # until nc listens
-        try:
-            socket.create_connection((ip, ECHO_PORT), timeout=1).close()
-            break
-        except OSError:
-            await asyncio.sleep(0.05)
+    def listening() -> bool:
+        socket.create_connection((ip, ECHO_PORT), timeout=1).close()
+        return True
+    await until(listening, f"nc listening on {ip}:{ECHO_PORT}", timeout=10, retry_on=(OSError,))
     return sandbox_id
 
 
@@ -346,10 +345,8 @@ async def test_bad_input_ends_one_connection_and_the_server_serves_on(env: Env) 
     # A DATA frame for a stream that was never opened: that stream is reset, the connection lives.
     client = await fresh_client()
     await client.send(wire.data_frame(99, 0, b"who?"))
-    for _ in range(200):
-        if client.streams.get(99) and client.streams[99].reset_status:
-            break
-        await asyncio.sleep(0.01)
+    await until(lambda: client.streams.get(99) and client.streams[99].reset_status, "stream 99 reset", timeout=2,
+                interval=0.01)
     assert client.streams[99].reset_status == wire.INVALID_STREAM
     error = await client.open({"streamtype": "error"})
     stdin = await client.open({"streamtype": "stdin"})
@@ -457,14 +454,13 @@ async def test_a_hundred_execs_leak_nothing(env: Env) -> None:
 
     for start in range(0, 100, 10):
         await asyncio.gather(*(one(i) for i in range(start, start + 10)))
-    for _ in range(100):  # closed connections finish their last steps
+    def settled() -> bool:  # closed connections finish their last steps
         # websocket-client keeps its socket once the server closed the connection, until
         # collected: the client's, not the server's, so collect before counting.
         gc.collect()
-        if len(asyncio.all_tasks()) <= tasks and len(os.listdir("/proc/self/fd")) <= fds + 2 \
-                and not env.server.streaming._connections:  # a finished connection leaves it a turn later
-            break
-        await asyncio.sleep(0.05)
+        return len(asyncio.all_tasks()) <= tasks and len(os.listdir("/proc/self/fd")) <= fds + 2 \
+            and not env.server.streaming._connections  # a finished connection leaves it a turn later
+    await until(settled, "no task, descriptor or connection left by the execs", timeout=5)
     assert len(asyncio.all_tasks()) <= tasks
     after = _fds()
     # A leak would be one or more per exec; the diff says what it is.
@@ -493,8 +489,5 @@ async def test_attach_sessions_leave_nothing_in_the_shim(env: Env) -> None:
     before = shim_fds()
     for i in range(1, 21):
         await session(i)
-    for _ in range(100):  # the shim notices each departure a moment later
-        if shim_fds() <= before:
-            break
-        await asyncio.sleep(0.05)
-    assert shim_fds() <= before
+    # the shim notices each departure a moment later
+    await until(lambda: shim_fds() <= before, "the shim's descriptors back to before", timeout=5)

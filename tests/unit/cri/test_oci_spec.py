@@ -11,7 +11,6 @@ import pytest
 from cri import oci_spec
 from cri.oci_spec import (
     ALL_CAPABILITIES,
-    DEFAULT_CAPABILITIES,
     SandboxContext,
     SpecError,
     _rootfs_propagation,
@@ -162,7 +161,11 @@ def test_current_capabilities_read_the_bounding_set(tmp_path: Path) -> None:
 
 def test_capabilities(rootfs: Path, sandbox: SandboxContext) -> None:
     default = spec(rootfs, sandbox)["process"]["capabilities"]["bounding"]
-    assert sorted(default) == sorted(DEFAULT_CAPABILITIES)
+    # containerd's (and Docker's) defaultUnixCaps, the 14 a container gets unless told otherwise
+    assert sorted(default) == sorted([
+        "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW", "CAP_SETGID",
+        "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL",
+        "CAP_AUDIT_WRITE"])
     changed = spec(rootfs, sandbox, linux=_security(capabilities=api_pb2.Capability(
         add_capabilities=["NET_ADMIN"], drop_capabilities=["CAP_KILL"])))["process"]["capabilities"]["effective"]
     assert "CAP_NET_ADMIN" in changed and "CAP_KILL" not in changed

@@ -7,13 +7,13 @@ from scheduler.cache import Cache, Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import NodeScore
 from scheduler.framework.status import Code
-from scheduler.plugins.interpodaffinity import (
-    ERR_AFFINITY,
-    ERR_ANTI_AFFINITY,
-    ERR_EXISTING_ANTI_AFFINITY,
-    InterPodAffinity,
-)
+from scheduler.plugins.interpodaffinity import InterPodAffinity
 from tests.unit.scheduler.builders import SnapshotHandle, make_node, make_pod
+
+# upstream's reasons (framework/plugins/interpodaffinity/filtering.go), word for word
+ERR_AFFINITY = "node(s) didn't match pod affinity rules"  # ErrReasonAffinityRulesNotMatch
+ERR_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"  # ErrReasonAntiAffinityRulesNotMatch
+ERR_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"  # ...ExistingAntiAffinity...
 
 
 def _term(key: str, op: str, values: list[str], topology: str) -> core_pb2.PodAffinityTerm:

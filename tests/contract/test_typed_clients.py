@@ -1,0 +1,145 @@
+"""Typed clients read every resource kubeling serves: lightkube (msgspec models) and the
+official Python client (its models) refuse objects that lack what Go's encoder always
+writes (a Node's status.nodeInfo.kubeProxyVersion, a Service's status.loadBalancer)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client as k8s
+import lightkube
+import pytest
+from kubernetes import config as k8s_config
+from lightkube.resources import (
+    apps_v1,
+    batch_v1,
+    coordination_v1,
+    core_v1,
+    discovery_v1,
+    policy_v1,
+    rbac_authorization_v1,
+    scheduling_v1,
+)
+
+from apiserver.server import APIServer
+from cluster.etcd import EtcdServer
+from kubeling import scheme
+from kubeling.client import Client
+from kubeling.kubeconfig import write_kubeconfig
+from protos.kubeling.v1 import (
+    apps_pb2,
+    batch_pb2,
+    coordination_pb2,
+    core_pb2,
+    discovery_pb2,
+    meta_pb2,
+    policy_pb2,
+    rbac_pb2,
+    scheduling_pb2,
+)
+from tests.conftest import apiserver_config
+from tests.objects import node, pod
+
+_SELECTOR = meta_pb2.LabelSelector(matchLabels={"app": "x"})
+_NODE = node("n")
+_NODE.status.nodeInfo.kubeletVersion = "v1.32.0-kubeling"  # as a kubelet writes it: no kube-proxy version
+_TEMPLATE = core_pb2.PodTemplateSpec(metadata=meta_pb2.ObjectMeta(labels={"app": "x"}), spec=pod("t").spec)
+
+
+def _meta(name: str) -> meta_pb2.ObjectMeta:
+    return meta_pb2.ObjectMeta(name=name, namespace="default")
+
+
+# One object of every built-in resource, and its lightkube model.
+_OBJECTS: list[tuple[scheme.ResourceType[Any], Any, Any]] = [
+    (scheme.PODS, pod("p"), core_v1.Pod),
+    (scheme.NODES, _NODE, core_v1.Node),
+    (scheme.NAMESPACES, core_pb2.Namespace(metadata=meta_pb2.ObjectMeta(name="ns")), core_v1.Namespace),
+    (scheme.EVENTS, core_pb2.Event(metadata=_meta("e"), involvedObject=meta_pb2.ObjectReference(kind="Pod", name="p"),
+                                   reason="Seen", message="m", type="Normal"), core_v1.Event),
+    (scheme.SERVICEACCOUNTS, core_pb2.ServiceAccount(metadata=_meta("sa")), core_v1.ServiceAccount),
+    (scheme.CONFIGMAPS, core_pb2.ConfigMap(metadata=_meta("cm"), data={"k": "v"}), core_v1.ConfigMap),
+    (scheme.SECRETS, core_pb2.Secret(metadata=_meta("s"), stringData={"k": "v"}), core_v1.Secret),
+    (scheme.SERVICES, core_pb2.Service(metadata=_meta("svc"), spec=core_pb2.ServiceSpec(
+        selector={"app": "x"}, ports=[core_pb2.ServicePort(port=80)])), core_v1.Service),
+    (scheme.ENDPOINTS, core_pb2.Endpoints(metadata=_meta("ep"), subsets=[core_pb2.EndpointSubset(
+        addresses=[core_pb2.EndpointAddress(ip="10.88.0.5")], ports=[core_pb2.EndpointPort(port=80)])]),
+     core_v1.Endpoints),
+    (scheme.ENDPOINTSLICES, discovery_pb2.EndpointSlice(metadata=_meta("es"), addressType="IPv4", endpoints=[
+        discovery_pb2.Endpoint(addresses=["10.88.0.5"])]), discovery_v1.EndpointSlice),
+    (scheme.LEASES, coordination_pb2.Lease(metadata=_meta("l"), spec=coordination_pb2.LeaseSpec(holderIdentity="me")),
+     coordination_v1.Lease),
+    (scheme.ROLES, rbac_pb2.Role(metadata=_meta("r"), rules=[rbac_pb2.PolicyRule(
+        verbs=["get"], apiGroups=[""], resources=["pods"])]), rbac_authorization_v1.Role),
+    (scheme.CLUSTERROLES, rbac_pb2.ClusterRole(metadata=meta_pb2.ObjectMeta(name="cr")),
+     rbac_authorization_v1.ClusterRole),
+    (scheme.ROLEBINDINGS, rbac_pb2.RoleBinding(metadata=_meta("rb"), roleRef=rbac_pb2.RoleRef(
+        apiGroup="rbac.authorization.k8s.io", kind="Role", name="r"), subjects=[rbac_pb2.Subject(
+            kind="User", name="u", apiGroup="rbac.authorization.k8s.io")]), rbac_authorization_v1.RoleBinding),
+    (scheme.CLUSTERROLEBINDINGS, rbac_pb2.ClusterRoleBinding(metadata=meta_pb2.ObjectMeta(name="crb"), roleRef=(
+        rbac_pb2.RoleRef(apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name="cr"))),
+     rbac_authorization_v1.ClusterRoleBinding),
+    (scheme.DEPLOYMENTS, apps_pb2.Deployment(metadata=_meta("d"), spec=apps_pb2.DeploymentSpec(
+        selector=_SELECTOR, template=_TEMPLATE)), apps_v1.Deployment),
+    (scheme.REPLICASETS, apps_pb2.ReplicaSet(metadata=_meta("rs"), spec=apps_pb2.ReplicaSetSpec(
+        selector=_SELECTOR, template=_TEMPLATE)), apps_v1.ReplicaSet),
+    (scheme.JOBS, batch_pb2.Job(metadata=_meta("j"), spec=batch_pb2.JobSpec(template=core_pb2.PodTemplateSpec(
+        spec=core_pb2.PodSpec(containers=pod("t").spec.containers, restartPolicy="Never")))), batch_v1.Job),
+    (scheme.PRIORITYCLASSES, scheduling_pb2.PriorityClass(metadata=meta_pb2.ObjectMeta(name="pc"), value=10),
+     scheduling_v1.PriorityClass),
+    (scheme.POD_DISRUPTION_BUDGETS, policy_pb2.PodDisruptionBudget(metadata=_meta("pdb"), spec=(
+        policy_pb2.PodDisruptionBudgetSpec(selector=_SELECTOR))), policy_v1.PodDisruptionBudget),
+]
+
+
+@pytest.fixture
+async def rest(etcd: EtcdServer, prefix: str) -> AsyncIterator[APIServer]:
+    server = APIServer(apiserver_config(etcd, prefix, rest_listen="127.0.0.1:0"))
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop(grace=0)
+
+
+def test_every_built_in_resource_is_covered() -> None:
+    assert [rt for rt, _, _ in _OBJECTS] == list(scheme.BUILTIN)
+
+
+async def test_lightkube_reads_every_resource(rest: APIServer, tmp_path: Path) -> None:
+    async with Client(rest.address) as c:
+        for rt, obj, _ in _OBJECTS:
+            await c.resource(rt).create(obj)
+    config = lightkube.KubeConfig.from_file(write_kubeconfig(tmp_path / "kubeconfig", rest.rest_address))
+    client = lightkube.AsyncClient(config)
+    try:
+        for rt, obj, model in _OBJECTS:
+            namespace = "default" if rt.namespaced else None
+            found = await client.get(model, obj.metadata.name, namespace=namespace)
+            assert found.metadata.name == obj.metadata.name, rt.plural
+            listed = [o.metadata.name async for o in client.list(model, namespace=namespace)]
+            assert obj.metadata.name in listed, rt.plural
+        node_read = await client.get(core_v1.Node, "n")
+        assert node_read.status.nodeInfo.kubeProxyVersion == ""
+        service = await client.get(core_v1.Service, "svc", namespace="default")
+        assert service.status.loadBalancer is not None
+    finally:
+        await client.close()
+
+
+async def test_the_official_client_reads_nodes_and_services(rest: APIServer, tmp_path: Path) -> None:
+    async with Client(rest.address) as c:
+        for rt, obj, _ in _OBJECTS:
+            if rt in (scheme.NODES, scheme.SERVICES, scheme.PODS):
+                await c.resource(rt).create(obj)
+    api = k8s.CoreV1Api(k8s_config.new_client_from_config(str(write_kubeconfig(tmp_path / "kubeconfig",
+                                                                                rest.rest_address))))
+    nodes = await asyncio.to_thread(api.list_node)
+    assert nodes.items[0].status.node_info.kube_proxy_version == ""
+    service = await asyncio.to_thread(api.read_namespaced_service, "svc", "default")
+    assert service.status.load_balancer is not None
+    pods = await asyncio.to_thread(api.list_namespaced_pod, "default")
+    assert pods.items[0].spec.containers[0].resources is not None
