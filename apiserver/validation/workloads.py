@@ -10,7 +10,7 @@ from kubeling.errors import FieldViolation
 from kubeling.selectors import SelectorError, from_label_selector_proto
 from protos.kubeling.v1 import core_pb2, meta_pb2
 
-__all__ = ["validate_selector_and_template", "validate_count", "go_map"]
+__all__ = ["validate_selector_and_template", "validate_template", "validate_count", "go_map"]
 
 
 def go_map(labels: dict[str, str]) -> str:
@@ -21,6 +21,19 @@ def go_map(labels: dict[str, str]) -> str:
 def validate_count(path: str, value: int, check: Checker) -> None:
     if value < 0:
         check.invalid(path, value, "must be greater than or equal to 0")
+
+
+def validate_template(template: core_pb2.PodTemplateSpec, path: str, check: Checker) -> None:
+    """A pod template at `path`: its labels and annotations, and its spec as a valid pod's
+    with no ephemeral containers (upstream's ValidatePodTemplateSpec)."""
+    check.labels(f"{path}.metadata.labels", template.metadata.labels)
+    check.annotations(f"{path}.metadata.annotations", template.metadata.annotations)
+    inner = Checker()
+    validate_pod(template.spec, inner)
+    if template.spec.ephemeralContainers:
+        inner.add("spec.ephemeralContainers", "Forbidden: ephemeral containers not allowed in pod template")
+    check.violations.extend(FieldViolation(f"{path}.{v.field}" if v.field else path, v.description)
+                            for v in inner.violations)
 
 
 def validate_selector_and_template(selector: meta_pb2.LabelSelector, has_selector: bool,
@@ -41,14 +54,7 @@ def validate_selector_and_template(selector: meta_pb2.LabelSelector, has_selecto
         if parsed is not None and not parsed.empty() and not parsed.matches(labels):
             check.add("spec.template.metadata.labels",
                       f"Invalid value: {go_map(labels)}: `selector` does not match template `labels`")
-    check.labels("spec.template.metadata.labels", template.metadata.labels)
-    check.annotations("spec.template.metadata.annotations", template.metadata.annotations)
-    inner = Checker()
-    validate_pod(template.spec, inner)
-    if template.spec.ephemeralContainers:
-        inner.add("spec.ephemeralContainers", "Forbidden: ephemeral containers not allowed in pod template")
-    check.violations.extend(FieldViolation("spec.template." + v.field if v.field else "spec.template", v.description)
-                            for v in inner.violations)
+    validate_template(template, "spec.template", check)
     policy = template.spec.restartPolicy
     if policy and policy not in restart_policies:
         check.add("spec.template.spec.restartPolicy",

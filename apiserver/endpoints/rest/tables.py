@@ -204,8 +204,9 @@ def _lease_row(lease: Obj, now: float) -> list[Any]:
     return [lease["metadata"]["name"], lease.get("spec", {}).get("holderIdentity") or _NONE, _age(lease, now)]
 
 
-def _role_row(role: Obj, now: float) -> list[Any]:
-    return [role["metadata"]["name"], role["metadata"].get("creationTimestamp", "")]
+def _default_row(obj: Obj, now: float) -> list[Any]:
+    """Upstream's DefaultTableConvertor (and the RBAC kinds' printer): the name and when it was made."""
+    return [obj["metadata"]["name"], obj["metadata"].get("creationTimestamp", "")]
 
 
 def _binding_row(binding: Obj, now: float) -> list[Any]:
@@ -220,7 +221,7 @@ def _binding_row(binding: Obj, now: float) -> list[Any]:
             of("User"), of("Group"), of("ServiceAccount")]
 
 
-_ROLE_COLUMNS = [("Name", "string", 0), ("Created At", "date", 0)]
+_DEFAULT_COLUMNS = [("Name", "string", 0), ("Created At", "date", 0)]
 _BINDING_COLUMNS = [("Name", "string", 0), ("Role", "string", 0), ("Age", "string", 0), ("Users", "string", 1),
                     ("Groups", "string", 1), ("ServiceAccounts", "string", 1)]
 
@@ -388,8 +389,8 @@ _PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], li
                                     _age(cm, now)]),
     "secrets": ([("Name", "string", 0), ("Type", "string", 0), ("Data", "integer", 0), ("Age", "string", 0)],
                 lambda s, now: [s["metadata"]["name"], s.get("type", ""), len(s.get("data", {})), _age(s, now)]),
-    "roles": (_ROLE_COLUMNS, _role_row),
-    "clusterroles": (_ROLE_COLUMNS, _role_row),
+    "roles": (_DEFAULT_COLUMNS, _default_row),
+    "clusterroles": (_DEFAULT_COLUMNS, _default_row),
     "rolebindings": (_BINDING_COLUMNS, _binding_row),
     "clusterrolebindings": (_BINDING_COLUMNS, _binding_row),
     **_WORKLOAD_PRINTERS,
@@ -399,8 +400,9 @@ _PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], li
 
 def table(resource: str, objects: list[Obj], *, include_object: str = "Metadata", headers: bool = True,
           list_meta: Obj | None = None, now: float | None = None) -> Obj:
-    """A meta.k8s.io/v1 Table of `objects` (Kubernetes JSON dicts with kind/apiVersion)."""
-    columns, row = _PRINTERS[resource]
+    """A meta.k8s.io/v1 Table of `objects` (Kubernetes JSON dicts with kind/apiVersion), in
+    the resource's printer's columns, else upstream's default ones."""
+    columns, row = _PRINTERS.get(resource, (_DEFAULT_COLUMNS, _default_row))
     at = time.time() if now is None else now
     rows = []
     for obj in objects:
