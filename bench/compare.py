@@ -1,12 +1,12 @@
 """One benchmark, two commits, back to back on this machine: the ratio new / old.
 
-    python -m bench.compare OLD [NEW] [--runs 3] [--json OUT] -- scheduler_perf --mode inprocess ...
+    python -m bench.compare OLD [NEW] [--runs 3] [--metric A,B] [--json OUT] -- scheduler_perf --mode inprocess ...
 
 OLD and NEW are git revisions (NEW: the working tree when omitted). Each is checked out
 into a temporary worktree and the benchmark (a module of bench/) runs there with this
 venv's interpreter, alternating old and new `--runs` times so that both see the same
-host. The report holds every run's JSON, the median of the chosen metric for each side,
-their ratio, and the host's speed.
+host. The report holds, for each chosen metric (comma-separated), every run's value, the
+median of each side and their ratio, and the host's speed.
 """
 
 from __future__ import annotations
@@ -49,14 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("old")
     p.add_argument("new", nargs="?", default="")
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--metric", default="", help="the JSON field compared (default: the benchmark's headline)")
+    p.add_argument("--metric", default="", help="the JSON fields compared, comma-separated (default: the "
+                                                "benchmark's headline)")
     p.add_argument("--json", default="")
     args = p.parse_args(own)
     if not bench_argv:
         p.error("give the benchmark after --, e.g. -- scheduler_perf --mode inprocess")
     module, bench_args = bench_argv[0], bench_argv[1:]
-    metric = args.metric or DEFAULT_METRIC.get(module, "")
-    if not metric:
+    metrics = [m for m in (args.metric or DEFAULT_METRIC.get(module, "")).split(",") if m]
+    if not metrics:
         p.error(f"--metric is needed for {module}")
     work = Path(tempfile.mkdtemp(prefix="kubeling-compare-"))
     trees = {"old": _worktree(args.old, work), "new": _worktree(args.new, work) if args.new else ROOT}
@@ -65,18 +66,23 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.runs):
             for side in ("old", "new"):
                 runs[side].append(_run(trees[side], module, bench_args))
-                print(f"{side}: {runs[side][-1][metric]}", file=sys.stderr, flush=True)
+                print(f"{side}: " + ", ".join(f"{m} {runs[side][-1][m]}" for m in metrics), file=sys.stderr,
+                      flush=True)
     finally:
         for tree in trees.values():
             if tree != ROOT:
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
         shutil.rmtree(work, ignore_errors=True)
-    old = statistics.median(r[metric] for r in runs["old"])
-    new = statistics.median(r[metric] for r in runs["new"])
-    report({"benchmark": f"compare {module}", "args": bench_args, "metric": metric,
-            "old": {"rev": args.old, "median": old, "runs": [r[metric] for r in runs["old"]]},
-            "new": {"rev": args.new or "working tree", "median": new, "runs": [r[metric] for r in runs["new"]]},
-            "ratio": round(new / old, 3) if old else None}, args.json)
+    compared = {}
+    for metric in metrics:
+        old = statistics.median(r[metric] for r in runs["old"])
+        new = statistics.median(r[metric] for r in runs["new"])
+        compared[metric] = {"old": {"median": old, "runs": [r[metric] for r in runs["old"]]},
+                            "new": {"median": new, "runs": [r[metric] for r in runs["new"]]},
+                            "ratio": round(new / old, 3) if old else None}
+    report({"benchmark": f"compare {module}", "args": bench_args, "old": args.old, "new": args.new or "working tree",
+            "metrics": compared, "host_speed_of_runs": {side: runs[side][-1].get("host_speed") for side in runs}},
+           args.json)
     return 0
 
 

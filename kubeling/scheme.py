@@ -126,6 +126,7 @@ class ResourceType(Generic[ObjectT]):
         names = [s.name for s in self.subresources]
         if len(set(names)) != len(names):
             raise ValueError(f"{self.plural}: a subresource is listed twice: {names}")
+        _grpc_file(self)  # its service and messages, for reflection and every client, from now on
 
     @property
     def api_version(self) -> str:
@@ -199,12 +200,20 @@ def _grpc_file(rt: ResourceType[Any]) -> descriptor_pool.DescriptorPool:
     """Add the resource's List and WatchEvent messages and its service to the default pool
     (once), where the generated messages and gRPC reflection live; return the pool."""
     pool = descriptor_pool.Default()
-    name = f"kubeling/v1/resources/{rt.group or 'core'}/{rt.plural}.proto"
+    name = f"kubeling/v1/resources/{rt.group or 'core'}/{rt.version}/{rt.plural}/{rt.kind}.proto"
     try:
         pool.FindFileByName(name)
         return pool
     except KeyError:
         pass
+    taken = [(pool.FindMessageTypeByName, f"{PACKAGE}.{rt.kind}List"),
+             (pool.FindMessageTypeByName, f"{PACKAGE}.{rt.kind}WatchEvent"), (pool.FindServiceByName, rt.service_name)]
+    for find, symbol in taken:
+        try:
+            find(symbol)
+        except KeyError:
+            continue
+        raise ValueError(f"{symbol} exists already: the kind {rt.kind} (or its service {rt.service}) has an entry")
     field_type = descriptor_pb2.FieldDescriptorProto
     own = f".{rt.message.DESCRIPTOR.full_name}"
     list_name, event_name = f"{rt.kind}List", f"{rt.kind}WatchEvent"
