@@ -45,7 +45,8 @@ from protos.kubeling.v1 import (
 __all__ = ["ApiObject", "ObjectT", "Method", "Subresource", "ResourceType", "Scheme", "BUILTIN", "VERBS",
            "PACKAGE", "PODS", "NODES", "NAMESPACES", "EVENTS", "SERVICEACCOUNTS", "CONFIGMAPS", "SECRETS",
            "SERVICES", "ENDPOINTS", "ENDPOINTSLICES", "LEASES", "ROLES", "CLUSTERROLES", "ROLEBINDINGS",
-           "CLUSTERROLEBINDINGS", "DEPLOYMENTS", "REPLICASETS", "JOBS", "PRIORITYCLASSES", "POD_DISRUPTION_BUDGETS"]
+           "CLUSTERROLEBINDINGS", "DEPLOYMENTS", "REPLICASETS", "JOBS", "PRIORITYCLASSES", "POD_DISRUPTION_BUDGETS",
+           "PODTEMPLATES"]
 
 # The protobuf package of the API's messages and services.
 PACKAGE = "kubeling.v1"
@@ -376,12 +377,13 @@ JOBS = ResourceType("batch", "v1", "Job", "jobs", batch_pb2.Job, categories=("al
 PRIORITYCLASSES = ResourceType("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses",
                                scheduling_pb2.PriorityClass, namespaced=False, short_names=("pc",),
                                upstream_protobuf=True)
+PODTEMPLATES = ResourceType("", "v1", "PodTemplate", "podtemplates", core_pb2.PodTemplate)
 POD_DISRUPTION_BUDGETS = ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets",
                                       policy_pb2.PodDisruptionBudget, short_names=("pdb",), subresources=(_STATUS,),
                                       upstream_protobuf=True)
 
 # In discovery's order.
 BUILTIN: tuple[ResourceType[Any], ...] = (
-    PODS, NODES, NAMESPACES, EVENTS, SERVICEACCOUNTS, CONFIGMAPS, SECRETS, SERVICES, ENDPOINTS, ENDPOINTSLICES,
-    LEASES, ROLES, CLUSTERROLES, ROLEBINDINGS, CLUSTERROLEBINDINGS, DEPLOYMENTS, REPLICASETS, JOBS,
+    PODS, NODES, NAMESPACES, EVENTS, SERVICEACCOUNTS, CONFIGMAPS, SECRETS, SERVICES, ENDPOINTS, PODTEMPLATES,
+    ENDPOINTSLICES, LEASES, ROLES, CLUSTERROLES, ROLEBINDINGS, CLUSTERROLEBINDINGS, DEPLOYMENTS, REPLICASETS, JOBS,
     PRIORITYCLASSES, POD_DISRUPTION_BUDGETS)

@@ -68,6 +68,7 @@ _OBJECTS: list[tuple[scheme.ResourceType[Any], Any, Any]] = [
     (scheme.ENDPOINTS, core_pb2.Endpoints(metadata=_meta("ep"), subsets=[core_pb2.EndpointSubset(
         addresses=[core_pb2.EndpointAddress(ip="10.88.0.5")], ports=[core_pb2.EndpointPort(port=80)])]),
      core_v1.Endpoints),
+    (scheme.PODTEMPLATES, core_pb2.PodTemplate(metadata=_meta("pt"), template=_TEMPLATE), core_v1.PodTemplate),
     (scheme.ENDPOINTSLICES, discovery_pb2.EndpointSlice(metadata=_meta("es"), addressType="IPv4", endpoints=[
         discovery_pb2.Endpoint(addresses=["10.88.0.5"])]), discovery_v1.EndpointSlice),
     (scheme.LEASES, coordination_pb2.Lease(metadata=_meta("l"), spec=coordination_pb2.LeaseSpec(holderIdentity="me")),

@@ -8,6 +8,7 @@ from apiserver.registry.core.events import EventStrategy
 from apiserver.registry.core.namespaces import NamespaceStrategy
 from apiserver.registry.core.nodes import NodeStrategy
 from apiserver.registry.core.pods import PodStrategy
+from apiserver.registry.core.podtemplates import PodTemplateStrategy
 from apiserver.registry.core.serviceaccounts import ServiceAccountStrategy
 from apiserver.registry.core.services import EndpointsStrategy, ServiceStrategy
 
@@ -15,4 +16,4 @@ __all__ = ["STRATEGIES"]
 
 # This group's resources, for the registry's table.
 STRATEGIES = (PodStrategy, NodeStrategy, NamespaceStrategy, EventStrategy, ServiceAccountStrategy, ConfigMapStrategy,
-              SecretStrategy, ServiceStrategy, EndpointsStrategy)
+              SecretStrategy, ServiceStrategy, EndpointsStrategy, PodTemplateStrategy)

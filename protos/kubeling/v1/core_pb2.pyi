@@ -798,6 +798,14 @@ class PodTemplateSpec(_message.Message):
     spec: PodSpec
     def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[PodSpec, _Mapping]] = ...) -> None: ...
 
+class PodTemplate(_message.Message):
+    __slots__ = ("metadata", "template")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ObjectMeta
+    template: PodTemplateSpec
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., template: _Optional[_Union[PodTemplateSpec, _Mapping]] = ...) -> None: ...
+
 class Binding(_message.Message):
     __slots__ = ("metadata", "target")
     METADATA_FIELD_NUMBER: _ClassVar[int]
