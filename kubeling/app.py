@@ -77,14 +77,22 @@ def client_from(args: argparse.Namespace) -> Client:
 async def serve(service: Service, *, port_file: str = "", ports: Callable[[], Iterable[int]] | None = None,
                 also_close: Iterable[Callable[[], Awaitable[Any]]] = ()) -> None:
     """Start, write the bound ports (one a line) to port_file, run until SIGINT or SIGTERM,
-    stop; then close what else the component opened (its client)."""
+    stop; then close what else the component opened (its client). A start that fails still
+    stops what it had started, and its error is the one told."""
+    started = False
     try:
         await service.start()
+        started = True
         if port_file and ports is not None:
             Path(port_file).write_text("".join(f"{port}\n" for port in ports()))
         await wait_for_termination()
     finally:
-        await service.stop()
+        try:
+            await service.stop()
+        except Exception:
+            if started:
+                raise
+            log.warning("stopping after a failed start failed too", exc_info=True)
         for close in also_close:
             await close()
 

@@ -12,11 +12,9 @@ import asyncio
 import inspect
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-__all__ = ["until", "until_sync", "settle", "holds", "WaitTimeout"]
-
-T = TypeVar("T")
+__all__ = ["until", "settle", "holds", "WaitTimeout"]
 
 
 class WaitTimeout(AssertionError):
@@ -73,22 +71,3 @@ async def holds(probe: Callable[[], Any], what: str, duration: float, *, interva
         if time.monotonic() >= deadline:
             return
         await asyncio.sleep(interval)
-
-
-def until_sync(probe: Callable[[], T], what: str, timeout: float = 30.0, *, interval: float = 0.05,
-               check: Callable[[T], Any] = bool, retry_on: tuple[type[BaseException], ...] = ()) -> T:
-    """until, for tests and fixtures that do not run on an event loop."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            value = probe()
-            last, error = value, None
-            if check(value):
-                return value
-        except retry_on as err:
-            error = err
-        if time.monotonic() >= deadline:
-            raise _failed(what, timeout, last, error)
-        time.sleep(interval)

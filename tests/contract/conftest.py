@@ -6,8 +6,22 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from apiserver.server import APIServer
+from cluster.etcd import EtcdServer
 from controllers.manager import ControllerManager, ManagerConfig
 from kubeling.client import Client
+from tests.conftest import apiserver_config
+
+
+@pytest.fixture
+async def rest(etcd: EtcdServer, prefix: str) -> AsyncIterator[APIServer]:
+    """An apiserver that also serves the REST API (on a free port)."""
+    server = APIServer(apiserver_config(etcd, prefix, rest_listen="127.0.0.1:0"))
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop(grace=0)
 
 
 @pytest.fixture

@@ -6,35 +6,22 @@ of PodTemplates" in kubectl's terms)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import yaml
 
 from apiserver.server import APIServer
-from cluster.etcd import EtcdServer
 from kubeling import errors, scheme
 from kubeling.client import Client
 from kubeling.kubeconfig import write_kubeconfig
 from protos.kubeling.v1 import core_pb2, meta_pb2
-from tests.conftest import apiserver_config
 from tests.e2e.kubectl import Kubectl
 from tests.objects import pod
 
 MANIFEST = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "nginx-pod-template", "labels": {
     "podtemplate-static": "true"}}, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
         "containers": [{"name": "nginx", "image": "busybox", "command": ["httpd", "-f"]}]}}}
-
-
-@pytest.fixture
-async def rest(etcd: EtcdServer, prefix: str) -> AsyncIterator[APIServer]:
-    server = APIServer(apiserver_config(etcd, prefix, rest_listen="127.0.0.1:0"))
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop(grace=0)
 
 
 async def test_podtemplates_over_grpc(rest: APIServer) -> None:

@@ -28,16 +28,6 @@ from tests.wait import until
 T = TypeVar("T")
 
 
-@pytest.fixture
-async def rest(etcd: EtcdServer, prefix: str) -> AsyncIterator[APIServer]:
-    server = APIServer(apiserver_config(etcd, prefix, rest_listen="127.0.0.1:0"))
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop(grace=0)
-
-
 def _api(server: APIServer, tmp_path: Path) -> k8s.CoreV1Api:
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.rest_address)
     return k8s.CoreV1Api(k8s_config.new_client_from_config(str(kubeconfig)))

@@ -5,13 +5,11 @@ writes (a Node's status.nodeInfo.kubeProxyVersion, a Service's status.loadBalanc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import kubernetes.client as k8s
 import lightkube
-import pytest
 from kubernetes import config as k8s_config
 from lightkube.resources import (
     apps_v1,
@@ -25,7 +23,6 @@ from lightkube.resources import (
 )
 
 from apiserver.server import APIServer
-from cluster.etcd import EtcdServer
 from kubeling import scheme
 from kubeling.client import Client
 from kubeling.kubeconfig import write_kubeconfig
@@ -40,7 +37,6 @@ from protos.kubeling.v1 import (
     rbac_pb2,
     scheduling_pb2,
 )
-from tests.conftest import apiserver_config
 from tests.objects import node, pod
 
 _SELECTOR = meta_pb2.LabelSelector(matchLabels={"app": "x"})
@@ -94,16 +90,6 @@ _OBJECTS: list[tuple[scheme.ResourceType[Any], Any, Any]] = [
     (scheme.POD_DISRUPTION_BUDGETS, policy_pb2.PodDisruptionBudget(metadata=_meta("pdb"), spec=(
         policy_pb2.PodDisruptionBudgetSpec(selector=_SELECTOR))), policy_v1.PodDisruptionBudget),
 ]
-
-
-@pytest.fixture
-async def rest(etcd: EtcdServer, prefix: str) -> AsyncIterator[APIServer]:
-    server = APIServer(apiserver_config(etcd, prefix, rest_listen="127.0.0.1:0"))
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop(grace=0)
 
 
 def test_every_built_in_resource_is_covered() -> None:

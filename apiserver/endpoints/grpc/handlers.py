@@ -47,7 +47,13 @@ def _decode(message_type: Any, body: bytes) -> Any:
         raise errors.BadRequest(f"the request is not a valid {message_type.DESCRIPTOR.full_name}: {err}") from None
 
 
-def _credentials(context: grpc.aio.ServicerContext) -> Credentials:
+_NONE = Credentials()
+
+
+def _credentials(context: grpc.aio.ServicerContext, pipeline: Pipeline) -> Credentials:
+    """What the call presented (nothing read when nothing authenticates: a plain-text port)."""
+    if pipeline.authenticator is None:
+        return _NONE
     pem = context.auth_context().get("x509_pem_cert")
     authorization = next((str(v) for k, v in context.invocation_metadata() or () if k == "authorization"), None)
     return Credentials(certificate_user_pem(pem[0]) if pem else None, authorization)
@@ -95,7 +101,7 @@ class _Resource:
         async def handler(body: bytes, context: grpc.aio.ServicerContext) -> Any:
             try:
                 with self.pipeline.serve(verb, self.rt.plural) as served:
-                    served.authenticate(_credentials(context))
+                    served.authenticate(_credentials(context, self.pipeline))
                     dry_run_requested.set(_dry_run(context))
                     request = _decode(request_type, body)
                     served.authorize(self.info(rbac_verb, request, subresource))
@@ -111,7 +117,7 @@ class _Resource:
         async def handler(body: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             try:
                 with self.pipeline.serve(verb, self.rt.plural) as served:
-                    served.authenticate(_credentials(context))
+                    served.authenticate(_credentials(context, self.pipeline))
                     request = _decode(request_type, body)
                     served.authorize(self.info(rbac_verb, request, subresource))
                     async for item in call(request):
