@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import logging
 import os
 import shutil
@@ -25,6 +26,7 @@ from cluster.preflight import preflight
 from cluster.processes import alive, orphans
 from cluster.supervisor import Supervisor
 from kubeling import errors
+from kubeling.app import EXIT_CONFIG
 
 __all__ = ["add_parsers", "cmd_down", "cmd_status", "cmd_up"]
 
@@ -89,6 +91,10 @@ create a first pod:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    registry_config_dir = str(Path(args.registry_config_dir).resolve()) if args.registry_config_dir else ""
+    if registry_config_dir and not Path(registry_config_dir).is_dir():
+        print(f"kubeling: --registry-config-dir {registry_config_dir} is not a directory", file=sys.stderr)
+        return EXIT_CONFIG
     problem = preflight()
     if problem:
         print(f"kubeling: {problem}", file=sys.stderr)
@@ -100,14 +106,6 @@ def cmd_up(args: argparse.Namespace) -> int:
               "`kubeling down` first", file=sys.stderr)
         return 1
     state_dir.mkdir(parents=True, exist_ok=True)
-    registry_config_dir = str(Path(args.registry_config_dir).resolve()) if args.registry_config_dir else ""
-    if registry_config_dir and not Path(registry_config_dir).is_dir():
-        print(f"kubeling: --registry-config-dir {registry_config_dir} is not a directory", file=sys.stderr)
-        return 1
-    if args.etcd_members < 1 or args.etcd_members % 2 == 0:
-        print("kubeling: --etcd-members must be odd (1, 3, 5): an even count adds no fault tolerance",
-              file=sys.stderr)
-        return 1
     if args.apiservers > 1 and shutil.which("haproxy") is None:
         print("kubeling: --apiservers needs HAProxy in front of them: apt-get install haproxy", file=sys.stderr)
         return 1
@@ -215,6 +213,28 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pod_cidr(text: str) -> str:
+    """--cluster-cidr: an IPv4 network (host bits zero) with room for each node's /24."""
+    try:
+        network = ipaddress.ip_network(text, strict=True)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    if network.version != 4 or network.prefixlen > 24:
+        raise argparse.ArgumentTypeError(f"{text}: an IPv4 network of /24 or wider is needed (each node gets a /24)")
+    return text
+
+
+def _etcd_members(text: str) -> int:
+    """--etcd-members: odd, as an even count adds no fault tolerance."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if count < 1 or count % 2 == 0:
+        raise argparse.ArgumentTypeError(f"{count}: must be odd (1, 3, 5): an even count adds no fault tolerance")
+    return count
+
+
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up = commands.add_parser("up", help="run a cluster on this machine")
     up.add_argument("--nodes", type=int, default=1, help="kubelets to run (0: control plane only)")
@@ -222,13 +242,14 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     up.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR))
     up.add_argument("--keep-state", action="store_true",
                     help="on stop, leave the pods' containers and networks in place")
-    up.add_argument("--cluster-cidr", default=CLUSTER_CIDR, help="pods' addresses; each node gets a /24 of it")
+    up.add_argument("--cluster-cidr", type=_pod_cidr, default=CLUSTER_CIDR,
+                    help="pods' addresses; each node gets a /24 of it")
     up.add_argument("--otlp-endpoint", default="", help="send every component's traces here (OTLP gRPC, "
                                                          "e.g. http://127.0.0.1:4317); default: nowhere")
     up.add_argument("--registry-config-dir", default="",
                     help="registry mirrors for the kubelets' runtimes, containerd's hosts.toml layout: "
                          "DIR/<registry>/hosts.toml (e.g. /etc/containerd/certs.d)")
-    up.add_argument("--etcd-members", type=int, default=1,
+    up.add_argument("--etcd-members", type=_etcd_members, default=1,
                     help="etcd cluster size (1, 3 or 5; real Raft): the apiserver is given every member and "
                          "moves to another when the one it uses dies (default 1)")
     up.add_argument("--apiservers", type=int, default=1,

@@ -18,6 +18,7 @@ from typing import Any
 
 from cluster.plan import DEFAULT_STATE_DIR
 from kubeling import errors
+from kubeling.app import EXIT_CONFIG
 from kubeling.client import Client
 from scheduler.framework.results import KEYS, PREFIX, RECORD, REJECTED
 
@@ -111,7 +112,7 @@ async def _run(args: argparse.Namespace) -> int:
     if not path.exists():
         print(f"kubeling why: no kubeconfig at {path} (use --kubeconfig, $KUBECONFIG or `kubeling up`)",
               file=sys.stderr)
-        return 1
+        return EXIT_CONFIG
     async with Client.from_kubeconfig(path) as client:
         try:
             pod = await client.pods.get(args.pod, args.namespace)

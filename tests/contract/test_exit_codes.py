@@ -1,5 +1,5 @@
-"""Every component's command line as a user meets it (kubeling.app): bad flags or
-configuration exit 2, a failure at run time exits 1, each with one line that says what."""
+"""Every command line as a user meets it (the components through kubeling.app, and
+`kubeling`): bad flags or configuration exit 2, a failure at run time exits 1, each with one line that says what."""
 
 from __future__ import annotations
 
@@ -30,6 +30,10 @@ def _run(*argv: str, timeout: float = 60) -> tuple[int, str]:
     (["proxy", "--cluster-cidr", "10.0.0.1/8"], "argument --cluster-cidr: 10.0.0.1/8 has host bits set"),
     (["cri", "--streaming-listen", "loopback"], "argument --streaming-listen: expected HOST:PORT"),
     (["cni", "attach", "ns"], "argument command: invalid choice: 'attach'"),
+    (["cluster", "up", "--cluster-cidr", "10.0.0.1/8"], "argument --cluster-cidr: 10.0.0.1/8 has host bits set"),
+    (["cluster", "up", "--cluster-cidr", "10.0.0.0/25"], "10.0.0.0/25: an IPv4 network of /24 or wider is needed"),
+    (["cluster", "up", "--etcd-members", "2"], "argument --etcd-members: 2: must be odd (1, 3, 5)"),
+    (["cluster", "why"], "the following arguments are required: pod"),
 ])
 def test_bad_flags_exit_2(argv: list[str], line: str) -> None:
     code, last = _run(*argv)
@@ -58,6 +62,10 @@ def test_bad_configuration_exits_2_naming_what(tmp_path: Path) -> None:
         (["clusterdns", "--kubeconfig", str(tmp_path / "missing.conf")],
          f"cluster-dns: invalid configuration: --kubeconfig {tmp_path / 'missing.conf'}:"),
         (["cni", "add"], "cni: invalid configuration: a network namespace is required"),
+        (["cluster", "up", "--registry-config-dir", str(tmp_path / "mirrors")],
+         f"kubeling: --registry-config-dir {tmp_path / 'mirrors'} is not a directory"),
+        (["cluster", "why", "p1", "--kubeconfig", str(tmp_path / "missing.conf")],
+         f"kubeling why: no kubeconfig at {tmp_path / 'missing.conf'}"),
     ]
     for argv, line in cases:
         code, last = _run(*argv)
@@ -78,3 +86,5 @@ async def test_a_failure_at_run_time_exits_1_saying_what(apiserver: APIServer, t
     assert code == 1 and last.startswith("cluster-dns: ") and "in use" in last, (code, last)
     code, last = _run("cni", "status", "--conf-dir", str(tmp_path))
     assert code == 1 and last == f"cni: no valid networks found in {tmp_path}", (code, last)
+    code, last = _run("cluster", "down", "--state-dir", str(tmp_path))
+    assert code == 1 and last == f"kubeling: no cluster is running from {tmp_path}", (code, last)
