@@ -14,34 +14,22 @@ import aiohttp
 import pytest
 
 from apiserver.server import APIServer
-from cluster.etcd import EtcdServer
 from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import core_pb2, meta_pb2, policy_pb2
-from tests.conftest import apiserver_config
 from tests.wait import until
 
 
 @pytest.fixture
-async def server(etcd: EtcdServer, prefix: str) -> AsyncIterator[APIServer]:
-    made = APIServer(apiserver_config(etcd, prefix, rest_listen="127.0.0.1:0"))
-    await made.start()
-    try:
-        yield made
-    finally:
-        await made.stop(grace=0)
-
-
-@pytest.fixture
-async def api(server: APIServer) -> AsyncIterator[Client]:
-    async with Client(server.address) as c:
+async def api(rest: APIServer) -> AsyncIterator[Client]:
+    async with Client(rest.address) as c:
         yield c
 
 
 @pytest.fixture
-async def http(server: APIServer) -> AsyncIterator[tuple[aiohttp.ClientSession, str]]:
+async def http(rest: APIServer) -> AsyncIterator[tuple[aiohttp.ClientSession, str]]:
     async with aiohttp.ClientSession() as session:
-        yield session, f"http://{server.rest_address}/api/v1/namespaces/default"
+        yield session, f"http://{rest.rest_address}/api/v1/namespaces/default"
 
 
 def pod(name: str, labels: dict[str, str] | None = None, node: str = "") -> core_pb2.Pod:

@@ -13,6 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from cluster.otlpreceiver import SpanStore, serve
 from kubeling.netutil import free_port
+from tests.wait import until
 
 
 def _export(endpoint: str, service: str, parent: str | None = None) -> str:
@@ -42,14 +43,11 @@ async def test_spans_come_back_as_jaeger_traces() -> None:
     try:
         base = f"http://127.0.0.1:{http}"
         async with aiohttp.ClientSession() as session:
-            async with asyncio.timeout(10):
-                while True:  # until both listeners answer
-                    try:
-                        async with session.get(f"{base}/api/services") as r:
-                            if r.status == 200:
-                                break
-                    except aiohttp.ClientConnectionError:
-                        await asyncio.sleep(0.05)
+            async def answers() -> bool:
+                async with session.get(f"{base}/api/services") as r:
+                    return r.status == 200
+
+            await until(answers, "the query API answering", 10, retry_on=(aiohttp.ClientConnectionError,))
             root = await asyncio.to_thread(_export, f"127.0.0.1:{otlp}", "apiserver")
             child = await asyncio.to_thread(_export, f"127.0.0.1:{otlp}", "scheduler", root)
             await asyncio.to_thread(_export, f"127.0.0.1:{otlp}", "other")

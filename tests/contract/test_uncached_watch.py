@@ -19,6 +19,7 @@ from kubeling import errors, scheme
 from kubeling.client import Client, ResourceClient
 from protos.kubeling.v1 import coordination_pb2, core_pb2, meta_pb2
 from tests.conftest import apiserver_config
+from tests.wait import until
 
 Seen = list[tuple[str, str, str, str]]  # type, namespace, name, label "sel"
 
@@ -212,35 +213,32 @@ async def test_namespace_deletion_removes_its_events(client: Client) -> None:
         await client.events.create(_event(f"e{i}", "gone"))
     await client.events.create(_event("stays"))
     await client.namespaces.delete("gone")
-    async with asyncio.timeout(10):
-        while True:
-            try:
-                await client.namespaces.get("gone")
-            except errors.NotFound:
-                break
-            await asyncio.sleep(0.05)
+
+    async def gone() -> bool:
+        try:
+            await client.namespaces.get("gone")
+        except errors.NotFound:
+            return True
+        return False
+
+    await until(gone, "namespace gone deleted", 10)
     assert (await client.events.list("gone")).items == []
     assert [e.metadata.name for e in (await client.events.list("default")).items] == ["stays"]
 
 
-async def test_rest_watch_of_events(etcd: EtcdServer, prefix: str) -> None:
-    server = APIServer(apiserver_config(etcd, prefix, rest_listen="127.0.0.1:0"))
-    await server.start()
-    try:
-        async with Client(server.address) as client, aiohttp.ClientSession() as session:
-            rv = (await client.events.create(_event("before"))).metadata.resourceVersion
-            url = f"http://{server.rest_address}/api/v1/namespaces/default/events?watch=1&resourceVersion={rv}"
-            async with session.get(url) as r:
-                assert r.status == 200
-                created = await client.events.create(_event("after"))
-                line = json.loads(await r.content.readline())
-            assert line["type"] == "ADDED" and line["object"]["kind"] == "Event"
-            assert line["object"]["metadata"]["name"] == "after"
-            assert line["object"]["metadata"]["resourceVersion"] == created.metadata.resourceVersion
-            async with session.get(url.replace(f"resourceVersion={rv}", "resourceVersion=1")) as r:
-                assert r.status == 200  # etcd's revision 1 is still there (nothing compacted)
-    finally:
-        await server.stop(grace=0)
+async def test_rest_watch_of_events(rest: APIServer) -> None:
+    async with Client(rest.address) as client, aiohttp.ClientSession() as session:
+        rv = (await client.events.create(_event("before"))).metadata.resourceVersion
+        url = f"http://{rest.rest_address}/api/v1/namespaces/default/events?watch=1&resourceVersion={rv}"
+        async with session.get(url) as r:
+            assert r.status == 200
+            created = await client.events.create(_event("after"))
+            line = json.loads(await r.content.readline())
+        assert line["type"] == "ADDED" and line["object"]["kind"] == "Event"
+        assert line["object"]["metadata"]["name"] == "after"
+        assert line["object"]["metadata"]["resourceVersion"] == created.metadata.resourceVersion
+        async with session.get(url.replace(f"resourceVersion={rv}", "resourceVersion=1")) as r:
+            assert r.status == 200  # etcd's revision 1 is still there (nothing compacted)
 
 
 def _watch_events(channel: grpc.aio.Channel, request: meta_pb2.WatchRequest) -> Any:

@@ -12,26 +12,14 @@ import aiohttp
 import pytest
 
 from apiserver.server import APIServer
-from cluster.etcd import EtcdServer
 from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import apps_pb2, batch_pb2, core_pb2, meta_pb2, policy_pb2, scheduling_pb2
-from tests.conftest import apiserver_config
 
 
 @pytest.fixture
-async def server(etcd: EtcdServer, prefix: str) -> AsyncIterator[APIServer]:
-    made = APIServer(apiserver_config(etcd, prefix, rest_listen="127.0.0.1:0"))
-    await made.start()
-    try:
-        yield made
-    finally:
-        await made.stop(grace=0)
-
-
-@pytest.fixture
-async def api(server: APIServer) -> AsyncIterator[Client]:
-    async with Client(server.address) as c:
+async def api(rest: APIServer) -> AsyncIterator[Client]:
+    async with Client(rest.address) as c:
         yield c
 
 
@@ -179,9 +167,9 @@ async def test_pdb_validation(api: Client) -> None:
     assert 'spec.minAvailable: Invalid value: "150%": must not be greater than 100%' in bad.value.message
 
 
-async def test_scale_subresource_and_propagation_finalizers(server: APIServer, api: Client) -> None:
+async def test_scale_subresource_and_propagation_finalizers(rest: APIServer, api: Client) -> None:
     await api.deployments.create(deployment("web", replicas=2))
-    base = f"http://{server.rest_address}/apis/apps/v1/namespaces/default/deployments/web"
+    base = f"http://{rest.rest_address}/apis/apps/v1/namespaces/default/deployments/web"
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{base}/scale") as r:
             scale = await r.json()
