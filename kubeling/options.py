@@ -81,8 +81,7 @@ def add_flags(parser: argparse.ArgumentParser | Any, cls: type[Any], *, suppress
 
 def from_args(cls: type[C], args: argparse.Namespace, **fixed: Any) -> C:
     """The dataclass from the parsed flags (and `fixed` values for fields without a flag)."""
-    values = {f.name: getattr(args, f.name) for f, _ in _flags(cls) if hasattr(args, f.name)}
-    return cls(**{**values, **fixed})
+    return cls(**{**overrides(cls, args), **fixed})
 
 
 def overrides(cls: type[Any], args: argparse.Namespace) -> dict[str, Any]:

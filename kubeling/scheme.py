@@ -169,19 +169,11 @@ class ResourceType(Generic[ObjectT]):
 
     @functools.cached_property
     def methods(self) -> dict[str, Method]:
-        """The service's methods by name, in the order the service declares them."""
-        own = self.message
-        table = [Method("Create", own, own), Method("Get", meta_pb2.GetRequest, own),
-                 Method("List", meta_pb2.ListRequest, self.list_message), Method("Update", own, own)]
-        if self.has_status:
-            table.append(Method("UpdateStatus", own, own))
-        table += [Method("Delete", meta_pb2.DeleteRequest, own),
-                  Method("Watch", meta_pb2.WatchRequest, self.event_message, streaming=True)]
-        for sub in self.subresources:
-            if sub.method is not None:
-                m = sub.method
-                table.append(Method(m.name, m.request, m.response or own, m.streaming))
-        return {m.name: m for m in table}
+        """The service's methods by name, in the order its service (_grpc_file) declares them."""
+        service = _grpc_file(self).FindServiceByName(self.service_name)
+        return {m.name: Method(m.name, message_factory.GetMessageClass(m.input_type),
+                               message_factory.GetMessageClass(m.output_type), m.server_streaming)
+                for m in service.methods}
 
 
 def _plural_of(kind: str) -> str:
@@ -239,7 +231,7 @@ def _grpc_file(rt: ResourceType[Any]) -> descriptor_pool.DescriptorPool:
     message_field(event, "object", 2, own)
     message_field(event, "batch", 3, f".{PACKAGE}.{event_name}", repeated=True)
     service = f.service.add(name=rt.service)
-    # the methods, as ResourceType.methods lists them (its List and WatchEvent by name: not built yet)
+    # The methods (ResourceType.methods reads them from here): the verbs, then each subresource's.
     generic = {"Get": f".{PACKAGE}.GetRequest", "List": f".{PACKAGE}.ListRequest",
                "Delete": f".{PACKAGE}.DeleteRequest", "Watch": f".{PACKAGE}.WatchRequest"}
     responses = {"List": f".{PACKAGE}.{list_name}", "Watch": f".{PACKAGE}.{event_name}"}
