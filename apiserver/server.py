@@ -27,18 +27,23 @@ from apiserver.auth.authentication import Authenticator
 from apiserver.auth.authorization import Authorizer, authorizer_for
 from apiserver.auth.rbac_policy import StoredPolicy, reconcile_bootstrap
 from apiserver.auth.tokens import ServiceAccountTokens
+from apiserver.controllers.crd_finalizer import CRDFinalizer
+from apiserver.controllers.crd_naming import CRDNaming
 from apiserver.controllers.election import Controller, ControllerElection
 from apiserver.controllers.kubernetes_service import KubernetesService
 from apiserver.controllers.namespace_finalizer import NamespaceFinalizer
 from apiserver.controllers.nodeipam import NodeIPAM
 from apiserver.controllers.serviceaccounts import ServiceAccountsController
+from apiserver.endpoints.grpc.custom import custom_service_handler
 from apiserver.endpoints.grpc.handlers import service_handler
 from apiserver.endpoints.metrics import Metrics
 from apiserver.endpoints.pipeline import Pipeline
 from apiserver.endpoints.request import SubresourceHandler
 from apiserver.endpoints.rest.server import RestServer
 from apiserver.options import Completed, Config, complete
-from apiserver.registry import strategy_for
+from apiserver.registry import Strategy, strategy_for
+from apiserver.registry.apiextensions.customresources import CustomResourceStrategy
+from apiserver.registry.apiextensions.serving import CustomResourceServing
 from apiserver.registry.core.allocator import RangeAllocator
 from apiserver.registry.core.namespaces import SYSTEM_NAMESPACES
 from apiserver.registry.core.pod_binding import bind
@@ -95,6 +100,8 @@ class APIServer:
     _loops: list[Controller] = field(default_factory=list)
     _election: ControllerElection | None = None
     _health: health.aio.HealthServicer | None = None
+    _admission: Admission | None = None
+    _crds: CustomResourceServing | None = None
 
     @property
     def allocates_pod_cidrs(self) -> bool:
@@ -120,6 +127,7 @@ class APIServer:
         self._build_admission(options, auth)
         await self._start_registries()
         await self._bootstrap()
+        await self._serve_custom_resources()
         subresources = self._subresources(options)
         # gRPC: without certificates or tokens, nothing tells callers apart (all anonymous)
         grpc_pipeline = Pipeline(self.metrics, auth.authenticator if options.grpc_authenticates else None,
@@ -145,17 +153,35 @@ class APIServer:
         """A registry per scheme entry, its strategy from the registry's table."""
         cfg = self.config
         for resource in self.scheme:
-            strategy = strategy_for(resource)
-            self.registries[resource] = Registry(
-                strategy, storage, prefix=cfg.etcd_prefix, cache_capacity=cfg.watch_cache_size,
-                bookmark_interval=cfg.bookmark_interval, watcher_buffer=cfg.watcher_buffer,
-                namespace_check=self._check_namespace if strategy.namespaced else None,
-                expiry=LeasePool(storage, cfg.event_ttl, reuse=min(60.0, cfg.event_ttl))
+            self.registries[resource] = self._new_registry(
+                strategy_for(resource), storage, LeasePool(storage, cfg.event_ttl, reuse=min(60.0, cfg.event_ttl))
                 if resource is scheme.EVENTS and cfg.event_ttl > 0 else None)
         prefix = cfg.etcd_prefix.rstrip("/")
         self._service_ips = RangeAllocator(storage, f"{prefix}/ranges/serviceips".encode(), options.service_ips)
         self._node_ports = RangeAllocator(storage, f"{prefix}/ranges/servicenodeports".encode(), options.node_ports)
         self.registries[scheme.SERVICES].hooks = ServiceAllocations(self._service_ips, self._node_ports)
+
+    def _new_registry(self, strategy: Strategy[Any], storage: Storage,
+                      expiry: LeasePool | None = None) -> Registry[Any]:
+        cfg = self.config
+        registry: Registry[Any] = Registry(
+            strategy, storage, prefix=cfg.etcd_prefix, cache_capacity=cfg.watch_cache_size,
+            bookmark_interval=cfg.bookmark_interval, watcher_buffer=cfg.watcher_buffer,
+            namespace_check=self._check_namespace if strategy.namespaced else None, expiry=expiry)
+        if self._admission is not None:
+            registry.admission = self._admission.for_resource(strategy.plural)
+        return registry
+
+    def _custom_registry(self, strategy: CustomResourceStrategy) -> Registry[Any]:
+        """A registry for a custom resource's served version, made while serving."""
+        assert self._storage is not None
+        return self._new_registry(strategy, self._storage)
+
+    async def _serve_custom_resources(self) -> None:
+        """Custom resources of the definitions stored now, before the front ends open."""
+        self._crds = CustomResourceServing(self.registries[scheme.CUSTOMRESOURCEDEFINITIONS], self.scheme,
+                                           self.registries, self._custom_registry)
+        await self._crds.start()
 
     def _build_auth(self, options: Completed) -> _Auth:
         policy = StoredPolicy(self.registries)
@@ -182,7 +208,7 @@ class APIServer:
             priority = PriorityAdmission(self.registries[scheme.PRIORITYCLASSES])
             plugins.append(priority)
             mutating.append(priority)
-        chain = Admission(plugins, mutating)
+        chain = self._admission = Admission(plugins, mutating)
         for reg in self.registries.values():
             reg.admission = chain.for_resource(reg.strategy.plural)
 
@@ -236,12 +262,13 @@ class APIServer:
             ("grpc.http2.max_ping_strikes", 0),
         ])
         self._server.add_generic_rpc_handlers([
-            service_handler(rt, self.registries[rt], pipeline,
-                            {sub: handler for (r, sub), handler in subresources.items() if r is rt})
-            for rt in self.scheme])
+            *(service_handler(rt, self.registries[rt], pipeline,
+                              {sub: handler for (r, sub), handler in subresources.items() if r is rt})
+              for rt in self.scheme if not rt.custom),
+            custom_service_handler(self.scheme, self.registries, pipeline)])
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
-        names = [resource.service_name for resource in self.scheme]
+        names = sorted({resource.service_name for resource in self.scheme})
         reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], self._server)
         tls = options.serving_tls
         self.port = self._server.add_secure_port(self.config.listen, tls.grpc_credentials()) if tls is not None \
@@ -265,11 +292,17 @@ class APIServer:
         """The apiserver's own loops, run by the replica that holds the election."""
         cfg = self.config
         assert self._service_accounts is not None
+        assert self._crds is not None
+        crds = self._crds
+        builtin = [r for rt, r in self.registries.items() if r.strategy.namespaced and not rt.custom]
+
+        def namespaced() -> list[Registry[Any]]:
+            return [*builtin, *(r for r in crds.storage_registries() if r.strategy.namespaced)]
+
+        definitions = self.registries[scheme.CUSTOMRESOURCEDEFINITIONS]
         loops: list[Controller] = [
-            NamespaceFinalizer(self.registries[scheme.NAMESPACES],
-                               [r for r in self.registries.values() if r.strategy.namespaced],
-                               cfg.namespace_finalize_interval),
-            self._service_accounts]
+            NamespaceFinalizer(self.registries[scheme.NAMESPACES], namespaced, cfg.namespace_finalize_interval),
+            self._service_accounts, CRDNaming(definitions, crds), CRDFinalizer(definitions, crds)]
         if options.pod_cidrs is not None:
             loops.append(NodeIPAM(self.registries[scheme.NODES], options.pod_cidrs))
         loops.append(AllocationRepair(self.registries[scheme.SERVICES], self._service_ips, self._node_ports,
@@ -307,7 +340,9 @@ class APIServer:
             await self._compactor.stop()
         for loop in self._loops:
             await loop.stop()
-        for reg in self.registries.values():
+        if self._crds is not None:
+            await self._crds.stop()
+        for reg in list(self.registries.values()):
             await reg.stop()
         if self._rest is not None:
             await self._rest.stop()

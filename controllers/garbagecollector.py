@@ -37,7 +37,7 @@ class Watched:
 
     @property
     def resource(self) -> str:
-        return self.type.plural
+        return self.type.group_resource  # plural.group: a custom resource may share a built-in's plural
 
     @property
     def api_version(self) -> str:
@@ -57,16 +57,36 @@ Node = tuple[str, str]  # (resource, key)
 
 class GarbageCollector:
     def __init__(self, watched: list[Watched], workers: int = 2) -> None:
-        self.watched = {w.resource: w for w in watched}
-        self.by_kind = {(w.api_version, w.kind): w for w in watched}
+        self.watched: dict[str, Watched] = {}
+        self.by_kind: dict[tuple[str, str], Watched] = {}
         self.dependents: dict[str, set[Node]] = defaultdict(set)  # owner uid -> dependents
         self.uids: dict[str, Node] = {}
         self.queue = WorkQueue("garbage-collector")
         self.workers = Workers(self.queue, self.sync, workers)
         for w in watched:
-            w.informer.add_handler(on_add=lambda obj, r=w.resource: self._seen(r, obj),
-                                   on_update=lambda old, new, r=w.resource: self._seen(r, new, old),
-                                   on_delete=lambda obj, r=w.resource: self._gone(r, obj))
+            self.follow(w)
+
+    def follow(self, w: Watched, also: tuple[str, ...] = ()) -> None:
+        """Follow one more resource (a custom resource, once its definition is served);
+        `also`: its other served versions, by which owner references may name it too.
+        Call before its informer starts: the handlers see its objects from the first list."""
+        self.watched[w.resource] = w
+        for api_version in (w.api_version, *also):
+            self.by_kind[(api_version, w.kind)] = w
+        w.informer.add_handler(on_add=lambda obj, r=w.resource: self._seen(r, obj),
+                               on_update=lambda old, new, r=w.resource: self._seen(r, new, old),
+                               on_delete=lambda obj, r=w.resource: self._gone(r, obj))
+
+    def unfollow(self, w: Watched) -> None:
+        """A resource no longer served: its objects leave the graph as if deleted (their
+        dependents are judged again: their owners are gone)."""
+        if self.watched.get(w.resource) is not w:
+            return
+        for obj in w.informer.store.list():
+            self._gone(w.resource, obj)
+        del self.watched[w.resource]
+        for key in [k for k, v in self.by_kind.items() if v is w]:
+            del self.by_kind[key]
 
     # ---------------------------------------------------------------- the graph
 

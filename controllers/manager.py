@@ -2,7 +2,8 @@
 leader election on kube-system/kube-controller-manager (the informers stay warm on a
 standby; only the leader's controllers act), and each controller's loop or workers:
 node lifecycle, NoExecute taint eviction, ReplicaSet, Deployment, Job, disruption
-(PodDisruptionBudget status), EndpointSlice, Endpoints and the garbage collector."""
+(PodDisruptionBudget status), EndpointSlice, Endpoints and the garbage collector (which
+follows custom resources too)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Gauge
 
+from controllers.customresources import CustomResourceFollower
 from controllers.deployment import DeploymentController
 from controllers.disruption import DisruptionController
 from controllers.endpoints import EndpointsController
@@ -88,6 +90,9 @@ class ControllerManager:
         self.garbage_collector = GarbageCollector(
             [Watched(rt, informers.get(rt), client.resource(rt)) for rt in scheme.BUILTIN if rt not in GC_IGNORED],
             config.workers)
+        # ... and every custom resource, from when its definition is served
+        self.custom_resources = CustomResourceFollower(client, informers.get(scheme.CUSTOMRESOURCEDEFINITIONS),
+                                                       self.garbage_collector)
         self._workers: list[Workers] = [c.workers for c in (self.replicaset, self.deployment, self.job,
                                                              self.disruption, self.endpointslice,
                                                              self.endpoints_controller, self.garbage_collector)]
@@ -156,6 +161,7 @@ class ControllerManager:
                     await recorder.flush()
             except TimeoutError:
                 pass
+        await self.custom_resources.stop()
         await self.informers.stop()
         await self.status.stop()
         await self.client.close()

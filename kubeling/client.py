@@ -25,8 +25,8 @@ import yaml
 
 from kubeling import scheme
 from kubeling.errors import from_rpc_error
-from kubeling.scheme import ObjectT, ResourceType
-from protos.kubeling.v1 import api_pb2, authentication_pb2, core_pb2, meta_pb2, policy_pb2
+from kubeling.scheme import CUSTOM_SERVICE, ObjectT, ResourceType
+from protos.kubeling.v1 import api_pb2, authentication_pb2, core_pb2, custom_pb2, meta_pb2, policy_pb2
 
 __all__ = ["Client", "ResourceClient", "PodClient", "WatchEvent", "GRPC_EXTENSION", "TLSConfig", "DRY_RUN_METADATA"]
 
@@ -77,13 +77,42 @@ class WatchEvent(Generic[ObjectT]):
 
 
 def _stub(channel: grpc.aio.Channel, resource: ResourceType[Any]) -> dict[str, Any]:
-    """A resource's gRPC methods by name, made from its scheme entry (what a generated stub has)."""
+    """A resource's gRPC methods by name, made from its scheme entry (what a generated stub
+    has); for a resource kept as JSON, the CustomResources service's, each request wrapped
+    with the resource's group, version and plural."""
+    if resource.custom:
+        return _custom_stub(channel, resource)
     out: dict[str, Any] = {}
     for method in resource.methods.values():
         response: Any = method.response
         make = channel.unary_stream if method.streaming else channel.unary_unary
         out[method.name] = make(f"/{resource.service_name}/{method.name}", request_serializer=_serialize,
                                 response_deserializer=response.FromString)
+    return out
+
+
+_CUSTOM_REQUESTS: dict[str, Any] = {
+    "Create": custom_pb2.CustomObjectRequest, "Update": custom_pb2.CustomObjectRequest,
+    "UpdateStatus": custom_pb2.CustomObjectRequest, "Get": custom_pb2.CustomGetRequest,
+    "List": custom_pb2.CustomListRequest, "Delete": custom_pb2.CustomDeleteRequest,
+    "Watch": custom_pb2.CustomWatchRequest}
+_CUSTOM_RESPONSES: dict[str, Any] = {"List": custom_pb2.CustomResourceList,
+                                     "Watch": custom_pb2.CustomResourceWatchEvent}
+
+
+def _custom_stub(channel: grpc.aio.Channel, resource: ResourceType[Any]) -> dict[str, Any]:
+    gvr = custom_pb2.GroupVersionResource(group=resource.group, version=resource.version, resource=resource.plural)
+    out: dict[str, Any] = {}
+    for name, wrapper in _CUSTOM_REQUESTS.items():
+        response = _CUSTOM_RESPONSES.get(name, custom_pb2.CustomResource)
+        make = channel.unary_stream if name == "Watch" else channel.unary_unary
+
+        def wrap(request: Any, wrapper: Any = wrapper) -> bytes:
+            if wrapper is custom_pb2.CustomObjectRequest:
+                return _serialize(wrapper(resource=gvr, object=request))
+            return _serialize(wrapper(resource=gvr, request=request))
+        out[name] = make(f"/{CUSTOM_SERVICE}/{name}", request_serializer=wrap,
+                         response_deserializer=response.FromString)
     return out
 
 
@@ -289,6 +318,7 @@ class Client:
         self.timeout = timeout
         self.wait_for_ready = wait_for_ready
         self._resources: dict[ResourceType[Any], ResourceClient[Any]] = {}
+        self._dynamic: dict[tuple[str, str, str], ResourceClient[custom_pb2.CustomResource]] = {}
 
     @overload
     def resource(self, resource: ResourceType[ObjectT]) -> ResourceClient[ObjectT]: ...
@@ -301,6 +331,19 @@ class Client:
         found = self._resources.get(resource)
         if found is None:
             found = self._resources[resource] = kind(self.channel, resource, self.timeout, self.wait_for_ready)
+        return found
+
+    def dynamic(self, api_version: str, plural: str, kind: str = "", *, namespaced: bool = True,
+                ) -> ResourceClient[custom_pb2.CustomResource]:
+        """A dynamic client: the custom resource at /apis/<api_version>/<plural>, its objects
+        CustomResource messages (`kubeling.dynamic` makes and reads them)."""
+        group, _, version = api_version.rpartition("/")
+        key = (group, version, plural)
+        found = self._dynamic.get(key)
+        if found is None:
+            entry = ResourceType(group, version, kind or plural, plural, custom_pb2.CustomResource,
+                                 namespaced=namespaced, custom=True)
+            found = self._dynamic[key] = ResourceClient(self.channel, entry, self.timeout, self.wait_for_ready)
         return found
 
     # The built-in resources by name, typed (any other: `resource(entry)`).
@@ -324,6 +367,7 @@ class Client:
     services = _typed(scheme.SERVICES)
     endpoints = _typed(scheme.ENDPOINTS)
     endpointslices = _typed(scheme.ENDPOINTSLICES)
+    customresourcedefinitions = _typed(scheme.CUSTOMRESOURCEDEFINITIONS)
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path, **options: Any) -> Client:

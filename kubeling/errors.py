@@ -17,7 +17,8 @@ from google.rpc import error_details_pb2, status_pb2
 __all__ = [
     "ApiError", "NotFound", "AlreadyExists", "Conflict", "Invalid", "BadRequest",
     "Expired", "Forbidden", "Unauthorized", "RequestEntityTooLarge", "WatcherTooSlow", "Timeout",
-    "ServiceUnavailable", "InternalError", "TooManyRequests", "FieldViolation", "from_rpc_error", "DOMAIN",
+    "ServiceUnavailable", "InternalError", "TooManyRequests", "MethodNotAllowed", "FieldViolation", "from_rpc_error",
+    "DOMAIN",
 ]
 
 DOMAIN = "kubeling.io"
@@ -131,10 +132,15 @@ class TooManyRequests(ApiError):
     code, reason = grpc.StatusCode.RESOURCE_EXHAUSTED, "TooManyRequests"
 
 
+class MethodNotAllowed(ApiError):
+    """The verb is not served here (405): a create while a CRD is terminating."""
+    code, reason = grpc.StatusCode.UNIMPLEMENTED, "MethodNotAllowed"
+
+
 _BY_REASON: dict[str, type[ApiError]] = {
     cls.reason: cls for cls in (NotFound, AlreadyExists, Conflict, Invalid, BadRequest, Expired,
                                 Forbidden, Unauthorized, RequestEntityTooLarge, WatcherTooSlow, Timeout,
-                                ServiceUnavailable, InternalError, TooManyRequests)
+                                ServiceUnavailable, InternalError, TooManyRequests, MethodNotAllowed)
 }
 _BY_CODE: dict[grpc.StatusCode, type[ApiError]] = {
     grpc.StatusCode.NOT_FOUND: NotFound,

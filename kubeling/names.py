@@ -9,10 +9,11 @@ import re
 
 __all__ = [
     "dns1123_label", "dns1123_subdomain", "qualified_name", "label_value",
-    "env_var_name", "port_name", "c_identifier", "path_segment_name",
+    "env_var_name", "port_name", "c_identifier", "path_segment_name", "dns1035_label",
 ]
 
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 _QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
 _ENV_VAR_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*\Z")
@@ -27,6 +28,18 @@ def dns1123_label(value: str) -> list[str]:
     if not _DNS1123_LABEL.match(value):
         errs.append("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
                     "and must start and end with an alphanumeric character (e.g. 'my-name', or '123-abc')")
+    return errs
+
+
+def dns1035_label(value: str) -> list[str]:
+    """A label that starts with a letter (versions and the names of custom resources)."""
+    errs = []
+    if len(value) > 63:
+        errs.append("must be no more than 63 characters")
+    if not _DNS1035_LABEL.match(value):
+        errs.append("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+                    "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
+                    "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
     return errs
 
 

@@ -35,6 +35,7 @@ from protos.kubeling.v1 import (
     batch_pb2,
     coordination_pb2,
     core_pb2,
+    custom_pb2,
     discovery_pb2,
     meta_pb2,
     policy_pb2,
@@ -46,10 +47,12 @@ __all__ = ["ApiObject", "ObjectT", "Method", "Subresource", "ResourceType", "Sch
            "PACKAGE", "PODS", "NODES", "NAMESPACES", "EVENTS", "SERVICEACCOUNTS", "CONFIGMAPS", "SECRETS",
            "SERVICES", "ENDPOINTS", "ENDPOINTSLICES", "LEASES", "ROLES", "CLUSTERROLES", "ROLEBINDINGS",
            "CLUSTERROLEBINDINGS", "DEPLOYMENTS", "REPLICASETS", "JOBS", "PRIORITYCLASSES", "POD_DISRUPTION_BUDGETS",
-           "PODTEMPLATES"]
+           "PODTEMPLATES", "CUSTOMRESOURCEDEFINITIONS", "CUSTOM_SERVICE"]
 
 # The protobuf package of the API's messages and services.
 PACKAGE = "kubeling.v1"
+# The service of every resource kept as JSON (protos/kubeling/v1/custom.proto).
+CUSTOM_SERVICE = f"{PACKAGE}.CustomResources"
 # What every resource takes (namespaced ones also deletecollection), as discovery lists them.
 VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 
@@ -118,6 +121,10 @@ class ResourceType(Generic[ObjectT]):
     # The message numbers its fields as upstream's generated.proto does: the REST API takes
     # its Kubernetes protobuf encoding (what `kubectl create <kind>` sends).
     upstream_protobuf: bool = False
+    # Kept as JSON (message CustomResource: typed metadata, the rest as the object's JSON),
+    # as upstream keeps custom resources, and served by the one CustomResources service
+    # instead of a service of its own (so any kind name may be defined at run time).
+    custom: bool = False
 
     def __post_init__(self) -> None:
         if not self.singular:
@@ -127,6 +134,10 @@ class ResourceType(Generic[ObjectT]):
         names = [s.name for s in self.subresources]
         if len(set(names)) != len(names):
             raise ValueError(f"{self.plural}: a subresource is listed twice: {names}")
+        if self.custom:
+            if self.message is not custom_pb2.CustomResource:
+                raise ValueError(f"{self.plural}: a resource kept as JSON has the CustomResource message")
+            return
         _grpc_file(self)  # its service and messages, for reflection and every client, from now on
 
     @property
@@ -154,22 +165,30 @@ class ResourceType(Generic[ObjectT]):
 
     @property
     def service_name(self) -> str:
-        """The gRPC service's full name, e.g. kubeling.v1.Pods."""
-        return f"{PACKAGE}.{self.service}"
+        """The gRPC service's full name, e.g. kubeling.v1.Pods (kubeling.v1.CustomResources
+        for every resource kept as JSON)."""
+        return CUSTOM_SERVICE if self.custom else f"{PACKAGE}.{self.service}"
 
     @functools.cached_property
     def list_message(self) -> type[Message]:
         """`<Kind>List`: metadata (ListMeta) = 1, items = 2."""
+        if self.custom:
+            return custom_pb2.CustomResourceList
         return _message_class(_grpc_file(self), f"{PACKAGE}.{self.kind}List")
 
     @functools.cached_property
     def event_message(self) -> type[Message]:
         """`<Kind>WatchEvent`: type = 1, object = 2, batch (several events in one message) = 3."""
+        if self.custom:
+            return custom_pb2.CustomResourceWatchEvent
         return _message_class(_grpc_file(self), f"{PACKAGE}.{self.kind}WatchEvent")
 
     @functools.cached_property
     def methods(self) -> dict[str, Method]:
-        """The service's methods by name, in the order its service (_grpc_file) declares them."""
+        """The service's methods by name, in the order its service (_grpc_file) declares them
+        (none of its own for a resource kept as JSON: the CustomResources service serves it)."""
+        if self.custom:
+            return {}
         service = _grpc_file(self).FindServiceByName(self.service_name)
         return {m.name: Method(m.name, message_factory.GetMessageClass(m.input_type),
                                message_factory.GetMessageClass(m.output_type), m.server_streaming)
@@ -370,6 +389,10 @@ PRIORITYCLASSES = ResourceType("scheduling.k8s.io", "v1", "PriorityClass", "prio
                                scheduling_pb2.PriorityClass, namespaced=False, short_names=("pc",),
                                upstream_protobuf=True)
 PODTEMPLATES = ResourceType("", "v1", "PodTemplate", "podtemplates", core_pb2.PodTemplate)
+CUSTOMRESOURCEDEFINITIONS = ResourceType(
+    "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", custom_pb2.CustomResource,
+    namespaced=False, short_names=("crd", "crds"), categories=("api-extensions",), subresources=(_STATUS,),
+    custom=True)
 POD_DISRUPTION_BUDGETS = ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets",
                                       policy_pb2.PodDisruptionBudget, short_names=("pdb",), subresources=(_STATUS,),
                                       upstream_protobuf=True)
@@ -378,4 +401,4 @@ POD_DISRUPTION_BUDGETS = ResourceType("policy", "v1", "PodDisruptionBudget", "po
 BUILTIN: tuple[ResourceType[Any], ...] = (
     PODS, NODES, NAMESPACES, EVENTS, SERVICEACCOUNTS, CONFIGMAPS, SECRETS, SERVICES, ENDPOINTS, PODTEMPLATES,
     ENDPOINTSLICES, LEASES, ROLES, CLUSTERROLES, ROLEBINDINGS, CLUSTERROLEBINDINGS, DEPLOYMENTS, REPLICASETS, JOBS,
-    PRIORITYCLASSES, POD_DISRUPTION_BUDGETS)
+    PRIORITYCLASSES, POD_DISRUPTION_BUDGETS, CUSTOMRESOURCEDEFINITIONS)

@@ -4,6 +4,7 @@ namespace controller, folded into the apiserver since kubeling has no controller
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from apiserver.registry.core.namespaces import FINALIZER
@@ -19,10 +20,10 @@ log = logging.getLogger(__name__)
 
 
 class NamespaceFinalizer:
-    def __init__(self, namespaces: Registry[core_pb2.Namespace], namespaced: list[Registry[Any]],
-                 interval: float = 1.0) -> None:
+    def __init__(self, namespaces: Registry[core_pb2.Namespace],
+                 namespaced: Callable[[], Iterable[Registry[Any]]], interval: float = 1.0) -> None:
         self.namespaces = namespaces
-        self.namespaced = namespaced
+        self.namespaced = namespaced  # asked each pass: custom resources come and go
         self._loop = Periodic("namespace-finalizer", interval, self._pass)
 
     def start(self) -> None:
@@ -45,7 +46,7 @@ class NamespaceFinalizer:
     async def finalize(self, name: str) -> bool:
         """One pass: delete what is left in the namespace; remove it once empty."""
         remaining = 0
-        for registry in self.namespaced:
+        for registry in self.namespaced():
             for obj in await registry.in_namespace(name):
                 remaining += 1
                 if obj.metadata.HasField("deletionTimestamp"):

@@ -12,6 +12,7 @@ import kubernetes.client as k8s
 import lightkube
 from kubernetes import config as k8s_config
 from lightkube.resources import (
+    apiextensions_v1,
     apps_v1,
     batch_v1,
     coordination_v1,
@@ -23,7 +24,7 @@ from lightkube.resources import (
 )
 
 from apiserver.server import APIServer
-from kubeling import scheme
+from kubeling import dynamic, scheme
 from kubeling.client import Client
 from kubeling.kubeconfig import write_kubeconfig
 from protos.kubeling.v1 import (
@@ -89,6 +90,11 @@ _OBJECTS: list[tuple[scheme.ResourceType[Any], Any, Any]] = [
      scheduling_v1.PriorityClass),
     (scheme.POD_DISRUPTION_BUDGETS, policy_pb2.PodDisruptionBudget(metadata=_meta("pdb"), spec=(
         policy_pb2.PodDisruptionBudgetSpec(selector=_SELECTOR))), policy_v1.PodDisruptionBudget),
+    (scheme.CUSTOMRESOURCEDEFINITIONS, dynamic.new({"metadata": {"name": "things.x.example.com"}, "spec": {
+        "group": "x.example.com", "scope": "Namespaced", "names": {"plural": "things", "kind": "Thing"},
+        "versions": [{"name": "v1", "served": True, "storage": True,
+                      "schema": {"openAPIV3Schema": {"type": "object"}}}]}}),
+     apiextensions_v1.CustomResourceDefinition),
 ]
 
 

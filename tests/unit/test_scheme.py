@@ -27,6 +27,8 @@ def test_the_services_are_the_api_as_it_always_was() -> None:
     client of the API knows (the .proto once declared them: kubeling.v1.Pods, ...)."""
     pool = descriptor_pool.Default()
     for rt in scheme.BUILTIN:
+        if rt.custom:
+            continue  # kept as JSON: the CustomResources service (the next test)
         service = pool.FindServiceByName(rt.service_name)
         methods = {m.name: (m.input_type.full_name, m.output_type.full_name, m.server_streaming)
                    for m in service.methods}
@@ -49,6 +51,22 @@ def test_the_services_are_the_api_as_it_always_was() -> None:
     assert tokens.output_type.full_name == "kubeling.v1.TokenRequest"
     assert scheme.ENDPOINTS.service_name == "kubeling.v1.EndpointsService"  # "Endpoints" is the message's name
     assert scheme.PRIORITYCLASSES.service_name == "kubeling.v1.PriorityClasses"
+
+
+def test_resources_kept_as_json_share_the_custom_resources_service() -> None:
+    """CustomResourceDefinitions (and custom resources) are named in each request, so a
+    kind defined at run time needs no service (nor List message) of its own."""
+    crds = scheme.CUSTOMRESOURCEDEFINITIONS
+    assert crds.custom and crds.service_name == scheme.CUSTOM_SERVICE and crds.methods == {}
+    service = descriptor_pool.Default().FindServiceByName(scheme.CUSTOM_SERVICE)
+    methods = {m.name: (m.input_type.full_name, m.output_type.full_name) for m in service.methods}
+    assert methods["Create"] == ("kubeling.v1.CustomObjectRequest", "kubeling.v1.CustomResource")
+    assert methods["Watch"] == ("kubeling.v1.CustomWatchRequest", "kubeling.v1.CustomResourceWatchEvent")
+    assert crds.list_message.DESCRIPTOR.full_name == "kubeling.v1.CustomResourceList"
+    with pytest.raises(ValueError, match="CustomResource message"):
+        scheme.ResourceType("x.io", "v1", "Thing", "things", scheme.PODS.message, custom=True)
+    # any kind, even a built-in's name, in another group: no descriptor is added for it
+    scheme.ResourceType("x.io", "v1", "Pod", "pods", crds.message, custom=True)
 
 
 def test_lookups() -> None:

@@ -46,13 +46,19 @@ def object_json(r: ResourceType[Any], obj: Any) -> dict[str, Any]:
 
 
 def object_response(request: web.Request, t: Target, obj: Any, status: int = 200,
-                    warnings: list[str] | None = None) -> web.Response:
+                    warnings: list[str] | None = None, registry: Registry[Any] | None = None) -> web.Response:
     out = negotiate_output(request)
     body = object_json(t.resource, obj)
     if out.as_table:
-        body = table(t.resource.plural, [body], include_object=out.include_object)
-    headers = {"Warning": ", ".join(warning_header(w) for w in warnings)} if warnings else None
-    return json_response(body, status, headers)
+        body = table(t.resource.plural, [body], include_object=out.include_object,
+                     printer=registry.strategy.printer() if registry is not None else None)
+    return json_response(body, status, warning_headers(warnings, registry))
+
+
+def warning_headers(warnings: list[str] | None, registry: Registry[Any] | None) -> dict[str, str] | None:
+    """The Warning header: the request's own warnings and the resource's (a deprecated version)."""
+    every = [*(registry.strategy.warnings() if registry is not None else []), *(warnings or [])]
+    return {"Warning": ", ".join(warning_header(w) for w in every)} if every else None
 
 
 async def body_of(request: web.Request, t: Target | None) -> Any:
@@ -65,9 +71,11 @@ async def body_of(request: web.Request, t: Target | None) -> Any:
                           yaml_body=ctype in ("application/yaml", "application/apply-patch+yaml"))
 
 
-def decode(request: web.Request, t: Target, data: Any) -> tuple[Any, list[str]]:
-    """The body as the resource's message; unknown fields refused (Strict) or returned
-    as warnings (Warn, the default) or dropped (Ignore)."""
+def decode(request: web.Request, t: Target, data: Any, registry: Registry[Any] | None = None,
+           ) -> tuple[Any, list[str]]:
+    """The body as the resource's message; unknown fields (those the message has no room
+    for, or a custom resource's schema prunes) refused (Strict) or returned as warnings
+    (Warn, the default) or dropped (Ignore)."""
     r = t.resource
     if isinstance(data, dict):
         kind, api_version = data.get("kind"), data.get("apiVersion")
@@ -75,6 +83,8 @@ def decode(request: web.Request, t: Target, data: Any) -> tuple[Any, list[str]]:
             raise errors.BadRequest(f"the body is a {api_version}/{kind}, this endpoint takes "
                                     f"{r.api_version}/{r.kind}")
     decoded = from_json(data, r.message)
+    if registry is not None:
+        decoded.unknown.extend(registry.strategy.unknown_fields(decoded.message))
     mode = request.query.get("fieldValidation", "Warn")
     if mode not in ("Strict", "Warn", "Ignore"):
         raise errors.BadRequest(f'fieldValidation: invalid value "{mode}": must be Ignore, Warn or Strict')
@@ -114,7 +124,7 @@ def patched(kind: str, live: Any, body: Any) -> Any:
 # ------------------------------------------------------------------ verbs
 
 async def get(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
-    return object_response(request, t, await registry.get(t.namespace, t.name))
+    return object_response(request, t, await registry.get(t.namespace, t.name), registry=registry)
 
 
 async def list_(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
@@ -129,19 +139,20 @@ async def list_(request: web.Request, t: Target, registry: Registry[Any]) -> web
     r = t.resource
     if out.as_table:
         typed = [{"kind": r.kind, "apiVersion": r.api_version, **o} for o in objects]
-        return json_response(table(r.plural, typed, include_object=out.include_object, list_meta=list_meta))
+        return json_response(table(r.plural, typed, include_object=out.include_object, list_meta=list_meta,
+                                   printer=registry.strategy.printer()), headers=warning_headers(None, registry))
     return json_response({"kind": f"{r.kind}List", "apiVersion": r.api_version, "metadata": list_meta,
-                          "items": objects})
+                          "items": objects}, headers=warning_headers(None, registry))
 
 
 async def create(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
     body = await body_of(request, t)
     if isinstance(body, dict):
         record_update(None, body, field_manager(request), now_text())
-    obj, warnings = decode(request, t, body)
+    obj, warnings = decode(request, t, body, registry)
     check_scope(t, obj)
     created = await registry.create(obj, dry_run=dry_run(request))
-    return object_response(request, t, created, 201, warnings)
+    return object_response(request, t, created, 201, warnings, registry)
 
 
 async def update(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
@@ -150,19 +161,20 @@ async def update(request: web.Request, t: Target, registry: Registry[Any]) -> we
     if t.sub != "status" and isinstance(body, dict):
         current = await registry.get(t.namespace, t.name)
         record_update(object_json(t.resource, current), body, field_manager(request), now_text())
-    obj, warnings = decode(request, t, body)
+    obj, warnings = decode(request, t, body, registry)
     check_scope(t, obj)
     updated = await registry.update(obj, status=t.sub == "status", dry_run=dry_run(request))
-    return object_response(request, t, updated, 200, warnings)
+    return object_response(request, t, updated, 200, warnings, registry)
 
 
 async def patch(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
     """PATCH of the object or its status: JSON, merge and strategic merge patches, and
     server-side apply (which creates what does not exist yet)."""
     kind = PATCH_TYPES.get(request.content_type)
-    if kind is None:
+    accepted = [m for m, k in PATCH_TYPES.items() if k != "strategic" or not t.resource.custom]
+    if kind is None or kind == "strategic" and t.resource.custom:  # no patch strategy in a schema: upstream's 415
         raise UnsupportedMediaType(f"the body of the request was in an unknown format - accepted media types "
-                                   f"include: {', '.join(PATCH_TYPES)}")
+                                   f"include: {', '.join(accepted)}")
     body = await body_of(request, t)
     if kind == "apply" and not request.query.get("fieldManager"):
         raise errors.BadRequest("PATCH, fieldManager: Required value: is required for apply patch")
@@ -174,9 +186,10 @@ async def patch(request: web.Request, t: Target, registry: Registry[Any]) -> web
             if kind != "apply":
                 raise
             applied = apply(None, body, field_manager(request), force=force, now=now_text())
-            obj, warnings = decode(request, t, applied)
+            obj, warnings = decode(request, t, applied, registry)
             check_scope(t, obj)
-            return object_response(request, t, await registry.create(obj, dry_run=dry_run(request)), 201, warnings)
+            return object_response(request, t, await registry.create(obj, dry_run=dry_run(request)), 201, warnings,
+                                   registry)
         live = object_json(t.resource, current)
         if kind == "apply":
             result = apply(live, body, field_manager(request), force=force, now=now_text())
@@ -184,7 +197,7 @@ async def patch(request: web.Request, t: Target, registry: Registry[Any]) -> web
             result = patched(kind, live, body)
             if t.sub != "status":
                 record_update(live, result, field_manager(request), now_text())
-        obj, warnings = decode(request, t, result)
+        obj, warnings = decode(request, t, result, registry)
         check_scope(t, obj)
         pinned = _patch_sets_version(kind, body)
         if not pinned:
@@ -195,7 +208,7 @@ async def patch(request: web.Request, t: Target, registry: Registry[Any]) -> web
             if pinned:
                 raise
             continue  # someone wrote in between: patch the newer object
-        return object_response(request, t, updated, 200, warnings)
+        return object_response(request, t, updated, 200, warnings, registry)
     raise errors.Conflict(f'Operation cannot be fulfilled on {t.resource.plural} "{t.name}": '
                           "the object kept changing while it was patched")
 
@@ -251,7 +264,7 @@ def _delete_args(options: meta_pb2.DeleteOptions) -> dict[str, Any]:
 async def delete(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
     options = await _delete_options(request)
     deleted = await registry.delete(t.namespace, t.name, **_delete_args(options))
-    return object_response(request, t, deleted)
+    return object_response(request, t, deleted, registry=registry)
 
 
 async def delete_collection(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubeling import errors
+from kubeling.errors import MethodNotAllowed
 
 __all__ = ["http_code", "status_json", "MethodNotAllowed", "NotAcceptable", "UnsupportedMediaType"]
 
@@ -13,10 +14,6 @@ _CODES = {"NotFound": 404, "AlreadyExists": 409, "Conflict": 409, "Invalid": 422
           "Expired": 410, "Gone": 410, "Unauthorized": 401, "Forbidden": 403, "RequestEntityTooLarge": 413,
           "Timeout": 504, "ServiceUnavailable": 503, "InternalError": 500, "MethodNotAllowed": 405,
           "NotAcceptable": 406, "UnsupportedMediaType": 415, "WatcherTooSlow": 500, "TooManyRequests": 429}
-
-
-class MethodNotAllowed(errors.ApiError):
-    reason = "MethodNotAllowed"
 
 
 class NotAcceptable(errors.ApiError):

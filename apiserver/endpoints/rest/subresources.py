@@ -23,8 +23,9 @@ from apiserver.endpoints.rest.handlers import (
     patched,
 )
 from apiserver.endpoints.rest.request import Target, dry_run, flag, int_query, json_response
-from apiserver.endpoints.rest.scale import patched_scale, replicas_from, scale_of
+from apiserver.endpoints.rest.scale import Scales, patched_scale, replicas_from
 from apiserver.endpoints.rest.status import MethodNotAllowed, UnsupportedMediaType
+from apiserver.registry.apiextensions.customresources import CustomResourceStrategy
 from apiserver.registry.core.pod_streams import PodStreams
 from apiserver.registry.generic.store import Registry
 from kubeling import errors
@@ -182,29 +183,31 @@ async def ephemeral_containers(request: web.Request, t: Target, registry: Regist
 
 async def scale(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
     sent = None if request.method == "GET" else await body_of(request, t)
+    strategy = registry.strategy
+    scales = Scales(strategy.version.scale if isinstance(strategy, CustomResourceStrategy) else None)
     for _ in range(10):
         current = await registry.get(t.namespace, t.name)
         if request.method == "GET":
-            return json_response(scale_of(current))
+            return json_response(scales.of(current))
         body = sent
         if request.method == "PATCH":
             kind = PATCH_TYPES.get(request.content_type)
             if kind is None:
                 raise UnsupportedMediaType(f"the body of the request was in an unknown format - accepted media "
                                            f"types include: {', '.join(PATCH_TYPES)}")
-            body = patched_scale(kind, current, body)
+            body = patched_scale(kind, scales.of(current), body)
         replicas, version = replicas_from(body, current)
         if version and version != current.metadata.resourceVersion:
             raise errors.Conflict(f'Operation cannot be fulfilled on {t.resource.group_resource} '
                                   f'"{t.name}": the object has been modified; please apply your changes to the '
                                   "latest version and try again")
-        current.spec.replicas = replicas
+        scales.set_replicas(current, replicas)
         try:
             updated = await registry.update(current, dry_run=dry_run(request))
         except errors.Conflict:
             if version:
                 raise
             continue  # written in between: scale the newer object
-        return json_response(scale_of(updated))
+        return json_response(scales.of(updated))
     raise errors.Conflict(f'Operation cannot be fulfilled on {t.resource.plural} "{t.name}": '
                           "the object kept changing while it was scaled")

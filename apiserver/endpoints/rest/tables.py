@@ -12,39 +12,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kubeling.timestamps import human_duration
+
 __all__ = ["table", "human_duration", "pod_status"]
 
 Obj = dict[str, Any]
+# Columns (name, type, priority) and the function that makes a row's cells.
+Printer = tuple[list[tuple[str, str, int]], Callable[[Obj, float], list[Any]]]
 _NONE = "<none>"
-
-
-def human_duration(seconds: float) -> str:
-    """apimachinery's duration.HumanDuration."""
-    s = int(seconds)
-    if s < -1:
-        return "<invalid>"
-    if s < 0:
-        return "0s"
-    if s < 120:
-        return f"{s}s"
-    minutes = s // 60
-    if minutes < 10:
-        return f"{minutes}m" if s % 60 == 0 else f"{minutes}m{s % 60}s"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = s // 3600
-    if hours < 8:
-        return f"{hours}h" if minutes % 60 == 0 else f"{hours}h{minutes % 60}m"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        return f"{hours // 24}d" if hours % 24 == 0 else f"{hours // 24}d{hours % 24}h"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        days = (hours // 24) % 365
-        return f"{hours // 24 // 365}y" if days == 0 else f"{hours // 24 // 365}y{days}d"
-    return f"{hours // 24 // 365}y"
 
 
 def _since(stamp: str | None, now: float) -> str:
@@ -399,10 +374,11 @@ _PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], li
 
 
 def table(resource: str, objects: list[Obj], *, include_object: str = "Metadata", headers: bool = True,
-          list_meta: Obj | None = None, now: float | None = None) -> Obj:
+          list_meta: Obj | None = None, now: float | None = None, printer: Printer | None = None) -> Obj:
     """A meta.k8s.io/v1 Table of `objects` (Kubernetes JSON dicts with kind/apiVersion), in
-    the resource's printer's columns, else upstream's default ones."""
-    columns, row = _PRINTERS.get(resource, (_DEFAULT_COLUMNS, _default_row))
+    `printer`'s columns (a custom resource's), else the resource's printer's, else
+    upstream's default ones."""
+    columns, row = printer or _PRINTERS.get(resource, (_DEFAULT_COLUMNS, _default_row))
     at = time.time() if now is None else now
     rows = []
     for obj in objects:

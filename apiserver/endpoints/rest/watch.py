@@ -45,13 +45,14 @@ async def serve_watch(request: web.Request, t: Target, registry: Registry[Any]) 
         return response
     event_type = t.resource.event_message
     r = t.resource
+    printer = registry.strategy.printer()
     deadline = time.monotonic() + timeout if timeout > 0 else None
     try:
         async for data in until(watcher.stream(), deadline):
             event: Any = event_type.FromString(data)
             obj = {"kind": r.kind, "apiVersion": r.api_version, **to_json(event.object)}
             if out.as_table and event.type != "BOOKMARK":
-                obj = table(r.plural, [obj], include_object=out.include_object)
+                obj = table(r.plural, [obj], include_object=out.include_object, printer=printer)
             await response.write(dumps({"type": event.type, "object": obj}) + b"\n")
         if watcher.error is not None:
             await response.write(dumps({"type": "ERROR", "object": status_json(watcher.error)}) + b"\n")

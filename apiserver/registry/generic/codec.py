@@ -1,15 +1,20 @@
 """A resource's storage codec, from its Strategy: what the storage layer (watch cache,
-etcd watches, lists) may know of its objects, and nothing else."""
+etcd watches, lists) may know of its objects, and nothing else; and how the registry
+writes them. Built-in resources are stored as their protobuf message, resources kept as
+JSON (custom resources, CustomResourceDefinitions) as their JSON, as upstream stores them."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Generic
 
 from apiserver.registry.generic.strategy import Strategy, T
 from apiserver.storage.etcd import KV
 from apiserver.storage.selection import Attrs
+from kubeling import errors
+from kubeling.kjson import from_json, to_json
 
-__all__ = ["StrategyCodec"]
+__all__ = ["StrategyCodec", "JsonCodec", "codec_for"]
 
 
 class StrategyCodec(Generic[T]):
@@ -22,10 +27,18 @@ class StrategyCodec(Generic[T]):
         self.resource = strategy.plural
         self.index_field = strategy.index_field
 
+    def replace_strategy(self, strategy: Strategy[T]) -> None:
+        self._strategy = strategy
+
     def decode(self, kv: KV) -> T:
         obj: T = self._message.FromString(kv.value)
         obj.metadata.resourceVersion = str(kv.mod_revision)
         return obj
+
+    def encode(self, obj: T) -> bytes:
+        """The stored value (the resourceVersion is the caller's to clear)."""
+        data: bytes = obj.SerializeToString(deterministic=True)
+        return data
 
     def attrs(self, obj: T) -> Attrs:
         fields = self._strategy.fields(obj)
@@ -38,3 +51,38 @@ class StrategyCodec(Generic[T]):
 
     def new(self) -> T:
         return self._message()
+
+
+class JsonCodec(StrategyCodec[T]):
+    """Objects kept as JSON: etcd holds the whole object (apiVersion, kind, metadata and
+    content) as upstream writes it, in the storage version; read back, an object is in the
+    version this codec serves (`api_version`: None conversion rewrites apiVersion)."""
+
+    def __init__(self, strategy: Strategy[T], api_version: str, storage_version: str) -> None:
+        super().__init__(strategy)
+        self.api_version = api_version
+        self.storage_version = storage_version
+
+    def decode(self, kv: KV) -> T:
+        try:
+            data = json.loads(kv.value)
+            obj: Any = from_json(data, self._message, ignore=frozenset()).message
+        except (ValueError, errors.ApiError) as err:
+            # Not ours to guess at: say which key holds what, rather than serve garbage.
+            raise errors.InternalError(f"{self.resource}: the value stored at {kv.key!r} is not a JSON object "
+                                       f"of this resource: {err}") from None
+        obj.apiVersion = self.api_version
+        obj.metadata.resourceVersion = str(kv.mod_revision)
+        return obj
+
+    def encode(self, obj: T) -> bytes:
+        stored: Any = self._message()
+        stored.CopyFrom(obj)
+        stored.apiVersion = self.storage_version
+        return json.dumps(to_json(stored), separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def codec_for(strategy: Strategy[T]) -> StrategyCodec[T]:
+    if not strategy.resource.custom:
+        return StrategyCodec(strategy)
+    return JsonCodec(strategy, strategy.resource.api_version, strategy.storage_version)

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Generic, Protocol, TypeVar
 
 from apiserver.admission.chain import CREATE, DELETE, UPDATE, Admission
-from apiserver.registry.generic.codec import StrategyCodec
+from apiserver.registry.generic.codec import codec_for
 from apiserver.registry.generic.strategy import Strategy, T, now, timestamp
 from apiserver.storage.cacher.cache_watcher import CacheWatcher
 from apiserver.storage.cacher.etcd_watcher import EtcdWatcher
@@ -80,15 +80,22 @@ class Registry(Generic[T]):
         self.admission = admission
         self.storage = storage
         self.expiry = expiry  # objects written with an expiring lease (Events)
-        self.prefix = f"{prefix.rstrip('/')}/{strategy.plural}/".encode()
+        self.prefix = f"{prefix.rstrip('/')}/{strategy.storage_path}/".encode()
         self.namespace_check = namespace_check
-        self.codec = StrategyCodec(strategy)
+        self.codec = codec_for(strategy)
         self.cache = WatchCache(self.codec, storage, self.prefix, capacity=cache_capacity,
                                 bookmark_interval=bookmark_interval,
                                 watcher_buffer=watcher_buffer) if strategy.watch_cache else None
         self._etcd_watchers: set[EtcdWatcher] = set()  # without a cache: each watch is on etcd
         self._field_labels = strategy.field_labels()
         self.hooks: WriteHooks[T] | None = None
+
+    def replace_strategy(self, strategy: Strategy[T]) -> None:
+        """A changed definition of the same resource (a CRD's new schema or columns), for
+        what is written and selected from now on; storage and cache stay."""
+        self.strategy = strategy
+        self.codec.replace_strategy(strategy)
+        self._field_labels = strategy.field_labels()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -139,7 +146,7 @@ class Registry(Generic[T]):
     def encode(self, obj: T) -> bytes:
         rv = obj.metadata.resourceVersion
         obj.metadata.resourceVersion = ""  # never stored: etcd's mod_revision is the truth
-        data = obj.SerializeToString(deterministic=True)
+        data = self.codec.encode(obj)
         obj.metadata.resourceVersion = rv
         if len(data) > MAX_OBJECT_BYTES:
             raise errors.RequestEntityTooLarge(

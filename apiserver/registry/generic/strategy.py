@@ -52,6 +52,9 @@ class Strategy(Generic[T]):
     # upstream's): a delete's propagationPolicy Orphan or Foreground leaves a finalizer for
     # it (elsewhere the policy is moot).
     garbage_collected: ClassVar[bool] = True
+    # Its etcd keys: <prefix>/<storage_path>/[<namespace>/]<name> ("": the plural; upstream
+    # keys custom resources and CRDs by group too: <group>/<plural>).
+    storage_path: str = ""
 
     def __init__(self, resource: ResourceType[T] | None = None) -> None:
         if resource is not None:
@@ -64,6 +67,9 @@ class Strategy(Generic[T]):
         self.list_message: type[Message] = entry.list_message
         self.event_message: type[Message] = entry.event_message
         self.has_status = entry.has_status
+        self.storage_path = self.storage_path or (f"{entry.group}/{entry.plural}" if entry.custom else entry.plural)
+        # The version objects are stored in (kept as JSON: apiVersion says which).
+        self.storage_version = entry.api_version
 
     def validate_name(self, name: str) -> list[str]:
         """metadata.name's rule (most resources: a DNS-1123 subdomain)."""
@@ -79,6 +85,21 @@ class Strategy(Generic[T]):
 
     def field_labels(self) -> frozenset[str]:
         return frozenset(self.fields(self.message()).keys())
+
+    # ---- decoding ----
+    def unknown_fields(self, obj: T) -> list[str]:
+        """Fields of a decoded object its schema drops, by path (custom resources: what the
+        structural schema prunes; a message has no room for unknown fields to begin with)."""
+        return []
+
+    def warnings(self) -> list[str]:
+        """Warnings every request to this resource gets (a deprecated custom resource version)."""
+        return []
+
+    def printer(self) -> Any:
+        """Its table columns and row function when they are its own (custom resources'
+        additionalPrinterColumns); None: the front end's printer for the resource."""
+        return None
 
     # ---- create / update ----
     def prepare_for_create(self, obj: T) -> None:

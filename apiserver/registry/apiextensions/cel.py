@@ -1,0 +1,166 @@
+"""x-kubernetes-validations: CEL rules on a schema node, as upstream's
+apiextensions-apiserver pkg/apiserver/schema/cel, with cel-python (celpy).
+
+A rule is compiled when its CRD is written (a syntax error refuses the CRD) and evaluated
+on every write of a custom resource with `self` bound to the node's value; a rule that
+names `oldSelf` is a transition rule, judged on updates only, where an old value exists.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import celpy
+from celpy import celparser
+
+from kubeling.errors import FieldViolation
+
+__all__ = ["compile_rules", "evaluate_rules", "MAX_RULES_PER_NODE", "NO_OLD"]
+
+# Quiet: celpy logs every evaluation step at DEBUG and its parse tree at INFO.
+logging.getLogger("celpy").setLevel(logging.WARNING)
+logging.getLogger("NameContainer").setLevel(logging.WARNING)
+logging.getLogger("Evaluator").setLevel(logging.WARNING)
+
+VALIDATIONS = "x-kubernetes-validations"
+MAX_RULES_PER_NODE = 64
+# Upstream bounds what a rule may cost; celpy has no cost model, so the bound here is the
+# rule's size (a rule this long is refused when the CRD is written).
+MAX_RULE_LENGTH = 4096
+_ENV = celpy.Environment()
+
+
+@functools.lru_cache(maxsize=4096)
+def _program(rule: str) -> Any:
+    """The compiled rule (compiled once per process, whichever CRD names it)."""
+    return _ENV.program(_ENV.compile(rule))
+
+
+def _rules(node: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(path, node, rule) of every rule in the schema, outside in."""
+    stack = [(path, node)]
+    while stack:
+        p, n = stack.pop()
+        for i, rule in enumerate(n.get(VALIDATIONS) or []):
+            yield f"{p}.{VALIDATIONS}[{i}]", n, rule
+        for name, sub in (n.get("properties") or {}).items():
+            if isinstance(sub, dict):
+                stack.append((f"{p}.properties[{name}]", sub))
+        for key in ("items", "additionalProperties"):
+            if isinstance(n.get(key), dict):
+                stack.append((f"{p}.{key}", n[key]))
+
+
+def compile_rules(schema: dict[str, Any], path: str) -> list[FieldViolation]:
+    """Why the schema's rules cannot be used: not compiling, too long, a bad message."""
+    out: list[FieldViolation] = []
+    for rule_path, node, rule in _rules(schema, path):
+        if not isinstance(rule, dict):
+            out.append(FieldViolation(rule_path, "Invalid value: must be an object"))
+            continue
+        text = rule.get("rule")
+        if not isinstance(text, str) or not text.strip():
+            out.append(FieldViolation(f"{rule_path}.rule", "Required value"))
+            continue
+        if len(text) > MAX_RULE_LENGTH:
+            out.append(FieldViolation(f"{rule_path}.rule", f"Forbidden: estimated rule cost exceeds budget: the "
+                                      f"rule is {len(text)} characters, at most {MAX_RULE_LENGTH}"))
+            continue
+        for key in ("rule", "messageExpression"):
+            expression = rule.get(key)
+            if not isinstance(expression, str) or not expression:
+                continue
+            try:
+                _program(expression)
+            except celparser.CELParseError as err:
+                detail = str(err).strip().replace("\n", " ")
+                out.append(FieldViolation(f"{rule_path}.{key}", f"Invalid value: {_quote(expression)}: "
+                                          f"compilation failed: ERROR: <input>: Syntax error: {detail}"))
+        if rule.get("message") and "\n" in rule["message"]:
+            out.append(FieldViolation(f"{rule_path}.message", "Invalid value: message must not contain line breaks"))
+        if len(node.get(VALIDATIONS) or []) > MAX_RULES_PER_NODE:
+            out.append(FieldViolation(rule_path, f"Too many: must have at most {MAX_RULES_PER_NODE} rules"))
+            break
+    return out
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def evaluate_rules(schema: dict[str, Any] | None, value: Any, old: Any, path: str) -> list[FieldViolation]:
+    """Every rule the value breaks, at its node's path (upstream's message: the rule's
+    message, its messageExpression's result, or "failed rule: <rule>")."""
+    out: list[FieldViolation] = []
+    if schema is not None:
+        _evaluate(schema, value, old, path, out)
+    return out
+
+
+# No old value (a create, or a field the old object did not have): transition rules skip.
+NO_OLD: Any = object()
+_MISSING = NO_OLD
+
+
+def _evaluate(node: dict[str, Any], value: Any, old: Any, path: str, out: list[FieldViolation]) -> None:
+    if value is None:
+        return
+    for rule in node.get(VALIDATIONS) or []:
+        text = rule.get("rule", "")
+        transition = "oldSelf" in text
+        if transition and old is _MISSING:
+            continue
+        activation = {"self": celpy.json_to_cel(value)}
+        if transition:
+            activation["oldSelf"] = celpy.json_to_cel(old)
+        where = rule.get("fieldPath") or ""
+        field = f"{path}{where}" if where else path
+        try:
+            result = _program(text).evaluate(activation)
+        except (celpy.CELEvalError, TypeError, ValueError) as err:
+            out.append(FieldViolation(field, f"Invalid value: {_quote(_kind(node))}: "
+                                      f"evaluation error: {_reason(err)}"))
+            continue
+        if isinstance(result, celpy.CELEvalError):
+            out.append(FieldViolation(field, f"Invalid value: {_quote(_kind(node))}: "
+                                      f"evaluation error: {_reason(result)}"))
+            continue
+        if bool(result) is not True:
+            out.append(FieldViolation(field, f"Invalid value: {_quote(_kind(node))}: "
+                                      f"{_message(rule, activation)}"))
+    if isinstance(value, dict):
+        props = node.get("properties") or {}
+        extra = node.get("additionalProperties")
+        for key, item in value.items():
+            sub = props.get(key) if key in props else extra if isinstance(extra, dict) else None
+            if isinstance(sub, dict):
+                before = old.get(key, _MISSING) if isinstance(old, dict) else _MISSING
+                _evaluate(sub, item, before, f"{path}.{key}" if path else key, out)
+    elif isinstance(value, list) and isinstance(node.get("items"), dict):
+        for i, item in enumerate(value):
+            # transition rules on list items need a correlation (list-type map); positions are not one
+            _evaluate(node["items"], item, _MISSING, f"{path}[{i}]", out)
+
+
+def _kind(node: dict[str, Any]) -> str:
+    return str(node.get("type") or "object")
+
+
+def _reason(err: Any) -> str:
+    args = getattr(err, "args", ())
+    return str(args[0]) if args else str(err)
+
+
+def _message(rule: dict[str, Any], activation: dict[str, Any]) -> str:
+    expression = rule.get("messageExpression")
+    if expression:
+        try:
+            result = _program(expression).evaluate(activation)
+            if isinstance(result, str) and result.strip() and "\n" not in result:
+                return str(result)
+        except (celpy.CELEvalError, TypeError, ValueError):
+            pass  # upstream falls back to the message (or the rule) when messageExpression fails
+    return str(rule.get("message") or f"failed rule: {rule.get('rule', '')}")

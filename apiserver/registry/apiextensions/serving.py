@@ -1,0 +1,202 @@
+"""Custom resources served at run time (upstream's crdHandler): every apiserver watches
+the CustomResourceDefinitions and, for each whose names are accepted, registers a scheme
+entry and a registry (with its watch cache) per served version, so the REST and gRPC
+front ends, discovery and OpenAPI find them at once; a changed definition is served as it
+now says, a deleted one stops being served. Every replica does this for itself: no
+election (serving is local), while the controllers that write a definition's status run
+in one replica (apiserver.controllers.crd_*)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from apiserver.registry.apiextensions.customresources import CustomResourceStrategy
+from apiserver.registry.apiextensions.definition import Definition
+from apiserver.registry.generic.store import Registry
+from kubeling import errors
+from kubeling.periodic import cancel_and_wait
+from kubeling.scheme import ResourceType, Scheme
+from protos.kubeling.v1 import custom_pb2, meta_pb2
+
+__all__ = ["CustomResourceServing", "RegistryFactory"]
+
+log = logging.getLogger(__name__)
+
+# Builds a registry with the apiserver's settings (storage, cache sizes, admission, namespace checks).
+RegistryFactory = Callable[[CustomResourceStrategy], Registry[Any]]
+
+
+@dataclass
+class _Served:
+    """One definition as served: its entries (one per served version) and their registries."""
+
+    definition: Definition
+    entries: list[ResourceType[Any]] = field(default_factory=list)
+
+    def shape(self) -> tuple[Any, ...]:
+        return _shape(self.definition)
+
+
+def _shape(d: Definition) -> tuple[Any, ...]:
+    """What the scheme entries are made of: when it changes, the entries are made anew;
+    otherwise only the strategies (schemas, columns, rules) are replaced."""
+    return (d.uid, d.group, d.namespaced, tuple(d.status.get("acceptedNames", {}).items()) if d.status else (),
+            tuple((v.name, v.served, v.status, v.scale is not None) for v in d.versions), d.kind, d.plural,
+            d.short_names, d.categories, d.singular)
+
+
+class CustomResourceServing:
+    def __init__(self, definitions: Registry[custom_pb2.CustomResource], scheme: Scheme,
+                 registries: dict[ResourceType[Any], Registry[Any]], make_registry: RegistryFactory) -> None:
+        self.definitions = definitions
+        self.scheme = scheme
+        self.registries = registries
+        self.make_registry = make_registry
+        self._served: dict[str, _Served] = {}  # by CRD name
+        self._task: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()  # set after each sync (tests and the establishing controller wait on it)
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Serve what is defined now, then follow the definitions."""
+        items, meta = await self.definitions.list(meta_pb2.ListRequest())
+        for crd in items:
+            await self._sync_one(crd)
+        self._task = asyncio.create_task(self._follow(meta.resourceVersion), name="crd-serving")
+
+    async def stop(self) -> None:
+        await cancel_and_wait(self._task)
+        for name in list(self._served):
+            await self._unserve(name)
+
+    async def _follow(self, rv: str) -> None:
+        while True:
+            try:
+                watcher = await self.definitions.watch(meta_pb2.WatchRequest(resourceVersion=rv,
+                                                                             allowWatchBookmarks=True))
+                async for data in watcher.stream():
+                    event = custom_pb2.CustomResourceWatchEvent.FromString(data)
+                    rv = event.object.metadata.resourceVersion or rv
+                    if event.type == "DELETED":
+                        await self._unserve(event.object.metadata.name)
+                    elif event.type != "BOOKMARK":
+                        await self._sync_one(event.object)
+                    self._changed.set()
+                if watcher.error is not None:
+                    raise watcher.error
+            except asyncio.CancelledError:
+                raise
+            except errors.Expired:
+                rv = await self._resync()
+            except Exception as err:  # noqa: BLE001 - the loop must outlive any one failure
+                log.warning("serving custom resources: %s; relisting", err)
+                await asyncio.sleep(0.5)
+                rv = await self._resync()
+
+    async def _resync(self) -> str:
+        items, meta = await self.definitions.list(meta_pb2.ListRequest())
+        names = {crd.metadata.name for crd in items}
+        for name in [n for n in self._served if n not in names]:
+            await self._unserve(name)
+        for crd in items:
+            await self._sync_one(crd)
+        return meta.resourceVersion
+
+    # ------------------------------------------------------------ what is served
+
+    def served(self, crd_name: str) -> Definition | None:
+        s = self._served.get(crd_name)
+        return s.definition if s is not None else None
+
+    def storage_registries(self) -> Iterator[Registry[Any]]:
+        """One registry per served definition (its storage version's, else its first):
+        what the namespace finalizer and the cleanup go through."""
+        for s in self._served.values():
+            if not s.entries:
+                continue
+            storage = s.definition.storage_version.name
+            entry = next((e for e in s.entries if e.version == storage), s.entries[0])
+            registry = self.registries.get(entry)
+            if registry is not None:
+                yield registry
+
+    def registry_of(self, crd_name: str) -> Registry[Any] | None:
+        s = self._served.get(crd_name)
+        if s is None or not s.entries:
+            return None
+        return next(iter(r for e in s.entries if (r := self.registries.get(e)) is not None), None)
+
+    async def wait_served(self, crd_name: str, uid: str, timeout: float) -> bool:
+        """Until the definition (this uid) is served with ready caches; False on timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            s = self._served.get(crd_name)
+            if s is not None and s.definition.uid == uid and s.entries and \
+                    all(self.registries[e].ready for e in s.entries if e in self.registries):
+                return True
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            self._changed.clear()
+            try:
+                async with asyncio.timeout(min(left, 0.2)):
+                    await self._changed.wait()
+            except TimeoutError:
+                pass
+
+    async def _sync_one(self, crd: custom_pb2.CustomResource) -> None:
+        name = crd.metadata.name
+        try:
+            d = Definition.of(crd)
+        except (ValueError, TypeError, StopIteration) as err:
+            log.warning("customresourcedefinition %s cannot be served: %s", name, err)
+            await self._unserve(name)
+            return
+        accepted = (d.status.get("acceptedNames") or {}).get("plural")
+        if not accepted or not any(v.storage for v in d.versions):
+            await self._unserve(name)
+            return
+        current = self._served.get(name)
+        if current is not None and current.shape() == _shape(d):
+            current.definition = d
+            for entry in current.entries:
+                registry = self.registries.get(entry)
+                version = d.version(entry.version)
+                if registry is not None and version is not None:
+                    registry.replace_strategy(CustomResourceStrategy(entry, d, version))
+            return
+        await self._unserve(name)
+        served = _Served(d)
+        self._served[name] = served
+        for entry in d.resource_types():
+            version = d.version(entry.version)
+            assert version is not None
+            try:
+                self.scheme.register(entry)
+            except ValueError as err:  # a built-in (or a stale entry) holds the name
+                log.warning("customresourcedefinition %s: version %s not served: %s", name, entry.version, err)
+                continue
+            registry = self.make_registry(CustomResourceStrategy(entry, d, version))
+            self.registries[entry] = registry
+            served.entries.append(entry)
+            await registry.start()
+        log.info("serving %s (%s)", name, ", ".join(e.version for e in served.entries))
+
+    async def _unserve(self, name: str) -> None:
+        served = self._served.pop(name, None)
+        if served is None:
+            return
+        for entry in served.entries:
+            registry = self.registries.pop(entry, None)
+            if entry in self.scheme:
+                self.scheme.unregister(entry)
+            if registry is not None:
+                await registry.stop()
+        log.info("no longer serving %s", name)
+
