@@ -306,6 +306,11 @@ class Scheme:
         del self._by_kind[(rt.group, rt.version, rt.kind)]
         self.generation += 1
 
+    def changed(self) -> None:
+        """Something derived from an entry changed without the entry (a custom resource's
+        schema): what follows the scheme is rebuilt."""
+        self.generation += 1
+
     def __iter__(self) -> Iterator[ResourceType[Any]]:
         return iter(list(self._entries))
 

@@ -146,4 +146,377 @@ async def test_kubectl_crontab_from_the_documentation(rest: APIServer, http: Res
     kv, _ = await rest.registries[next(iter(rest.registries))].storage.get(
         f"{rest.config.etcd_prefix}/stable.example.com/crontabs/default/my-new-cron-object".encode())
     assert kv is None
-    await asyncio.sleep(0)
+
+
+# ------------------------------------------------------------------ helpers for the rules below
+
+def _crd(plural: str, kind: str, *, group: str = "example.com", scope: str = "Namespaced",
+         schema: dict[str, Any] | None = None, versions: list[dict[str, Any]] | None = None,
+         **names: Any) -> dict[str, Any]:
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{group}"},
+            "spec": {"group": group, "scope": scope, "names": {"plural": plural, "kind": kind, **names},
+                     "versions": versions or [{"name": "v1", "served": True, "storage": True,
+                                               "schema": {"openAPIV3Schema": schema or {"type": "object"}}}]}}
+
+
+async def _define(http: Rest, crd: dict[str, Any]) -> dict[str, Any]:
+    code, body, _ = await http.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    assert code == 201, body
+    return await _established(http, crd["metadata"]["name"])
+
+
+WIDGET_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "spec": {"type": "object", "required": ["size"], "properties": {
+            "size": {"type": "integer", "minimum": 1, "maximum": 10},
+            "color": {"type": "string", "enum": ["red", "green"], "default": "red"},
+            "name": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 8},
+            "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+            "port": {"x-kubernetes-int-or-string": True},
+            "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "replicas": {"type": "integer", "default": 1},
+            "limit": {"type": "integer", "default": 5}},
+            "x-kubernetes-validations": [
+                {"rule": "self.replicas <= self.limit", "message": "replicas must not exceed limit"},
+                {"rule": "!has(self.name) || self.name != 'nope'",
+                 "messageExpression": "'name ' + self.name + ' is taken'"}]},
+        "status": {"type": "object", "properties": {"replicas": {"type": "integer"},
+                                                    "selector": {"type": "string"},
+                                                    "phase": {"type": "string"}}}}}
+
+
+def _widgets(**extra: Any) -> dict[str, Any]:
+    version = {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": WIDGET_SCHEMA},
+               "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas",
+                                                        "statusReplicasPath": ".status.replicas",
+                                                        "labelSelectorPath": ".status.selector"}},
+               "additionalPrinterColumns": [
+                   {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+                   {"name": "Color", "type": "string", "jsonPath": ".spec.color"},
+                   {"name": "Phase", "type": "string", "jsonPath": ".status.phase", "priority": 1},
+                   {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}],
+               "selectableFields": [{"jsonPath": ".spec.color"}], **extra}
+    return _crd("widgets", "Widget", versions=[version], shortNames=["wd"], categories=["all"])
+
+
+WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
+
+
+def _widget(object_name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": object_name},
+            "spec": {"size": 3, **spec}}
+
+
+# ------------------------------------------------------------------ the definition's own rules
+
+async def test_definitions_are_validated_with_upstreams_messages(rest: APIServer, http: Rest) -> None:
+    post = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    bad = _crd("things", "Thing")
+    bad["metadata"]["name"] = "wrong.example.com"
+    code, body, _ = await http.call("POST", post, bad)
+    assert code == 422 and body["reason"] == "Invalid"
+    assert 'metadata.name: Invalid value: "wrong.example.com": must be spec.names.plural+"."+spec.group' \
+        in body["message"]
+    assert body["details"]["kind"] == "CustomResourceDefinition"
+
+    two = _crd("things", "Thing", versions=[
+        {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {"type": "object"}}},
+        {"name": "v2", "served": True, "storage": True, "schema": {"openAPIV3Schema": {"type": "object"}}}])
+    code, body, _ = await http.call("POST", post, two)
+    assert code == 422 and "must have exactly one version marked as storage version" in body["message"]
+
+    code, body, _ = await http.call("POST", post, _crd("things", "Thing", group="nodot"))
+    assert code == 422 and 'spec.group: Invalid value: "nodot": should be a domain with at least one dot' \
+        in body["message"]
+
+    non_structural = _crd("things", "Thing", schema={"type": "object", "properties": {
+        "spec": {"properties": {"a": {"type": "string"}}},
+        "status": {"type": "object", "properties": {"b": {"type": "string"}},
+                   "additionalProperties": {"type": "string"}}}})
+    code, body, _ = await http.call("POST", post, non_structural)
+    assert code == 422, body
+    assert "spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty " \
+           "for specified object fields" in body["message"]
+    assert "properties[status].additionalProperties: Forbidden: additionalProperties and properties are mutual " \
+           "exclusive" in body["message"]
+
+    missing = _crd("things", "Thing", versions=[{"name": "v1", "served": True, "storage": True}])
+    code, body, _ = await http.call("POST", post, missing)
+    assert code == 422 and "spec.versions[0].schema.openAPIV3Schema: Required value: schemas are required" \
+        in body["message"]
+
+    cel = _crd("things", "Thing", schema={"type": "object", "x-kubernetes-validations": [{"rule": "self.a =="}]})
+    code, body, _ = await http.call("POST", post, cel)
+    assert code == 422 and "x-kubernetes-validations[0].rule" in body["message"] and "compilation failed" \
+        in body["message"]
+
+    bad_default = _crd("things", "Thing", schema={"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"n": {"type": "integer", "default": "x"}}}}})
+    code, body, _ = await http.call("POST", post, bad_default)
+    assert code == 422 and "properties[n].default" in body["message"]
+    # nothing of the refused definitions was stored
+    code, listed, _ = await http.call("GET", post)
+    assert code == 200 and listed["items"] == []
+
+
+async def test_names_in_use_are_not_accepted(rest: APIServer, http: Rest) -> None:
+    """Upstream's naming controller: a second definition of the group asking for a plural
+    another holds gets NamesAccepted False (PluralConflict) and is not served."""
+    await _define(http, _crd("gadgets", "Gadget", shortNames=["gd"]))
+    clash = _crd("gizmos", "Gizmo", singular="gadgets")
+    code, body, _ = await http.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", clash)
+    assert code == 201, body
+
+    async def conditions() -> dict[str, Any] | None:
+        _, crd, _ = await http.call("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                                           "gizmos.example.com")
+        found = {c["type"]: c for c in (crd.get("status") or {}).get("conditions", [])}
+        return found if "NamesAccepted" in found else None
+    found = await until(conditions, timeout=20, what="gizmos judged")
+    assert found["NamesAccepted"]["status"] == "False"
+    assert found["NamesAccepted"]["reason"] == "SingularConflict"
+    assert found["NamesAccepted"]["message"] == '"gadgets" is already in use'
+    assert found["Established"]["status"] == "False" and found["Established"]["reason"] == "NotAccepted"
+    code, _, _ = await http.call("GET", "/apis/example.com/v1/namespaces/default/gizmos")
+    assert code == 404
+
+
+# ------------------------------------------------------------------ custom resources
+
+async def test_schema_validation_pruning_and_defaulting(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] CustomResourcePublishOpenAPI / FieldValidation: pruning and
+    defaults from the structural schema, field errors with their paths."""
+    await _define(http, _widgets())
+    code, body, headers = await http.call("POST", WIDGETS, _widget("a", unknown=1, extra={"free": {"x": 1}}))
+    assert code == 201, body
+    assert "unknown" not in body["spec"] and body["spec"]["extra"] == {"free": {"x": 1}}
+    assert body["spec"]["color"] == "red" and body["spec"]["replicas"] == 1  # defaults
+    assert 'unknown field \\"spec.unknown\\"' in headers.get("Warning", "")
+
+    code, body, _ = await http.call("POST", WIDGETS, _widget("b", unknown=1), query={"fieldValidation": "Strict"})
+    assert code == 400 and 'strict decoding error: unknown field "spec.unknown"' in body["message"]
+
+    code, body, _ = await http.call("POST", WIDGETS, _widget("c", size="big", color="blue", name="ABC"))
+    assert code == 422, body
+    message = body["message"]
+    assert message.startswith('Widget.example.com "c" is invalid: ')
+    assert 'spec.size: Invalid value: "big": spec.size in body must be of type integer: "string"' in message
+    assert 'spec.color: Unsupported value: "blue": supported values: "red", "green"' in message
+    assert "spec.name: Invalid value: \"ABC\": spec.name in body should match '^[a-z]+$'" in message
+    causes = {c["field"] for c in body["details"]["causes"]}
+    assert {"spec.size", "spec.color", "spec.name"} <= causes
+
+    code, body, _ = await http.call("POST", WIDGETS, {"apiVersion": "example.com/v1", "kind": "Widget",
+                                                      "metadata": {"name": "d"}, "spec": {"size": 11}})
+    assert code == 422 and "spec.size in body should be less than or equal to 10" in body["message"]
+    code, body, _ = await http.call("POST", WIDGETS, {"apiVersion": "example.com/v1", "kind": "Widget",
+                                                      "metadata": {"name": "d"}, "spec": {}})
+    assert code == 422 and "spec.size: Required value" in body["message"]
+    code, body, _ = await http.call("POST", WIDGETS, _widget("e", tags=["a", "a"], port=[1]))
+    assert code == 422 and 'spec.tags[1]: Duplicate value: "a"' in body["message"]
+    assert "spec.port in body must be of type integer,string" in body["message"]
+
+    # CEL: a rule broken, a messageExpression, and nothing stored of what was refused
+    code, body, _ = await http.call("POST", WIDGETS, _widget("f", replicas=9))
+    assert code == 422 and 'spec: Invalid value: "object": replicas must not exceed limit' in body["message"]
+    code, body, _ = await http.call("POST", WIDGETS, _widget("g", name="nope"))
+    assert code == 422 and "name nope is taken" in body["message"]
+    code, listed, _ = await http.call("GET", WIDGETS)
+    assert [i["metadata"]["name"] for i in listed["items"]] == ["a"]
+
+
+async def test_status_and_scale_subresources(rest: APIServer, http: Rest, tmp_path: Path) -> None:
+    """CustomResourceDefinition status/scale subresources: spec and status written apart,
+    generation moved by spec changes only, `kubectl scale` through specReplicasPath."""
+    await _define(http, _widgets())
+    code, body, _ = await http.call("POST", WIDGETS, {**_widget("w"), "status": {"phase": "ignored"}})
+    assert code == 201 and "status" not in body and body["metadata"]["generation"] == 1
+    body["status"] = {"phase": "Running", "replicas": 1, "selector": "app=w"}
+    code, body, _ = await http.call("PUT", f"{WIDGETS}/w/status", body)
+    assert code == 200 and body["status"]["phase"] == "Running" and body["metadata"]["generation"] == 1
+    body["spec"]["size"] = 4
+    body["status"] = {"phase": "overwritten?"}
+    code, body, _ = await http.call("PUT", f"{WIDGETS}/w", body)
+    assert code == 200 and body["spec"]["size"] == 4 and body["status"]["phase"] == "Running"
+    assert body["metadata"]["generation"] == 2
+    code, body, _ = await http.call("PATCH", f"{WIDGETS}/w", {"metadata": {"labels": {"a": "b"}}},
+                                    content_type="application/merge-patch+json")
+    assert code == 200 and body["metadata"]["generation"] == 2  # metadata is no spec change
+
+    code, scale, _ = await http.call("GET", f"{WIDGETS}/w/scale")
+    assert code == 200 and scale["kind"] == "Scale" and scale["spec"]["replicas"] == 1
+    assert scale["status"] == {"replicas": 1, "selector": "app=w"}
+    kubectl = _kubectl(rest, tmp_path)
+    _, out, _ = await kubectl("scale", "widget", "w", "--replicas=4")
+    assert "widget.example.com/w scaled" in out
+    code, body, _ = await http.call("GET", f"{WIDGETS}/w")
+    assert body["spec"]["replicas"] == 4
+    code, body, _ = await http.call("PUT", f"{WIDGETS}/w/scale", {**scale, "spec": {"replicas": 9}})
+    assert code == 409  # the Scale read before kubectl scaled: its resourceVersion is a precondition
+    _, scale, _ = await http.call("GET", f"{WIDGETS}/w/scale")
+    code, body, _ = await http.call("PUT", f"{WIDGETS}/w/scale", {**scale, "spec": {"replicas": 9}})
+    assert code == 422 and "replicas must not exceed limit" in body["message"]  # the object's rules still judge
+
+    code, body, _ = await http.call("PATCH", f"{WIDGETS}/w", {"spec": {"size": 5}},
+                                    content_type="application/strategic-merge-patch+json")
+    assert code == 415 and body["reason"] == "UnsupportedMediaType"
+    assert "application/merge-patch+json" in body["message"] and "strategic" not in body["message"]
+
+
+async def test_kubectl_columns_selectors_explain_and_server_side_apply(rest: APIServer, http: Rest,
+                                                                       tmp_path: Path) -> None:
+    await _define(http, _widgets())
+    for name, color in (("one", "red"), ("two", "green")):
+        code, body, _ = await http.call("POST", WIDGETS, _widget(name, color=color))
+        assert code == 201, body
+    kubectl = _kubectl(rest, tmp_path)
+    _, out, _ = await kubectl("get", "widgets")
+    lines = out.splitlines()
+    assert lines[0].split() == ["NAME", "SIZE", "COLOR", "AGE"]
+    assert lines[1].split()[:3] == ["one", "3", "red"]
+    _, out, _ = await kubectl("get", "wd", "-o", "wide")
+    assert out.splitlines()[0].split() == ["NAME", "SIZE", "COLOR", "PHASE", "AGE"]
+    _, out, _ = await kubectl("get", "widgets", "--field-selector", "spec.color=green", "-o", "name")
+    assert out.split() == ["widget.example.com/two"]
+    _, out, _ = await kubectl("get", "all", "-o", "name")
+    assert "widget.example.com/one" in out.split()
+    code, body, _ = await http.call("GET", WIDGETS, query={"fieldSelector": "spec.size=3"})
+    assert code == 400 and 'field label not supported: "spec.size"' in body["message"]
+
+    _, out, _ = await kubectl("explain", "widget.spec")
+    assert "size" in out and "color" in out and "<integer>" in out
+
+    manifest = tmp_path / "w.yaml"
+    manifest.write_text(yaml.safe_dump(_widget("three", color="green")))
+    _, out, _ = await kubectl("apply", "--server-side", "-f", str(manifest))
+    assert "widget.example.com/three serverside-applied" in out
+    code, live, _ = await http.call("GET", f"{WIDGETS}/three")
+    assert any(m["manager"] == "kubectl" and m["operation"] == "Apply" for m in live["metadata"]["managedFields"])
+    await kubectl("patch", "widget", "three", "--type=merge", "-p", '{"spec":{"color":"red"}}')
+    code, out, err = await kubectl("apply", "--server-side", "-f", str(manifest), ok=False)
+    assert code != 0 and "conflict" in (out + err).lower() and ".spec.color" in out + err
+    _, out, _ = await kubectl("apply", "--server-side", "--force-conflicts", "-f", str(manifest))
+    code, live, _ = await http.call("GET", f"{WIDGETS}/three")
+    assert live["spec"]["color"] == "green"
+    _, out, _ = await kubectl("diff", "-f", str(manifest), ok=False)
+
+
+async def test_versions_served_one_stored_and_deprecation(rest: APIServer, http: Rest) -> None:
+    """Several versions, None conversion: written as one, read as the other (apiVersion
+    rewritten), stored in the storage version; a deprecated version warns."""
+    schema = {"type": "object",
+              "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+    crd = _crd("boxes", "Box", versions=[
+        {"name": "v1beta1", "served": True, "storage": False, "deprecated": True,
+         "deprecationWarning": "example.com/v1beta1 Box is going away", "schema": {"openAPIV3Schema": schema}},
+        {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}])
+    await _define(http, crd)
+    code, listed, _ = await http.call("GET", "/apis/example.com")
+    assert listed["preferredVersion"]["version"] == "v1"
+    assert [v["version"] for v in listed["versions"]] == ["v1", "v1beta1"]
+    code, body, headers = await http.call("POST", "/apis/example.com/v1beta1/namespaces/default/boxes",
+                                          {"apiVersion": "example.com/v1beta1", "kind": "Box",
+                                           "metadata": {"name": "b"}, "spec": {"x": 1}})
+    assert code == 201 and body["apiVersion"] == "example.com/v1beta1"
+    assert "example.com/v1beta1 Box is going away" in headers.get("Warning", "")
+    code, body, headers = await http.call("GET", "/apis/example.com/v1/namespaces/default/boxes/b")
+    assert code == 200 and body["apiVersion"] == "example.com/v1" and body["spec"] == {"x": 1}
+    assert "Warning" not in headers
+    kv, _ = await next(iter(rest.registries.values())).storage.get(
+        f"{rest.config.etcd_prefix}/example.com/boxes/default/b".encode())
+    assert kv is not None and json.loads(kv.value)["apiVersion"] == "example.com/v1"
+
+
+async def test_cluster_scoped_custom_resources_and_namespace_deletion(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] Namespaces: deleting a namespace deletes its custom resources;
+    cluster-scoped ones live outside namespaces."""
+    await _define(http, _crd("regions", "Region", scope="Cluster"))
+    await _define(http, _crd("tenants", "Tenant"))
+    code, body, _ = await http.call("POST", "/apis/example.com/v1/regions",
+                                    {"apiVersion": "example.com/v1", "kind": "Region", "metadata": {"name": "eu"}})
+    assert code == 201 and "namespace" not in body["metadata"]
+    code, _, _ = await http.call("POST", "/api/v1/namespaces", {"metadata": {"name": "team"}})
+    assert code == 201
+    code, body, _ = await http.call("POST", "/apis/example.com/v1/namespaces/team/tenants",
+                                    {"apiVersion": "example.com/v1", "kind": "Tenant", "metadata": {"name": "t"}})
+    assert code == 201, body
+    code, _, _ = await http.call("DELETE", "/api/v1/namespaces/team")
+    assert code == 200
+    await until(lambda: http.call("GET", "/api/v1/namespaces/team"), timeout=20, what="namespace team gone",
+                check=lambda answer: answer[0] == 404)
+    code, body, _ = await http.call("GET", "/apis/example.com/v1/tenants")
+    assert code == 200 and body["items"] == []
+    code, body, _ = await http.call("GET", "/apis/example.com/v1/regions/eu")
+    assert code == 200
+
+
+async def test_the_official_client_custom_objects_and_dynamic_client(rest: APIServer, http: Rest,
+                                                                      tmp_path: Path) -> None:
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+    from kubernetes import dynamic as k8s_dynamic
+
+    await _define(http, _widgets())
+    api_client = k8s_config.new_client_from_config(str(write_kubeconfig(tmp_path / "kc", rest.rest_address)))
+    custom = k8s.CustomObjectsApi(api_client)
+    created = await asyncio.to_thread(custom.create_namespaced_custom_object, "example.com", "v1", "default",
+                                      "widgets", _widget("py"))
+    assert created["spec"]["color"] == "red"
+    listed = await asyncio.to_thread(custom.list_namespaced_custom_object, "example.com", "v1", "default", "widgets")
+    assert [i["metadata"]["name"] for i in listed["items"]] == ["py"]
+    patched = await asyncio.to_thread(custom.patch_namespaced_custom_object_status, "example.com", "v1", "default",
+                                      "widgets", "py", {"status": {"phase": "Done"}})
+    assert patched["status"]["phase"] == "Done"
+    dyn = await asyncio.to_thread(k8s_dynamic.DynamicClient, api_client)
+    widgets = await asyncio.to_thread(dyn.resources.get, api_version="example.com/v1", kind="Widget")
+    got = await asyncio.to_thread(widgets.get, name="py", namespace="default")
+    assert got.spec.size == 3 and got.status.phase == "Done"
+    await asyncio.to_thread(custom.delete_namespaced_custom_object, "example.com", "v1", "default", "widgets", "py")
+
+
+async def test_grpc_dynamic_client(rest: APIServer, http: Rest) -> None:
+    """The project's own client reaches custom resources over the CustomResources service."""
+    from kubeling import dynamic, errors
+    from kubeling.client import Client
+
+    await _define(http, _widgets())
+    async with Client(rest.address) as c:
+        widgets = c.dynamic("example.com/v1", "widgets", "Widget")
+        created = await widgets.create(dynamic.new(_widget("g", color="green")))
+        assert dynamic.content_of(created)["spec"]["color"] == "green" and created.metadata.resourceVersion
+        events = widgets.watch(resource_version=created.metadata.resourceVersion)
+        obj = dynamic.new(_widget("g", size=5))
+        obj.metadata.resourceVersion = created.metadata.resourceVersion
+        updated = await widgets.update(obj)
+        assert dynamic.content_of(updated)["spec"]["size"] == 5
+        event = await anext(aiter(events))
+        assert event.type == "MODIFIED" and dynamic.to_dict(event.object)["spec"]["size"] == 5
+        with pytest.raises(errors.Invalid) as refused:
+            await widgets.create(dynamic.new(_widget("bad", size=0)))
+        assert "spec.size in body should be greater than or equal to 1" in refused.value.message
+        listed = await widgets.list()
+        assert [o.metadata.name for o in listed.items] == ["g"]
+        crds = await c.customresourcedefinitions.list()
+        assert [o.metadata.name for o in crds.items] == ["widgets.example.com"]
+        await widgets.delete("g")
+        with pytest.raises(errors.NotFound):
+            await c.dynamic("example.com/v9", "widgets").get("g")
+
+
+async def test_bad_custom_resources_are_refused_and_the_server_serves_on(rest: APIServer, http: Rest) -> None:
+    await _define(http, _widgets())
+    big = _widget("big", extra={"blob": "x" * (10 * 1024 * 1024)})
+    code, body, _ = await http.call("POST", WIDGETS, big)
+    assert code == 413
+    code, body, _ = await http.call("POST", WIDGETS, "{not json")
+    assert code == 400
+    code, body, _ = await http.call("POST", WIDGETS, ["a", "list"])
+    assert code == 400
+    code, body, _ = await http.call("POST", WIDGETS, {**_widget("k"), "kind": "Gadget"})
+    assert code == 400 and "this endpoint takes example.com/v1/Widget" in body["message"]
+    code, body, _ = await http.call("POST", WIDGETS, {**_widget("m"), "metadata": {"name": "m", "labels": ["x"]}})
+    assert code == 400 and "metadata.labels" in body["message"]
+    code, body, _ = await http.call("POST", WIDGETS, _widget("ok"))
+    assert code == 201

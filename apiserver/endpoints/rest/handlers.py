@@ -27,6 +27,7 @@ from apiserver.endpoints.rest.request import (
 )
 from apiserver.endpoints.rest.status import UnsupportedMediaType
 from apiserver.endpoints.rest.tables import table
+from apiserver.registry.apiextensions.customresources import CustomResourceStrategy
 from apiserver.registry.generic.store import Registry
 from kubeling import errors
 from kubeling.scheme import ResourceType
@@ -171,8 +172,9 @@ async def patch(request: web.Request, t: Target, registry: Registry[Any]) -> web
     """PATCH of the object or its status: JSON, merge and strategic merge patches, and
     server-side apply (which creates what does not exist yet)."""
     kind = PATCH_TYPES.get(request.content_type)
-    accepted = [m for m, k in PATCH_TYPES.items() if k != "strategic" or not t.resource.custom]
-    if kind is None or kind == "strategic" and t.resource.custom:  # no patch strategy in a schema: upstream's 415
+    custom = isinstance(registry.strategy, CustomResourceStrategy)  # no patch strategies in a schema: upstream's 415
+    accepted = [m for m, k in PATCH_TYPES.items() if k != "strategic" or not custom]
+    if kind is None or kind == "strategic" and custom:
         raise UnsupportedMediaType(f"the body of the request was in an unknown format - accepted media types "
                                    f"include: {', '.join(accepted)}")
     body = await body_of(request, t)

@@ -5,13 +5,15 @@ metadata of lists (`x-kubernetes-patch-merge-key`, `x-kubernetes-patch-strategy`
 which kubectl computes its apply patches.
 
 The messages carry Kubernetes' field names, so the schemas have upstream's shape; they
-carry no descriptions.
+carry no descriptions. A custom resource's schema is its definition's (descriptions
+included), with apiVersion, kind and metadata as upstream's builder adds them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -19,6 +21,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from apiserver.endpoints.discovery import VERSION
 from apiserver.endpoints.rest.patch import FIELD_MERGE_KEYS, MERGE_KEYS
 from kubeling.scheme import ResourceType, Scheme
+from protos.kubeling.v1 import meta_pb2
 
 __all__ = ["OpenAPI", "schemas"]
 
@@ -80,14 +83,28 @@ def _message(desc: Descriptor, kinds: dict[str, str], out: dict[str, Any]) -> No
         schema["properties"][fd.name] = _field(fd, kinds, out)
 
 
-def schemas(kinds: list[tuple[Descriptor, dict[str, str], str]]) -> dict[str, Any]:
-    """components.schemas for top-level kinds given as (message, GVK, schema name)."""
-    names = {desc.full_name: name for desc, _, name in kinds}
+# A custom resource's schema (its definition's openAPIV3Schema), None for a built-in.
+CustomSchema = Callable[[ResourceType[Any]], dict[str, Any] | None]
+Kind = tuple[Descriptor, dict[str, str], str, dict[str, Any] | None]
+
+
+def schemas(kinds: list[Kind]) -> dict[str, Any]:
+    """components.schemas for top-level kinds given as (message, GVK, schema name, the
+    custom resource's own schema or None)."""
+    names = {desc.full_name: name for desc, _, name, own in kinds if own is None}
     out: dict[str, Any] = {}
-    for desc, gvk, name in kinds:
-        _message(desc, names, out)
-        out[name]["properties"] = {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
-                                   **out[name]["properties"]}
+    for desc, gvk, name, own in kinds:
+        if own is not None:
+            meta = meta_pb2.ObjectMeta.DESCRIPTOR
+            _message(meta, names, out)
+            out[name] = {**own, "type": "object", "properties": {
+                "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                "metadata": {"$ref": f"#/components/schemas/{_name(meta, names)}"},
+                **{k: v for k, v in (own.get("properties") or {}).items() if k != "metadata"}}}
+        else:
+            _message(desc, names, out)
+            out[name]["properties"] = {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                                       **out[name]["properties"]}
         out[name]["x-kubernetes-group-version-kind"] = [gvk]
     return out
 
@@ -96,8 +113,9 @@ class OpenAPI:
     """The documents of a scheme's group-versions, built once per scheme generation (they
     follow entries registered at run time)."""
 
-    def __init__(self, scheme: Scheme) -> None:
+    def __init__(self, scheme: Scheme, custom_schema: CustomSchema | None = None) -> None:
         self.scheme = scheme
+        self.custom_schema = custom_schema or (lambda r: None)
         self._generation = -1
         self._documents: dict[str, dict[str, Any]] = {}
         self._index: dict[str, Any] = {}
@@ -108,7 +126,8 @@ class OpenAPI:
         by_path: dict[str, list[ResourceType[Any]]] = {}
         for rt in self.scheme:
             by_path.setdefault(rt.path_prefix.lstrip("/"), []).append(rt)
-        self._documents = {path: _document(path, resources) for path, resources in by_path.items()}
+        self._documents = {path: _document(path, resources, self.custom_schema)
+                           for path, resources in by_path.items()}
         paths = {}
         for path, doc in self._documents.items():
             digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32].upper()
@@ -127,12 +146,12 @@ class OpenAPI:
         return self._documents.get(gv_path)
 
 
-def _document(gv_path: str, resources: list[ResourceType[Any]]) -> dict[str, Any]:
+def _document(gv_path: str, resources: list[ResourceType[Any]], custom_schema: CustomSchema) -> dict[str, Any]:
     """One group-version's document: its paths, with the `fieldValidation` query parameter
     and the GVK extension on every write (what kubectl looks for before it leaves validation
     to the server), and the kinds' schemas."""
     paths: dict[str, Any] = {}
-    kinds: list[tuple[Any, dict[str, str], str]] = []
+    kinds: list[Kind] = []
     field_validation = {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True},
                         "description": "Ignore, Warn or Strict: what to do with unknown or duplicate fields"}
     for r in resources:
@@ -159,11 +178,18 @@ def _document(gv_path: str, resources: list[ResourceType[Any]]) -> dict[str, Any
         if r.has_status:
             paths[f"{item}/status"] = {"get": op("read", "get"), "put": op("replace", "put", with_body=True),
                                        "patch": op("patch", "patch", with_body=True)}
-        kinds.append((r.message.DESCRIPTOR, gvk, schema_name(r)))
+        if r.custom:
+            own = custom_schema(r) or {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+            kinds.append((r.message.DESCRIPTOR, gvk, schema_name(r), own))
+        else:
+            kinds.append((r.message.DESCRIPTOR, gvk, schema_name(r), None))
     return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": VERSION["gitVersion"]},
             "paths": paths, "components": {"schemas": schemas(kinds)}}
 
 
 def schema_name(r: ResourceType[Any]) -> str:
-    """Upstream's definition name: io.k8s.api.<group's first label, or core>.<version>.<Kind>."""
+    """Upstream's definition name: io.k8s.api.<group's first label, or core>.<version>.<Kind>;
+    a custom resource's, its group reversed (com.example.stable.v1.CronTab)."""
+    if r.custom:
+        return ".".join([*reversed(r.group.split(".")), r.version, r.kind])
     return f"io.k8s.api.{r.group.split('.')[0] or 'core'}.{r.version}.{r.kind}"

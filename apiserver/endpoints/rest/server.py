@@ -37,6 +37,7 @@ from apiserver.endpoints.rest.status import MethodNotAllowed, http_code, status_
 from apiserver.endpoints.rest.subresources import STREAMS, Subresources
 from apiserver.endpoints.rest.watch import serve_watch
 from apiserver.registry import metrics
+from apiserver.registry.apiextensions.customresources import CustomResourceStrategy
 from apiserver.registry.core.pod_streams import PodStreams
 from apiserver.registry.generic.store import Registry
 from apiserver.registry.metrics import MetricsAPI
@@ -69,8 +70,13 @@ class RestServer:
     def __post_init__(self) -> None:
         extra = {METRICS_GROUP: (metrics.VERSION, metrics.resource_list)} if self.metrics_api is not None else {}
         self.discovery = Discovery(self.scheme, extra)
-        self.openapi = OpenAPI(self.scheme)
+        self.openapi = OpenAPI(self.scheme, self._custom_schema)
         self._subresources = Subresources(self.subresources, self.pod_streams)
+
+    def _custom_schema(self, r: ResourceType[Any]) -> dict[str, Any] | None:
+        registry = self.registries.get(r)
+        strategy = registry.strategy if registry is not None else None
+        return strategy.schema if isinstance(strategy, CustomResourceStrategy) else None
 
     # ------------------------------------------------------------------ lifecycle
 

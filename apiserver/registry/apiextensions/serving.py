@@ -170,6 +170,7 @@ class CustomResourceServing:
                 version = d.version(entry.version)
                 if registry is not None and version is not None:
                     registry.replace_strategy(CustomResourceStrategy(entry, d, version))
+            self.scheme.changed()  # OpenAPI shows the new schema
             return
         await self._unserve(name)
         served = _Served(d)

@@ -160,7 +160,7 @@ class Registry(Generic[T]):
     def _invalid(self, obj: T, check: Checker) -> None:
         if check.violations:
             detail = ", ".join(str(v) for v in check.violations)
-            raise errors.Invalid(f'{self.strategy.kind} "{obj.metadata.name}" is invalid: {detail}',
+            raise errors.Invalid(f'{self.strategy.qualified_kind} "{obj.metadata.name}" is invalid: {detail}',
                                  metadata={"kind": self.strategy.kind, "name": obj.metadata.name},
                                  violations=check.violations)
 

@@ -61,6 +61,9 @@ class Strategy(Generic[T]):
             self.resource = resource  # type: ignore[misc]  # this instance's, over the class's
         entry = self.resource
         self.kind = entry.kind
+        # How errors name the kind: upstream's qualified kind (Widget.example.com); the
+        # built-ins keep the bare kind their messages have always had here.
+        self.qualified_kind = f"{entry.kind}.{entry.group}" if entry.custom and entry.group else entry.kind
         self.plural = entry.plural
         self.namespaced = entry.namespaced
         self.message: type[T] = entry.message
