@@ -461,13 +461,14 @@ async def test_the_official_client_custom_objects_and_dynamic_client(rest: APISe
     await _define(http, _widgets())
     api_client = k8s_config.new_client_from_config(str(write_kubeconfig(tmp_path / "kc", rest.rest_address)))
     custom = k8s.CustomObjectsApi(api_client)
-    created = await asyncio.to_thread(custom.create_namespaced_custom_object, "example.com", "v1", "default",
-                                      "widgets", _widget("py"))
+    created: Any = await asyncio.to_thread(custom.create_namespaced_custom_object, "example.com", "v1", "default",
+                                           "widgets", _widget("py"))
     assert created["spec"]["color"] == "red"
-    listed = await asyncio.to_thread(custom.list_namespaced_custom_object, "example.com", "v1", "default", "widgets")
+    listed: Any = await asyncio.to_thread(custom.list_namespaced_custom_object, "example.com", "v1", "default",
+                                          "widgets")
     assert [i["metadata"]["name"] for i in listed["items"]] == ["py"]
-    patched = await asyncio.to_thread(custom.patch_namespaced_custom_object_status, "example.com", "v1", "default",
-                                      "widgets", "py", {"status": {"phase": "Done"}})
+    patched: Any = await asyncio.to_thread(custom.patch_namespaced_custom_object_status, "example.com", "v1",
+                                           "default", "widgets", "py", {"status": {"phase": "Done"}})
     assert patched["status"]["phase"] == "Done"
     dyn = await asyncio.to_thread(k8s_dynamic.DynamicClient, api_client)
     widgets = await asyncio.to_thread(dyn.resources.get, api_version="example.com/v1", kind="Widget")
