@@ -180,8 +180,20 @@ class APIServer:
     async def _serve_custom_resources(self) -> None:
         """Custom resources of the definitions stored now, before the front ends open."""
         self._crds = CustomResourceServing(self.registries[scheme.CUSTOMRESOURCEDEFINITIONS], self.scheme,
-                                           self.registries, self._custom_registry)
+                                           self.registries, self._custom_registry, self._service_address,
+                                           self.config.conversion_webhook_timeout)
         await self._crds.start()
+
+    async def _service_address(self, namespace: str, name: str, port: int) -> str:
+        """Where a webhook's Service answers: its ClusterIP and port, as kube-apiserver
+        reaches webhooks by default (kube-proxy's rules take it to an endpoint)."""
+        try:
+            svc = await self.registries[scheme.SERVICES].get(namespace, name)
+        except errors.NotFound:
+            raise errors.ServiceUnavailable(f'service "{namespace}/{name}" not found') from None
+        if not svc.spec.clusterIP or svc.spec.clusterIP == "None":
+            raise errors.ServiceUnavailable(f'service "{namespace}/{name}" has no ClusterIP')
+        return f"{svc.spec.clusterIP}:{port}"
 
     def _build_auth(self, options: Completed) -> _Auth:
         policy = StoredPolicy(self.registries)

@@ -62,6 +62,7 @@ class Config:
                                   "listener's host)", type=ip_arg)
     advertise_port: int = flag(0, "their port (default: the REST port; another when a load balancer is in front)",
                                type=int)
+    conversion_webhook_timeout: float = flag(30.0, "seconds a CRD's conversion webhook may take", shown=False)
     allocation_repair_interval: float = flag(60.0, "seconds between repairs of the Service allocations",
                                              shown=False)
     # Serving TLS for gRPC and REST (both files, or neither: plain text), client

@@ -521,3 +521,161 @@ async def test_bad_custom_resources_are_refused_and_the_server_serves_on(rest: A
     assert code == 400 and "metadata.labels" in body["message"]
     code, body, _ = await http.call("POST", WIDGETS, _widget("ok"))
     assert code == 201
+
+
+# ------------------------------------------------------------------ conversion webhooks
+
+class ConversionWebhook:
+    """A conversion webhook as users write one, over TLS with its own CA: Endpoint v1
+    (spec.hostPort "h:p") <-> v2 (spec.host, spec.port). `mode` makes it misbehave."""
+
+    def __init__(self, pki_dir: Path) -> None:
+        from kubeling import pki
+        pki.ensure(pki_dir, {}, ["127.0.0.1"])
+        self.ca = (pki_dir / "ca.crt").read_bytes()
+        self.cert, self.key = pki_dir / "apiserver.crt", pki_dir / "apiserver.key"
+        self.mode = "ok"
+        self.reviews: list[dict[str, Any]] = []
+        self.runner: Any = None
+        self.port = 0
+
+    async def start(self) -> None:
+        import ssl
+
+        from aiohttp import web
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(self.cert, self.key)
+        app = web.Application()
+        app.router.add_post("/convert", self._convert)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0, ssl_context=context)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+    async def _convert(self, request: Any) -> Any:
+        from aiohttp import web
+        review = await request.json()
+        self.reviews.append(review)
+        req = review["request"]
+        if self.mode == "slow":
+            await asyncio.sleep(5)
+        if self.mode == "garbage":
+            return web.Response(text="<html>not a review</html>")
+        out = []
+        for obj in req["objects"]:
+            obj = json.loads(json.dumps(obj))
+            spec = obj.get("spec") or {}
+            if req["desiredAPIVersion"] == "example.com/v2" and "hostPort" in spec:
+                host, _, port = spec.pop("hostPort").partition(":")
+                spec.update(host=host, port=int(port))
+            elif req["desiredAPIVersion"] == "example.com/v1" and "host" in spec:
+                spec["hostPort"] = f"{spec.pop('host')}:{spec.pop('port')}"
+            obj["apiVersion"] = req["desiredAPIVersion"]
+            obj.setdefault("metadata", {}).setdefault("labels", {})["converted"] = "yes"
+            if self.mode == "rename":
+                obj["metadata"]["name"] = "someone-else"
+            out.append(obj)
+        return web.json_response({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                                  "response": {"uid": req["uid"], "result": {"status": "Success"},
+                                               "convertedObjects": out}})
+
+
+@pytest.fixture
+async def webhook(tmp_path: Path) -> Any:
+    hook = ConversionWebhook(tmp_path / "webhook-pki")
+    await hook.start()
+    try:
+        yield hook
+    finally:
+        await hook.stop()
+
+
+def _endpoints_crd(hook: ConversionWebhook) -> dict[str, Any]:
+    import base64
+    v1 = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "hostPort": {"type": "string"}}}}}
+    v2 = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "host": {"type": "string"}, "port": {"type": "integer", "maximum": 65535}}}}}
+    crd = _crd("endpoints", "Endpoint", versions=[
+        {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": v1}},
+        {"name": "v2", "served": True, "storage": False, "schema": {"openAPIV3Schema": v2}}])
+    crd["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1", "v1beta1"],
+        "clientConfig": {"url": f"https://127.0.0.1:{hook.port}/convert",
+                         "caBundle": base64.b64encode(hook.ca).decode()}}}
+    return crd
+
+
+async def test_conversion_webhook_between_versions(rest: APIServer, http: Rest, webhook: ConversionWebhook,
+                                                   tmp_path: Path) -> None:
+    """[sig-api-machinery] CustomResourceConversionWebhook should convert a non homogeneous
+    list of CRs / a custom resource: written as v1, read as v2 and back, stored as v1."""
+    await _define(http, _endpoints_crd(webhook))
+    v1, v2 = "/apis/example.com/v1/namespaces/default/endpoints", "/apis/example.com/v2/namespaces/default/endpoints"
+    code, body, _ = await http.call("POST", v1, {"apiVersion": "example.com/v1", "kind": "Endpoint",
+                                                 "metadata": {"name": "a"}, "spec": {"hostPort": "db:5432"}})
+    assert code == 201, body
+    code, body, _ = await http.call("GET", f"{v2}/a")
+    assert code == 200, body
+    assert body["apiVersion"] == "example.com/v2" and body["spec"] == {"host": "db", "port": 5432}
+    assert body["metadata"]["labels"] == {"converted": "yes"}  # labels may change; uid, name may not
+    assert webhook.reviews[-1]["apiVersion"] == "apiextensions.k8s.io/v1"
+    # written as v2: converted to the storage version
+    code, body, _ = await http.call("POST", v2, {"apiVersion": "example.com/v2", "kind": "Endpoint",
+                                                 "metadata": {"name": "b"}, "spec": {"host": "web", "port": 80}})
+    assert code == 201 and body["spec"] == {"host": "web", "port": 80}, body
+    kv, _ = await next(iter(rest.registries.values())).storage.get(
+        f"{rest.config.etcd_prefix}/example.com/endpoints/default/b".encode())
+    assert kv is not None and json.loads(kv.value)["apiVersion"] == "example.com/v1"
+    assert json.loads(kv.value)["spec"] == {"hostPort": "web:80"}
+    code, listed, _ = await http.call("GET", v2)  # a list: every item converted
+    assert {i["metadata"]["name"]: i["spec"]["port"] for i in listed["items"]} == {"a": 5432, "b": 80}
+    # validated in the request's version, before conversion
+    code, body, _ = await http.call("POST", v2, {"apiVersion": "example.com/v2", "kind": "Endpoint",
+                                                 "metadata": {"name": "c"}, "spec": {"host": "x", "port": 70000}})
+    assert code == 422 and "spec.port in body should be less than or equal to 65535" in body["message"]
+    # kubectl reads the version it is told
+    kubectl = _kubectl(rest, tmp_path)
+    _, out, _ = await kubectl("get", "endpoints.v2.example.com", "a", "-o", "jsonpath={.spec.host}")
+    assert out == "db"
+    # a watch in v2 sees v1 writes converted
+    async with http.session.get(http.base + v2, params={"watch": "true", "resourceVersion": listed["metadata"][
+            "resourceVersion"]}) as resp:
+        code, _, _ = await http.call("PATCH", f"{v1}/a", {"spec": {"hostPort": "db:6543"}},
+                                     content_type="application/merge-patch+json")
+        assert code == 200
+        line = json.loads(await resp.content.readline())
+        assert line["type"] == "MODIFIED" and line["object"]["spec"] == {"host": "db", "port": 6543}
+
+
+async def test_conversion_webhook_failures_are_clear_and_nothing_is_stored(
+        etcd: Any, prefix: str, webhook: ConversionWebhook) -> None:
+    from tests.conftest import apiserver_config
+    server = APIServer(apiserver_config(etcd, prefix, rest_listen="127.0.0.1:0", conversion_webhook_timeout=1.0))
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as session:
+            http = Rest(server, session)
+            await _define(http, _endpoints_crd(webhook))
+            v2 = "/apis/example.com/v2/namespaces/default/endpoints"
+            item = {"apiVersion": "example.com/v2", "kind": "Endpoint", "metadata": {"name": "x"},
+                    "spec": {"host": "h", "port": 1}}
+            for mode, wanted in (("slow", "context deadline exceeded"), ("garbage", "the answer is not JSON"),
+                                 ("rename", "must have the same name: x != someone-else")):
+                webhook.mode = mode
+                code, body, _ = await http.call("POST", v2, item)
+                assert code == 500 and body["reason"] == "InternalError", (mode, body)
+                assert "conversion webhook for example.com/v2, Kind=Endpoint" in body["message"], body
+                assert wanted in body["message"], (mode, body["message"])
+            webhook.mode = "ok"
+            code, listed, _ = await http.call("GET", "/apis/example.com/v1/namespaces/default/endpoints")
+            assert code == 200 and listed["items"] == []  # nothing stored half-way
+            code, body, _ = await http.call("POST", v2, item)
+            assert code == 201, body  # and the server serves on
+    finally:
+        await server.stop(grace=0)

@@ -9,11 +9,14 @@ in one replica (apiserver.controllers.crd_*)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from apiserver.registry.apiextensions.conversion import ServiceAddress, WebhookConverter
+from apiserver.registry.apiextensions.converting import ConvertingRegistry
 from apiserver.registry.apiextensions.customresources import CustomResourceStrategy
 from apiserver.registry.apiextensions.definition import Definition
 from apiserver.registry.generic.store import Registry
@@ -36,26 +39,30 @@ class _Served:
 
     definition: Definition
     entries: list[ResourceType[Any]] = field(default_factory=list)
+    storage: Registry[Any] | None = None  # with webhook conversion: the storage version's registry
 
     def shape(self) -> tuple[Any, ...]:
         return _shape(self.definition)
 
 
 def _shape(d: Definition) -> tuple[Any, ...]:
-    """What the scheme entries are made of: when it changes, the entries are made anew;
-    otherwise only the strategies (schemas, columns, rules) are replaced."""
-    return (d.uid, d.group, d.namespaced, tuple(d.status.get("acceptedNames", {}).items()) if d.status else (),
-            tuple((v.name, v.served, v.status, v.scale is not None) for v in d.versions), d.kind, d.plural,
-            d.short_names, d.categories, d.singular)
+    """What the scheme entries and registries are made of: when it changes, they are made
+    anew; otherwise only the strategies (schemas, columns, rules) are replaced."""
+    return (d.uid, d.group, d.namespaced, json.dumps(d.status.get("acceptedNames", {}), sort_keys=True),
+            tuple((v.name, v.served, v.storage, v.status, v.scale is not None) for v in d.versions), d.kind, d.plural,
+            d.short_names, d.categories, d.singular, json.dumps(d.spec.get("conversion"), sort_keys=True))
 
 
 class CustomResourceServing:
     def __init__(self, definitions: Registry[custom_pb2.CustomResource], scheme: Scheme,
-                 registries: dict[ResourceType[Any], Registry[Any]], make_registry: RegistryFactory) -> None:
+                 registries: dict[ResourceType[Any], Registry[Any]], make_registry: RegistryFactory,
+                 service_address: ServiceAddress | None = None, conversion_timeout: float = 30.0) -> None:
         self.definitions = definitions
         self.scheme = scheme
         self.registries = registries
         self.make_registry = make_registry
+        self.service_address = service_address or _no_services
+        self.conversion_timeout = conversion_timeout
         self._served: dict[str, _Served] = {}  # by CRD name
         self._task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()  # set after each sync (tests and the establishing controller wait on it)
@@ -117,6 +124,9 @@ class CustomResourceServing:
         """One registry per served definition (its storage version's, else its first):
         what the namespace finalizer and the cleanup go through."""
         for s in self._served.values():
+            if s.storage is not None:
+                yield s.storage
+                continue
             if not s.entries:
                 continue
             storage = s.definition.storage_version.name
@@ -127,6 +137,8 @@ class CustomResourceServing:
 
     def registry_of(self, crd_name: str) -> Registry[Any] | None:
         s = self._served.get(crd_name)
+        if s is not None and s.storage is not None:
+            return s.storage
         if s is None or not s.entries:
             return None
         return next(iter(r for e in s.entries if (r := self.registries.get(e)) is not None), None)
@@ -166,16 +178,26 @@ class CustomResourceServing:
         if current is not None and current.shape() == _shape(d):
             current.definition = d
             for entry in current.entries:
-                registry = self.registries.get(entry)
+                found = self.registries.get(entry)
                 version = d.version(entry.version)
-                if registry is not None and version is not None:
-                    registry.replace_strategy(CustomResourceStrategy(entry, d, version))
+                if found is not None and version is not None:
+                    found.replace_strategy(CustomResourceStrategy(entry, d, version))
             self.scheme.changed()  # OpenAPI shows the new schema
             return
         await self._unserve(name)
         served = _Served(d)
         self._served[name] = served
-        for entry in d.resource_types():
+        entries = d.resource_types()
+        converter = self._converter(d)
+        storage: Registry[Any] | None = None
+        if converter is not None:
+            # one registry (and cache) in the storage version; the other versions are views over it
+            storage_version = d.storage_version
+            stored = [e for e in entries if e.version == storage_version.name]
+            storage_entry = stored[0] if stored else _unserved_entry(d, entries, storage_version.name)
+            storage = served.storage = self.make_registry(CustomResourceStrategy(storage_entry, d, storage_version))
+            await storage.start()
+        for entry in entries:
             version = d.version(entry.version)
             assert version is not None
             try:
@@ -183,11 +205,24 @@ class CustomResourceServing:
             except ValueError as err:  # a built-in (or a stale entry) holds the name
                 log.warning("customresourcedefinition %s: version %s not served: %s", name, entry.version, err)
                 continue
-            registry = self.make_registry(CustomResourceStrategy(entry, d, version))
+            strategy = CustomResourceStrategy(entry, d, version)
+            registry: Registry[Any]
+            if storage is not None and converter is not None:
+                registry = storage if entry.version == d.storage_version.name else \
+                    ConvertingRegistry(storage, strategy, converter)
+            else:
+                registry = self.make_registry(strategy)
+                await registry.start()
             self.registries[entry] = registry
             served.entries.append(entry)
-            await registry.start()
         log.info("serving %s (%s)", name, ", ".join(e.version for e in served.entries))
+
+    def _converter(self, d: Definition) -> WebhookConverter | None:
+        conversion = d.spec.get("conversion") or {}
+        if conversion.get("strategy") != "Webhook":
+            return None
+        return WebhookConverter(d.kind, d.group, conversion.get("webhook") or {}, self.service_address,
+                                self.conversion_timeout)
 
     async def _unserve(self, name: str) -> None:
         served = self._served.pop(name, None)
@@ -197,7 +232,20 @@ class CustomResourceServing:
             registry = self.registries.pop(entry, None)
             if entry in self.scheme:
                 self.scheme.unregister(entry)
-            if registry is not None:
+            if registry is not None and registry is not served.storage:
                 await registry.stop()
+        if served.storage is not None:
+            await served.storage.stop()
         log.info("no longer serving %s", name)
+
+
+def _unserved_entry(d: Definition, served: list[ResourceType[Any]], version: str) -> ResourceType[Any]:
+    """The storage version's entry when that version is not served (never registered)."""
+    like = served[0]
+    return ResourceType(d.group, version, like.kind, like.plural, custom_pb2.CustomResource, namespaced=d.namespaced,
+                        subresources=like.subresources, custom=True)
+
+
+async def _no_services(namespace: str, name: str, port: int) -> str:
+    raise errors.ServiceUnavailable(f"services/{name} in {namespace}: no Service lookup in this apiserver")
 
