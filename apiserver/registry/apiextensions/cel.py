@@ -16,6 +16,7 @@ from typing import Any
 import celpy
 from celpy import celparser
 
+from apiserver.registry.apiextensions.celcost import cost_violations
 from kubeling.errors import FieldViolation
 
 __all__ = ["compile_rules", "evaluate_rules", "MAX_RULES_PER_NODE", "NO_OLD"]
@@ -27,16 +28,25 @@ logging.getLogger("Evaluator").setLevel(logging.WARNING)
 
 VALIDATIONS = "x-kubernetes-validations"
 MAX_RULES_PER_NODE = 64
-# Upstream bounds what a rule may cost; celpy has no cost model, so the bound here is the
-# rule's size (a rule this long is refused when the CRD is written).
-MAX_RULE_LENGTH = 4096
 _ENV = celpy.Environment()
 
 
 @functools.lru_cache(maxsize=4096)
+def _ast(rule: str) -> Any:
+    """The rule's parse tree (parsed once per process, whichever CRD names it)."""
+    return _ENV.compile(rule)
+
+
+@functools.lru_cache(maxsize=4096)
 def _program(rule: str) -> Any:
-    """The compiled rule (compiled once per process, whichever CRD names it)."""
-    return _ENV.program(_ENV.compile(rule))
+    return _ENV.program(_ast(rule))
+
+
+def _compiled(rule: str) -> Any:
+    try:
+        return _ast(rule)
+    except celparser.CELParseError:
+        return None
 
 
 def _rules(node: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
@@ -55,7 +65,7 @@ def _rules(node: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any
 
 
 def compile_rules(schema: dict[str, Any], path: str) -> list[FieldViolation]:
-    """Why the schema's rules cannot be used: not compiling, too long, a bad message."""
+    """Why the schema's rules cannot be used: not compiling, too costly, a bad message."""
     out: list[FieldViolation] = []
     for rule_path, node, rule in _rules(schema, path):
         if not isinstance(rule, dict):
@@ -64,10 +74,6 @@ def compile_rules(schema: dict[str, Any], path: str) -> list[FieldViolation]:
         text = rule.get("rule")
         if not isinstance(text, str) or not text.strip():
             out.append(FieldViolation(f"{rule_path}.rule", "Required value"))
-            continue
-        if len(text) > MAX_RULE_LENGTH:
-            out.append(FieldViolation(f"{rule_path}.rule", f"Forbidden: estimated rule cost exceeds budget: the "
-                                      f"rule is {len(text)} characters, at most {MAX_RULE_LENGTH}"))
             continue
         for key in ("rule", "messageExpression"):
             expression = rule.get(key)
@@ -84,7 +90,7 @@ def compile_rules(schema: dict[str, Any], path: str) -> list[FieldViolation]:
         if len(node.get(VALIDATIONS) or []) > MAX_RULES_PER_NODE:
             out.append(FieldViolation(rule_path, f"Too many: must have at most {MAX_RULES_PER_NODE} rules"))
             break
-    return out
+    return out + cost_violations(schema, path, _compiled)
 
 
 def _quote(text: str) -> str:
