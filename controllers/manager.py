@@ -2,8 +2,8 @@
 leader election on kube-system/kube-controller-manager (the informers stay warm on a
 standby; only the leader's controllers act), and each controller's loop or workers:
 node lifecycle, NoExecute taint eviction, ReplicaSet, Deployment, Job, disruption
-(PodDisruptionBudget status), EndpointSlice, Endpoints and the garbage collector (which
-follows custom resources too)."""
+(PodDisruptionBudget status), EndpointSlice, Endpoints, ClusterRole aggregation and the
+garbage collector (which follows custom resources too)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Gauge
 
+from controllers.clusterroleaggregation import ClusterRoleAggregationController
 from controllers.customresources import CustomResourceFollower
 from controllers.deployment import DeploymentController
 from controllers.disruption import DisruptionController
@@ -90,12 +91,14 @@ class ControllerManager:
         self.garbage_collector = GarbageCollector(
             [Watched(rt, informers.get(rt), client.resource(rt)) for rt in scheme.BUILTIN if rt not in GC_IGNORED],
             config.workers)
+        self.clusterrole_aggregation = ClusterRoleAggregationController(client, informers.get(scheme.CLUSTERROLES))
         # ... and every custom resource, from when its definition is served
         self.custom_resources = CustomResourceFollower(client, informers.get(scheme.CUSTOMRESOURCEDEFINITIONS),
                                                        self.garbage_collector)
         self._workers: list[Workers] = [c.workers for c in (self.replicaset, self.deployment, self.job,
                                                              self.disruption, self.endpointslice,
-                                                             self.endpoints_controller, self.garbage_collector)]
+                                                             self.endpoints_controller, self.garbage_collector,
+                                                             self.clusterrole_aggregation)]
         self._events = (self.recorder, workload_events)
         self.node_lifecycle = NodeLifecycleController(client, self.nodes, self.leases, self.pods,
                                                       config.node_monitor_grace_period)

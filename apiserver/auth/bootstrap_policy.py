@@ -1,14 +1,16 @@
 """Upstream's default ClusterRoles and ClusterRoleBindings (plugin/pkg/auth/authorizer/rbac/
 bootstrappolicy), for the resources kubeling serves: what a fresh cluster grants before
-anyone writes an RBAC object. view, edit and admin are upstream's aggregated roles with
-the rules their aggregated parts hold for these resources.
+anyone writes an RBAC object. view, edit and admin are upstream's aggregated roles: their
+parts are the system:aggregate-to-* roles, and the controller manager's clusterrole
+aggregation controller adds whatever else is labelled for them.
 """
 
 from __future__ import annotations
 
 from apiserver.auth.rbac import Binding, Policy, PolicyRule, Role, RoleRef, Subject
+from kubeling.rbacaggregation import AGGREGATE_TO_ADMIN, AGGREGATE_TO_EDIT, AGGREGATE_TO_VIEW
 
-__all__ = ["bootstrap_policy", "cluster_roles", "cluster_role_bindings", "node_rules"]
+__all__ = ["bootstrap_policy", "cluster_roles", "cluster_role_bindings", "node_rules", "AGGREGATION"]
 
 READ = ("get", "list", "watch")
 WRITE = ("create", "delete", "deletecollection", "patch", "update")
@@ -38,8 +40,7 @@ _VIEW = (
     _rule(READ, (POLICY,), ("poddisruptionbudgets", "poddisruptionbudgets/status")),
     _rule(READ, ("metrics.k8s.io",), ("pods", "nodes")),  # upstream's system:aggregated-metrics-reader
 )
-_EDIT = (
-    *_VIEW,
+_EDIT_ONLY = (
     _rule(READ + WRITE, (CORE,), ("pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy",
                                   "pods/ephemeralcontainers")),
     _rule(("create",), (CORE,), ("pods/eviction",)),
@@ -51,11 +52,32 @@ _EDIT = (
     _rule(READ + WRITE, (BATCH,), ("jobs",)),
     _rule(READ + WRITE, (POLICY,), ("poddisruptionbudgets",)),
 )
-_ADMIN = (
-    *_EDIT,
+_ADMIN_ONLY = (
     _rule(READ + WRITE, (RBAC,), ("roles", "rolebindings")),
     _rule(("create",), (AUTHORIZATION,), ("localsubjectaccessreviews",)),
 )
+
+
+def _union(*parts: tuple[PolicyRule, ...]) -> tuple[PolicyRule, ...]:
+    return tuple(dict.fromkeys(rule for part in parts for rule in part))
+
+
+# What the clusterrole-aggregation controller makes of admin, edit and view from the parts
+# below (their selectors match, by name: edit <- system:aggregate-to-edit, view;
+# admin <- edit, system:aggregate-to-admin), written at bootstrap so that an apiserver
+# without a controller manager grants them too.
+_EDIT = _union(_EDIT_ONLY, _VIEW)
+_ADMIN = _union(_EDIT, _ADMIN_ONLY)
+
+# name -> (its labels, the label its aggregationRule selects), as upstream's bootstrap policy
+AGGREGATION: dict[str, tuple[dict[str, str], str]] = {
+    "admin": ({}, AGGREGATE_TO_ADMIN),
+    "edit": ({AGGREGATE_TO_ADMIN: "true"}, AGGREGATE_TO_EDIT),
+    "view": ({AGGREGATE_TO_EDIT: "true"}, AGGREGATE_TO_VIEW),
+    "system:aggregate-to-admin": ({AGGREGATE_TO_ADMIN: "true"}, ""),
+    "system:aggregate-to-edit": ({AGGREGATE_TO_EDIT: "true"}, ""),
+    "system:aggregate-to-view": ({AGGREGATE_TO_VIEW: "true"}, ""),
+}
 
 
 def cluster_roles() -> list[Role]:
@@ -64,6 +86,9 @@ def cluster_roles() -> list[Role]:
         Role("admin", _ADMIN),
         Role("edit", _EDIT),
         Role("view", _VIEW),
+        Role("system:aggregate-to-admin", _ADMIN_ONLY),
+        Role("system:aggregate-to-edit", _EDIT_ONLY),
+        Role("system:aggregate-to-view", _VIEW),
         Role("system:discovery", (_urls(("get",), ("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez",
                                                    "/openapi", "/openapi/*", "/readyz", "/version", "/version/")),)),
         Role("system:public-info-viewer", (_urls(("get",), ("/healthz", "/livez", "/readyz", "/version",
@@ -111,6 +136,8 @@ def cluster_roles() -> list[Role]:
             _rule(READ + ("create", "delete", "patch", "update"), (DISCOVERY,), ("endpointslices",)),
             # the garbage collector's: whatever has owners
             _rule(READ + ("delete", "patch", "update"), ("*",), ("*",)),
+            # the clusterrole-aggregation controller's (escalate: it writes rules it need not hold)
+            _rule(("escalate", "get", "list", "watch", "patch", "update"), (RBAC,), ("clusterroles",)),
             _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
             _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews",)),
         )),

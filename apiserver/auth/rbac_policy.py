@@ -4,6 +4,8 @@ RBAC authorizer reads the same objects through informers). And the bootstrap rol
 bindings written at start, as upstream's `rbac/bootstrap-roles` post-start hook does:
 missing ones created, existing ones given the permissions and subjects they lack unless
 annotated `rbac.authorization.kubernetes.io/autoupdate: "false"`; nothing is removed.
+admin, edit and view are written with their aggregationRule and the rules aggregation
+gives them from the bootstrap parts (the controller manager keeps them so).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from apiserver.auth.bootstrap_policy import cluster_role_bindings, cluster_roles
+from apiserver.auth.bootstrap_policy import AGGREGATION, cluster_role_bindings, cluster_roles
 from apiserver.auth.rbac import Policy, policy_of, rule_to_proto
 from apiserver.registry.generic.store import Registry
 from apiserver.registry.rbac import GROUP
@@ -48,9 +50,17 @@ class StoredPolicy:
 
 
 def bootstrap_objects() -> tuple[list[rbac_pb2.ClusterRole], list[rbac_pb2.ClusterRoleBinding]]:
-    meta: dict[str, Any] = {"labels": _BOOTSTRAPPING, "annotations": {AUTOUPDATE: "true"}}
-    roles = [rbac_pb2.ClusterRole(metadata={"name": r.name, **meta}, rules=[rule_to_proto(x) for x in r.rules])
-             for r in cluster_roles()]
+    annotations = {AUTOUPDATE: "true"}
+    roles = []
+    for r in cluster_roles():
+        labels, aggregates = AGGREGATION.get(r.name, ({}, ""))
+        role = rbac_pb2.ClusterRole(metadata={"name": r.name, "labels": {**_BOOTSTRAPPING, **labels},
+                                              "annotations": annotations},
+                                    rules=[rule_to_proto(x) for x in r.rules])
+        if aggregates:
+            role.aggregationRule.clusterRoleSelectors.add().matchLabels[aggregates] = "true"
+        roles.append(role)
+    meta: dict[str, Any] = {"labels": _BOOTSTRAPPING, "annotations": annotations}
     bindings = [rbac_pb2.ClusterRoleBinding(
         metadata={"name": b.name, **meta},
         roleRef={"apiGroup": GROUP, "kind": b.role_ref.kind, "name": b.role_ref.name},
@@ -91,6 +101,8 @@ async def _reconcile(registry: Registry[Any], wanted: Any, field: str) -> None:
             updated.metadata.labels.setdefault(k, v)
         for k, v in wanted.metadata.annotations.items():
             updated.metadata.annotations.setdefault(k, v)
+        if field == "rules" and wanted.HasField("aggregationRule") and not updated.HasField("aggregationRule"):
+            updated.aggregationRule.CopyFrom(wanted.aggregationRule)
         if updated == existing:
             return
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from apiserver.registry.generic.strategy import Strategy
 from apiserver.validation import Checker
+from apiserver.validation.pods import validate_label_selector
 from kubeling import names, scheme
 from protos.kubeling.v1 import rbac_pb2
 
@@ -82,6 +83,13 @@ class ClusterRoleStrategy(_RBACStrategy, Strategy[rbac_pb2.ClusterRole]):
 
     def validate(self, obj: rbac_pb2.ClusterRole, check: Checker) -> None:
         _validate_rules(list(obj.rules), False, check)
+        if obj.HasField("aggregationRule"):
+            selectors = obj.aggregationRule.clusterRoleSelectors
+            if not selectors:
+                check.add("aggregationRule.clusterRoleSelectors",
+                          "Required value: at least one clusterRoleSelector required if aggregationRule is non-nil")
+            for i, selector in enumerate(selectors):
+                validate_label_selector(selector, f"aggregationRule.clusterRoleSelectors[{i}]", check)
 
 
 class RoleBindingStrategy(_RBACStrategy, Strategy[rbac_pb2.RoleBinding]):

@@ -15,7 +15,9 @@ import pytest
 import yaml
 
 from apiserver.server import APIServer
+from cluster.etcd import EtcdServer
 from kubeling.kubeconfig import write_kubeconfig
+from tests.conftest import apiserver_config
 from tests.e2e.kubectl import Kubectl
 from tests.wait import until
 
@@ -325,6 +327,55 @@ async def test_schema_validation_pruning_and_defaulting(rest: APIServer, http: R
     assert code == 422 and "name nope is taken" in body["message"]
     code, listed, _ = await http.call("GET", WIDGETS)
     assert [i["metadata"]["name"] for i in listed["items"]] == ["a"]
+
+
+async def test_cel_transition_rules_judge_updates_against_the_old_object(rest: APIServer, http: Rest) -> None:
+    """x-kubernetes-validations with oldSelf: skipped on create, judged on every update."""
+    schema = {"type": "object", "properties": {"spec": {
+        "type": "object",
+        "properties": {"size": {"type": "integer"},
+                       "zone": {"type": "string", "maxLength": 16,
+                                "x-kubernetes-validations": [{"rule": "self == oldSelf",
+                                                              "message": "zone is immutable"}]}},
+        "x-kubernetes-validations": [{"rule": "self.size >= oldSelf.size",
+                                      "messageExpression": "'size may only grow, not to ' + string(self.size)"}]}}}
+    await _define(http, _crd("volumes", "Volume", schema=schema))
+    path = "/apis/example.com/v1/namespaces/default/volumes"
+    code, body, _ = await http.call("POST", path, {"apiVersion": "example.com/v1", "kind": "Volume",
+                                                   "metadata": {"name": "v"}, "spec": {"size": 5, "zone": "a"}})
+    assert code == 201, body  # no old object: the transition rules are not judged
+    merge = "application/merge-patch+json"
+    code, body, _ = await http.call("PATCH", f"{path}/v", {"spec": {"size": 3}}, content_type=merge)
+    assert code == 422 and 'spec: Invalid value: "object": size may only grow, not to 3' in body["message"]
+    code, body, _ = await http.call("PATCH", f"{path}/v", {"spec": {"zone": "b"}}, content_type=merge)
+    assert code == 422 and 'spec.zone: Invalid value: "string": zone is immutable' in body["message"]
+    code, body, _ = await http.call("PATCH", f"{path}/v", {"spec": {"size": 8}}, content_type=merge)
+    assert code == 200 and body["spec"] == {"size": 8, "zone": "a"}
+
+
+async def test_cel_rules_over_their_cost_budget_refuse_the_definition(rest: APIServer, http: Rest) -> None:
+    """Upstream's estimated cost limits: a quadratic rule over a list with no maxItems is
+    refused when the CRD is written; the same rule over bounded lists is accepted."""
+    def crd(tags: dict[str, Any]) -> dict[str, Any]:
+        return _crd("labelsets", "LabelSet", schema={"type": "object", "properties": {"spec": {
+            "type": "object", "properties": {"tags": tags},
+            "x-kubernetes-validations": [{"rule": "self.tags.all(x, self.tags.exists_one(y, y == x))",
+                                          "message": "tags must be unique"}]}}})
+    post = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    code, body, _ = await http.call("POST", post, crd({"type": "array", "items": {"type": "string"}}))
+    assert code == 422, body
+    rule = "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"
+    assert f"{rule}: Forbidden: estimated rule cost exceeds budget by factor of more than 100x (try simplifying " \
+           "the rule(s), or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are " \
+           "declared)" in body["message"]
+    assert "spec.versions[0].schema.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule cost " \
+           "total for entire OpenAPIv3 schema exceeds budget" in body["message"]
+    bounded = {"type": "array", "maxItems": 16, "items": {"type": "string", "maxLength": 63}}
+    await _define(http, crd(bounded))
+    code, body, _ = await http.call("POST", "/apis/example.com/v1/namespaces/default/labelsets",
+                                    {"apiVersion": "example.com/v1", "kind": "LabelSet", "metadata": {"name": "l"},
+                                     "spec": {"tags": ["a", "b", "a"]}})
+    assert code == 422 and "tags must be unique" in body["message"]
 
 
 async def test_status_and_scale_subresources(rest: APIServer, http: Rest, tmp_path: Path) -> None:
@@ -679,3 +730,52 @@ async def test_conversion_webhook_failures_are_clear_and_nothing_is_stored(
             assert code == 201, body  # and the server serves on
     finally:
         await server.stop(grace=0)
+
+
+# ------------------------------------------------------------------ every apiserver, and restarts
+
+async def test_every_apiserver_on_the_etcd_serves_and_a_restart_loses_nothing(etcd: EtcdServer,
+                                                                             prefix: str) -> None:
+    """A CRD written through one apiserver is served by another on the same etcd (its
+    watch of definitions), custom resources written through either are seen by both, and
+    an apiserver started afresh serves every definition and object from etcd."""
+    first = APIServer(apiserver_config(etcd, prefix, rest_listen="127.0.0.1:0"))
+    second = APIServer(apiserver_config(etcd, prefix, rest_listen="127.0.0.1:0"))
+    await first.start()
+    await second.start()
+    try:
+        async with aiohttp.ClientSession() as session:
+            one, two = Rest(first, session), Rest(second, session)
+            await _define(one, _widgets())
+            await until(lambda: two.call("GET", WIDGETS), timeout=20, what="the second apiserver serving widgets",
+                        check=lambda answer: answer[0] == 200)
+            code, body, _ = await two.call("POST", WIDGETS, _widget("from-two"))
+            assert code == 201, body
+            code, body, _ = await one.call("POST", WIDGETS, _widget("from-one", color="green"))
+            assert code == 201, body
+
+            async def both_listed(rest: Rest) -> list[str] | None:
+                _, listed, _ = await rest.call("GET", WIDGETS)
+                found = sorted(i["metadata"]["name"] for i in listed.get("items", []))
+                return found if found == ["from-one", "from-two"] else None
+            await until(lambda: both_listed(one), timeout=10, what="both widgets listed by the first")
+            await until(lambda: both_listed(two), timeout=10, what="both widgets listed by the second")
+        await first.stop(grace=0)
+        await second.stop(grace=0)
+        third = APIServer(apiserver_config(etcd, prefix, rest_listen="127.0.0.1:0"))
+        await third.start()
+        try:
+            async with aiohttp.ClientSession() as session:
+                fresh = Rest(third, session)
+                await _established(fresh, "widgets.example.com")
+                listed = await until(lambda: both_listed(fresh), timeout=20, what="widgets served after a restart")
+                assert listed == ["from-one", "from-two"]
+                code, body, _ = await fresh.call("GET", f"{WIDGETS}/from-one")
+                assert code == 200 and body["spec"] == {"size": 3, "color": "green", "replicas": 1, "limit": 5}
+                code, body, _ = await fresh.call("POST", WIDGETS, _widget("f", replicas=9))
+                assert code == 422  # the schema and its rules came back with the definition
+        finally:
+            await third.stop(grace=0)
+    finally:
+        await first.stop(grace=0)
+        await second.stop(grace=0)

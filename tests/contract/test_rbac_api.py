@@ -270,3 +270,61 @@ async def test_a_kubelet_gets_tokens_only_for_its_own_pods(secured: tuple[APISer
         await admin.serviceaccounts.create(other)
         with pytest.raises(errors.BadRequest, match="to pod running with different serviceaccount name"):
             await admin.serviceaccounts.create_token("other", bound_pod=mine)
+
+
+WIDGETS_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
+             "versions": [{"name": "v1", "served": True, "storage": True,
+                           "schema": {"openAPIV3Schema": {"type": "object",
+                                                          "x-kubernetes-preserve-unknown-fields": True}}}]}}
+WIDGETS_EDITOR = {
+    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+    "metadata": {"name": "widgets-editor", "labels": {"rbac.authorization.k8s.io/aggregate-to-edit": "true"}},
+    "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"],
+               "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]}
+
+
+async def test_custom_resources_by_group_and_resource_and_the_aggregated_roles(
+        secured: tuple[APIServer, Path], tmp_path: Path) -> None:
+    """RBAC judges custom resources by their group and plural as any resource; an
+    operator's ClusterRole labelled aggregate-to-edit becomes part of edit and admin
+    (the controller manager's clusterrole-aggregation controller, as its own identity),
+    and leaves them when it goes."""
+    from controllers.manager import ControllerManager, ManagerConfig
+    server, root = secured
+    admin, jane = (_kubectl(server, root, tmp_path, w) for w in ("admin", "jane"))
+    await admin("apply", "-f", "-", stdin=json.dumps(WIDGETS_CRD))
+    await admin("wait", "--for=condition=Established", "crd/widgets.example.com", "--timeout=30s")
+    await admin("create", "rolebinding", "jane-edit", "--clusterrole=edit", "--user=jane", "-n", "default")
+    await _eventually(lambda: _can(jane, "create", "pods", "default"), "the edit binding to take effect")
+    code, _, err = await jane("get", "widgets", "-n", "default", ok=False)
+    assert code != 0 and 'widgets.example.com is forbidden: User "jane" cannot list resource "widgets" in API ' \
+                         'group "example.com" in the namespace "default"' in err, err
+
+    manager = ControllerManager(Client(server.address, tls=_tls(root, "controller-manager")),
+                                ManagerConfig(leader_elect=False))
+    await manager.start()
+    try:
+        await admin("apply", "-f", "-", stdin=json.dumps(WIDGETS_EDITOR))
+        await _eventually(lambda: _can(jane, "create", "widgets.example.com", "default"),
+                          "edit to aggregate widgets-editor", timeout=20)
+        widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "default"}}
+        await jane("create", "-f", "-", stdin=json.dumps(widget))
+        assert not await _can(jane, "create", "widgets.example.com", "team")  # a RoleBinding: its namespace only
+        async with Client(server.address, tls=_tls(root, "admin")) as client:
+            roles = {r: await client.clusterroles.get(r) for r in ("admin", "edit", "view")}
+            has_widgets = {name: any("widgets" in rule.resources for rule in role.rules)
+                           for name, role in roles.items()}
+            assert has_widgets == {"admin": True, "edit": True, "view": False}  # admin aggregates edit
+            assert roles["edit"].aggregationRule.clusterRoleSelectors[0].matchLabels == {
+                "rbac.authorization.k8s.io/aggregate-to-edit": "true"}
+        await admin("delete", "clusterrole", "widgets-editor")
+        await _eventually(lambda: _denied_widgets(jane), "edit to lose widgets-editor's rules", timeout=20)
+    finally:
+        await manager.stop()
+
+
+async def _denied_widgets(kubectl: Kubectl) -> bool:
+    return not await _can(kubectl, "create", "widgets.example.com", "default")

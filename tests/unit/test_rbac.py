@@ -156,3 +156,16 @@ def test_node_authorizer_and_union() -> None:
     for bad in ("", "RBAC,RBAC", "Webhook"):
         with pytest.raises(ValueError):
             parse_modes(bad)
+
+
+def test_the_bootstrap_aggregated_roles_are_what_aggregation_makes_of_them() -> None:
+    """admin, edit and view are written with the rules the clusterrole-aggregation
+    controller computes from the bootstrap parts: a fresh cluster's controller has nothing to
+    rewrite, and an apiserver alone grants the same."""
+    from apiserver.auth.rbac_policy import bootstrap_objects
+    from kubeling.rbacaggregation import aggregated_rules
+    roles, _ = bootstrap_objects()
+    aggregated = [r for r in roles if r.HasField("aggregationRule")]
+    assert sorted(r.metadata.name for r in aggregated) == ["admin", "edit", "view"]
+    for role in aggregated:
+        assert list(role.rules) == aggregated_rules(role, roles), role.metadata.name

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from protos.kubeling.v1 import meta_pb2 as protos_dot_kubeling_dot_v1_dot_meta__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dprotos/kubeling/v1/rbac.proto\x12\x0bkubeling.v1\x1a\x1dprotos/kubeling/v1/meta.proto\"q\n\nPolicyRule\x12\r\n\x05verbs\x18\x01 \x03(\t\x12\x11\n\tapiGroups\x18\x02 \x03(\t\x12\x11\n\tresources\x18\x03 \x03(\t\x12\x15\n\rresourceNames\x18\x04 \x03(\t\x12\x17\n\x0fnonResourceURLs\x18\x05 \x03(\t\"Y\n\x04Role\x12)\n\x08metadata\x18\x01 \x01(\x0b\x32\x17.kubeling.v1.ObjectMeta\x12&\n\x05rules\x18\x02 \x03(\x0b\x32\x17.kubeling.v1.PolicyRule\"`\n\x0b\x43lusterRole\x12)\n\x08metadata\x18\x01 \x01(\x0b\x32\x17.kubeling.v1.ObjectMeta\x12&\n\x05rules\x18\x02 \x03(\x0b\x32\x17.kubeling.v1.PolicyRule\"J\n\x07Subject\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x10\n\x08\x61piGroup\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x11\n\tnamespace\x18\x04 \x01(\t\"7\n\x07RoleRef\x12\x10\n\x08\x61piGroup\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\"\x87\x01\n\x0bRoleBinding\x12)\n\x08metadata\x18\x01 \x01(\x0b\x32\x17.kubeling.v1.ObjectMeta\x12&\n\x08subjects\x18\x02 \x03(\x0b\x32\x14.kubeling.v1.Subject\x12%\n\x07roleRef\x18\x03 \x01(\x0b\x32\x14.kubeling.v1.RoleRef\"\x8e\x01\n\x12\x43lusterRoleBinding\x12)\n\x08metadata\x18\x01 \x01(\x0b\x32\x17.kubeling.v1.ObjectMeta\x12&\n\x08subjects\x18\x02 \x03(\x0b\x32\x14.kubeling.v1.Subject\x12%\n\x07roleRef\x18\x03 \x01(\x0b\x32\x14.kubeling.v1.RoleRefb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dprotos/kubeling/v1/rbac.proto\x12\x0bkubeling.v1\x1a\x1dprotos/kubeling/v1/meta.proto\"q\n\nPolicyRule\x12\r\n\x05verbs\x18\x01 \x03(\t\x12\x11\n\tapiGroups\x18\x02 \x03(\t\x12\x11\n\tresources\x18\x03 \x03(\t\x12\x15\n\rresourceNames\x18\x04 \x03(\t\x12\x17\n\x0fnonResourceURLs\x18\x05 \x03(\t\"Y\n\x04Role\x12)\n\x08metadata\x18\x01 \x01(\x0b\x32\x17.kubeling.v1.ObjectMeta\x12&\n\x05rules\x18\x02 \x03(\x0b\x32\x17.kubeling.v1.PolicyRule\"K\n\x0f\x41ggregationRule\x12\x38\n\x14\x63lusterRoleSelectors\x18\x01 \x03(\x0b\x32\x1a.kubeling.v1.LabelSelector\"\x97\x01\n\x0b\x43lusterRole\x12)\n\x08metadata\x18\x01 \x01(\x0b\x32\x17.kubeling.v1.ObjectMeta\x12&\n\x05rules\x18\x02 \x03(\x0b\x32\x17.kubeling.v1.PolicyRule\x12\x35\n\x0f\x61ggregationRule\x18\x03 \x01(\x0b\x32\x1c.kubeling.v1.AggregationRule\"J\n\x07Subject\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x10\n\x08\x61piGroup\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x11\n\tnamespace\x18\x04 \x01(\t\"7\n\x07RoleRef\x12\x10\n\x08\x61piGroup\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\"\x87\x01\n\x0bRoleBinding\x12)\n\x08metadata\x18\x01 \x01(\x0b\x32\x17.kubeling.v1.ObjectMeta\x12&\n\x08subjects\x18\x02 \x03(\x0b\x32\x14.kubeling.v1.Subject\x12%\n\x07roleRef\x18\x03 \x01(\x0b\x32\x14.kubeling.v1.RoleRef\"\x8e\x01\n\x12\x43lusterRoleBinding\x12)\n\x08metadata\x18\x01 \x01(\x0b\x32\x17.kubeling.v1.ObjectMeta\x12&\n\x08subjects\x18\x02 \x03(\x0b\x32\x14.kubeling.v1.Subject\x12%\n\x07roleRef\x18\x03 \x01(\x0b\x32\x14.kubeling.v1.RoleRefb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,14 +36,16 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_POLICYRULE']._serialized_end=190
   _globals['_ROLE']._serialized_start=192
   _globals['_ROLE']._serialized_end=281
-  _globals['_CLUSTERROLE']._serialized_start=283
-  _globals['_CLUSTERROLE']._serialized_end=379
-  _globals['_SUBJECT']._serialized_start=381
-  _globals['_SUBJECT']._serialized_end=455
-  _globals['_ROLEREF']._serialized_start=457
-  _globals['_ROLEREF']._serialized_end=512
-  _globals['_ROLEBINDING']._serialized_start=515
-  _globals['_ROLEBINDING']._serialized_end=650
-  _globals['_CLUSTERROLEBINDING']._serialized_start=653
-  _globals['_CLUSTERROLEBINDING']._serialized_end=795
+  _globals['_AGGREGATIONRULE']._serialized_start=283
+  _globals['_AGGREGATIONRULE']._serialized_end=358
+  _globals['_CLUSTERROLE']._serialized_start=361
+  _globals['_CLUSTERROLE']._serialized_end=512
+  _globals['_SUBJECT']._serialized_start=514
+  _globals['_SUBJECT']._serialized_end=588
+  _globals['_ROLEREF']._serialized_start=590
+  _globals['_ROLEREF']._serialized_end=645
+  _globals['_ROLEBINDING']._serialized_start=648
+  _globals['_ROLEBINDING']._serialized_end=783
+  _globals['_CLUSTERROLEBINDING']._serialized_start=786
+  _globals['_CLUSTERROLEBINDING']._serialized_end=928
 # @@protoc_insertion_point(module_scope)

@@ -29,13 +29,21 @@ class Role(_message.Message):
     rules: _containers.RepeatedCompositeFieldContainer[PolicyRule]
     def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., rules: _Optional[_Iterable[_Union[PolicyRule, _Mapping]]] = ...) -> None: ...
 
+class AggregationRule(_message.Message):
+    __slots__ = ("clusterRoleSelectors",)
+    CLUSTERROLESELECTORS_FIELD_NUMBER: _ClassVar[int]
+    clusterRoleSelectors: _containers.RepeatedCompositeFieldContainer[_meta_pb2.LabelSelector]
+    def __init__(self, clusterRoleSelectors: _Optional[_Iterable[_Union[_meta_pb2.LabelSelector, _Mapping]]] = ...) -> None: ...
+
 class ClusterRole(_message.Message):
-    __slots__ = ("metadata", "rules")
+    __slots__ = ("metadata", "rules", "aggregationRule")
     METADATA_FIELD_NUMBER: _ClassVar[int]
     RULES_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATIONRULE_FIELD_NUMBER: _ClassVar[int]
     metadata: _meta_pb2.ObjectMeta
     rules: _containers.RepeatedCompositeFieldContainer[PolicyRule]
-    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., rules: _Optional[_Iterable[_Union[PolicyRule, _Mapping]]] = ...) -> None: ...
+    aggregationRule: AggregationRule
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., rules: _Optional[_Iterable[_Union[PolicyRule, _Mapping]]] = ..., aggregationRule: _Optional[_Union[AggregationRule, _Mapping]] = ...) -> None: ...
 
 class Subject(_message.Message):
     __slots__ = ("kind", "apiGroup", "name", "namespace")
