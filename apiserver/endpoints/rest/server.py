@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +36,7 @@ from apiserver.endpoints.rest.routes import (
 )
 from apiserver.endpoints.rest.status import MethodNotAllowed, http_code, status_json
 from apiserver.endpoints.rest.subresources import STREAMS, Subresources
-from apiserver.endpoints.rest.watch import serve_watch
+from apiserver.endpoints.rest.watch import EventLines, serve_watch
 from apiserver.registry import metrics
 from apiserver.registry.apiextensions.customresources import CustomResourceStrategy
 from apiserver.registry.core.pod_streams import PodStreams
@@ -72,6 +73,9 @@ class RestServer:
         self.discovery = Discovery(self.scheme, extra)
         self.openapi = OpenAPI(self.scheme, self._custom_schema)
         self._subresources = Subresources(self.subresources, self.pod_streams)
+        # each registry's recent watch events as JSON lines, shared by its watchers (a
+        # custom resource's registry goes with its definition: weakly held)
+        self._event_lines: weakref.WeakKeyDictionary[Registry[Any], EventLines] = weakref.WeakKeyDictionary()
 
     def _custom_schema(self, r: ResourceType[Any]) -> dict[str, Any] | None:
         registry = self.registries.get(r)
@@ -178,7 +182,12 @@ class RestServer:
         if not t.name:
             if method == "GET":
                 watch = request.query.get("watch", "").lower() in ("1", "true")
-                return await (serve_watch(request, t, registry) if watch else handlers.list_(request, t, registry))
+                if watch:
+                    lines = self._event_lines.get(registry)
+                    if lines is None:
+                        lines = self._event_lines[registry] = EventLines()
+                    return await serve_watch(request, t, registry, lines)
+                return await handlers.list_(request, t, registry)
             if method == "POST":
                 return await handlers.create(request, t, registry)
             if method == "DELETE" and t.resource.namespaced:

@@ -4,6 +4,7 @@ until the watch's timeoutSeconds, the client leaving, or an error event."""
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from typing import Any
 
 from aiohttp import web
@@ -17,10 +18,30 @@ from kubeling import errors
 from kubeling.deadline import until
 from protos.kubeling.v1 import meta_pb2
 
-__all__ = ["serve_watch"]
+__all__ = ["serve_watch", "EventLines"]
 
 
-async def serve_watch(request: web.Request, t: Target, registry: Registry[Any]) -> web.StreamResponse:
+class EventLines:
+    """The JSON line of each recent event of one registry, made once for all its watchers
+    (upstream's cachingObject: a watch event is serialized once per format, not per
+    watcher). Keyed by the event as the watch cache encoded it, which every watcher
+    receives alike."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._lines: OrderedDict[bytes, bytes] = OrderedDict()
+
+    def get(self, data: bytes) -> bytes | None:
+        return self._lines.get(data)
+
+    def put(self, data: bytes, line: bytes) -> None:
+        self._lines[data] = line
+        if len(self._lines) > self.size:
+            self._lines.popitem(last=False)
+
+
+async def serve_watch(request: web.Request, t: Target, registry: Registry[Any],
+                      lines: EventLines | None = None) -> web.StreamResponse:
     out = negotiate_output(request)
     q = request.query
     timeout = int_query(q, "timeoutSeconds")
@@ -48,12 +69,18 @@ async def serve_watch(request: web.Request, t: Target, registry: Registry[Any]) 
     printer = registry.strategy.printer()
     deadline = time.monotonic() + timeout if timeout > 0 else None
     try:
+        shared = lines if not out.as_table else None
         async for data in until(watcher.stream(), deadline):
-            event: Any = event_type.FromString(data)
-            obj = {"kind": r.kind, "apiVersion": r.api_version, **to_json(event.object)}
-            if out.as_table and event.type != "BOOKMARK":
-                obj = table(r.plural, [obj], include_object=out.include_object, printer=printer)
-            await response.write(dumps({"type": event.type, "object": obj}) + b"\n")
+            line = shared.get(data) if shared is not None else None
+            if line is None:
+                event: Any = event_type.FromString(data)
+                obj = {"kind": r.kind, "apiVersion": r.api_version, **to_json(event.object)}
+                if out.as_table and event.type != "BOOKMARK":
+                    obj = table(r.plural, [obj], include_object=out.include_object, printer=printer)
+                line = dumps({"type": event.type, "object": obj}) + b"\n"
+                if shared is not None:
+                    shared.put(data, line)
+            await response.write(line)
         if watcher.error is not None:
             await response.write(dumps({"type": "ERROR", "object": status_json(watcher.error)}) + b"\n")
     finally:
