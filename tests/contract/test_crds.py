@@ -330,13 +330,22 @@ async def test_schema_validation_pruning_and_defaulting(rest: APIServer, http: R
 
 
 async def test_cel_transition_rules_judge_updates_against_the_old_object(rest: APIServer, http: Rest) -> None:
-    """x-kubernetes-validations with oldSelf: skipped on create, judged on every update."""
+    """x-kubernetes-validations with oldSelf: skipped on create, judged on every update
+    (map-list items against the old item with the same keys)."""
     schema = {"type": "object", "properties": {"spec": {
         "type": "object",
         "properties": {"size": {"type": "integer"},
                        "zone": {"type": "string", "maxLength": 16,
                                 "x-kubernetes-validations": [{"rule": "self == oldSelf",
-                                                              "message": "zone is immutable"}]}},
+                                                              "message": "zone is immutable"}]},
+                       # items of a map list are correlated by their keys, wherever they moved
+                       "mounts": {"type": "array", "maxItems": 8, "x-kubernetes-list-type": "map",
+                                  "x-kubernetes-list-map-keys": ["name"],
+                                  "items": {"type": "object", "required": ["name"], "properties": {
+                                      "name": {"type": "string", "maxLength": 16},
+                                      "path": {"type": "string", "maxLength": 64}},
+                                      "x-kubernetes-validations": [{"rule": "self.path == oldSelf.path",
+                                                                    "message": "a mount's path is immutable"}]}}},
         "x-kubernetes-validations": [{"rule": "self.size >= oldSelf.size",
                                       "messageExpression": "'size may only grow, not to ' + string(self.size)"}]}}}
     await _define(http, _crd("volumes", "Volume", schema=schema))
@@ -351,6 +360,16 @@ async def test_cel_transition_rules_judge_updates_against_the_old_object(rest: A
     assert code == 422 and 'spec.zone: Invalid value: "string": zone is immutable' in body["message"]
     code, body, _ = await http.call("PATCH", f"{path}/v", {"spec": {"size": 8}}, content_type=merge)
     assert code == 200 and body["spec"] == {"size": 8, "zone": "a"}
+    mounts = [{"name": "data", "path": "/data"}, {"name": "logs", "path": "/logs"}]
+    code, body, _ = await http.call("PATCH", f"{path}/v", {"spec": {"mounts": mounts}}, content_type=merge)
+    assert code == 200, body  # new items: nothing old to compare with
+    moved = [{"name": "logs", "path": "/logs"}, {"name": "data", "path": "/data"}, {"name": "tmp", "path": "/t"}]
+    code, body, _ = await http.call("PATCH", f"{path}/v", {"spec": {"mounts": moved}}, content_type=merge)
+    assert code == 200, body  # reordered, one added: each item judged against its own old self
+    changed = [{"name": "logs", "path": "/var/log"}, {"name": "data", "path": "/data"}]
+    code, body, _ = await http.call("PATCH", f"{path}/v", {"spec": {"mounts": changed}}, content_type=merge)
+    assert code == 422 and "spec.mounts[0]: Invalid value: \"object\": a mount's path is immutable" \
+        in body["message"], body
 
 
 async def test_cel_rules_over_their_cost_budget_refuse_the_definition(rest: APIServer, http: Rest) -> None:
