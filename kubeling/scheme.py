@@ -47,14 +47,19 @@ __all__ = ["ApiObject", "ObjectT", "Method", "Subresource", "ResourceType", "Sch
            "PACKAGE", "PODS", "NODES", "NAMESPACES", "EVENTS", "SERVICEACCOUNTS", "CONFIGMAPS", "SECRETS",
            "SERVICES", "ENDPOINTS", "ENDPOINTSLICES", "LEASES", "ROLES", "CLUSTERROLES", "ROLEBINDINGS",
            "CLUSTERROLEBINDINGS", "DEPLOYMENTS", "REPLICASETS", "JOBS", "PRIORITYCLASSES", "POD_DISRUPTION_BUDGETS",
-           "PODTEMPLATES", "CUSTOMRESOURCEDEFINITIONS", "CUSTOM_SERVICE"]
+           "PODTEMPLATES", "CUSTOMRESOURCEDEFINITIONS", "CUSTOM_SERVICE", "deletes_collections"]
 
 # The protobuf package of the API's messages and services.
 PACKAGE = "kubeling.v1"
 # The service of every resource kept as JSON (protos/kubeling/v1/custom.proto).
 CUSTOM_SERVICE = f"{PACKAGE}.CustomResources"
-# What every resource takes (namespaced ones also deletecollection), as discovery lists them.
+# What every resource takes, as discovery lists them; all but namespaces also deletecollection
+# (upstream's namespace storage deletes one at a time).
 VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
+
+
+def deletes_collections(rt: ResourceType[Any]) -> bool:
+    return not (rt.group == "" and rt.plural == "namespaces")
 
 
 class ApiObject(Protocol):

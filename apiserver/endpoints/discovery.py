@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubeling.scheme import VERBS, ResourceType, Scheme
+from kubeling.scheme import VERBS, ResourceType, Scheme, deletes_collections
 
 __all__ = ["Discovery", "VERSION"]
 
@@ -77,7 +77,7 @@ def _resources(rt: ResourceType[Any]) -> list[dict[str, Any]]:
     """The resource's APIResource, then one per subresource."""
     entry: dict[str, Any] = {"name": rt.plural, "singularName": rt.singular, "namespaced": rt.namespaced,
                              "kind": rt.kind,
-                             "verbs": sorted([*VERBS, "deletecollection"]) if rt.namespaced else list(VERBS)}
+                             "verbs": sorted([*VERBS, "deletecollection"]) if deletes_collections(rt) else list(VERBS)}
     if rt.short_names:
         entry["shortNames"] = list(rt.short_names)
     if rt.categories:

@@ -798,3 +798,445 @@ async def test_every_apiserver_on_the_etcd_serves_and_a_restart_loses_nothing(et
     finally:
         await first.stop(grace=0)
         await second.stop(grace=0)
+
+
+# ------------------------------------------------------------------ upstream's conformance tests
+# One each, named after its testname in test/conformance/testdata/conformance.yaml (the
+# behaviours above already cover more of them; docs/conformance.md maps every one).
+
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+MERGE = "application/merge-patch+json"
+APPLY = "application/apply-patch+yaml"
+
+
+async def test_custom_resource_definition_conversion_webhook_convert_mixed_version_list(
+        rest: APIServer, http: Rest, webhook: ConversionWebhook) -> None:
+    """[sig-api-machinery] CustomResourceConversionWebhook should be able to convert a non
+    homogeneous list of CRs: one stored at v1, the storage version moved to v2, one stored
+    at v2; both listed at v2 (and at v1), each converted as it was stored."""
+    crd = await _define(http, _endpoints_crd(webhook))
+    v1, v2 = "/apis/example.com/v1/namespaces/default/endpoints", "/apis/example.com/v2/namespaces/default/endpoints"
+    code, body, _ = await http.call("POST", v1, {"apiVersion": "example.com/v1", "kind": "Endpoint",
+                                                 "metadata": {"name": "old"}, "spec": {"hostPort": "db:5432"}})
+    assert code == 201, body
+    versions = crd["spec"]["versions"]
+    versions[0]["storage"], versions[1]["storage"] = False, True
+    code, body, _ = await http.call("PUT", f"{CRDS}/endpoints.example.com", crd)
+    assert code == 200, body
+
+    async def stored_at_v2() -> bool:
+        # until the changed definition is served, a create still stores v1: made again then
+        code, _, _ = await http.call("POST", v2, {"apiVersion": "example.com/v2", "kind": "Endpoint",
+                                                  "metadata": {"name": "new"}, "spec": {"host": "web", "port": 80}})
+        assert code == 201, code
+        kv, _ = await next(iter(rest.registries.values())).storage.get(
+            f"{rest.config.etcd_prefix}/example.com/endpoints/default/new".encode())
+        if kv is not None and json.loads(kv.value)["apiVersion"] == "example.com/v2":
+            return True
+        code, _, _ = await http.call("DELETE", f"{v2}/new")
+        assert code == 200, code
+        await until(lambda: http.call("GET", f"{v2}/new"), timeout=10, what="new deleted",
+                    check=lambda answer: answer[0] == 404)
+        return False
+    await until(stored_at_v2, timeout=20, what="a custom resource stored at v2")
+    kv, _ = await next(iter(rest.registries.values())).storage.get(
+        f"{rest.config.etcd_prefix}/example.com/endpoints/default/old".encode())
+    assert kv is not None and json.loads(kv.value)["apiVersion"] == "example.com/v1"  # left as it was
+    code, listed, _ = await http.call("GET", v2)
+    assert code == 200 and {i["metadata"]["name"]: i["spec"] for i in listed["items"]} == {
+        "old": {"host": "db", "port": 5432}, "new": {"host": "web", "port": 80}}
+    assert {i["apiVersion"] for i in listed["items"]} == {"example.com/v2"}
+    code, listed, _ = await http.call("GET", v1)
+    assert {i["metadata"]["name"]: i["spec"] for i in listed["items"]} == {
+        "old": {"hostPort": "db:5432"}, "new": {"hostPort": "web:80"}}
+    # an update of the object stored at v1 starts from it converted, and stores v2
+    code, body, _ = await http.call("PATCH", f"{v2}/old", {"spec": {"port": 6543}}, content_type=MERGE)
+    assert code == 200 and body["spec"] == {"host": "db", "port": 6543}, body
+    kv, _ = await next(iter(rest.registries.values())).storage.get(
+        f"{rest.config.etcd_prefix}/example.com/endpoints/default/old".encode())
+    assert kv is not None and json.loads(kv.value)["apiVersion"] == "example.com/v2"
+
+
+async def test_custom_resource_definition_watch(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] CustomResourceDefinition Watch watch on custom resource
+    definition objects: a watch sees the custom resources added, modified and deleted."""
+    await _define(http, _crd("noxus", "Noxu", schema={"type": "object", "x-kubernetes-preserve-unknown-fields": True}))
+    path = "/apis/example.com/v1/namespaces/default/noxus"
+    _, listed, _ = await http.call("GET", path)
+    async with http.session.get(http.base + path, params={"watch": "1", "resourceVersion":
+                                                          listed["metadata"]["resourceVersion"]}) as resp:
+        for name in ("name1", "name2"):
+            code, _, _ = await http.call("POST", path, {"apiVersion": "example.com/v1", "kind": "Noxu",
+                                                        "metadata": {"name": name}, "content": {"key": "value"}})
+            assert code == 201
+        code, _, _ = await http.call("PATCH", f"{path}/name1", {"dummy": "test"}, content_type=MERGE)
+        assert code == 200
+        code, _, _ = await http.call("DELETE", f"{path}/name1")
+        assert code == 200
+        seen = [json.loads(await resp.content.readline()) for _ in range(4)]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in seen] == [
+        ("ADDED", "name1"), ("ADDED", "name2"), ("MODIFIED", "name1"), ("DELETED", "name1")]
+    assert seen[2]["object"]["dummy"] == "test" and seen[0]["object"]["kind"] == "Noxu"
+
+
+async def test_custom_resource_definition_create(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] CustomResourceDefinition resources Simple CustomResourceDefinition
+    creating/deleting custom resource definition objects works."""
+    await _define(http, _crd("noxus", "Noxu"))
+    code, _, _ = await http.call("GET", "/apis/example.com/v1/namespaces/default/noxus")
+    assert code == 200
+    code, body, _ = await http.call("DELETE", f"{CRDS}/noxus.example.com")
+    assert code == 200, body
+    await until(lambda: http.call("GET", f"{CRDS}/noxus.example.com"), timeout=20, what="the CRD gone",
+                check=lambda answer: answer[0] == 404)
+    code, _, _ = await http.call("GET", "/apis/example.com/v1/namespaces/default/noxus")
+    assert code == 404  # no longer served
+
+
+async def test_custom_resource_definition_status_sub_resource(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] CustomResourceDefinition resources Simple CustomResourceDefinition
+    getting/updating/patching custom resource definition status sub-resource works."""
+    await _define(http, _crd("noxus", "Noxu"))
+    status = f"{CRDS}/noxus.example.com/status"
+    code, crd, _ = await http.call("GET", status)
+    assert code == 200 and crd["kind"] == "CustomResourceDefinition" and crd["status"]["conditions"]
+    crd["status"]["conditions"].append({"type": "StatusUpdated", "status": "True", "reason": "E2E",
+                                        "message": "Set from an e2e test", "lastTransitionTime": None})
+    code, crd, _ = await http.call("PUT", status, crd)
+    assert code == 200, crd
+    code, crd, _ = await http.call("PATCH", status, {"status": {"conditions": [
+        *crd["status"]["conditions"], {"type": "StatusPatched", "status": "True", "reason": "E2E",
+                                       "message": "Set from an e2e test"}]}}, content_type=MERGE)
+    assert code == 200, crd
+    _, crd, _ = await http.call("GET", f"{CRDS}/noxus.example.com")
+    types = [c["type"] for c in crd["status"]["conditions"]]
+    assert "StatusUpdated" in types and "StatusPatched" in types and "Established" in types
+    assert crd["spec"]["names"]["kind"] == "Noxu"  # /status writes status only
+
+
+async def test_custom_resource_definition_list(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] CustomResourceDefinition resources Simple CustomResourceDefinition
+    listing custom resource definition objects works: by label, and deletecollection by label."""
+    for i in range(10):
+        crd = _crd(f"noxus{i}", f"Noxu{i}")
+        crd["metadata"]["labels"] = {"e2e-list-test-uuid": "u1"}
+        code, body, _ = await http.call("POST", CRDS, crd)
+        assert code == 201, body
+    code, body, _ = await http.call("POST", CRDS, _crd("others", "Other"))
+    assert code == 201
+    code, listed, _ = await http.call("GET", CRDS, query={"labelSelector": "e2e-list-test-uuid=u1"})
+    assert code == 200 and len(listed["items"]) == 10
+    code, body, _ = await http.call("DELETE", CRDS, query={"labelSelector": "e2e-list-test-uuid=u1"})
+    assert code == 200, body
+
+    async def left() -> list[str] | None:
+        _, listed, _ = await http.call("GET", CRDS)
+        names = [i["metadata"]["name"] for i in listed["items"]]
+        return names if names == ["others.example.com"] else None
+    await until(left, timeout=30, what="the labelled definitions gone, the other kept")
+
+
+async def test_custom_resource_definition_defaulting(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] CustomResourceDefinition resources custom resource defaulting for
+    requests and from storage works: a default added later shows on what was stored before
+    (read from etcd); a default removed stays where it was written."""
+    def schema(**defaults: Any) -> dict[str, Any]:
+        return {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "a": {"type": "string", **({"default": defaults["a"]} if "a" in defaults else {})},
+            "b": {"type": "string", **({"default": defaults["b"]} if "b" in defaults else {})}}}}}
+    crd = await _define(http, _crd("noxus", "Noxu", schema=schema()))
+    path = "/apis/example.com/v1/namespaces/default/noxus"
+    code, body, _ = await http.call("POST", path, {"apiVersion": "example.com/v1", "kind": "Noxu",
+                                                   "metadata": {"name": "foo"}, "spec": {}})
+    assert code == 201 and body["spec"] == {}
+
+    async def redefined(**defaults: Any) -> None:
+        _, live, _ = await http.call("GET", f"{CRDS}/noxus.example.com")
+        live["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = schema(**defaults)
+        code, body, _ = await http.call("PUT", f"{CRDS}/noxus.example.com", live)
+        assert code == 200, body
+    await redefined(a="A")
+    await until(lambda: http.call("GET", f"{path}/foo"), timeout=20, what="foo defaulted from storage",
+                check=lambda answer: answer[1].get("spec") == {"a": "A"})
+    code, body, _ = await http.call("POST", path, {"apiVersion": "example.com/v1", "kind": "Noxu",
+                                                   "metadata": {"name": "bar"}, "spec": {}})
+    assert code == 201 and body["spec"] == {"a": "A"}  # defaulted in the request: written so
+    await redefined(b="B")
+    await until(lambda: http.call("GET", f"{path}/bar"), timeout=20, what="bar's new default",
+                check=lambda answer: answer[1].get("spec") == {"a": "A", "b": "B"})
+    code, body, _ = await http.call("GET", f"{path}/foo")
+    assert body["spec"] == {"b": "B"}  # "a" was only ever defaulted on read
+    assert crd["metadata"]["name"] == "noxus.example.com"
+
+
+async def test_custom_resource_definition_discovery(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] CustomResourceDefinition resources should include custom resource
+    definition resources in discovery documents."""
+    code, groups, _ = await http.call("GET", "/apis")
+    group = next(g for g in groups["groups"] if g["name"] == "apiextensions.k8s.io")
+    assert group["preferredVersion"]["groupVersion"] == "apiextensions.k8s.io/v1"
+    code, group, _ = await http.call("GET", "/apis/apiextensions.k8s.io")
+    assert code == 200 and [v["groupVersion"] for v in group["versions"]] == ["apiextensions.k8s.io/v1"]
+    code, resources, _ = await http.call("GET", "/apis/apiextensions.k8s.io/v1")
+    found = {r["name"]: r for r in resources["resources"]}
+    assert found["customresourcedefinitions"]["kind"] == "CustomResourceDefinition"
+    assert not found["customresourcedefinitions"]["namespaced"]
+    assert "customresourcedefinitions/status" in found
+
+
+async def _openapi_paths(http: Rest) -> set[str]:
+    _, index, _ = await http.call("GET", "/openapi/v3")
+    return set(index["paths"])
+
+
+async def _schemas_of(http: Rest, group_version: str) -> dict[str, Any]:
+    code, document, _ = await http.call("GET", f"/openapi/v3/apis/{group_version}")
+    assert code == 200, document
+    schemas: dict[str, Any] = document["components"]["schemas"]
+    return schemas
+
+
+def _versions_crd(plural: str, kind: str, group: str, *names: str) -> dict[str, Any]:
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "description": "Specification of "
+                                                        f"{kind}", "properties": {"bars": {"type": "array", "items": {
+                                                            "type": "object", "properties": {"name": {
+                                                                "type": "string"}}}}}}}}
+    return _crd(plural, kind, group=group, versions=[
+        {"name": v, "served": True, "storage": i == 0, "schema": {"openAPIV3Schema": schema}}
+        for i, v in enumerate(names)])
+
+
+async def test_custom_resource_openapi_publish_varying_groups(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] CustomResourcePublishOpenAPI works for multiple CRDs of different groups."""
+    await _define(http, _versions_crd("foos", "Foo", "a.example.com", "v1"))
+    await _define(http, _versions_crd("waldos", "Waldo", "b.example.com", "v4"))
+    await until(lambda: _openapi_paths(http), timeout=20, what="both groups published",
+                check=lambda paths: {"apis/a.example.com/v1", "apis/b.example.com/v4"} <= paths)
+    assert "com.example.a.v1.Foo" in await _schemas_of(http, "a.example.com/v1")
+    assert "com.example.b.v4.Waldo" in await _schemas_of(http, "b.example.com/v4")
+
+
+async def test_custom_resource_openapi_publish_varying_versions(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] CustomResourcePublishOpenAPI works for multiple CRDs of same group
+    but different versions."""
+    await _define(http, _versions_crd("foos", "Foo", "a.example.com", "v2", "v3"))
+    await until(lambda: _openapi_paths(http), timeout=20, what="both versions published",
+                check=lambda paths: {"apis/a.example.com/v2", "apis/a.example.com/v3"} <= paths)
+    assert "com.example.a.v3.Foo" in await _schemas_of(http, "a.example.com/v3")
+
+
+async def test_custom_resource_openapi_publish_varying_kinds(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] CustomResourcePublishOpenAPI works for multiple CRDs of same group
+    and version but different kinds."""
+    await _define(http, _versions_crd("foos", "Foo", "a.example.com", "v5"))
+    await _define(http, _versions_crd("waldos", "Waldo", "a.example.com", "v5"))
+
+    async def both() -> dict[str, Any] | None:
+        schemas = await _schemas_of(http, "a.example.com/v5")
+        return schemas if {"com.example.a.v5.Foo", "com.example.a.v5.Waldo"} <= set(schemas) else None
+    await until(both, timeout=20, what="both kinds in one document")
+
+
+async def test_custom_resource_openapi_publish_stop_serving_version(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] CustomResourcePublishOpenAPI removes definition from spec when one
+    version gets changed to not be served."""
+    crd = await _define(http, _versions_crd("foos", "Foo", "a.example.com", "v5", "v6"))
+    await until(lambda: _openapi_paths(http), timeout=20, what="both published",
+                check=lambda paths: {"apis/a.example.com/v5", "apis/a.example.com/v6"} <= paths)
+    crd["spec"]["versions"][1]["served"] = False
+    code, body, _ = await http.call("PUT", f"{CRDS}/foos.a.example.com", crd)
+    assert code == 200, body
+    await until(lambda: _openapi_paths(http), timeout=20, what="v6 unpublished",
+                check=lambda paths: "apis/a.example.com/v6" not in paths and "apis/a.example.com/v5" in paths)
+
+
+async def test_custom_resource_openapi_publish_version_rename(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] CustomResourcePublishOpenAPI updates the published spec when one
+    version gets renamed."""
+    crd = await _define(http, _versions_crd("foos", "Foo", "a.example.com", "v2", "v3"))
+    await until(lambda: _openapi_paths(http), timeout=20, what="both published",
+                check=lambda paths: {"apis/a.example.com/v2", "apis/a.example.com/v3"} <= paths)
+    code, body, _ = await http.call("PATCH", f"{CRDS}/foos.a.example.com",
+                                    [{"op": "replace", "path": "/spec/versions/1/name", "value": "v4"}],
+                                    content_type="application/json-patch+json")
+    assert code == 200, body
+    await until(lambda: _openapi_paths(http), timeout=20, what="v3 renamed v4",
+                check=lambda paths: "apis/a.example.com/v4" in paths and "apis/a.example.com/v3" not in paths)
+    assert "com.example.a.v4.Foo" in await _schemas_of(http, "a.example.com/v4")
+    assert crd["spec"]["group"] == "a.example.com"
+
+
+async def test_custom_resource_openapi_publish_with_validation_schema(rest: APIServer, http: Rest,
+                                                                     tmp_path: Path) -> None:
+    """[sig-api-machinery] CustomResourcePublishOpenAPI works for CRD with validation schema:
+    kubectl accepts valid objects, refuses unknown and missing required properties, and
+    explains the kind and its nested properties."""
+    schema = {"type": "object", "description": "Foo CRD for Testing", "properties": {
+        "spec": {"type": "object", "description": "Specification of Foo", "properties": {
+            "bars": {"type": "array", "description": "List of Bars and their specs.", "items": {
+                "type": "object", "required": ["name"], "properties": {
+                    "name": {"type": "string", "description": "Name of Bar."},
+                    "age": {"type": "string", "description": "Age of Bar."},
+                    "bazs": {"type": "array", "description": "List of Bazs.", "items": {"type": "string"}}}}}}},
+        "status": {"type": "object", "description": "Status of Foo", "properties": {
+            "bars": {"type": "array", "items": {"type": "object", "properties": {
+                "name": {"type": "string"}, "available": {"type": "boolean"}}}}}}}}
+    await _define(http, _crd("foos", "Foo", schema=schema))
+    kubectl = _kubectl(rest, tmp_path)
+    valid = {"apiVersion": "example.com/v1", "kind": "Foo", "metadata": {"name": "test-foo"},
+             "spec": {"bars": [{"name": "test-bar"}]}}
+    await kubectl("create", "-f", "-", stdin=json.dumps(valid))
+    unknown = {**valid, "metadata": {"name": "test-foo-2"}, "spec": {"bars": [{"name": "b", "unknown": 1}]}}
+    code, _, err = await kubectl("create", "-f", "-", stdin=json.dumps(unknown), ok=False)
+    assert code != 0 and 'unknown field "spec.bars[0].unknown"' in err, err
+    missing = {**valid, "metadata": {"name": "test-foo-3"}, "spec": {"bars": [{"age": "10"}]}}
+    code, _, err = await kubectl("create", "-f", "-", stdin=json.dumps(missing), ok=False)
+    assert code != 0 and "spec.bars[0].name: Required value" in err, err
+    _, out, _ = await kubectl("explain", "foos")
+    assert "KIND:" in out and "Foo" in out and "Foo CRD for Testing" in out, out
+    _, out, _ = await kubectl("explain", "foos.spec.bars")
+    assert "List of Bars and their specs." in out and "name" in out and "-required-" in out, out
+
+
+async def test_custom_resource_openapi_publish_with_x_kubernetes_preserve_unknown_fields_in_object(
+        rest: APIServer, http: Rest, tmp_path: Path) -> None:
+    """[sig-api-machinery] CustomResourcePublishOpenAPI works for CRD without validation
+    schema (x-kubernetes-preserve-unknown-fields in the top level object), at the schema
+    root, and in an embedded object: kubectl accepts unknown properties and explains."""
+    kubectl = _kubectl(rest, tmp_path)
+    schemas: dict[str, dict[str, Any]] = {
+        "roots": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        "embeds": {"type": "object", "properties": {"spec": {
+            "type": "object", "description": "Specification of Waldo", "properties": {"dummy": {
+                "type": "object", "description": "Dummy property.", "x-kubernetes-preserve-unknown-fields": True,
+                "x-kubernetes-embedded-resource": True}}}}}}
+    for plural, schema in schemas.items():
+        await _define(http, _crd(plural, plural.capitalize()[:-1], schema=schema))
+    anything = {"apiVersion": "example.com/v1", "kind": "Root", "metadata": {"name": "r"},
+                "spec": {"a": {"b": [1, 2]}}, "free": "form"}
+    await kubectl("create", "-f", "-", stdin=json.dumps(anything))
+    anything["spec"] = {"changed": True}
+    await kubectl("apply", "-f", "-", stdin=json.dumps(anything))
+    _, out, _ = await kubectl("explain", "roots")
+    assert "KIND:" in out and "Root" in out and "DESCRIPTION:" in out, out
+    embedded = {"apiVersion": "example.com/v1", "kind": "Embed", "metadata": {"name": "e"},
+                "spec": {"dummy": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "inner"},
+                                   "anything": {"goes": 1}}}}
+    await kubectl("create", "-f", "-", stdin=json.dumps(embedded))
+    code, body, _ = await http.call("GET", "/apis/example.com/v1/namespaces/default/embeds/e")
+    assert body["spec"]["dummy"]["anything"] == {"goes": 1}
+    _, out, _ = await kubectl("explain", "embeds.spec.dummy")
+    assert "Dummy property." in out, out
+
+
+async def test_server_side_field_validation_unknown_fields_cr_no_validation_schema(rest: APIServer,
+                                                                                  http: Rest) -> None:
+    """[sig-api-machinery] FieldValidation should create/apply a CR with unknown fields for
+    CRD with no validation schema."""
+    await _define(http, _crd("noxus", "Noxu", scope="Cluster",
+                             schema={"type": "object", "x-kubernetes-preserve-unknown-fields": True}))
+    body = ("apiVersion: example.com/v1\nkind: Noxu\nmetadata:\n  name: mytest\n  finalizers:\n  - test-finalizer\n"
+            "spec:\n  unknown: uk1\n  cronSpec: \"* * * * */5\"\n  ports:\n  - name: x\n    containerPort: 80\n"
+            "    protocol: TCP\n")
+    code, created, _ = await http.call("PATCH", "/apis/example.com/v1/noxus/mytest", body, content_type=APPLY,
+                                       query={"fieldManager": "field_validation_mgr", "fieldValidation": "Strict"})
+    assert code == 201 and created["spec"]["unknown"] == "uk1", created
+
+
+_PORTS_SCHEMA: dict[str, Any] = {
+    "type": "array", "x-kubernetes-list-map-keys": ["containerPort", "protocol"], "x-kubernetes-list-type": "map",
+    "items": {"type": "object", "required": ["containerPort", "protocol"], "properties": {
+        "containerPort": {"type": "integer", "format": "int32"}, "hostIP": {"type": "string"},
+        "hostPort": {"type": "integer", "format": "int32"}, "name": {"type": "string"},
+        "protocol": {"type": "string"}}}}
+
+
+def _noxus(**spec_extra: Any) -> dict[str, Any]:
+    spec = {"type": "object", "properties": {
+        "foo": {"type": "string"},
+        "cronSpec": {"type": "string", "pattern": r"^(\d+|\*)(/\d+)?(\s+(\d+|\*)(/\d+)?){4}$"},
+        "ports": _PORTS_SCHEMA, **spec_extra.pop("properties", {})}, **spec_extra}
+    return _crd("noxus", "Noxu", scope="Cluster", schema={"type": "object", "properties": {"spec": spec}})
+
+
+_MYTEST = ("apiVersion: example.com/v1\nkind: Noxu\nmetadata:\n  name: mytest\n  finalizers:\n  - test-finalizer\n"
+           "{extra}spec:\n  foo: foo1\n  cronSpec: \"* * * * */5\"\n  ports:\n  - name: x\n    containerPort: 80\n"
+           "    protocol: TCP\n")
+
+
+async def _apply_strict(http: Rest, body: str) -> tuple[int, Any]:
+    code, answer, _ = await http.call("PATCH", "/apis/example.com/v1/noxus/mytest", body, content_type=APPLY,
+                                      query={"fieldManager": "field_validation_mgr", "fieldValidation": "Strict"})
+    return code, answer
+
+
+async def test_server_side_field_validation_valid_cr_with_validation_schema(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] FieldValidation should create/apply a valid CR for CRD with validation schema."""
+    await _define(http, _noxus())
+    code, answer = await _apply_strict(http, _MYTEST.format(extra=""))
+    assert code == 201 and answer["spec"]["ports"] == [{"name": "x", "containerPort": 80, "protocol": "TCP"}], answer
+
+
+async def test_server_side_field_validation_unknown_fields_cr_fails_validation(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] FieldValidation should create/apply an invalid CR with extra
+    properties for CRD with validation schema."""
+    await _define(http, _noxus())
+    code, answer = await _apply_strict(http, _MYTEST.format(extra="unknownField: unknown\n"))
+    assert code == 400 and ".unknownField: field not declared in schema" in answer["message"], answer
+
+
+async def test_server_side_field_validation_unknown_metadata(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] FieldValidation should detect unknown metadata fields in both the
+    root and embedded object of a CR."""
+    template = {"type": "object", "x-kubernetes-embedded-resource": True, "properties": {
+        "metadata": {"type": "object", "properties": {"name": {"type": "string"}}}, "spec": {"type": "object"}}}
+    await _define(http, _noxus(properties={"template": template}, **{"x-kubernetes-preserve-unknown-fields": True}))
+    body = ("apiVersion: example.com/v1\nkind: Noxu\nmetadata:\n  name: mytest\n  unknownMeta: unknown\n"
+            "  finalizers:\n  - test-finalizer\nspec:\n  template:\n    apiversion: foo/v1\n    kind: Sub\n"
+            "    metadata:\n        unknownSubMeta: unknown\n        name: subobject\n        namespace: default\n"
+            "  foo: foo1\n  cronSpec: \"* * * * */5\"\n  ports:\n  - name: x\n    containerPort: 80\n"
+            "    protocol: TCP\n")
+    code, answer = await _apply_strict(http, body)
+    assert code == 400, answer
+    assert ".metadata.unknownMeta: field not declared in schema" in answer["message"], answer
+    assert ".spec.template.metadata.unknownSubMeta: field not declared in schema" in answer["message"], answer
+
+
+async def test_server_side_field_validation_cr_duplicates(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] FieldValidation should detect duplicates in a CR when preserving
+    unknown fields."""
+    await _define(http, _noxus(**{"x-kubernetes-preserve-unknown-fields": True}))
+    body = ("\napiVersion: example.com/v1\nkind: Noxu\nmetadata:\n  name: mytest\n  finalizers:\n  - test-finalizer\n"
+            "spec:\n  unknown: uk1\n  foo: foo1\n  foo: foo2\n  cronSpec: \"* * * * */5\"\n  ports:\n  - name: x\n"
+            "    containerPort: 80\n    protocol: TCP")
+    code, answer = await _apply_strict(http, body)
+    assert code == 400 and 'line 11: key "foo" already set in map' in answer["message"], answer
+
+
+async def test_server_side_field_validation_typed_object(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] FieldValidation should detect unknown and duplicate fields of a
+    typed object (and Warn, the default, says the same in Warning headers)."""
+    deployment = ('{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "my-dep", "labels": '
+                  '{"app": "nginx"}}, "spec": {"unknownField": "foo", "replicas": 2, "replicas": 3, "selector": '
+                  '{"matchLabels": {"app": "nginx"}}, "template": {"metadata": {"labels": {"app": "nginx"}}, '
+                  '"spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}}}')
+    path = "/apis/apps/v1/namespaces/default/deployments"
+    code, answer, _ = await http.call("POST", path, deployment,
+                                      query={"fieldManager": "field_validation_mgr", "fieldValidation": "Strict"})
+    assert code == 400 and 'strict decoding error: unknown field "spec.unknownField", duplicate field ' \
+                           '"spec.replicas"' in answer["message"], answer
+    code, answer, headers = await http.call("POST", path, deployment)
+    assert code == 201 and answer["spec"]["replicas"] == 3  # the last one, as Go's decoder keeps
+    assert 'duplicate field \\"spec.replicas\\"' in headers.get("Warning", ""), headers
+
+
+async def test_server_side_field_validation_typed_unknown_metadata(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] FieldValidation should detect unknown metadata fields of a typed object."""
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": "my-dep", "unknownMeta": "foo", "labels": {"app": "nginx"}},
+                  "spec": {"selector": {"matchLabels": {"app": "nginx"}}, "template": {
+                      "metadata": {"labels": {"app": "nginx"}},
+                      "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}}}
+    code, answer, _ = await http.call("POST", "/apis/apps/v1/namespaces/default/deployments", deployment,
+                                      query={"fieldManager": "field_validation_mgr", "fieldValidation": "Strict"})
+    assert code == 400 and 'strict decoding error: unknown field "metadata.unknownMeta"' in answer["message"], answer

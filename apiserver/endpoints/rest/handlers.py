@@ -62,18 +62,24 @@ def warning_headers(warnings: list[str] | None, registry: Registry[Any] | None) 
     return {"Warning": ", ".join(warning_header(w) for w in every)} if every else None
 
 
+DUPLICATES = web.RequestKey("kubeling.duplicate_fields", list[str])
+
+
 async def body_of(request: web.Request, t: Target | None) -> Any:
     """The request's document (JSON, YAML, or the target resource's protobuf)."""
     raw = await read_body(request)
     ctype = request.content_type
     if ctype == PROTOBUF:
         return decode_envelope(raw, t.resource if t is not None else None)
-    return parse_document(raw, "the request body",
+    duplicates: list[str] = []
+    data = parse_document(raw, "the request body", duplicates=duplicates,
                           yaml_body=ctype in ("application/yaml", "application/apply-patch+yaml"))
+    request[DUPLICATES] = duplicates  # judged with the unknown fields, by fieldValidation
+    return data
 
 
 def decode(request: web.Request, t: Target, data: Any, registry: Registry[Any] | None = None,
-           ) -> tuple[Any, list[str]]:
+           applied: bool = False) -> tuple[Any, list[str]]:
     """The body as the resource's message; unknown fields (those the message has no room
     for, or a custom resource's schema prunes) refused (Strict) or returned as warnings
     (Warn, the default) or dropped (Ignore)."""
@@ -89,12 +95,19 @@ def decode(request: web.Request, t: Target, data: Any, registry: Registry[Any] |
     mode = request.query.get("fieldValidation", "Warn")
     if mode not in ("Strict", "Warn", "Ignore"):
         raise errors.BadRequest(f'fieldValidation: invalid value "{mode}": must be Ignore, Warn or Strict')
-    if decoded.unknown and mode == "Strict":
-        listed = ", ".join(f'unknown field "{p}"' for p in decoded.unknown)
+    if applied:
+        # server-side apply words an unknown field as structured-merge-diff's typed patch does
+        problems = [f".{p}: field not declared in schema" for p in decoded.unknown]
+    else:
+        problems = [f'unknown field "{p}"' for p in decoded.unknown]
+    problems += request.get(DUPLICATES, [])
+    if problems and mode == "Strict":
+        if applied:
+            raise errors.BadRequest(f"failed to create typed patch object ({t.namespace}/{t.name}; "
+                                    f"{r.api_version}, Kind={r.kind}): {', '.join(problems)}")
         raise errors.BadRequest(f'{r.kind} in version "{r.version}" cannot be handled as a {r.kind}: '
-                                f"strict decoding error: {listed}")
-    warnings = [f'unknown field "{p}"' for p in decoded.unknown] if mode == "Warn" else []
-    return decoded.message, warnings
+                                f"strict decoding error: {', '.join(problems)}")
+    return decoded.message, problems if mode == "Warn" else []
 
 
 def check_scope(t: Target, obj: Any) -> None:
@@ -188,7 +201,7 @@ async def patch(request: web.Request, t: Target, registry: Registry[Any]) -> web
             if kind != "apply":
                 raise
             applied = apply(None, body, field_manager(request), force=force, now=now_text())
-            obj, warnings = decode(request, t, applied, registry)
+            obj, warnings = decode(request, t, applied, registry, applied=True)
             check_scope(t, obj)
             return object_response(request, t, await registry.create(obj, dry_run=dry_run(request)), 201, warnings,
                                    registry)
@@ -199,7 +212,7 @@ async def patch(request: web.Request, t: Target, registry: Registry[Any]) -> web
             result = patched(kind, live, body)
             if t.sub != "status":
                 record_update(live, result, field_manager(request), now_text())
-        obj, warnings = decode(request, t, result, registry)
+        obj, warnings = decode(request, t, result, registry, applied=kind == "apply")
         check_scope(t, obj)
         pinned = _patch_sets_version(kind, body)
         if not pinned:

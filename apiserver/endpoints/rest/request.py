@@ -15,6 +15,7 @@ from aiohttp import web
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from apiserver.endpoints.rest.codec import format_time
+from apiserver.endpoints.rest.duplicates import load_json, load_yaml
 from apiserver.endpoints.rest.status import NotAcceptable
 from kubeling import errors
 from kubeling.scheme import ResourceType
@@ -109,11 +110,14 @@ def int_query(query: Any, name: str) -> int:
     return value
 
 
-def parse_document(raw: bytes, what: str, *, yaml_body: bool = False) -> Any:
+def parse_document(raw: bytes, what: str, *, yaml_body: bool = False,
+                   duplicates: list[str] | None = None) -> Any:
     """A JSON (or YAML) request document; BadRequest when it is not one or nests deeper
-    than MAX_DEPTH."""
+    than MAX_DEPTH. The fields it names twice are added to `duplicates` when given."""
     try:
-        data = yaml.safe_load(raw) if yaml_body else json.loads(raw)
+        data, repeated = load_yaml(raw) if yaml_body else load_json(raw)
+        if duplicates is not None:
+            duplicates.extend(repeated)
     except RecursionError:
         raise errors.BadRequest(f"{what} nests deeper than {MAX_DEPTH} levels") from None
     except (ValueError, yaml.YAMLError) as err:

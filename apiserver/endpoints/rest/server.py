@@ -44,7 +44,7 @@ from apiserver.registry.generic.store import Registry
 from apiserver.registry.metrics import MetricsAPI
 from kubeling import errors
 from kubeling.http import start_site
-from kubeling.scheme import ResourceType, Scheme
+from kubeling.scheme import ResourceType, Scheme, deletes_collections
 
 __all__ = ["RestServer"]
 
@@ -190,7 +190,7 @@ class RestServer:
                 return await handlers.list_(request, t, registry)
             if method == "POST":
                 return await handlers.create(request, t, registry)
-            if method == "DELETE" and t.resource.namespaced:
+            if method == "DELETE" and deletes_collections(t.resource):
                 return await handlers.delete_collection(request, t, registry)
         elif t.sub in ("", "status"):
             verb = {"GET": handlers.get, "PUT": handlers.update, "PATCH": handlers.patch}.get(method)

@@ -79,8 +79,10 @@ def _cell(column: Column, obj: dict[str, Any], now: float) -> Any:
 class CustomResourceStrategy(Strategy[CR]):
     """One served version of a definition (the instance's `resource` is that version's entry)."""
 
-    def __init__(self, resource: ResourceType[CR], definition: Definition, version: Version) -> None:
+    def __init__(self, resource: ResourceType[CR], definition: Definition, version: Version,
+                 stored_versions_vary: bool = False) -> None:
         super().__init__(resource)
+        self.stored_versions_vary = stored_versions_vary  # the webhook-converting storage registry's
         self.definition = definition
         self.version = version
         self.storage_path = f"{definition.group}/{definition.plural}"
@@ -114,6 +116,18 @@ class CustomResourceStrategy(Strategy[CR]):
         schemas.prune(self.schema, content, "")
         schemas.apply_defaults(self.schema, content)
         set_content(obj, content)
+
+    def from_storage(self, obj: CR) -> None:
+        """Upstream defaults what it reads from etcd too: a default added to the schema
+        shows on objects written before it (the version's own objects only: others are
+        defaulted in theirs once converted)."""
+        if obj.apiVersion != self.resource.api_version or not self.schema:
+            return
+        content = content_of(obj)
+        before = json.dumps(content, sort_keys=True)
+        schemas.apply_defaults(self.schema, content)
+        if json.dumps(content, sort_keys=True) != before:
+            set_content(obj, content)
 
     def prepare_for_create(self, obj: CR) -> None:
         if self.definition.terminating:

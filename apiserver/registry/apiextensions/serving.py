@@ -9,6 +9,7 @@ in one replica (apiserver.controllers.crd_*)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -20,7 +21,7 @@ from apiserver.registry.apiextensions.converting import ConvertingRegistry
 from apiserver.registry.apiextensions.customresources import CustomResourceStrategy
 from apiserver.registry.apiextensions.definition import Definition
 from apiserver.registry.generic.store import Registry
-from kubeling import errors
+from kubeling import dynamic, errors
 from kubeling.periodic import cancel_and_wait
 from kubeling.scheme import ResourceType, Scheme
 from protos.kubeling.v1 import custom_pb2, meta_pb2
@@ -39,7 +40,8 @@ class _Served:
 
     definition: Definition
     entries: list[ResourceType[Any]] = field(default_factory=list)
-    storage: Registry[Any] | None = None  # with webhook conversion: the storage version's registry
+    registries: list[Registry[Any]] = field(default_factory=list)  # the entries', in their order
+    storage: Registry[Any] | None = None  # with webhook conversion: the registry over etcd
 
     def shape(self) -> tuple[Any, ...]:
         return _shape(self.definition)
@@ -47,8 +49,11 @@ class _Served:
 
 def _shape(d: Definition) -> tuple[Any, ...]:
     """What the scheme entries and registries are made of: when it changes, they are made
-    anew; otherwise only the strategies (schemas, columns, rules) are replaced."""
+    anew (and swapped in); otherwise only the strategies (columns, rules, messages) are
+    replaced. The schemas are part of it: defaults are applied to what is read from etcd,
+    so the watch caches are filled anew when they change, as upstream's storage is."""
     return (d.uid, d.group, d.namespaced, json.dumps(d.status.get("acceptedNames", {}), sort_keys=True),
+            json.dumps([v.schema for v in d.versions], sort_keys=True),
             tuple((v.name, v.served, v.storage, v.status, v.scale is not None) for v in d.versions), d.kind, d.plural,
             d.short_names, d.categories, d.singular, json.dumps(d.spec.get("conversion"), sort_keys=True))
 
@@ -182,39 +187,59 @@ class CustomResourceServing:
                 version = d.version(entry.version)
                 if found is not None and version is not None:
                     found.replace_strategy(CustomResourceStrategy(entry, d, version))
+            if current.storage is not None:
+                current.storage.replace_strategy(CustomResourceStrategy(
+                    current.storage.strategy.resource, d, d.storage_version, stored_versions_vary=True))
             self.scheme.changed()  # OpenAPI shows the new schema
             return
-        await self._unserve(name)
         served = _Served(d)
-        self._served[name] = served
         entries = d.resource_types()
         converter = self._converter(d)
         storage: Registry[Any] | None = None
         if converter is not None:
-            # one registry (and cache) in the storage version; the other versions are views over it
+            # One registry (and cache) over etcd, writing the storage version and reading each
+            # object in the version it was stored in (older ones stay until rewritten, as
+            # upstream's); every served version, the storage version's too, is a view that
+            # converts what it reads.
             storage_version = d.storage_version
-            stored = [e for e in entries if e.version == storage_version.name]
-            storage_entry = stored[0] if stored else _unserved_entry(d, entries, storage_version.name)
-            storage = served.storage = self.make_registry(CustomResourceStrategy(storage_entry, d, storage_version))
+            storage_entry = _unserved_entry(d, entries, storage_version.name)
+            storage = served.storage = self.make_registry(
+                CustomResourceStrategy(storage_entry, d, storage_version, stored_versions_vary=True))
+            storage.upgrade = functools.partial(_upgraded, converter, storage_entry.api_version)
             await storage.start()
+        made: list[tuple[ResourceType[Any], Registry[Any]]] = []
         for entry in entries:
             version = d.version(entry.version)
             assert version is not None
+            strategy = CustomResourceStrategy(entry, d, version)
+            registry: Registry[Any]
+            if storage is not None and converter is not None:
+                registry = ConvertingRegistry(storage, strategy, converter)
+            else:
+                registry = self.make_registry(strategy)
+                await registry.start()
+            made.append((entry, registry))
+        # The swap, with no await in it: no request finds the resource missing while a
+        # changed definition (a new schema, defaults, versions) is served anew.
+        old = self._served.pop(name, None)
+        if old is not None:
+            self._unregister(old)
+        left_out = []
+        for entry, registry in made:
             try:
                 self.scheme.register(entry)
             except ValueError as err:  # a built-in (or a stale entry) holds the name
                 log.warning("customresourcedefinition %s: version %s not served: %s", name, entry.version, err)
+                left_out.append(registry)
                 continue
-            strategy = CustomResourceStrategy(entry, d, version)
-            registry: Registry[Any]
-            if storage is not None and converter is not None:
-                registry = storage if entry.version == d.storage_version.name else \
-                    ConvertingRegistry(storage, strategy, converter)
-            else:
-                registry = self.make_registry(strategy)
-                await registry.start()
             self.registries[entry] = registry
             served.entries.append(entry)
+            served.registries.append(registry)
+        self._served[name] = served
+        if old is not None:
+            await self._stop(old)
+        for registry in left_out:
+            await registry.stop()
         log.info("serving %s (%s)", name, ", ".join(e.version for e in served.entries))
 
     def _converter(self, d: Definition) -> WebhookConverter | None:
@@ -228,19 +253,37 @@ class CustomResourceServing:
         served = self._served.pop(name, None)
         if served is None:
             return
+        self._unregister(served)
+        await self._stop(served)
+        log.info("no longer serving %s", name)
+
+    def _unregister(self, served: _Served) -> None:
         for entry in served.entries:
-            registry = self.registries.pop(entry, None)
+            self.registries.pop(entry, None)
             if entry in self.scheme:
                 self.scheme.unregister(entry)
-            if registry is not None and registry is not served.storage:
-                await registry.stop()
+
+    @staticmethod
+    async def _stop(served: _Served) -> None:
+        for registry in served.registries:
+            await registry.stop()
         if served.storage is not None:
             await served.storage.stop()
-        log.info("no longer serving %s", name)
+
+
+async def _upgraded(converter: WebhookConverter, storage_version: str,
+                    obj: custom_pb2.CustomResource) -> custom_pb2.CustomResource:
+    """A stored object in the storage version (what an update starts from)."""
+    if obj.apiVersion == storage_version:
+        return obj
+    converted = dynamic.new((await converter.convert([dynamic.to_dict(obj)], storage_version))[0])
+    converted.metadata.resourceVersion = obj.metadata.resourceVersion
+    return converted
 
 
 def _unserved_entry(d: Definition, served: list[ResourceType[Any]], version: str) -> ResourceType[Any]:
-    """The storage version's entry when that version is not served (never registered)."""
+    """The entry of the registry over etcd in a webhook-converted definition's storage
+    version (never registered: the served versions are views over it)."""
     like = served[0]
     return ResourceType(d.group, version, like.kind, like.plural, custom_pb2.CustomResource, namespaced=d.namespaced,
                         subresources=like.subresources, custom=True)

@@ -65,10 +65,14 @@ class JsonCodec(StrategyCodec[T]):
     # the lists from etcd that follow. Bounded; the oldest entries go first.
     DECODED_MAX = 65_536
 
-    def __init__(self, strategy: Strategy[T], api_version: str, storage_version: str) -> None:
+    def __init__(self, strategy: Strategy[T], api_version: str, storage_version: str,
+                 keep_stored_version: bool = False) -> None:
         super().__init__(strategy)
         self.api_version = api_version
         self.storage_version = storage_version
+        # by webhook conversion, an object read keeps the version it was stored in (the
+        # converting views convert it); else its apiVersion is rewritten (None conversion)
+        self.keep_stored_version = keep_stored_version
         self._decoded: OrderedDict[bytes, tuple[int, bytes]] = OrderedDict()
 
     def decode(self, kv: KV) -> T:
@@ -91,8 +95,10 @@ class JsonCodec(StrategyCodec[T]):
             # Not ours to guess at: say which key holds what, rather than serve garbage.
             raise errors.InternalError(f"{self.resource}: the value stored at {kv.key!r} is not a JSON object "
                                        f"of this resource: {err}") from None
-        obj.apiVersion = self.api_version
+        if not self.keep_stored_version or not obj.apiVersion:
+            obj.apiVersion = self.api_version
         obj.metadata.resourceVersion = str(kv.mod_revision)
+        self._strategy.from_storage(obj)
         return obj
 
     def encode(self, obj: T) -> bytes:
@@ -105,4 +111,5 @@ class JsonCodec(StrategyCodec[T]):
 def codec_for(strategy: Strategy[T]) -> StrategyCodec[T]:
     if not strategy.resource.custom:
         return StrategyCodec(strategy)
-    return JsonCodec(strategy, strategy.resource.api_version, strategy.storage_version)
+    return JsonCodec(strategy, strategy.resource.api_version, strategy.storage_version,
+                     keep_stored_version=strategy.stored_versions_vary)

@@ -89,6 +89,10 @@ class Registry(Generic[T]):
         self._etcd_watchers: set[EtcdWatcher] = set()  # without a cache: each watch is on etcd
         self._field_labels = strategy.field_labels()
         self.hooks: WriteHooks[T] | None = None
+        # Where stored objects may be in another version than the one written (a custom
+        # resource converted by webhook whose storage version changed): the stored object
+        # an update starts from, brought to the written version first.
+        self.upgrade: Callable[[T], Awaitable[T]] | None = None
 
     def replace_strategy(self, strategy: Strategy[T]) -> None:
         """A changed definition of the same resource (a CRD's new schema or columns), for
@@ -298,6 +302,8 @@ class Registry(Generic[T]):
             if state is None:
                 state = await self.current_for_update(key, name)
             old, revision, fresh = state
+            if self.upgrade is not None:
+                old = await self.upgrade(old)
             if wanted_rv and int(wanted_rv) != revision:
                 if not fresh:
                     state = None  # the cache may lag behind: ask etcd before calling it a conflict

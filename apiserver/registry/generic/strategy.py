@@ -74,6 +74,13 @@ class Strategy(Generic[T]):
         # The version objects are stored in (kept as JSON: apiVersion says which).
         self.storage_version = entry.api_version
 
+    # True where objects stored in several versions are read as they were stored (kept as
+    # JSON and converted by a webhook): see JsonCodec.
+    stored_versions_vary = False
+
+    def from_storage(self, obj: T) -> None:
+        """What reading an object from etcd makes of it (custom resources: their defaults)."""
+
     def validate_name(self, name: str) -> list[str]:
         """metadata.name's rule (most resources: a DNS-1123 subdomain)."""
         return names.dns1123_subdomain(name)
