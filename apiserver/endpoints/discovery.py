@@ -1,7 +1,9 @@
 """Discovery (upstream's endpoints/discovery): /api, /apis, /apis/<group> and each
 group-version's APIResourceList, read from the scheme when asked, so entries registered
 at run time are listed at once. Groups served beside the scheme (metrics.k8s.io) add
-their own resource lists."""
+their own resource lists. And aggregated discovery (apidiscovery.k8s.io v2, v2beta1):
+/api and /apis as one APIGroupDiscoveryList each, every group's versions and resources
+in one answer, which kubectl asks for first."""
 
 from __future__ import annotations
 
@@ -10,7 +12,10 @@ from typing import Any
 
 from kubeling.scheme import VERBS, ResourceType, Scheme, deletes_collections
 
-__all__ = ["Discovery", "VERSION"]
+__all__ = ["Discovery", "VERSION", "aggregated_version"]
+
+AGGREGATED_GROUP = "apidiscovery.k8s.io"
+AGGREGATED_VERSIONS = ("v2", "v2beta1")  # the first: preferred
 
 # The server's version: kubectl's wrapper on these machines runs the kubectl matching
 # this minor, and clients use it for feature checks.
@@ -58,6 +63,22 @@ class Discovery:
             groups.append(group)
         return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
+    def aggregated(self, core: bool, version: str) -> dict[str, Any]:
+        """/api (the core group) or /apis (the named ones) as an APIGroupDiscoveryList."""
+        groups = {"": self.scheme.groups().get("", ["v1"])} if core else self._versions()
+        items = []
+        for group, versions in groups.items():
+            served = []
+            for v in versions:
+                listing = self.resource_list(group, v)
+                if listing is not None:
+                    served.append({"version": v, "resources": _aggregated(listing["resources"], group, v),
+                                   "freshness": "Current"})
+            if served:
+                items.append({"metadata": {"name": group, "creationTimestamp": None}, "versions": served})
+        return {"kind": "APIGroupDiscoveryList", "apiVersion": f"{AGGREGATED_GROUP}/{version}", "metadata": {},
+                "items": items}
+
     def resource_list(self, group: str, version: str) -> dict[str, Any] | None:
         """/api/<version> or /apis/<group>/<version>, None when no resource is there."""
         extra = self.extra.get(group)
@@ -90,3 +111,36 @@ def _resources(rt: ResourceType[Any]) -> list[dict[str, Any]]:
             item.update(group=sub.group, version=sub.version)
         out.append(item)
     return out
+
+
+def _aggregated(resources: list[dict[str, Any]], group: str, version: str) -> list[dict[str, Any]]:
+    """APIResourceList items as APIResourceDiscovery: each resource with its subresources."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in resources:
+        name = item["name"]
+        kind = {"group": item.get("group", group), "version": item.get("version", version), "kind": item["kind"]}
+        if "/" not in name:
+            entry: dict[str, Any] = {"resource": name, "responseKind": kind,
+                                     "scope": "Namespaced" if item["namespaced"] else "Cluster",
+                                     "singularResource": item.get("singularName", ""), "verbs": item["verbs"]}
+            for key in ("shortNames", "categories"):
+                if item.get(key):
+                    entry[key] = item[key]
+            out[name] = entry
+            continue
+        parent, _, sub = name.partition("/")
+        if parent in out:
+            out[parent].setdefault("subresources", []).append(
+                {"subresource": sub, "responseKind": kind, "verbs": item["verbs"]})
+    return list(out.values())
+
+
+def aggregated_version(accept: str) -> str | None:
+    """The aggregated discovery version the Accept header asks for first, None when it
+    asks for none (the plain documents then)."""
+    for media in accept.split(","):
+        params = dict(p.strip().partition("=")[::2] for p in media.split(";")[1:])
+        if params.get("g") == AGGREGATED_GROUP and params.get("as") == "APIGroupDiscoveryList" and \
+                params.get("v") in AGGREGATED_VERSIONS:
+            return params["v"]
+    return None

@@ -16,6 +16,7 @@ import yaml
 
 from apiserver.server import APIServer
 from cluster.etcd import EtcdServer
+from kubeling import scheme
 from kubeling.kubeconfig import write_kubeconfig
 from tests.conftest import apiserver_config
 from tests.e2e.kubectl import Kubectl
@@ -1240,3 +1241,73 @@ async def test_server_side_field_validation_typed_unknown_metadata(rest: APIServ
     code, answer, _ = await http.call("POST", "/apis/apps/v1/namespaces/default/deployments", deployment,
                                       query={"fieldManager": "field_validation_mgr", "fieldValidation": "Strict"})
     assert code == 400 and 'strict decoding error: unknown field "metadata.unknownMeta"' in answer["message"], answer
+
+
+_AGGREGATED = {version: f"application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
+               for version in ("v2", "v2beta1")}
+
+
+async def _aggregated(http: Rest, path: str, version: str = "v2") -> tuple[dict[str, Any], str]:
+    async with http.session.get(http.base + path, headers={
+            "Accept": f"{_AGGREGATED[version]},application/json"}) as resp:
+        assert resp.status == 200
+        return json.loads(await resp.read()), resp.headers["Content-Type"]
+
+
+def _aggregated_resources(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """group/version/resource -> its APIResourceDiscovery."""
+    return {f"{g['metadata']['name']}/{v['version']}/{r['resource']}": r
+            for g in document["items"] for v in g["versions"] for r in v["resources"]}
+
+
+async def test_aggregated_discovery_interface(rest: APIServer, http: Rest, tmp_path: Path) -> None:
+    """[sig-api-machinery] AggregatedDiscovery should support aggregated discovery
+    interface: built-in resources all present, as kubectl reads them."""
+    core, _ = await _aggregated(http, "/api")
+    named, _ = await _aggregated(http, "/apis")
+    resources = {**_aggregated_resources(core), **_aggregated_resources(named)}
+    for rt in scheme.BUILTIN:
+        assert f"{rt.group}/{rt.version}/{rt.plural}" in resources, rt.plural
+    pods = resources["/v1/pods"]
+    assert pods["scope"] == "Namespaced" and pods["responseKind"] == {"group": "", "version": "v1", "kind": "Pod"}
+    assert {s["subresource"] for s in pods["subresources"]} >= {"status", "log", "exec", "binding", "eviction"}
+    scale = next(s for s in resources["apps/v1/deployments"]["subresources"] if s["subresource"] == "scale")
+    assert scale["responseKind"] == {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+    assert resources["/v1/nodes"]["scope"] == "Cluster" and "no" in resources["/v1/nodes"]["shortNames"]
+    _, out, _ = await _kubectl(rest, tmp_path)("api-resources", "--api-group=apps", "-o", "name")
+    assert "deployments.apps" in out.split()
+
+
+async def test_aggregated_discovery_interface_crds(rest: APIServer, http: Rest, tmp_path: Path) -> None:
+    """[sig-api-machinery] AggregatedDiscovery should support aggregated discovery interface
+    for CRDs: a CRD's resource appears in the discovery document."""
+    await _define(http, _widgets())
+    named, _ = await _aggregated(http, "/apis")
+    widgets = _aggregated_resources(named)["example.com/v1/widgets"]
+    assert widgets["responseKind"] == {"group": "example.com", "version": "v1", "kind": "Widget"}
+    assert widgets["shortNames"] == ["wd"] and widgets["categories"] == ["all"]
+    assert {s["subresource"] for s in widgets["subresources"]} == {"status", "scale"}
+    _, out, _ = await _kubectl(rest, tmp_path)("api-resources", "--api-group=example.com", "-o", "name")
+    assert out.split() == ["widgets.example.com"]
+
+
+async def test_aggregated_discovery_endpoint_accept_headers(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] AggregatedDiscovery should support raw aggregated discovery
+    endpoint Accept headers: v2 and v2beta1 each answered in its own media type."""
+    for version, media in _AGGREGATED.items():
+        for path in ("/api", "/apis"):
+            document, content_type = await _aggregated(http, path, version)
+            assert content_type == media and document["apiVersion"] == f"apidiscovery.k8s.io/{version}"
+            assert document["kind"] == "APIGroupDiscoveryList" and document["items"]
+    plain = await http.call("GET", "/apis")
+    assert plain[0] == 200 and plain[1]["kind"] == "APIGroupList"  # without the header: the plain document
+
+
+async def test_aggregated_discovery_endpoint_accept_headers_crds(rest: APIServer, http: Rest) -> None:
+    """[sig-api-machinery] AggregatedDiscovery should support raw aggregated discovery
+    request for CRDs."""
+    await _define(http, _crd("noxus", "Noxu", group="agg.example.com"))
+    for version in _AGGREGATED:
+        named, _ = await _aggregated(http, "/apis", version)
+        group = next(g for g in named["items"] if g["metadata"]["name"] == "agg.example.com")
+        assert [r["resource"] for v in group["versions"] for r in v["resources"]] == ["noxus"]

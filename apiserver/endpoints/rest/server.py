@@ -19,12 +19,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from apiserver.auth.authentication import current_user
 from apiserver.endpoints import pipeline as pipelines
-from apiserver.endpoints.discovery import VERSION, Discovery
+from apiserver.endpoints.discovery import VERSION, Discovery, aggregated_version
 from apiserver.endpoints.pipeline import Pipeline
 from apiserver.endpoints.request import Credentials, SubresourceHandler
 from apiserver.endpoints.rest import handlers
 from apiserver.endpoints.rest.openapi import OpenAPI
-from apiserver.endpoints.rest.request import MAX_BODY, Target, dry_run, json_response, negotiate_output
+from apiserver.endpoints.rest.request import MAX_BODY, Target, dry_run, dumps, json_response, negotiate_output
 from apiserver.endpoints.rest.reviews import access_review, self_subject_review
 from apiserver.endpoints.rest.routes import (
     ACCESS_REVIEWS,
@@ -154,9 +154,14 @@ class RestServer:
         if path == "/metrics" and request.method == "GET":  # authorized as a non-resource URL, as upstream
             return web.Response(body=generate_latest(self.pipeline.metrics.registry),
                                 headers={"Content-Type": CONTENT_TYPE_LATEST})
-        if path == "/api":
-            return json_response(self.discovery.api_versions(f"{request.host}"))
-        if path == "/apis":
+        if path in ("/api", "/apis"):
+            version = aggregated_version(request.headers.get("Accept", ""))
+            if version is not None:
+                media = f"application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
+                return web.Response(body=dumps(self.discovery.aggregated(path == "/api", version)),
+                                    headers={"Content-Type": media})
+            if path == "/api":
+                return json_response(self.discovery.api_versions(f"{request.host}"))
             return json_response(self.discovery.api_group_list())
         if path == "/openapi/v3":
             return json_response(self.openapi.index())
