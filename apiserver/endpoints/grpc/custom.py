@@ -4,26 +4,16 @@ group, version and plural, through the same pipeline and registries as the REST 
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import grpc
 
-from apiserver.endpoints.grpc.handlers import (
-    WATCH_BATCH_BYTES,
-    _abort,
-    _batched,
-    _credentials,
-    _decode,
-    _dry_run,
-    _serialize,
-)
+from apiserver.endpoints.grpc.handlers import _abort, _credentials, _decode, _dry_run, _serialize, watch_stream
 from apiserver.endpoints.pipeline import Pipeline
 from apiserver.endpoints.request import RequestInfo, dry_run_requested
 from apiserver.registry.generic.store import Registry
 from kubeling import errors
-from kubeling.deadline import until
 from kubeling.scheme import CUSTOM_SERVICE, ResourceType, Scheme
 from protos.kubeling.v1 import custom_pb2
 
@@ -102,16 +92,8 @@ def custom_service_handler(scheme: Scheme, registries: Registries, pipeline: Pip
                 served.resource = rt.plural
                 req = request.request
                 served.authorize(info("watch", rt, req.namespace, ""))
-                watcher = await registry.watch(req)
-                deadline = time.monotonic() + req.timeoutSeconds if req.timeoutSeconds > 0 else None
-                stream = _batched(watcher.stream_batches(WATCH_BATCH_BYTES)) if req.batchEvents \
-                    else watcher.stream()
-                async for data in (stream if deadline is None else until(stream, deadline)):
+                async for data in watch_stream(await registry.watch(req), req):
                     yield data
-                if deadline is not None:
-                    watcher.terminate()
-                if watcher.error is not None:
-                    raise watcher.error
         except errors.ApiError as err:
             await _abort(context, err)
 

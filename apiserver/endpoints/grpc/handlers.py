@@ -26,7 +26,7 @@ from kubeling.deadline import until
 from kubeling.scheme import ResourceType
 from protos.kubeling.v1 import meta_pb2
 
-__all__ = ["service_handler", "WATCH_BATCH_BYTES"]
+__all__ = ["service_handler", "watch_stream", "WATCH_BATCH_BYTES"]
 
 # A batch of watch events is at most this big (gRPC's default message limit is 4 MiB).
 WATCH_BATCH_BYTES = 1 << 20
@@ -158,17 +158,23 @@ class _Resource:
         gauge = self.pipeline.metrics.watchers.labels(self.rt.plural)
         gauge.inc()
         try:
-            watcher = await self.registry.watch(req)
-            deadline = time.monotonic() + req.timeoutSeconds if req.timeoutSeconds > 0 else None
-            stream = _batched(watcher.stream_batches(WATCH_BATCH_BYTES)) if req.batchEvents else watcher.stream()
-            async for data in (stream if deadline is None else until(stream, deadline)):
+            async for data in watch_stream(await self.registry.watch(req), req):
                 yield data
-            if deadline is not None:
-                watcher.terminate()
-            if watcher.error is not None:
-                raise watcher.error
         finally:
             gauge.dec()
+
+
+async def watch_stream(watcher: Any, req: meta_pb2.WatchRequest) -> AsyncIterator[bytes]:
+    """A registry's watcher as the gRPC Watch answers: its events (batched when asked),
+    until the request's timeoutSeconds; its error, when it ends with one, raised."""
+    deadline = time.monotonic() + req.timeoutSeconds if req.timeoutSeconds > 0 else None
+    stream = _batched(watcher.stream_batches(WATCH_BATCH_BYTES)) if req.batchEvents else watcher.stream()
+    async for data in (stream if deadline is None else until(stream, deadline)):
+        yield data
+    if deadline is not None:
+        watcher.terminate()
+    if watcher.error is not None:
+        raise watcher.error
 
 
 def _varint(n: int) -> bytes:

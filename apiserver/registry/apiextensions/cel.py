@@ -2,7 +2,7 @@
 apiextensions-apiserver pkg/apiserver/schema/cel.
 
 Rules run on `common-expression-language` (Rust's cel-interpreter: cel-go's grammar and
-syntax errors, and ~25 us a rule), and are parsed by cel-python's pure-Python parser too,
+syntax errors, and ~5 us a rule), and are parsed by cel-python's pure-Python parser too,
 for the parse tree the cost estimate walks (`celcost`). A rule is compiled when its CRD is
 written (a syntax error or a cost over budget refuses the CRD) and evaluated on every
 write of a custom resource with `self` bound to the node's value; a rule that names
