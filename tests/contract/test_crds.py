@@ -373,6 +373,36 @@ async def test_cel_transition_rules_judge_updates_against_the_old_object(rest: A
         in body["message"], body
 
 
+async def test_cel_rules_name_declared_fields_escaped_as_upstream(rest: APIServer, http: Rest) -> None:
+    """A rule naming a field its object cannot have is refused with the CRD (cel-go's type
+    check); properties CEL cannot spell are named escaped (`namespace` is a reserved word:
+    `__namespace__`; `max-size`: `max__dash__size`), map keys as they are."""
+    def crd(rule: str) -> dict[str, Any]:
+        return _crd("tenants", "Tenant", schema={"type": "object", "properties": {"spec": {
+            "type": "object", "properties": {
+                "namespace": {"type": "string", "maxLength": 63}, "max-size": {"type": "integer"},
+                "quotas": {"type": "object", "maxProperties": 8,
+                           "additionalProperties": {"type": "integer"}}},
+            "x-kubernetes-validations": [{"rule": rule, "message": "tenant rules"}]}}})
+    post = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    code, body, _ = await http.call("POST", post, crd("self.nmespace != ''"))
+    assert code == 422 and "x-kubernetes-validations[0].rule: Invalid value: \"self.nmespace != ''\": " \
+        "compilation failed: ERROR: <input>: undefined field 'nmespace'" in body["message"], body
+    await _define(http, crd("self.__namespace__.startsWith('team-') && self.max__dash__size <= 10 && "
+                            "(!('cpu' in self.quotas) || self.quotas['cpu'] <= self.max__dash__size)"))
+    path = "/apis/example.com/v1/namespaces/default/tenants"
+
+    def tenant(name: str, **spec: Any) -> dict[str, Any]:
+        return {"apiVersion": "example.com/v1", "kind": "Tenant", "metadata": {"name": name}, "spec": spec}
+    code, body, _ = await http.call("POST", path, tenant("a", namespace="team-a", **{"max-size": 4},
+                                                         quotas={"cpu": 2}))
+    assert code == 201, body
+    for bad in (tenant("b", namespace="other", **{"max-size": 4}), tenant("c", namespace="team-c", **{"max-size": 40}),
+                tenant("d", namespace="team-d", **{"max-size": 4}, quotas={"cpu": 9})):
+        code, body, _ = await http.call("POST", path, bad)
+        assert code == 422 and "tenant rules" in body["message"], body
+
+
 async def test_cel_rules_over_their_cost_budget_refuse_the_definition(rest: APIServer, http: Rest) -> None:
     """Upstream's estimated cost limits: a quadratic rule over a list with no maxItems is
     refused when the CRD is written; the same rule over bounded lists is accepted."""

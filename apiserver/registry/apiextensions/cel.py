@@ -22,6 +22,7 @@ import celpy
 from celpy import celparser
 
 from apiserver.registry.apiextensions.celcost import cost_violations
+from apiserver.registry.apiextensions.celnames import escaped
 from kubeling.errors import FieldViolation
 
 __all__ = ["compile_rules", "evaluate_rules", "MAX_RULES_PER_NODE", "NO_OLD"]
@@ -122,13 +123,36 @@ NO_OLD: Any = object()
 _MISSING = NO_OLD
 
 
+def _cel_value(node: Any, value: Any) -> Any:
+    """The value as rules see it: declared property names escaped (map keys are not)."""
+    if not isinstance(node, dict):
+        return value
+    if isinstance(value, dict):
+        props = node.get("properties") or {}
+        extra = node.get("additionalProperties")
+        out = {}
+        for key, item in value.items():
+            if key in props:
+                name = escaped(key)
+                if name is not None:
+                    out[name] = _cel_value(props[key], item)
+            else:
+                out[key] = _cel_value(extra, item)
+        return out
+    if isinstance(value, list):
+        return [_cel_value(node.get("items"), item) for item in value]
+    return value
+
+
 def _evaluate(node: dict[str, Any], value: Any, old: Any, path: str, out: list[FieldViolation]) -> None:
     if value is None:
         return
     rules = node.get(VALIDATIONS) or []
     if rules:
         # one context per node: its value is converted to CEL once for all the node's rules
-        variables = {"self": value} if old is _MISSING else {"self": value, "oldSelf": old}
+        variables = {"self": _cel_value(node, value)}
+        if old is not _MISSING:
+            variables["oldSelf"] = _cel_value(node, old)
         context = cel.Context(variables)
     for rule in rules:
         text = rule.get("rule", "")

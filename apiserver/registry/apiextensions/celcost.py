@@ -10,6 +10,9 @@ else the most a request of upstream's 3 MiB could hold. A rule on a node inside 
 maps counts once per element of each towards the schema's total. The figures are of the
 same order as upstream's, not equal to them: a rule upstream refuses for an unbounded
 list (quadratic walks, scans of unbounded strings in unbounded lists) is refused here too.
+
+The same walk knows each expression's schema, so it also finds what cel-go's type check
+refuses: a field a rule names on an object whose properties are declared and closed.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from lark import Token, Tree
 
+from apiserver.registry.apiextensions.celnames import escaped
 from kubeling.errors import FieldViolation
 
 __all__ = ["estimate", "cost_violations", "PER_RULE_LIMIT", "PER_CRD_LIMIT"]
@@ -45,6 +49,8 @@ class _Estimate:
 @dataclass
 class _Scope:
     names: dict[str, dict[str, Any]] = field(default_factory=dict)
+    undefined: list[str] = field(default_factory=list)  # fields a rule names that its schema lacks
+    root: dict[str, Any] | None = None  # the schema's root: apiVersion, kind and metadata are there
 
 
 def _min_json_size(node: dict[str, Any]) -> int:
@@ -98,14 +104,33 @@ def _element(node: dict[str, Any] | None) -> dict[str, Any] | None:
     return None
 
 
+# What every object with a kind has, declared or not (the root, embedded resources).
+_OBJECT_FIELDS = frozenset({"apiVersion", "kind", "metadata"})
+
+
 def _child(node: dict[str, Any] | None, name: str) -> dict[str, Any] | None:
+    """The schema of the property a rule names (escaped as rules spell it)."""
     if not isinstance(node, dict):
         return None
     props = node.get("properties") or {}
     if name in props and isinstance(props[name], dict):
         return props[name]
+    for key, sub in props.items():
+        if isinstance(sub, dict) and escaped(key) == name:
+            return sub
     extra = node.get("additionalProperties")
     return extra if isinstance(extra, dict) else None
+
+
+def _lacks(node: dict[str, Any] | None, name: str, root: dict[str, Any] | None) -> bool:
+    """Whether a typed object cannot have the field (cel-go's "undefined field" when it
+    checks a rule against the schema's types): its properties are declared and closed."""
+    if not isinstance(node, dict) or not node.get("properties") or node.get("additionalProperties") is not None \
+            or node.get("x-kubernetes-preserve-unknown-fields") or node.get("x-kubernetes-int-or-string"):
+        return False
+    if (node.get("x-kubernetes-embedded-resource") or node is root) and name in _OBJECT_FIELDS:
+        return False
+    return _child(node, name) is None
 
 
 def _args(tree: Tree | None) -> list[Any]:
@@ -126,6 +151,8 @@ def _walk(item: Any, scope: _Scope) -> _Estimate:
         return _Estimate(1, scope.names.get(name), max_size(scope.names.get(name)))
     if data == "member_dot":
         target = _walk(children[0], scope)
+        if _lacks(target.node, str(children[1]), scope.root):
+            scope.undefined.append(str(children[1]))
         node = _child(target.node, str(children[1]))
         return _Estimate(target.cost + 1, node, max_size(node))
     if data == "member_index":
@@ -164,7 +191,7 @@ def _method(children: list[Any], scope: _Scope) -> _Estimate:
     args = _args(children[2] if len(children) > 2 else None)
     if name in _MACROS and args:
         variable = _variable(args[0])
-        inner = _Scope(dict(scope.names))
+        inner = _Scope(dict(scope.names), scope.undefined, scope.root)
         element = _element(target.node)
         if variable and element is not None:
             inner.names[variable] = element
@@ -191,7 +218,13 @@ def _variable(tree: Any) -> str | None:
 
 def estimate(ast: Tree, node: dict[str, Any]) -> float:
     """The estimated most a compiled rule costs with `self` (and `oldSelf`) bound to the node."""
-    return _walk(ast, _Scope({"self": node, "oldSelf": node})).cost
+    return analyze(ast, node)[0]
+
+
+def analyze(ast: Tree, node: dict[str, Any], root: dict[str, Any] | None = None) -> tuple[float, list[str]]:
+    """The rule's estimated cost, and the fields it names that the schema cannot have."""
+    scope = _Scope({"self": node, "oldSelf": node}, root=root)
+    return _walk(ast, scope).cost, scope.undefined
 
 
 def _rules(node: dict[str, Any], path: str, cardinality: float
@@ -210,6 +243,10 @@ def _rules(node: dict[str, Any], path: str, cardinality: float
                           cardinality * max_size(node))
 
 
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _factor(cost: float, limit: int) -> str:
     exceed = cost / limit
     if exceed > 100:
@@ -223,8 +260,9 @@ def _message(what: str, cost: float, limit: int) -> str:
 
 
 def cost_violations(schema: dict[str, Any], path: str, compiled: Any) -> list[FieldViolation]:
-    """What upstream refuses for cost: a rule estimated above the per-rule budget, and a
-    schema whose rules together (each times the elements it runs for) exceed the total.
+    """What upstream refuses when a CRD is written, besides syntax: a rule naming a field
+    its schema cannot have, a rule estimated above the per-rule budget, and a schema whose
+    rules together (each times the elements it runs for) exceed the total.
     `compiled(text)` is the rule's parse tree, or None when it does not compile."""
     out: list[FieldViolation] = []
     total = 0.0
@@ -233,10 +271,15 @@ def cost_violations(schema: dict[str, Any], path: str, compiled: Any) -> list[Fi
         rule_cost = 0.0
         for key in ("rule", "messageExpression"):
             text = rule.get(key)
-            ast = compiled(text) if isinstance(text, str) and text else None
+            if not isinstance(text, str) or not text:
+                continue
+            ast = compiled(text)
             if ast is None:
                 continue
-            cost = estimate(ast, node)
+            cost, undefined = analyze(ast, node, schema)
+            for name in dict.fromkeys(undefined):
+                out.append(FieldViolation(f"{rule_path}.{key}", f"Invalid value: {_quote(text)}: compilation "
+                                          f"failed: ERROR: <input>: undefined field '{name}'"))
             if cost > PER_RULE_LIMIT:
                 what = "estimated rule cost" if key == "rule" else "estimated messageExpression cost"
                 out.append(FieldViolation(f"{rule_path}.{key}", _message(what, cost, PER_RULE_LIMIT)))
