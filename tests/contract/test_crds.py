@@ -975,7 +975,7 @@ async def test_custom_resource_definition_defaulting(rest: APIServer, http: Rest
         return {"type": "object", "properties": {"spec": {"type": "object", "properties": {
             "a": {"type": "string", **({"default": defaults["a"]} if "a" in defaults else {})},
             "b": {"type": "string", **({"default": defaults["b"]} if "b" in defaults else {})}}}}}
-    crd = await _define(http, _crd("noxus", "Noxu", schema=schema()))
+    await _define(http, _crd("noxus", "Noxu", schema=schema()))
     path = "/apis/example.com/v1/namespaces/default/noxus"
     code, body, _ = await http.call("POST", path, {"apiVersion": "example.com/v1", "kind": "Noxu",
                                                    "metadata": {"name": "foo"}, "spec": {}})
@@ -997,7 +997,6 @@ async def test_custom_resource_definition_defaulting(rest: APIServer, http: Rest
                 check=lambda answer: answer[1].get("spec") == {"a": "A", "b": "B"})
     code, body, _ = await http.call("GET", f"{path}/foo")
     assert body["spec"] == {"b": "B"}  # "a" was only ever defaulted on read
-    assert crd["metadata"]["name"] == "noxus.example.com"
 
 
 async def test_custom_resource_definition_discovery(rest: APIServer, http: Rest) -> None:
@@ -1084,7 +1083,7 @@ async def test_custom_resource_openapi_publish_stop_serving_version(rest: APISer
 async def test_custom_resource_openapi_publish_version_rename(rest: APIServer, http: Rest) -> None:
     """[sig-api-machinery] CustomResourcePublishOpenAPI updates the published spec when one
     version gets renamed."""
-    crd = await _define(http, _versions_crd("foos", "Foo", "a.example.com", "v2", "v3"))
+    await _define(http, _versions_crd("foos", "Foo", "a.example.com", "v2", "v3"))
     await until(lambda: _openapi_paths(http), timeout=20, what="both published",
                 check=lambda paths: {"apis/a.example.com/v2", "apis/a.example.com/v3"} <= paths)
     code, body, _ = await http.call("PATCH", f"{CRDS}/foos.a.example.com",
@@ -1094,7 +1093,6 @@ async def test_custom_resource_openapi_publish_version_rename(rest: APIServer, h
     await until(lambda: _openapi_paths(http), timeout=20, what="v3 renamed v4",
                 check=lambda paths: "apis/a.example.com/v4" in paths and "apis/a.example.com/v3" not in paths)
     assert "com.example.a.v4.Foo" in await _schemas_of(http, "a.example.com/v4")
-    assert crd["spec"]["group"] == "a.example.com"
 
 
 async def test_custom_resource_openapi_publish_with_validation_schema(rest: APIServer, http: Rest,
