@@ -126,6 +126,10 @@ class CRDNaming:
         content["status"] = new_status
         set_content(updated, content)
         try:
-            await self.definitions.update(updated, status=True)
+            written = await self.definitions.update(updated, status=True)
         except (errors.Conflict, errors.NotFound):
-            pass  # changed meanwhile: the next pass judges the new one
+            return  # changed meanwhile: the next pass judges the new one
+        if not reason and (condition(new_status, "Established") or {}).get("status") != "True":
+            # names just accepted: judged again at once, so Established follows as soon as
+            # this apiserver serves them (rather than a pass later)
+            await self._sync(written, all_crds)
