@@ -66,11 +66,15 @@ def accepted_names(requested: dict[str, Any], others: list[dict[str, Any]]) -> t
 
 
 class CRDNaming:
-    def __init__(self, definitions: Registry[CRD], serving: CustomResourceServing, interval: float = 0.2,
+    def __init__(self, definitions: Registry[CRD], serving: CustomResourceServing, interval: float = 0.05,
                  serve_timeout: float = 30.0) -> None:
         self.definitions = definitions
         self.serving = serving
         self.serve_timeout = serve_timeout
+        # A pass is cheap when nothing changed and every definition is judged: it returns
+        # at once, so the loop may look often (a new CRD is judged within `interval`).
+        self._seen = -1
+        self._settled = False
         self._loop = Periodic("crd-naming", interval, self._pass)
 
     def start(self) -> None:
@@ -81,15 +85,23 @@ class CRDNaming:
 
     async def _pass(self) -> None:
         cache = self.definitions.watch_cache
-        if not cache.ready.is_set():
+        if not cache.ready.is_set() or (cache.changes == self._seen and self._settled):
             return
+        self._seen = cache.changes
         crds = sorted((e.obj for e in cache.store.values()),
                       key=lambda c: (c.metadata.creationTimestamp.seconds, c.metadata.name))
+        settled = True
         for crd in crds:
             try:
                 await self._sync(crd, crds)
             except errors.ApiError as err:
                 log.warning("customresourcedefinition %s: %s", crd.metadata.name, err.message)
+                settled = False
+            status = content_of(crd).get("status") or {}
+            if (condition(status, "Established") or {}).get("status") != "True" and \
+                    (condition(status, "NamesAccepted") or {}).get("status") != "False":
+                settled = False  # still to be judged (a refused one is judged again when anything changes)
+        self._settled = settled
 
     async def _sync(self, crd: CRD, all_crds: list[CRD]) -> None:
         content = content_of(crd)

@@ -162,7 +162,8 @@ class CustomResourceServing:
                 return False
             self._changed.clear()
             try:
-                async with asyncio.timeout(min(left, 0.2)):
+                # a registry's cache becoming ready sets nothing here: look again soon
+                async with asyncio.timeout(min(left, 0.01)):
                     await self._changed.wait()
             except TimeoutError:
                 pass
