@@ -89,6 +89,7 @@ class CustomResourceStrategy(Strategy[CR]):
         self.storage_version = f"{definition.group}/{definition.storage_version.name}"
         self.has_status = version.status
         self.schema = version.schema
+        self._defaults = schemas.has_defaults(version.schema)  # read from etcd: defaulted only if any
         self._selectable = version.selectable_fields
 
     # ---- field selectors: metadata.name, metadata.namespace and selectableFields ----
@@ -121,12 +122,10 @@ class CustomResourceStrategy(Strategy[CR]):
         """Upstream defaults what it reads from etcd too: a default added to the schema
         shows on objects written before it (the version's own objects only: others are
         defaulted in theirs once converted)."""
-        if obj.apiVersion != self.resource.api_version or not self.schema:
-            return
+        if not self._defaults or obj.apiVersion != self.resource.api_version:
+            return  # most schemas default nothing: no parse of the content at all
         content = content_of(obj)
-        before = json.dumps(content, sort_keys=True)
-        schemas.apply_defaults(self.schema, content)
-        if json.dumps(content, sort_keys=True) != before:
+        if schemas.apply_defaults(self.schema, content):
             set_content(obj, content)
 
     def prepare_for_create(self, obj: CR) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from kubeling.errors import FieldViolation
 
-__all__ = ["structural_violations", "prune", "apply_defaults", "validate_value", "TYPES"]
+__all__ = ["structural_violations", "prune", "apply_defaults", "has_defaults", "validate_value", "TYPES"]
 
 Schema = dict[str, Any]
 TYPES = ("object", "array", "string", "integer", "number", "boolean")
@@ -279,14 +279,24 @@ def _prune(node: Schema, value: Any, path: str, dropped: list[str]) -> None:
 
 # ------------------------------------------------------------------ defaulting
 
-def apply_defaults(schema: Schema | None, value: Any) -> None:
+def apply_defaults(schema: Schema | None, value: Any) -> bool:
     """Fill absent fields (and nulls the schema does not allow) with their schema's default,
-    in place, outside in (upstream's structural defaulting)."""
-    if schema is not None:
-        _default(schema, value)
+    in place, outside in (upstream's structural defaulting); whether anything was filled."""
+    return schema is not None and _default(schema, value)
 
 
-def _default(node: Schema, value: Any) -> None:
+def has_defaults(schema: Schema | None) -> bool:
+    """Whether any node of the schema has a default (else defaulting is no work at all)."""
+    if not isinstance(schema, dict):
+        return False
+    if "default" in schema:
+        return True
+    subs = [*(schema.get("properties") or {}).values(), schema.get("items"), schema.get("additionalProperties")]
+    return any(has_defaults(sub) for sub in subs)
+
+
+def _default(node: Schema, value: Any) -> bool:
+    filled = False
     if isinstance(value, dict):
         props = node.get("properties") or {}
         for key, sub in props.items():
@@ -294,14 +304,16 @@ def _default(node: Schema, value: Any) -> None:
                 continue
             if key not in value or (value[key] is None and not sub.get("nullable")):
                 value[key] = copy.deepcopy(sub["default"])
+                filled = True
         for key, item in value.items():
             if key in props and isinstance(props[key], dict):
-                _default(props[key], item)
+                filled |= _default(props[key], item)
             elif isinstance(node.get("additionalProperties"), dict):
-                _default(node["additionalProperties"], item)
+                filled |= _default(node["additionalProperties"], item)
     elif isinstance(value, list) and isinstance(node.get("items"), dict):
         for item in value:
-            _default(node["items"], item)
+            filled |= _default(node["items"], item)
+    return filled
 
 
 # ------------------------------------------------------------------ validation
