@@ -25,21 +25,17 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from bench.apiserver import CONCURRENCY, _cpu_seconds
 from bench.output import report
-from bench.rest import _start_apiserver, _timed_workers
-from cluster.etcd import EtcdServer
+from bench.rest import _timed_workers, apiserver_on_etcd
 
 GROUP = "bench.example.com"
 _SPEC = {"type": "object", "properties": {
@@ -171,11 +167,7 @@ async def _watch_rate(http: aiohttp.ClientSession, url: str, make: Callable[[str
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    workdir = Path(tempfile.mkdtemp(prefix="kubeling-bench-crds-"))
-    etcd = EtcdServer(data_dir=workdir / "etcd").start()
-    proc = None
-    try:
-        proc, _, base = _start_apiserver(etcd.endpoint, workdir)
+    with apiserver_on_etcd("crds") as (proc, _, base):
         ns = f"{base}/api/v1/namespaces/default"
         custom = f"{base}/apis/{GROUP}/v1/namespaces/default"
         result: dict[str, Any] = {}
@@ -211,12 +203,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                                                          args.watched))
             for name, values in rates.items():
                 result[f"{name}_watch_events_per_s"] = round(statistics.median(values))
-    finally:
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            proc.wait(10)
-        etcd.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
     return {"benchmark": "crds", "cpus": os.cpu_count(), "concurrency": CONCURRENCY, "creates": args.creates,
             "watchers": args.watchers, "watched": args.watched, **result,
             "cr_create_ratio": round(result["plain_create_per_s"] / result["configmap_create_per_s"], 3),

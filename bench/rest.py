@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -148,23 +150,31 @@ def _start_apiserver(etcd: str, workdir: Path) -> tuple[subprocess.Popen[bytes],
     return proc, f"127.0.0.1:{grpc_port}", f"http://127.0.0.1:{rest_port}"
 
 
-async def run(args: argparse.Namespace) -> dict[str, object]:
-    workdir = Path(tempfile.mkdtemp(prefix="kubeling-bench-rest-"))
+@contextlib.contextmanager
+def apiserver_on_etcd(name: str) -> Iterator[tuple[subprocess.Popen[bytes], str, str]]:
+    """etcd in a temporary directory and the apiserver on it, as processes: (the
+    apiserver's process, its gRPC address, its REST base URL); both gone afterwards."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"kubeling-bench-{name}-"))
     etcd = EtcdServer(data_dir=workdir / "etcd").start()
     proc = None
     try:
         proc, grpc, base = _start_apiserver(etcd.endpoint, workdir)
-        cpu = _cpu_seconds(proc.pid)
-        grpc_rate, grpc_p50 = await bench_creates(grpc, args.creates)
-        grpc_cpu = (_cpu_seconds(proc.pid) - cpu) / args.creates
-        rest = await bench_rest(base, args.creates, proc.pid)
-        watch = await bench_rest_watch(base, grpc, args.watchers, args.rate, args.seconds)
+        yield proc, grpc, base
     finally:
         if proc is not None and proc.poll() is None:
             proc.terminate()
             proc.wait(10)
         etcd.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def run(args: argparse.Namespace) -> dict[str, object]:
+    with apiserver_on_etcd("rest") as (proc, grpc, base):
+        cpu = _cpu_seconds(proc.pid)
+        grpc_rate, grpc_p50 = await bench_creates(grpc, args.creates)
+        grpc_cpu = (_cpu_seconds(proc.pid) - cpu) / args.creates
+        rest = await bench_rest(base, args.creates, proc.pid)
+        watch = await bench_rest_watch(base, grpc, args.watchers, args.rate, args.seconds)
     return {"benchmark": "rest", "cpus": os.cpu_count(), "concurrency": CONCURRENCY, "creates": args.creates,
             "grpc_create_per_s": round(grpc_rate, 1), "grpc_create_p50_ms": round(grpc_p50, 2),
             "grpc_apiserver_cpu_us_per_create": round(grpc_cpu * 1e6), **rest,
