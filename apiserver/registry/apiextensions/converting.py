@@ -1,8 +1,9 @@
 """A served version of a custom resource whose definition converts by webhook: a view
 over the storage version's registry (upstream's versioning codec around the one store).
 A write is defaulted and validated in its own version, converted to the storage version,
-and written there; what is read, listed or watched is converted back, so etcd and the
-watch cache hold the storage version only."""
+and written there; what is read, listed or watched is converted to this view's version
+from whichever version it was stored in (objects written before the storage version
+moved keep theirs until they are rewritten)."""
 
 from __future__ import annotations
 
