@@ -571,7 +571,8 @@ async def test_the_official_client_custom_objects_and_dynamic_client(rest: APISe
     patched: Any = await asyncio.to_thread(custom.patch_namespaced_custom_object_status, "example.com", "v1",
                                            "default", "widgets", "py", {"status": {"phase": "Done"}})
     assert patched["status"]["phase"] == "Done"
-    dyn = await asyncio.to_thread(k8s_dynamic.DynamicClient, api_client)
+    # its discovery cache in the test's directory (by default a file in /tmp, left behind)
+    dyn = await asyncio.to_thread(k8s_dynamic.DynamicClient, api_client, str(tmp_path / "discovery.json"))
     widgets = await asyncio.to_thread(dyn.resources.get, api_version="example.com/v1", kind="Widget")
     got = await asyncio.to_thread(widgets.get, name="py", namespace="default")
     assert got.spec.size == 3 and got.status.phase == "Done"

@@ -132,7 +132,9 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
             await asyncio.to_thread(_secured, plan, first.status.daemonEndpoints.kubeletEndpoint.Port)
 
             # kubectl, with the kubeconfig `up` wrote, as the README's quick start uses it.
-            kubectl = [kubectl_binary(), "--kubeconfig", str(state / "kubeconfig")]
+            # its discovery cache in the state directory (by default ~/.kube/cache, left behind)
+            kubectl = [kubectl_binary(), "--kubeconfig", str(state / "kubeconfig"), "--cache-dir",
+                       str(state / "kube-cache")]
             listed = await asyncio.to_thread(subprocess.run, kubectl + ["get", "nodes"], capture_output=True, text=True)
             assert sorted(line.split()[:2] for line in listed.stdout.splitlines()[1:]) == [[n, "Ready"] for n in nodes]
             ran = await asyncio.to_thread(subprocess.run, kubectl + ["run", "hello", "--image=busybox", "--", "sleep",
