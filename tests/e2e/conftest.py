@@ -159,6 +159,11 @@ async def cluster(etcd: EtcdServer, prefix: str) -> AsyncIterator[Cluster]:
                                                    rest_listen="127.0.0.1:0"))
     await apiserver.start()
     client = Client(apiserver.address, tls=tls_of(root, "admin"))
+    # The kubernetes Service is the elected apiserver's first write: a pod started before it
+    # exists gets no KUBERNETES_SERVICE_* variables (a fresh `kubeling up` has it long
+    # before anyone runs a pod; a test adding a node at once may not).
+    await until(lambda: client.services.get("kubernetes", "default"), "the kubernetes Service", timeout=30,
+                retry_on=(errors.NotFound,))
     scheduler = SchedulerService(apiserver.address, client=Client(apiserver.address, tls=tls_of(root, "scheduler")))
     await scheduler.start()
     made = Cluster(base, apiserver, client, scheduler)
