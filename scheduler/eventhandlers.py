@@ -7,7 +7,7 @@ unschedulable pods whose rejecting plugins registered for that kind of event.
 
 from __future__ import annotations
 
-from protos.kubeling.v1.core_pb2 import Node, Pod
+from protos.kubeling.v1.core_pb2 import Node, Pod, Service
 from scheduler.cache import Cache
 from scheduler.framework.interface import Action, ClusterEvent, Resource
 from scheduler.framework.runtime import Framework
@@ -70,6 +70,17 @@ class EventHandlers:
 
     def on_node_delete(self, node: Node) -> None:
         self.cache.remove_node(node)
+
+    # Services select the pods the spreading plugins count together: a change may help a
+    # pod ServiceAffinity rejected.
+    def on_service_add(self, service: Service) -> None:
+        self.queue.move_all_on_event(ClusterEvent(Resource.SERVICE, Action.ADD))
+
+    def on_service_update(self, old: Service, new: Service) -> None:
+        self.queue.move_all_on_event(ClusterEvent(Resource.SERVICE, Action.UPDATE))
+
+    def on_service_delete(self, service: Service) -> None:
+        self.queue.move_all_on_event(ClusterEvent(Resource.SERVICE, Action.DELETE))
 
 
 def node_scheduling_properties_change(old: Node, new: Node) -> list[ClusterEvent]:

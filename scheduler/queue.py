@@ -132,6 +132,26 @@ class SchedulingQueue:
         self._ready = asyncio.Event()
         self._closed = False
 
+    def reconfigure(self, less: Less, *, sort_key: SortKey | None = None,
+                    plugin_events: dict[str, list[ClusterEvent]] | None = None) -> None:
+        """A new QueueSort order (activeQ re-sorted by it) and the new plugins' events."""
+        self.plugin_events = plugin_events or {}
+        waiting = [entry.qpi for entry in self.active.items.values()]
+        self.active = _Heap(less, sort_key)
+        for qpi in waiting:
+            self.active.push(qpi)
+
+    def move_all_to_active_or_backoff(self) -> None:
+        """Every pod waiting for a cluster change tries again (upstream MoveAllToActiveOrBackoffQueue,
+        here after the profiles changed); a gated pod asks its PreEnqueue plugins again."""
+        for qpi in list(self.unschedulable.values()):
+            if qpi.gated:
+                del self.unschedulable[qpi.key]
+                self._enqueue(qpi)
+            else:
+                self._move(qpi)
+        self.move_request_cycle = self.scheduling_cycle
+
     # ------------------------------------------------------------ adding
 
     def _enqueue(self, qpi: QueuedPodInfo) -> None:

@@ -357,7 +357,7 @@ class ScheduleOne:
                 status = self._filter_node(fwk, state, pod, nodes[r], plugins, nominations)
                 if not status.ok:
                     fit.statuses[nodes[r].name] = status
-                    fit.unschedulable_plugins.add(status.plugin)
+                    fit.unschedulable_plugins.update(status.failed_plugins)
         results = state.results
         if results is not None:
             # Every node the search looked at: the ones that passed, and the others as the

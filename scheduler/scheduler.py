@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 from kubeling import errors
 from kubeling.client import Client
-from protos.kubeling.v1.core_pb2 import Pod
+from protos.kubeling.v1.apps_pb2 import ReplicaSet
+from protos.kubeling.v1.core_pb2 import Pod, Service
 from protos.kubeling.v1.policy_pb2 import PodDisruptionBudget
 from scheduler.cache import Cache, Snapshot
 from scheduler.config import SchedulerConfig
@@ -25,9 +26,10 @@ from scheduler.eventhandlers import EventHandlers
 from scheduler.extender import HTTPExtender
 from scheduler.framework.interface import Action, ClusterEvent, EnqueueExtensions, Recorder, Resource, WaitingPod
 from scheduler.framework.nodetable import NodeTable
+from scheduler.framework.results import RecordOptions
 from scheduler.framework.runtime import Framework, PluginFactory
 from scheduler.framework.status import Status
-from scheduler.framework.types import NodeInfo, PodInfo
+from scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
 from scheduler.metrics import SchedulerMetrics
 from scheduler.queue import SchedulingQueue
 from scheduler.schedule_one import NO_NODES, ScheduleOne
@@ -62,34 +64,74 @@ class Scheduler(EventHandlers, ScheduleOne):
         self.evictor = evictor  # how preemption removes victims (default: delete through the API)
         # The PodDisruptionBudgets preemption weighs (the service's informer; none without one).
         self.pdb_lister: Callable[[], Sequence[PodDisruptionBudget]] = tuple
+        # What selects pods, for the spreading plugins (the service's informers; none without them).
+        self.service_lister: Callable[[str], Sequence[Service]] = lambda namespace: ()
+        self.replica_set_getter: Callable[[str, str], ReplicaSet | None] = lambda namespace, name: None
         self.metrics = metrics or SchedulerMetrics()
         self._client = client
         self._recorder: Recorder = recorder or NullRecorder()
         self.cache = Cache(ttl=assumed_ttl)
         self.snapshot = Snapshot()
         self.rng = rng or random.Random()
-        self.frameworks: dict[str, Framework] = {
-            p.scheduler_name: Framework(p.scheduler_name, p.points, registry, self) for p in config.profiles}
+        self.registry = registry
+        self.frameworks: dict[str, Framework] = {}
+        self.record_options: dict[str, RecordOptions] = {}
+        self.percentages: dict[str, int] = {}
+        self.queue = SchedulingQueue(
+            _fifo, pre_enqueue=self._pre_enqueue,
+            initial_backoff=config.pod_initial_backoff_seconds, max_backoff=config.pod_max_backoff_seconds,
+            max_unschedulable=config.pod_max_in_unschedulable_pods_duration)
+        self._use_profiles(config, self._frameworks_of(config))
+        self.next_start_node_index = 0
+        self._binding_tasks: set[asyncio.Task[None]] = set()
+        self.bound = 0  # pods bound by this scheduler (for tests and benchmarks)
+        self.metrics.track_pending(self.queue.stats)
+
+    # ------------------------------------------------------------ profiles
+
+    def _frameworks_of(self, config: SchedulerConfig) -> dict[str, Framework]:
+        return {p.scheduler_name: Framework(p.scheduler_name, p.points, self.registry, self,
+                                            run_all_filters=p.run_all_filters) for p in config.profiles}
+
+    def _use_profiles(self, config: SchedulerConfig, frameworks: dict[str, Framework]) -> None:
+        """The frameworks of `config`'s profiles, the queue ordered and its pods woken as their
+        plugins say, the extenders. A scheduler without profiles schedules nothing (it waits
+        for a Policy that is read at start)."""
+        self.config = config
+        self.frameworks = frameworks
         self.record_options = {p.scheduler_name: p.record for p in config.profiles}
         self.percentages = {p.scheduler_name: (p.percentage_of_nodes_to_score
                                                if p.percentage_of_nodes_to_score is not None
                                                else config.percentage_of_nodes_to_score)
                             for p in config.profiles}
-        first = next(iter(self.frameworks.values()))
         events: dict[str, list[ClusterEvent]] = {NO_NODES: [ClusterEvent(Resource.NODE, Action.ADD)]}
-        for fwk in self.frameworks.values():
+        for fwk in frameworks.values():
             for name, plugin in fwk.plugins.items():
                 if isinstance(plugin, EnqueueExtensions):
                     events[name] = plugin.events_to_register()
-        self.queue = SchedulingQueue(
-            first.less, sort_key=first.sort_key, pre_enqueue=self._pre_enqueue, plugin_events=events,
-            initial_backoff=config.pod_initial_backoff_seconds, max_backoff=config.pod_max_backoff_seconds,
-            max_unschedulable=config.pod_max_in_unschedulable_pods_duration)
+        first = next(iter(frameworks.values()), None)
+        self.queue.reconfigure(first.less if first else _fifo, sort_key=first.sort_key if first else None,
+                               plugin_events=events)
         self.extenders = [HTTPExtender(c) for c in config.extenders]
-        self.next_start_node_index = 0
-        self._binding_tasks: set[asyncio.Task[None]] = set()
-        self.bound = 0  # pods bound by this scheduler (for tests and benchmarks)
-        self.metrics.track_pending(self.queue.stats)
+
+    async def reconfigure(self, config: SchedulerConfig) -> None:
+        """Schedule by `config`'s profiles from the next cycle on (a Policy that changed):
+        their plugins are built anew, pods waiting for a cluster change are tried again, and a
+        pod parked at Permit by the old profiles is sent back to the queue. The profiles' names
+        stay (a pod's spec.schedulerName keeps its meaning), unless there were none yet.
+        A configuration whose plugins cannot be built raises, and nothing changes."""
+        names = [p.scheduler_name for p in config.profiles]
+        if self.frameworks and set(names) != set(self.frameworks):
+            raise ValueError(f"the profiles are {sorted(self.frameworks)}; a new configuration cannot "
+                             f"change them (it names {sorted(names)})")
+        frameworks = self._frameworks_of(config)  # every plugin built before anything changes
+        for waiting in list(self.iterate_over_waiting_pods()):
+            waiting.reject("", "the scheduler's profile was replaced")
+        old = self.extenders
+        self._use_profiles(config, frameworks)
+        self.queue.move_all_to_active_or_backoff()
+        for ext in old:
+            await ext.close()
 
     # ------------------------------------------------------------ framework.Handle
 
@@ -124,6 +166,12 @@ class Scheduler(EventHandlers, ScheduleOne):
 
     def pod_disruption_budgets(self) -> Sequence[PodDisruptionBudget]:
         return self.pdb_lister()
+
+    def services(self, namespace: str) -> Sequence[Service]:
+        return self.service_lister(namespace)
+
+    def replica_set(self, namespace: str, name: str) -> ReplicaSet | None:
+        return self.replica_set_getter(namespace, name)
 
     async def evict(self, pod: Pod, message: str) -> None:
         """Remove a preemption victim: graceful delete through the API (its kubelet stops it)."""
@@ -187,3 +235,8 @@ class Scheduler(EventHandlers, ScheduleOne):
     async def close(self) -> None:
         for ext in self.extenders:
             await ext.close()
+
+
+def _fifo(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+    """The queue's order while the scheduler has no profile (it holds no pod then)."""
+    return a.timestamp < b.timestamp

@@ -1,20 +1,31 @@
-"""The scheduler as a service: informers from the apiserver feed it, Bind goes back."""
+"""The scheduler as a service: informers from the apiserver feed it, Bind goes back.
+
+Its configuration is a KubeSchedulerConfiguration file and the deprecated flags
+(scheduler.config.LegacyOptions); a Policy in a ConfigMap is read at start, through the
+apiserver, and watched: a changed Policy replaces the profiles (Scheduler.reconfigure), a
+bad one leaves them as they are, with a Warning Event on the ConfigMap saying why.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import socket
 import uuid
 from pathlib import Path
 
+from kubeling import options
 from kubeling.client import Client
+from kubeling.events import NORMAL, WARNING
 from kubeling.http import StatusServer
-from kubeling.informer import Informer
+from kubeling.informer import INDEX_NAMESPACE, Informer
 from kubeling.leaderelection import ElectionConfig, LeaderElector
 from kubeling.periodic import cancel_and_wait
-from protos.kubeling.v1 import core_pb2, policy_pb2
-from scheduler.config import load_config
+from protos.kubeling.v1 import apps_pb2, core_pb2, policy_pb2
+from scheduler.config import LegacyOptions, PolicySource, SchedulerConfig, algorithm_source, config_data, parse_config
+from scheduler.legacy.policy import Policy
+from scheduler.legacy.source import PolicyConfigMapWatch, fetch_policy_configmap, policy_of, read_policy_file
 from scheduler.plugins import registry
 from scheduler.recorder import ApiRecorder
 from scheduler.scheduler import Scheduler
@@ -34,12 +45,18 @@ class SchedulerService:
     replica leads (with leader election on), as kube-scheduler does."""
 
     def __init__(self, apiserver: str, config_path: str | Path | None = None, *,
+                 legacy: LegacyOptions | None = None,
                  leader_elect: bool = True, election: ElectionConfig = ElectionConfig(),
                  metrics_listen: str = "", identity: str = "", client: Client | None = None) -> None:
-        """`client`: how to reach the apiserver when it needs credentials (else plain text to `apiserver`)."""
+        """`client`: how to reach the apiserver when it needs credentials (else plain text to
+        `apiserver`); `legacy`: the deprecated flags, which override the file."""
         self.apiserver = apiserver
         self.registry = registry()
-        self.config = load_config(config_path, self.registry)
+        self.legacy = legacy or LegacyOptions()
+        self.config_data = config_data(config_path, self.legacy)
+        source = algorithm_source(self.config_data)
+        self.policy_source: PolicySource | None = source.policy if source is not None else None
+        self.config = self._initial_config()
         self.client = client if client is not None else Client(apiserver)
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"
         self.recorder = ApiRecorder(self.client, instance=self.identity)
@@ -47,35 +64,81 @@ class SchedulerService:
         self.pods: Informer[core_pb2.Pod] = Informer(self.client.pods, field_selector=ACTIVE_PODS)
         self.nodes: Informer[core_pb2.Node] = Informer(self.client.nodes)
         self.pdbs: Informer[policy_pb2.PodDisruptionBudget] = Informer(self.client.poddisruptionbudgets)
+        # What selects pods (SelectorSpread, ServiceAffinity, PodTopologySpread's default constraints).
+        self.services: Informer[core_pb2.Service] = Informer(self.client.services)
+        self.replica_sets: Informer[apps_pb2.ReplicaSet] = Informer(self.client.replicasets)
         s = self.scheduler
         s.pdb_lister = self.pdbs.store.list
+        s.service_lister = lambda namespace: self.services.store.by_index(INDEX_NAMESPACE, namespace)
+        s.replica_set_getter = lambda namespace, name: self.replica_sets.store.get(f"{namespace}/{name}")
         self.nodes.add_handler(on_add=s.on_node_add, on_update=s.on_node_update, on_delete=s.on_node_delete)
         self.pods.add_handler(on_add=s.on_pod_add, on_update=s.on_pod_update, on_delete=s.on_pod_delete)
+        self.services.add_handler(on_add=s.on_service_add, on_update=s.on_service_update,
+                                  on_delete=s.on_service_delete)
         self.elector = LeaderElector(self.client, self.identity, election, on_started=self._lead,
                                      on_stopped=self._follow) if leader_elect else None
         self.metrics_listen = metrics_listen
         self.status = StatusServer(self.scheduler.metrics.registry, self._ready)
         self._loop: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self.policy_watch: PolicyConfigMapWatch | None = None
+
+    def _parse(self, policy: Policy | None) -> SchedulerConfig:
+        return parse_config(self.config_data, self.registry, policy=policy, gates=self.legacy.gates())
+
+    def _initial_config(self) -> SchedulerConfig:
+        """The configuration, but for a Policy in a ConfigMap: then every other setting, and no
+        profile until start reads it (checked now with an empty Policy, so that the rest of
+        a bad configuration still stops the scheduler before it connects)."""
+        source = self.policy_source
+        if source is not None and source.file:
+            return self._parse(read_policy_file(source.file))
+        if source is not None:
+            return dataclasses.replace(self._parse(Policy(predicates=[], priorities=[])), profiles=[])
+        return self._parse(None)
 
     @property
     def leading(self) -> bool:
         return self._loop is not None and not self._loop.done()
 
     def _ready(self) -> tuple[bool, str]:
-        if not (self.pods.synced and self.nodes.synced and self.pdbs.synced):
+        if not all(i.synced for i in (self.pods, self.nodes, self.pdbs, self.services, self.replica_sets)):
             return False, "informers not synced"
         return True, "leader" if self.leading else "standby"
 
+    async def resolved_config(self) -> SchedulerConfig:
+        """The configuration with its Policy, read from its ConfigMap if it is in one."""
+        source = self.policy_source
+        if source is None or not source.configmap_name:
+            return self.config
+        policy, _ = await fetch_policy_configmap(self.client, source.configmap_namespace, source.configmap_name)
+        return self._parse(policy)
+
     async def start(self, sync_timeout: float = 60.0) -> None:
+        source = self.policy_source
+        if source is not None and source.configmap_name:
+            # Before any informer: the profiles must exist when the first pod arrives.
+            policy, cm = await fetch_policy_configmap(self.client, source.configmap_namespace, source.configmap_name)
+            self.config = self._parse(policy)
+            await self.scheduler.reconfigure(self.config)
+            log.info("scheduler %s: profiles from the Policy in ConfigMap %s/%s", self.identity,
+                     source.configmap_namespace, source.configmap_name)
+            self.policy_watch = PolicyConfigMapWatch(self.client, source.configmap_namespace, source.configmap_name,
+                                                     self._policy_changed, cm)
         if self.metrics_listen:
             await self.status.start(self.metrics_listen)
+        await self.services.start()
+        await self.replica_sets.start()
+        await self.services.wait_synced(sync_timeout)
+        await self.replica_sets.wait_synced(sync_timeout)
         await self.nodes.start()
         await self.nodes.wait_synced(sync_timeout)
         await self.pods.start()
         await self.pdbs.start()
         await self.pods.wait_synced(sync_timeout)
         await self.pdbs.wait_synced(sync_timeout)
+        if self.policy_watch is not None:
+            await self.policy_watch.start()
         log.info("scheduler %s synced: %d nodes, %d pods; profiles %s", self.identity, len(self.nodes.store.items),
                  len(self.pods.store.items), ", ".join(self.scheduler.frameworks))
         self._tasks = [asyncio.create_task(self.scheduler.housekeeping(), name="scheduler-housekeeping")]
@@ -83,6 +146,29 @@ class SchedulerService:
             self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
         else:
             await self._lead()
+
+    async def _policy_changed(self, cm: core_pb2.ConfigMap | None) -> None:
+        """The policy ConfigMap changed: schedule by its new Policy, or keep the profiles and say why."""
+        source = self.policy_source
+        assert source is not None
+        where = f"ConfigMap {source.configmap_namespace}/{source.configmap_name}"
+        if cm is None:
+            log.warning("scheduler %s: policy %s was deleted; keeping the profiles it made", self.identity, where)
+            return
+        try:
+            config = self._parse(policy_of(cm))
+            await self.scheduler.reconfigure(config)
+        except (options.ConfigError, ValueError) as err:
+            log.warning("scheduler %s: policy %s not applied, keeping the previous profiles: %s",
+                        self.identity, where, err)
+            self.recorder.events.object_event(cm, "v1", "ConfigMap", WARNING, "PolicyRejected",
+                                              f"not applied, the scheduler keeps its previous profiles: {err}")
+            return
+        self.config = config
+        log.info("scheduler %s: profiles rebuilt from the changed policy %s", self.identity, where)
+        self.recorder.events.object_event(cm, "v1", "ConfigMap", NORMAL, "PolicyApplied",
+                                          "the scheduler's profiles "
+                                          f"({', '.join(p.scheduler_name for p in config.profiles)}) follow it now")
 
     async def _lead(self) -> None:
         self.scheduler.metrics.leader.set(1)
@@ -116,6 +202,10 @@ class SchedulerService:
             log.warning("scheduler %s: the apiserver did not answer within %.0fs at shutdown; "
                         "the lease will expire by itself", self.identity, SHUTDOWN_API_SECONDS)
         await self.scheduler.close()
+        if self.policy_watch is not None:
+            await self.policy_watch.stop()
+        await self.services.stop()
+        await self.replica_sets.stop()
         await self.pods.stop()
         await self.pdbs.stop()
         await self.nodes.stop()

@@ -106,6 +106,8 @@ def cluster_roles() -> list[Role]:
             _rule(("create",), (CORE,), ("bindings", "pods/binding")),
             _rule(("patch", "update"), (CORE,), ("pods/status",)),
             _rule(READ, (POLICY,), ("poddisruptionbudgets",)),
+            # what selects pods: spreading (SelectorSpread, PodTopologySpread's defaults, ServiceAffinity)
+            _rule(READ, (CORE,), ("services",)),
             _rule(READ, (APPS,), ("replicasets",)),
             _rule(READ, (SCHEDULING,), ("priorityclasses",)),
             _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),

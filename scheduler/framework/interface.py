@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
-from protos.kubeling.v1.core_pb2 import Pod
+from protos.kubeling.v1.apps_pb2 import ReplicaSet
+from protos.kubeling.v1.core_pb2 import Pod, Service
 from protos.kubeling.v1.policy_pb2 import PodDisruptionBudget
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.nodetable import NodeTable
@@ -35,6 +36,7 @@ __all__ = [
 class Resource(str, Enum):
     POD = "Pod"
     NODE = "Node"
+    SERVICE = "Service"
     WILDCARD = "*"
 
 
@@ -175,6 +177,15 @@ class Handle(Protocol):
 
     def pod_disruption_budgets(self) -> Sequence[PodDisruptionBudget]:
         """The cluster's PodDisruptionBudgets (preemption prefers victims they allow to go)."""
+        ...
+
+    def services(self, namespace: str) -> Sequence[Service]:
+        """The Services of `namespace` (the scheduler's informer): what selects a pod, for
+        SelectorSpread, ServiceAffinity and PodTopologySpread's default constraints."""
+        ...
+
+    def replica_set(self, namespace: str, name: str) -> ReplicaSet | None:
+        """A ReplicaSet by name (the scheduler's informer), a pod's controller; None when unknown."""
         ...
 
     def iterate_over_waiting_pods(self) -> Iterator[WaitingPod]:

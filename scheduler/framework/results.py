@@ -8,7 +8,8 @@ costs no extra API write:
 - `scheduler.kubeling.io/prefilter-result`: per PreFilter plugin, `passed`, `skip`, its
   rejection, or the node subset it returned;
 - `scheduler.kubeling.io/filter-result`: per node evaluated, per Filter plugin in order,
-  `passed` up to the one that rejected it (`<Code>: <reason>`);
+  `passed` up to the one that rejected it (`<Code>: <reason>`); with `runAllFilters`,
+  every plugin's verdict;
 - `scheduler.kubeling.io/score-result`: per feasible node, per Score plugin
   `{"raw", "normalized", "weighted"}`;
 - `scheduler.kubeling.io/finalscore-result`: per feasible node, the total;
@@ -99,6 +100,10 @@ class CycleResults:
 
     def _filter_entry(self, status: Status) -> dict[str, str]:
         out = {}
+        if status.parts:  # every filter ran (runAllFilters): each one's verdict
+            by_plugin = {part.plugin: part for part in status.parts}
+            return {plugin: verdict(by_plugin[plugin]) if plugin in by_plugin else "passed"
+                    for plugin in self.filter_order}
         for plugin in self.filter_order:
             if not status.ok and plugin == status.plugin:
                 out[plugin] = verdict(status)

@@ -38,7 +38,7 @@ from scheduler.framework.interface import (
 )
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.results import verdict
-from scheduler.framework.status import SUCCESS, Code, Status
+from scheduler.framework.status import SUCCESS, Code, Status, merge
 from scheduler.framework.types import MAX_NODE_SCORE, NodeInfo, PodInfo, QueuedPodInfo
 
 __all__ = ["Framework", "PluginFactory", "ExtensionPoints", "WaitingPod", "EXTENSION_POINTS"]
@@ -105,10 +105,14 @@ class WaitingPod:
 
 class Framework:
     def __init__(self, scheduler_name: str, points: ExtensionPoints,
-                 registry: dict[str, PluginFactory], handle: Handle | None = None) -> None:
+                 registry: dict[str, PluginFactory], handle: Handle | None = None, *,
+                 run_all_filters: bool = False) -> None:
+        """`run_all_filters`: a node's every filter runs even after one rejected it, and the
+        rejections are merged (upstream's WithRunAllFilters, a Policy's alwaysCheckAllPredicates)."""
         self.scheduler_name = scheduler_name
         self.points = points
         self.handle = handle
+        self.run_all_filters = run_all_filters
         self.plugins: dict[str, Plugin] = {}
         for point, names in points.enabled.items():
             base = EXTENSION_POINTS.get(point)
@@ -191,13 +195,29 @@ class Framework:
         return result, SUCCESS
 
     def run_filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status:
+        skip = state.skip_filter
+        if self.run_all_filters:
+            return self._run_all(state, pod, node, [p for p in self.filter if p.name not in skip])
         for p in self.filter:
-            if p.name in state.skip_filter:
+            if p.name in skip:
                 continue
             s = p.filter(state, pod, node)
             if s is not SUCCESS and not s.ok:
                 return s.with_plugin(p.name)
         return SUCCESS
+
+    @staticmethod
+    def _run_all(state: CycleState, pod: Pod, node: NodeInfo, plugins: Sequence[FilterPlugin]) -> Status:
+        """Every plugin, the rejections merged; an error still ends the run (upstream too)."""
+        rejected: list[Status] = []
+        for p in plugins:
+            s = p.filter(state, pod, node)
+            if s is not SUCCESS and not s.ok:
+                s = s.with_plugin(p.name)
+                if s.code is Code.ERROR:
+                    return s
+                rejected.append(s)
+        return merge(rejected) if rejected else SUCCESS
 
     def run_filter_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray,
                          nodes: Sequence[NodeInfo]) -> tuple[np.ndarray, list[FilterPlugin]]:
@@ -217,6 +237,8 @@ class Framework:
 
     def run_filter_plugins(self, plugins: Sequence[FilterPlugin], state: CycleState, pod: Pod,
                            node: NodeInfo) -> Status:
+        if self.run_all_filters:
+            return self._run_all(state, pod, node, plugins)
         for p in plugins:
             s = p.filter(state, pod, node)
             if s is not SUCCESS and not s.ok:

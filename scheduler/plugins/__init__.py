@@ -13,13 +13,23 @@ from scheduler.plugins.defaultpreemption import DefaultPreemption
 from scheduler.plugins.imagelocality import ImageLocality
 from scheduler.plugins.interpodaffinity import InterPodAffinity
 from scheduler.plugins.nodeaffinity import NodeAffinity
+from scheduler.plugins.nodelabel import NodeLabel
 from scheduler.plugins.nodename import NodeName
 from scheduler.plugins.nodeports import NodePorts
-from scheduler.plugins.noderesources import BalancedAllocation, Fit
+from scheduler.plugins.nodepreferavoidpods import NodePreferAvoidPods
+from scheduler.plugins.noderesources import (
+    BalancedAllocation,
+    Fit,
+    LeastAllocated,
+    MostAllocated,
+    RequestedToCapacityRatio,
+)
 from scheduler.plugins.nodeunschedulable import NodeUnschedulable
 from scheduler.plugins.podtopologyspread import PodTopologySpread
 from scheduler.plugins.queuesort import PrioritySort
 from scheduler.plugins.schedulinggates import SchedulingGates
+from scheduler.plugins.selectorspread import SelectorSpread
+from scheduler.plugins.serviceaffinity import ServiceAffinity
 from scheduler.plugins.tainttoleration import TaintToleration
 
 __all__ = ["in_tree_registry", "registry", "ENTRY_POINT_GROUP", "PluginLoadError"]
@@ -34,7 +44,10 @@ class PluginLoadError(ConfigError):
 
 _PLUGINS = (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, NodePorts, Fit, BalancedAllocation,
             NodeAffinity, TaintToleration, PodTopologySpread, InterPodAffinity, ImageLocality, DefaultPreemption,
-            DefaultBinder)
+            DefaultBinder,
+            # the plugins only a Policy's predicates and priorities (upstream 1.19-1.22) turn into
+            SelectorSpread, ServiceAffinity, NodeLabel, NodePreferAvoidPods, LeastAllocated, MostAllocated,
+            RequestedToCapacityRatio)
 
 
 def in_tree_registry() -> dict[str, PluginFactory]:

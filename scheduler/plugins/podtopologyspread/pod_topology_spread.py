@@ -5,8 +5,12 @@ Filter (whenUnsatisfiable: DoNotSchedule): placing the pod in a domain may not m
 minDomains domains exist). Score (ScheduleAnyway): fewer matching pods in the node's
 domains is better, weighted by log(domains + 2), normalized as upstream. Nodes are
 counted according to nodeAffinityPolicy (Honor) and nodeTaintsPolicy (Ignore).
-The cluster-level default constraints apply to pods owned by Services/ReplicaSets
-upstream; kubeling has no such objects yet, so only the pod's own constraints count.
+
+A pod without constraints of its own gets the default ones (args `defaultingType`:
+`System`, upstream's: hostname maxSkew 3 and zone maxSkew 5, both ScheduleAnyway; or
+`List`: `defaultConstraints`), selecting the pods of the same Services and ReplicaSet
+(helper.default_selector); a pod nothing selects has none. With the System defaults, a node
+without a zone label is still scored (by its hostname), as upstream.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubeling.selectors import LabelSelector, Requirement, from_label_selector_proto
+from scheduler.config import ConfigError
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.helpers import find_untolerated, node_selector_matches
 from scheduler.framework.interface import (
@@ -24,6 +29,7 @@ from scheduler.framework.interface import (
     ClusterEvent,
     EnqueueExtensions,
     FilterPlugin,
+    Handle,
     NodeScore,
     PreFilterPlugin,
     PreFilterResult,
@@ -33,10 +39,15 @@ from scheduler.framework.interface import (
 )
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeInfo, PodInfo
+from scheduler.plugins.helper import default_selector
 
-__all__ = ["PodTopologySpread"]
+__all__ = ["PodTopologySpread", "SYSTEM_DEFAULT_CONSTRAINTS"]
 
 HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+# upstream's systemDefaultConstraints: (topologyKey, maxSkew, whenUnsatisfiable)
+SYSTEM_DEFAULT_CONSTRAINTS = ((HOSTNAME, 3, "ScheduleAnyway"), (ZONE, 5, "ScheduleAnyway"))
+_ACTIONS = ("DoNotSchedule", "ScheduleAnyway")
 _FILTER_KEY = "PreFilterPodTopologySpread"
 _SCORE_KEY = "PreScorePodTopologySpread"
 ERR_MISSING_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
@@ -53,7 +64,7 @@ class _Constraint:
     honor_taints: bool
 
 
-def _constraints(pod: Any, action: str) -> list[_Constraint]:
+def _own_constraints(pod: Any, action: str) -> list[_Constraint]:
     out = []
     for c in pod.spec.topologySpreadConstraints:
         if c.whenUnsatisfiable != action:
@@ -69,6 +80,42 @@ def _constraints(pod: Any, action: str) -> list[_Constraint]:
                                c.minDomains if c.HasField("minDomains") else 1,
                                c.nodeAffinityPolicy != "Ignore", c.nodeTaintsPolicy == "Honor"))
     return out
+
+
+def _default_constraints(args: dict[str, Any]) -> tuple[str, list[tuple[str, int, str]]]:
+    """(defaultingType, its constraints as (topologyKey, maxSkew, whenUnsatisfiable)), validated
+    with upstream's messages."""
+    where = "pluginConfig[PodTopologySpread].args"
+    kind = args.get("defaultingType", "System")
+    listed = args.get("defaultConstraints") or []
+    if kind not in ("System", "List"):
+        raise ConfigError(f'{where}.defaultingType: Unsupported value: {kind!r}: supported values: "System", "List"')
+    if not isinstance(listed, list):
+        raise ConfigError(f"{where}.defaultConstraints: Invalid value: must be a list")
+    if kind == "System" and listed:
+        raise ConfigError(f'{where}.defaultingType: Invalid value: "System": when .defaultConstraints are not empty')
+    if kind == "System":
+        return kind, list(SYSTEM_DEFAULT_CONSTRAINTS)
+    out: list[tuple[str, int, str]] = []
+    for i, c in enumerate(listed):
+        at = f"{where}.defaultConstraints[{i}]"
+        if not isinstance(c, dict):
+            raise ConfigError(f"{at}: Invalid value: must be a mapping")
+        skew, key, action = c.get("maxSkew"), c.get("topologyKey"), c.get("whenUnsatisfiable")
+        if isinstance(skew, bool) or not isinstance(skew, int) or skew <= 0:
+            raise ConfigError(f"{at}.maxSkew: Invalid value: {skew!r}: not in valid range")
+        if not key or not isinstance(key, str):
+            raise ConfigError(f"{at}.topologyKey: Required value: can not be empty")
+        if action not in _ACTIONS:
+            raise ConfigError(f'{at}.whenUnsatisfiable: Unsupported value: {action!r}: supported values: '
+                              '"DoNotSchedule", "ScheduleAnyway"')
+        if "labelSelector" in c:
+            raise ConfigError(f"{at}.labelSelector: Forbidden: constraint must not define a selector, "
+                              "as they deduced for each pod")
+        if any(k == key and a == action for k, _, a in out):
+            raise ConfigError(f"{where}.defaultConstraints[{i}]: Duplicate value: \"{{{key}, {action}}}\"")
+        out.append((key, skew, action))
+    return kind, out
 
 
 def _has_keys(node: Any, constraints: Sequence[_Constraint]) -> bool:
@@ -114,11 +161,28 @@ class _FilterState:
 class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
     name = "PodTopologySpread"
 
+    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
+        super().__init__(args, handle)
+        self.defaulting, self.default_constraints = _default_constraints(self.args)
+
+    def _constraints(self, pod: Any, action: str) -> tuple[list[_Constraint], bool]:
+        """The pod's constraints for `action`, else the defaults with the selector of the pods
+        it is spread with; and whether they are the System defaults."""
+        if pod.spec.topologySpreadConstraints:
+            return _own_constraints(pod, action), False
+        wanted = [(key, skew) for key, skew, a in self.default_constraints if a == action]
+        if not wanted:
+            return [], False
+        selector = default_selector(pod, self.handle)
+        if selector.empty():
+            return [], False
+        return [_Constraint(skew, key, selector, 1, True, False) for key, skew in wanted], self.defaulting == "System"
+
     # ------------------------------------------------------------ filter
 
     def pre_filter(self, state: CycleState, pod: Any,
                    nodes: Sequence[NodeInfo]) -> tuple[PreFilterResult | None, Status]:
-        constraints = _constraints(pod, "DoNotSchedule")
+        constraints, _ = self._constraints(pod, "DoNotSchedule")
         if not constraints:
             return None, Status(Code.SKIP)
         st = _FilterState(constraints)
@@ -172,20 +236,25 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
     # ------------------------------------------------------------ score
 
     def pre_score(self, state: CycleState, pod: Any, nodes: Sequence[NodeInfo]) -> Status:
-        constraints = _constraints(pod, "ScheduleAnyway")
+        constraints, system_defaulted = self._constraints(pod, "ScheduleAnyway")
         if not constraints:
             return Status(Code.SKIP)
+        # Nodes without every topology key are left out of scoring, except for the System
+        # defaults (a node without a zone is still spread by hostname).
+        require_all = not system_defaulted
         ignored: set[str] = set()
         counts: dict[tuple[str, str], int] = {}
         sizes = [0] * len(constraints)
         for info in nodes:
-            if info.node is None or not _has_keys(info.node, constraints):
+            if info.node is None or (require_all and not _has_keys(info.node, constraints)):
                 ignored.add(info.name)
                 continue
             for i, c in enumerate(constraints):
                 if c.key == HOSTNAME:
                     continue  # per node, counted in Score
-                pair = (c.key, info.node.metadata.labels[c.key])
+                # A node without the key makes a domain "" of its own (upstream counts it so
+                # in the normalizing weight, and never scores it).
+                pair = (c.key, info.node.metadata.labels.get(c.key, ""))
                 if pair not in counts:
                     counts[pair] = 0
                     sizes[i] += 1
@@ -196,12 +265,12 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
         all_nodes = self.handle.node_infos() if self.handle is not None else nodes
         for info in all_nodes:
             node = info.node
-            if node is None or not _has_keys(node, constraints):
+            if node is None or (require_all and not _has_keys(node, constraints)):
                 continue
             for c in constraints:
                 if c.key == HOSTNAME or not _counts_node(pod, node, c):
                     continue
-                pair = (c.key, node.metadata.labels[c.key])
+                pair = (c.key, node.metadata.labels.get(c.key, ""))
                 if pair in counts:
                     counts[pair] += _matching(info.pods, c, pod.metadata.namespace)
         state.write(_SCORE_KEY, (constraints, counts, weights, ignored))

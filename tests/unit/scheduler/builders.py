@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from protos.kubeling.v1 import core_pb2
+from protos.kubeling.v1 import apps_pb2, core_pb2
 from scheduler.framework.types import NodeInfo, PodInfo
 
 _uids = itertools.count()
@@ -52,11 +52,22 @@ def node_info(node: core_pb2.Node, *pods: core_pb2.Pod) -> NodeInfo:
 
 
 class SnapshotHandle:
-    """A plugin Handle over a snapshot, for plugin tests (the Scheduler is the real one)."""
+    """A plugin Handle over a snapshot, for plugin tests (the Scheduler is the real one),
+    with the Services and ReplicaSets its informers would hold."""
 
-    def __init__(self, snap: object) -> None:
+    def __init__(self, snap: object, services: list[core_pb2.Service] | None = None,
+                 replica_sets: list[apps_pb2.ReplicaSet] | None = None) -> None:
         self.snap = snap
         self.client = None
+        self._services = services or []
+        self._replica_sets = replica_sets or []
+
+    def services(self, namespace: str) -> list[core_pb2.Service]:
+        return [s for s in self._services if s.metadata.namespace == namespace]
+
+    def replica_set(self, namespace: str, name: str) -> apps_pb2.ReplicaSet | None:
+        return next((rs for rs in self._replica_sets
+                     if rs.metadata.namespace == namespace and rs.metadata.name == name), None)
 
     def node_infos(self):
         return self.snap.node_infos()  # type: ignore[attr-defined]

@@ -10,6 +10,8 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import BindPlugin
 from scheduler.framework.results import on_pod
 from scheduler.framework.status import SUCCESS, Status
+from scheduler.legacy.policy import Policy
+from scheduler.legacy.registry import FeatureGates
 from scheduler.plugins import in_tree_registry
 from scheduler.scheduler import Scheduler
 
@@ -35,14 +37,23 @@ class RecordingBinder(BindPlugin):
         return SUCCESS
 
 
-def make_scheduler(config: dict[str, Any] | None = None, **kw: Any) -> Scheduler:
+def make_scheduler(config: dict[str, Any] | None = None, *, policy: Policy | None = None,
+                   gates: FeatureGates | None = None, **kw: Any) -> Scheduler:
+    """A scheduler of `config` (and `policy`, when the config names one), binding through
+    RecordingBinder instead of the API."""
     registry = in_tree_registry()
     registry["RecordingBinder"] = RecordingBinder
     data = config or {}
-    data.setdefault("profiles", [{"schedulerName": "default-scheduler"}])
-    for p in data["profiles"]:
-        plugins = p.setdefault("plugins", {})
-        plugins.setdefault("bind", {"disabled": [{"name": "*"}], "enabled": [{"name": "RecordingBinder"}]})
+    if policy is not None:
+        data.setdefault("algorithmSource", {"policy": {"file": {"path": "policy.json"}}})
+    else:
+        data.setdefault("profiles", [{"schedulerName": "default-scheduler"}])
+        for p in data["profiles"]:
+            plugins = p.setdefault("plugins", {})
+            plugins.setdefault("bind", {"disabled": [{"name": "*"}], "enabled": [{"name": "RecordingBinder"}]})
+    parsed = parse_config(data, registry, policy=policy, gates=gates)
+    for profile in parsed.profiles:  # a Policy's profile too binds through the binder a test watches
+        profile.points.enabled["bind"] = ["RecordingBinder"]
     evicted: list[str] = []
 
     async def evict(pod: Any, message: str) -> None:  # the victim goes at once (no kubelet here)
@@ -50,7 +61,7 @@ def make_scheduler(config: dict[str, Any] | None = None, **kw: Any) -> Scheduler
         sched.on_pod_delete(pod)
 
     kw.setdefault("evictor", evict)
-    sched = Scheduler(parse_config(data, registry), registry, **kw)
+    sched = Scheduler(parsed, registry, **kw)
     sched.bindings = {}  # type: ignore[attr-defined]
     sched.recorded = {}  # type: ignore[attr-defined]  # what DefaultBinder would send with the Binding
     sched.evicted = evicted  # type: ignore[attr-defined]
