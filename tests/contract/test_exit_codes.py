@@ -46,6 +46,8 @@ def test_bad_configuration_exits_2_naming_what(tmp_path: Path) -> None:
                            "profiles:\n- schedulerName: x\n  plugins: {filter: {enabled: [{name: NoSuchPlugin}]}}\n")
     bad_kubelet = tmp_path / "kubelet.yaml"
     bad_kubelet.write_text("maxPods: many\n")
+    bad_policy = tmp_path / "policy.json"
+    bad_policy.write_text('{"kind": "Policy", "apiVersion": "v1", "priorities": [{"name": "MostRequestedPriority"}]}')
     cases = [
         (["apiserver", "--tls-cert-file", str(tmp_path / "c.crt")],
          "apiserver: invalid configuration: --tls-cert-file and --tls-private-key-file go together"),
@@ -53,6 +55,14 @@ def test_bad_configuration_exits_2_naming_what(tmp_path: Path) -> None:
          "apiserver: invalid configuration: --service-cluster-ip-range 10.88.0.0/16 overlaps --cluster-cidr"),
         (["scheduler"], "scheduler: invalid configuration: --apiserver or --kubeconfig is required"),
         (["scheduler", "--apiserver", "127.0.0.1:1", "--config", str(bad_profile)], "NoSuchPlugin"),
+        (["scheduler", "--apiserver", "127.0.0.1:1", "--policy-config-file", str(bad_policy)],
+         f"scheduler: invalid configuration: policy file {bad_policy}: priorities[0].weight: priority "
+         "MostRequestedPriority should have a positive weight applied to it or it has overflown"),
+        (["scheduler", "--policy-config-file", str(tmp_path / "nope.json"), "--print-config"],
+         f"scheduler: invalid configuration: missing policy config file {tmp_path / 'nope.json'}"),
+        (["scheduler", "--apiserver", "127.0.0.1:1", "--use-legacy-policy-config", "true"],
+         "scheduler: invalid configuration: policyConfigFile: Required value: required when "
+         "--use-legacy-policy-config is true"),
         (["controllers"], "controller-manager: invalid configuration: --apiserver or --kubeconfig is required"),
         (["kubelet", "--node-name", "n1"], "kubelet-n1: invalid configuration: --apiserver or --kubeconfig is "
                                            "required"),

@@ -1,24 +1,31 @@
-"""The scheduler against a real apiserver and etcd: it watches, binds, reports. The
-apiserver is secured as `kubeling up` runs it (TLS, x509, Node,RBAC): the scheduler uses
-its own certificate and lives with upstream's system:kube-scheduler role."""
+"""The scheduler against a real apiserver and etcd: it watches, binds, reports; a Policy in a
+ConfigMap configures it. The apiserver is secured as `kubeling up` runs it (TLS, x509,
+Node,RBAC): the scheduler uses its own certificate and lives with upstream's
+system:kube-scheduler role."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from apiserver.server import APIServer
 from cluster.etcd import EtcdServer
 from kubeling import pki
 from kubeling.client import Client
+from kubeling.kubeconfig import write_kubeconfig
 from kubeling.quantity import parse_quantity
-from protos.kubeling.v1 import core_pb2, meta_pb2, scheduling_pb2
+from protos.kubeling.v1 import core_pb2, meta_pb2, rbac_pb2, scheduling_pb2
+from scheduler.config import LegacyOptions
 from scheduler.service import SchedulerService
 from tests.e2e.conftest import secured_apiserver_config, tls_of
 from tests.wait import until
@@ -306,3 +313,150 @@ async def test_a_leader_stops_promptly_when_the_apiserver_is_gone(etcd: EtcdServ
     start = asyncio.get_running_loop().time()
     await asyncio.wait_for(service.stop(), SHUTDOWN_API_SECONDS + 10)
     assert asyncio.get_running_loop().time() - start < SHUTDOWN_API_SECONDS + 5
+
+
+# ---------------------------------------------------------------- a Policy in a ConfigMap
+# The scheduler configured by `--policy-configmap`: it reads the ConfigMap with its own
+# certificate once an administrator granted it (upstream's system:kube-scheduler may not read
+# ConfigMaps either), schedules by it, takes a changed Policy, keeps its profiles when a change
+# is bad and says why in an Event on the ConfigMap; and refuses to start without it.
+
+NAMESPACE, NAME = "kube-system", "scheduler-policy"
+
+
+def _policy(priority: str, predicates: list[str] | None = None) -> str:
+    return json.dumps({"kind": "Policy", "apiVersion": "v1",
+                       "predicates": [{"name": p} for p in predicates or ["PodFitsResources"]],
+                       "priorities": [{"name": priority, "weight": 1}]})
+
+
+async def _grant_policy_reading(client: Client) -> None:
+    """What an administrator does for a policy ConfigMap: a Role in its namespace, bound to
+    the scheduler's user."""
+    rule = rbac_pb2.PolicyRule(verbs=["get", "list", "watch"], apiGroups=[""], resources=["configmaps"])
+    await client.roles.create(rbac_pb2.Role(metadata=meta_pb2.ObjectMeta(name="scheduler-policy-reader",
+                                                                         namespace=NAMESPACE), rules=[rule]))
+    await client.rolebindings.create(rbac_pb2.RoleBinding(
+        metadata=meta_pb2.ObjectMeta(name="scheduler-policy-reader", namespace=NAMESPACE),
+        subjects=[rbac_pb2.Subject(kind="User", apiGroup="rbac.authorization.k8s.io", name="system:kube-scheduler")],
+        roleRef=rbac_pb2.RoleRef(apiGroup="rbac.authorization.k8s.io", kind="Role", name="scheduler-policy-reader")))
+
+
+async def _set_policy(client: Client, data: dict[str, str]) -> None:
+    try:
+        cm = await client.configmaps.get(NAME, NAMESPACE)
+    except Exception:
+        await client.configmaps.create(core_pb2.ConfigMap(metadata=meta_pb2.ObjectMeta(name=NAME, namespace=NAMESPACE),
+                                                          data=data))
+        return
+    cm.data.clear()
+    cm.data.update(data)
+    await client.configmaps.update(cm)
+
+
+async def _event(client: Client, reason: str, count: int = 1) -> list[core_pb2.Event]:
+    """The scheduler's Events on the ConfigMap with `reason`, once there are `count` of them."""
+    found: list[core_pb2.Event] = []
+
+    async def there() -> bool:
+        nonlocal found
+        events, _ = await client.events.list_all(NAMESPACE, field_selector=f"reason={reason}")
+        found = [e for e in events if e.involvedObject.name == NAME]
+        return len(found) >= count
+
+    await until(there, f"{count} {reason} event(s) on the policy ConfigMap", 30, interval=0.1)
+    return found
+
+
+async def _place(client: Client, name: str) -> str:
+    await client.pods.create(_pod(name, "500m", "256Mi"))
+    node = ""
+
+    async def bound() -> bool:
+        nonlocal node
+        node = (await client.pods.get(name)).spec.nodeName
+        return bool(node)
+
+    await until(bound, f"pod {name} bound", 30, interval=0.05)
+    return node
+
+
+async def test_a_policy_configmap_is_read_followed_and_a_bad_change_refused(apiserver: APIServer,
+                                                                           client: Client) -> None:
+    await _grant_policy_reading(client)
+    await _set_policy(client, {"policy.cfg": _policy("MostRequestedPriority")})
+    for name in ("a", "b"):
+        await client.nodes.create(_node(name, "4", "8Gi"))
+    service: SchedulerService = _scheduler(apiserver, leader_elect=False,
+                                           legacy=LegacyOptions(policy_configmap=NAME))
+    await service.start()
+    try:
+        profile = service.scheduler.frameworks["default-scheduler"]
+        assert profile.points.enabled["score"] == ["NodeResourcesMostAllocated"]
+        # MostRequested packs: every pod on the node the first one took
+        first = await _place(client, "packed-0")
+        assert {await _place(client, f"packed-{i}") for i in (1, 2)} == {first}
+
+        # A changed Policy: the profile is rebuilt; LeastRequested spreads to the emptier node.
+        await _set_policy(client, {"policy.cfg": _policy("LeastRequestedPriority")})
+        [applied] = await _event(client, "PolicyApplied")
+        assert applied.type == "Normal" and "default-scheduler" in applied.message
+        assert service.scheduler.frameworks["default-scheduler"].points.enabled["score"] == \
+            ["NodeResourcesLeastAllocated"]
+        other = await _place(client, "spread-0")
+        assert other != first
+
+        # A bad one: refused with upstream's words, the profile kept (the next pod still spreads).
+        await _set_policy(client, {"policy.cfg": _policy("LeastRequestedPriority", ["NoSuchPredicate"])})
+        [rejected] = await _event(client, "PolicyRejected")
+        assert rejected.type == "Warning"
+        assert "predicates[0].name: predicate type not found for 'NoSuchPredicate'" in rejected.message
+        assert "keeps its previous profiles" in rejected.message
+        await _set_policy(client, {"policy.json": _policy("MostRequestedPriority")})
+        await _event(client, "PolicyRejected", 2)
+        events, _ = await client.events.list_all(NAMESPACE, field_selector="reason=PolicyRejected")
+        assert any("missing policy config map value at key 'policy.cfg'" in e.message for e in events)
+        assert service.scheduler.frameworks["default-scheduler"].points.enabled["score"] == \
+            ["NodeResourcesLeastAllocated"]
+        # still LeastRequested: the emptier node, until it holds as much as the other
+        assert [await _place(client, f"spread-{i}") for i in (1, 2)] == [other, other]
+    finally:
+        await service.stop()
+
+
+def _scheduler_command(kubeconfig: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "scheduler", "--kubeconfig", str(kubeconfig), *argv],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+                          env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+
+
+async def test_without_its_policy_the_scheduler_does_not_start(apiserver: APIServer, client: Client,
+                                                               certs: Path, tmp_path: Path) -> None:
+    kubeconfig = write_kubeconfig(tmp_path / "scheduler.conf", "", apiserver.address, tls=tls_of(certs, "scheduler"))
+
+    async def run(*argv: str) -> tuple[int, str, str]:
+        done = await asyncio.to_thread(_scheduler_command, kubeconfig, *argv)
+        return done.returncode, done.stdout, done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+
+    # not readable by the scheduler yet: Forbidden, said in one line
+    code, _, last = await run("--policy-configmap", NAME)
+    assert code == 2 and last.startswith(f"scheduler: invalid configuration: couldn't get policy config map "
+                                         f"{NAMESPACE}/{NAME}: "), last
+    assert "forbidden" in last.lower()
+    await _grant_policy_reading(client)
+    code, _, last = await run("--policy-configmap", NAME)
+    assert code == 2 and f"couldn't get policy config map {NAMESPACE}/{NAME}" in last and "not found" in last, last
+    await _set_policy(client, {"policy": "{}"})
+    code, _, last = await run("--policy-configmap", NAME)
+    assert code == 2 and last == (f"scheduler: invalid configuration: policy ConfigMap {NAMESPACE}/{NAME}: missing "
+                                  "policy config map value at key 'policy.cfg'"), last
+    # --print-config reads it through the apiserver and prints the profile it makes
+    await _set_policy(client, {"policy.cfg": _policy("MostRequestedPriority", ["PodFitsResources", "HostName"])})
+    code, out, last = await run("--policy-configmap", NAME, "--print-config")
+    assert code == 0, last
+    printed: dict[str, Any] = yaml.safe_load(out)
+    plugins = printed["profiles"][0]["plugins"]
+    assert [e["name"] for e in plugins["filter"]["enabled"]] == ["NodeUnschedulable", "NodeName", "NodeResourcesFit",
+                                                                "TaintToleration"]
+    assert plugins["score"]["enabled"] == [{"name": "NodeResourcesMostAllocated", "weight": 1}]
+    assert f"plugins from policy ConfigMap {NAMESPACE}/{NAME}" in out

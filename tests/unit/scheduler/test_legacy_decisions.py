@@ -429,3 +429,30 @@ async def test_disable_preemption_never_preempts(disable: bool, victims: list[st
     assert sched.evicted == victims  # type: ignore[attr-defined]
     assert log.failures[0][0] == "Unschedulable"
     assert log.failures[0][2] == ("n1" if victims else None)  # nominated only when a victim went
+
+
+async def test_a_new_policy_tries_the_waiting_pods_again() -> None:
+    """Scheduler.reconfigure: a pod no node fitted under the old profile is tried again at
+    once under the new one (no cluster event needed); the profiles' names may not change."""
+    c = Cluster(_nodes("n1", "n2", labels={"n1": {"retiring": "soon"}, "n2": {"retiring": "soon"}}), make_pod("p"))
+    avoid_retiring = {"predicates": [{"name": "NotRetiring", "argument": {
+        "labelsPresence": {"labels": ["retiring"], "presence": False}}}], "priorities": []}
+    sched = _scheduler(c, policy=avoid_retiring)
+    sched.queue.initial_backoff = sched.queue.max_backoff = 0.0  # tried again at once, not after its back-off
+    sched.on_pod_add(c.pod)
+    await drain(sched)
+    assert sched.bindings == {} and len(sched.queue.unschedulable) == 1  # type: ignore[attr-defined]
+    from scheduler.config import parse_config
+    from scheduler.plugins import in_tree_registry
+    registry = in_tree_registry()
+    registry.update(sched.registry)
+    source = {"algorithmSource": {"policy": {"file": {"path": "p.json"}}}}
+    new = parse_config(source, registry, policy=parse_policy({"predicates": [], "priorities": []}))
+    new.profiles[0].points.enabled["bind"] = ["RecordingBinder"]
+    await sched.reconfigure(new)
+    assert sched.frameworks["default-scheduler"].points.enabled["filter"] == MANDATORY
+    await drain(sched)
+    assert list(sched.bindings) == ["p"]  # type: ignore[attr-defined]
+    renamed = parse_config({**source, "schedulerName": "other"}, registry, policy=parse_policy({}))
+    with pytest.raises(ValueError, match="a new configuration cannot change them"):
+        await sched.reconfigure(renamed)

@@ -410,3 +410,22 @@ def test_the_printed_configuration_reads_back_as_the_same_profiles(data: dict[st
     assert again.pod_max_backoff_seconds == cfg.pod_max_backoff_seconds
     for name in cfg.profiles[0].omitted:
         assert f"left out, {name}" in text
+
+
+def test_print_config_prints_what_a_policy_file_becomes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m scheduler --policy-config-file FILE --print-config`: no apiserver needed."""
+    import yaml
+
+    from scheduler.__main__ import main
+    policy = _write(tmp_path, "policy.json", {"kind": "Policy", "apiVersion": "v1",
+                                              "predicates": [{"name": "PodFitsResources"}, {"name": "NoDiskConflict"}],
+                                              "priorities": [{"name": "MostRequestedPriority", "weight": 2}]})
+    assert main(["--policy-config-file", policy, "--scheduler-name", "legacy", "--print-config"]) == 0
+    out = capsys.readouterr().out
+    printed = yaml.safe_load(out)
+    [profile] = printed["profiles"]
+    assert profile["schedulerName"] == "legacy"
+    assert profile["plugins"]["score"] == {"enabled": [{"name": "NodeResourcesMostAllocated", "weight": 2}]}
+    assert "left out, VolumeRestrictions" in out  # NoDiskConflict's plugin, said why
+    assert main(["--algorithm-provider", "ClusterAutoscalerProvider", "--print-config"]) == 0
+    assert "NodeResourcesMostAllocated" in capsys.readouterr().out
