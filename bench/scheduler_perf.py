@@ -14,6 +14,11 @@ measured phase; `attempt_p99_ms` is the scheduling attempt latency (algorithm on
 --record on: every attempt's plugin results recorded (the profile's recordResults) and
   turned into the annotations the binding would carry; --record both: off, then on, in the
   same run, with `record_on_over_off` the ratio of their throughputs.
+--profile (inprocess): what makes the profile: `default` (the default plugins), a provider
+  (`DefaultProvider`, `ClusterAutoscalerProvider`: upstream 1.19's sets), `Policy` (an
+  empty Policy: the legacy registry's default predicates and priorities); `legacy` runs the
+  default profile, DefaultProvider and Policy in the same run, with each one's throughput
+  over the default's (`*_over_default`).
 """
 
 from __future__ import annotations
@@ -30,11 +35,12 @@ from typing import Any
 
 from bench.output import report
 from protos.kubeling.v1 import core_pb2, meta_pb2
-from scheduler.config import parse_config
+from scheduler.config import SchedulerConfig, parse_config
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import BindPlugin
 from scheduler.framework.results import on_pod
 from scheduler.framework.status import SUCCESS, Status
+from scheduler.legacy.policy import Policy
 from scheduler.plugins import in_tree_registry
 from scheduler.scheduler import Scheduler
 
@@ -127,12 +133,27 @@ def _time_attempts(sched: Scheduler) -> list[float]:
     return latencies
 
 
-async def run_inprocess(args: argparse.Namespace, record: bool = False) -> dict[str, Any]:
+PROFILES = ("default", "DefaultProvider", "ClusterAutoscalerProvider", "Policy")
+
+
+def _config(profile: str, record: bool, registry: dict[str, Any]) -> SchedulerConfig:
+    """The profile `profile` names, binding through the recording binder."""
+    data: dict[str, Any] = {"profiles": [{"recordResults": record}]}
+    policy = None
+    if profile == "Policy":
+        data["algorithmSource"], policy = {"policy": {"file": {"path": "policy.json"}}}, Policy()
+    elif profile != "default":
+        data["algorithmSource"] = {"provider": profile}
+    cfg = parse_config(data, registry, policy=policy)
+    for p in cfg.profiles:
+        p.points.enabled["bind"] = [_RecordingBinder.name]
+    return cfg
+
+
+async def run_inprocess(args: argparse.Namespace, record: bool = False, profile: str = "default") -> dict[str, Any]:
     registry = in_tree_registry()
     registry[_RecordingBinder.name] = _RecordingBinder
-    cfg = parse_config({"profiles": [{"recordResults": record,
-                                      "plugins": {"bind": {"disabled": [{"name": "*"}],
-                                                           "enabled": [{"name": _RecordingBinder.name}]}}}]}, registry)
+    cfg = _config(profile, record, registry)
     sched = Scheduler(cfg, registry)
     latencies = _time_attempts(sched)
     for i in range(args.nodes):
@@ -156,7 +177,16 @@ async def run_inprocess(args: argparse.Namespace, record: bool = False) -> dict[
     elapsed = time.perf_counter() - start
     sampler.cancel()
     return {**_summary("inprocess", args, collector.samples, elapsed, sched.bound, _percentile(latencies, 99)),
-            "record": record}
+            "record": record, "profile": profile}
+
+
+async def run_legacy(args: argparse.Namespace) -> dict[str, Any]:
+    """The default profile, DefaultProvider and the Policy defaults, one after the other."""
+    runs = {name: await run_inprocess(args, profile=name) for name in ("default", "DefaultProvider", "Policy")}
+    base = runs["default"]["throughput_overall_pods_per_s"]
+    return {"workload": WORKLOAD, "mode": "inprocess", **runs,
+            **{f"{name}_over_default": round(r["throughput_overall_pods_per_s"] / base, 3)
+               for name, r in runs.items() if name != "default"}}
 
 
 async def run_record_both(args: argparse.Namespace) -> dict[str, Any]:
@@ -226,14 +256,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=600.0, help="e2e: give up after this many seconds")
     p.add_argument("--record", choices=["off", "on", "both"], default="off",
                    help="inprocess: record every attempt's plugin results (both: off, then on)")
+    p.add_argument("--profile", choices=[*PROFILES, "legacy"], default="default",
+                   help="inprocess: what makes the profile (legacy: default, DefaultProvider and Policy)")
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
     if args.mode == "e2e":
         result = asyncio.run(run_e2e(args))
+    elif args.profile == "legacy":
+        result = asyncio.run(run_legacy(args))
     elif args.record == "both":
         result = asyncio.run(run_record_both(args))
     else:
-        result = asyncio.run(run_inprocess(args, record=args.record == "on"))
+        result = asyncio.run(run_inprocess(args, record=args.record == "on", profile=args.profile))
     report(result, args.json)
     return 0
 

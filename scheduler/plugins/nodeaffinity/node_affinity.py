@@ -21,6 +21,7 @@ from scheduler.framework.interface import (
     Resource,
     ScorePlugin,
 )
+from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.types import NodeInfo
 
@@ -69,6 +70,16 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
             return Status.unresolvable(_ERR)
         return SUCCESS
 
+    def filter_batch(self, state: CycleState, pod: Any, table: NodeTable, rows: np.ndarray,
+                     nodes: Sequence[NodeInfo]) -> np.ndarray | None:
+        """No node selector and no required affinity (a profile without NodeAffinity's
+        PreFilter, as upstream 1.20's DefaultProvider, still filters such pods): all pass."""
+        spec = pod.spec
+        if not spec.nodeSelector and not spec.affinity.nodeAffinity.HasField(
+                "requiredDuringSchedulingIgnoredDuringExecution"):
+            return np.ones(len(rows), dtype=bool)
+        return None
+
     def pre_score(self, state: CycleState, pod: Any, nodes: Sequence[NodeInfo]) -> Status:
         if not pod.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution:
             return Status(Code.SKIP)
@@ -80,6 +91,14 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
             if pref.weight and term_matches(pref.preference, node.node):
                 total += pref.weight
         return total, SUCCESS
+
+    def score_batch(self, state: CycleState, pod: Any, table: NodeTable, rows: np.ndarray,
+                    nodes: Sequence[NodeInfo]) -> np.ndarray | None:
+        """No preferred terms (a profile without NodeAffinity's PreScore, as upstream 1.20's
+        DefaultProvider, still scores such pods): 0 everywhere, at once."""
+        if not pod.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution:
+            return np.zeros(len(rows), dtype=np.int64)
+        return None
 
     def normalize_score(self, state: CycleState, pod: Any, scores: list[NodeScore]) -> tuple[list[NodeScore], Status]:
         return default_normalize(scores), SUCCESS

@@ -12,10 +12,14 @@ An annotation that does not parse avoids nothing (upstream too).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import ScorePlugin
+from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeInfo
 from scheduler.plugins.helper import controller_of
@@ -41,6 +45,13 @@ def avoided_controllers(annotations: Any) -> set[tuple[str, str]]:
 
 class NodePreferAvoidPods(ScorePlugin):
     name = "NodePreferAvoidPods"
+
+    def score_batch(self, state: CycleState, pod: Any, table: NodeTable, rows: np.ndarray,
+                    nodes: Sequence[NodeInfo]) -> np.ndarray | None:
+        """A pod no ReplicationController or ReplicaSet controls: 100 everywhere, at once."""
+        owner = controller_of(pod)
+        return np.full(len(rows), MAX_NODE_SCORE, dtype=np.int64) if owner is None or owner.kind not in _KINDS \
+            else None
 
     def score(self, state: CycleState, pod: Any, node: NodeInfo) -> tuple[int, Status]:
         n = node.node

@@ -13,9 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from kubeling.selectors import LabelSelector
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import NodeScore, PreScorePlugin, ScorePlugin
+from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeInfo
 from scheduler.plugins.helper import default_selector, zone_key
@@ -54,6 +57,17 @@ class SelectorSpread(PreScorePlugin, ScorePlugin):
             return 0, SUCCESS
         selector: LabelSelector = state.read(_KEY)
         return count_matching_pods(pod.metadata.namespace, selector, node), SUCCESS
+
+    def score_batch(self, state: CycleState, pod: Any, table: NodeTable, rows: np.ndarray,
+                    nodes: Sequence[NodeInfo]) -> np.ndarray | None:
+        """Nothing selects the pod (no Service, no controller): no node has a pod to spread
+        from, at once for every node; else per node."""
+        selector: LabelSelector = state.read(_KEY)
+        return np.zeros(len(rows), dtype=np.int64) if selector.empty() else None
+
+    def normalize_batch(self, state: CycleState, pod: Any, scores: np.ndarray) -> np.ndarray | None:
+        """No matching pod anywhere: every node and every zone scores 100 (per node otherwise)."""
+        return np.full_like(scores, MAX_NODE_SCORE) if not scores.any() else None
 
     def normalize_score(self, state: CycleState, pod: Any, scores: list[NodeScore]) -> tuple[list[NodeScore], Status]:
         if self._skip(pod):

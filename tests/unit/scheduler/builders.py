@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 from protos.kubeling.v1 import apps_pb2, core_pb2
+from scheduler.cache import Cache, Snapshot
 from scheduler.framework.types import NodeInfo, PodInfo
 
 _uids = itertools.count()
@@ -41,6 +42,18 @@ def make_node(name: str, cpu: str = "", memory: str = "", pods: str = "", *,
             node.status.allocatable[key] = value
     node.spec.taints.extend(taints or [])
     return node
+
+
+def snapshot_of(nodes: dict[str, dict[str, str]], pods: list[core_pb2.Pod]) -> Snapshot:
+    """A snapshot of nodes (8 cpu, 8Gi, 110 pods; name -> labels) with these pods placed."""
+    cache = Cache()
+    for name, labels in nodes.items():
+        cache.add_node(make_node(name, "8", "8Gi", "110", labels=labels))
+    for p in pods:
+        cache.add_pod(p)
+    snap = Snapshot()
+    cache.update_snapshot(snap)
+    return snap
 
 
 def node_info(node: core_pb2.Node, *pods: core_pb2.Pod) -> NodeInfo:

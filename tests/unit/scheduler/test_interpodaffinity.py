@@ -8,7 +8,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import NodeScore
 from scheduler.framework.status import Code
 from scheduler.plugins.interpodaffinity import InterPodAffinity
-from tests.unit.scheduler.builders import SnapshotHandle, make_node, make_pod
+from tests.unit.scheduler.builders import SnapshotHandle, make_node, make_pod, snapshot_of
 
 # upstream's reasons (framework/plugins/interpodaffinity/filtering.go), word for word
 ERR_AFFINITY = "node(s) didn't match pod affinity rules"  # ErrReasonAffinityRulesNotMatch
@@ -22,15 +22,6 @@ def _term(key: str, op: str, values: list[str], topology: str) -> core_pb2.PodAf
     return t
 
 
-def _snap(nodes: dict[str, dict[str, str]], pods: list[core_pb2.Pod]) -> Snapshot:
-    cache = Cache()
-    for name, labels in nodes.items():
-        cache.add_node(make_node(name, "8", "8Gi", "110", labels=labels))
-    for p in pods:
-        cache.add_pod(p)
-    snap = Snapshot()
-    cache.update_snapshot(snap)
-    return snap
 
 
 def _filter(snap: Snapshot, pod: core_pb2.Pod) -> dict[str, tuple[Code, tuple[str, ...]]]:
@@ -56,7 +47,7 @@ def test_required_affinity_in_operator_matches_existing_pod() -> None:
     pod = make_pod("p", labels={"app": "x"})
     pod.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution.append(
         _term("service", "In", ["securityscan", "value2"], "region"))
-    got = _filter(_snap(NODES, [existing]), pod)
+    got = _filter(snapshot_of(NODES, [existing]), pod)
     assert got["node1"][0] is Code.SUCCESS and got["node2"][0] is Code.SUCCESS  # same region r1
     assert got["node3"] == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_AFFINITY,))
 
@@ -66,7 +57,7 @@ def test_required_affinity_not_matching_anything_is_unresolvable() -> None:
     pod = make_pod("p")
     pod.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution.append(
         _term("service", "In", ["securityscan"], "region"))
-    got = _filter(_snap(NODES, [existing]), pod)
+    got = _filter(snapshot_of(NODES, [existing]), pod)
     assert {c for c, _ in got.values()} == {Code.UNSCHEDULABLE_AND_UNRESOLVABLE}
 
 
@@ -74,7 +65,7 @@ def test_first_pod_of_a_self_affine_series_may_go_anywhere() -> None:
     pod = make_pod("p", labels={"app": "db"})
     pod.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution.append(
         _term("app", "In", ["db"], "zone"))
-    got = _filter(_snap(NODES, []), pod)
+    got = _filter(snapshot_of(NODES, []), pod)
     assert {c for c, _ in got.values()} == {Code.SUCCESS}
 
 
@@ -83,25 +74,25 @@ def test_anti_affinity_both_ways() -> None:
     pod = make_pod("p", labels={"app": "web"})
     pod.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution.append(
         _term("app", "In", ["web"], "zone"))
-    got = _filter(_snap(NODES, [existing]), pod)
+    got = _filter(snapshot_of(NODES, [existing]), pod)
     assert got["node1"] == (Code.UNSCHEDULABLE, (ERR_ANTI_AFFINITY,))
     assert got["node2"][0] is Code.SUCCESS and got["node3"][0] is Code.SUCCESS
     # the existing pod's anti-affinity keeps a matching newcomer out of its region
     guard = make_pod("guard", node="node3", labels={"role": "guard"})
     guard.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution.append(
         _term("app", "In", ["web"], "region"))
-    got = _filter(_snap(NODES, [guard]), make_pod("newcomer", labels={"app": "web"}))
+    got = _filter(snapshot_of(NODES, [guard]), make_pod("newcomer", labels={"app": "web"}))
     assert got["node3"] == (Code.UNSCHEDULABLE, (ERR_EXISTING_ANTI_AFFINITY,))
     assert got["node1"][0] is Code.SUCCESS
     # pods in other namespaces do not match a term that names no namespaces
     other_ns = make_pod("existing2", node="node2", labels={"app": "web"})
     other_ns.metadata.namespace = "elsewhere"
-    got = _filter(_snap(NODES, [other_ns]), pod)
+    got = _filter(snapshot_of(NODES, [other_ns]), pod)
     assert {c for c, _ in got.values()} == {Code.SUCCESS}
 
 
 def test_plain_pods_skip_the_plugin() -> None:
-    pl = InterPodAffinity(handle=SnapshotHandle(_snap(NODES, [make_pod("x", node="node1")])))  # type: ignore[arg-type]
+    pl = InterPodAffinity(handle=SnapshotHandle(snapshot_of(NODES, [make_pod("x", node="node1")])))  # type: ignore[arg-type]
     _, s = pl.pre_filter(CycleState(), make_pod("p"), [])
     assert s.is_skip
     assert pl.pre_score(CycleState(), make_pod("p"), []).is_skip
@@ -112,7 +103,7 @@ def test_preferred_affinity_scores() -> None:
     pod = make_pod("p")
     pod.spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution.add(
         weight=5, podAffinityTerm=_term("security", "In", ["S1"], "region"))
-    snap = _snap(NODES, [existing])
+    snap = snapshot_of(NODES, [existing])
     pl = InterPodAffinity(handle=SnapshotHandle(snap))  # type: ignore[arg-type]
     state = CycleState()
     assert pl.pre_score(state, pod, snap.node_infos()).ok

@@ -23,7 +23,7 @@ from scheduler.plugins.noderesources import Fit, LeastAllocated, MostAllocated, 
 from scheduler.plugins.podtopologyspread import PodTopologySpread
 from scheduler.plugins.selectorspread import SelectorSpread
 from scheduler.plugins.serviceaffinity import ServiceAffinity
-from tests.unit.scheduler.builders import SnapshotHandle, make_node, make_pod
+from tests.unit.scheduler.builders import SnapshotHandle, make_node, make_pod, snapshot_of
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -50,15 +50,6 @@ def _replica_set(name: str, match: dict[str, str], namespace: str = "default") -
     return rs
 
 
-def _snapshot(nodes: dict[str, dict[str, str]], pods: list[core_pb2.Pod]) -> Snapshot:
-    cache = Cache()
-    for name, labels in nodes.items():
-        cache.add_node(make_node(name, "8", "8Gi", "110", labels=labels))
-    for p in pods:
-        cache.add_pod(p)
-    snap = Snapshot()
-    cache.update_snapshot(snap)
-    return snap
 
 
 def _scores(plugin: Any, snap: Snapshot, pod: core_pb2.Pod) -> dict[str, int]:
@@ -121,7 +112,7 @@ def test_selector_spread_score(name: str, pod: core_pb2.Pod, pods: list[core_pb2
                                want: dict[str, int]) -> None:
     """TestSelectorSpreadScore (its ReplicationController and StatefulSet cases have the
     ReplicaSet's shape: kubeling serves neither yet)."""
-    snap = _snapshot(TWO_NODES, pods)
+    snap = snapshot_of(TWO_NODES, pods)
     pl = SelectorSpread(handle=SnapshotHandle(snap, services, replica_sets))  # type: ignore[arg-type]
     assert _scores(pl, snap, pod) == want
 
@@ -129,7 +120,7 @@ def test_selector_spread_score(name: str, pod: core_pb2.Pod, pods: list[core_pb2
 def test_selector_spread_leaves_pods_with_their_own_constraints_to_pod_topology_spread() -> None:
     pod = _pod("p", labels=L1, owner=("ReplicaSet", "rs1"))
     pod.spec.topologySpreadConstraints.add(maxSkew=1, topologyKey="foo", whenUnsatisfiable="DoNotSchedule")
-    snap = _snapshot(TWO_NODES, [_pod(node="node1", labels=L1)])
+    snap = snapshot_of(TWO_NODES, [_pod(node="node1", labels=L1)])
     pl = SelectorSpread(handle=SnapshotHandle(snap, [], [_replica_set("rs1", {"baz": "blah"})]))  # type: ignore
     assert pl.pre_score(CycleState(), pod, snap.node_infos()).is_skip
 
@@ -165,7 +156,7 @@ Z2 = {"label2": "l2", "baz": "blah"}
 def test_zone_selector_spread_priority(pods: list[tuple[str, dict[str, str]]], owner: tuple[str, str] | None,
                                        want: dict[str, int]) -> None:
     """TestZoneSelectorSpreadPriority: 2/3 of the score from the zone, 1/3 from the node."""
-    snap = _snapshot(ZONED, [_pod(node=n, labels=labels) for n, labels in pods])
+    snap = snapshot_of(ZONED, [_pod(node=n, labels=labels) for n, labels in pods])
     services = [] if owner else [_service(Z1)]
     pl = SelectorSpread(handle=SnapshotHandle(snap, services, [_replica_set("rs1", Z1)]))  # type: ignore[arg-type]
     assert _scores(pl, snap, _pod("p", labels=Z1, owner=owner)) == want
@@ -215,7 +206,7 @@ def _selecting(node_selector: dict[str, str], labels: dict[str, str] | None = No
 def test_service_affinity_filter(name: str, pod: core_pb2.Pod, pods: list[core_pb2.Pod],
                                  services: list[core_pb2.Service], node: str, labels: list[str], code: Code) -> None:
     """TestServiceAffinity."""
-    snap = _snapshot(MACHINES, pods)
+    snap = snapshot_of(MACHINES, pods)
     pl = ServiceAffinity({"affinityLabels": labels}, SnapshotHandle(snap, services))  # type: ignore[arg-type]
     state = CycleState()
     assert pl.pre_filter(state, pod, snap.node_infos())[1].ok
@@ -269,7 +260,7 @@ def test_service_affinity_score(name: str, nodes: dict[str, dict[str, str]], pod
                                 selector: dict[str, str] | None, labels: list[str],
                                 want: tuple[int, ...]) -> None:
     """TestServiceAffinityScore: (machine11, machine12, machine21, machine22, machine01, machine02)."""
-    snap = _snapshot(nodes, pods)
+    snap = snapshot_of(nodes, pods)
     services = [_service(selector)] if selector else []
     pl = ServiceAffinity({"antiAffinityLabelsPreference": labels}, SnapshotHandle(snap, services))  # type: ignore
     got = _scores(pl, snap, _pod("p", labels=SL1))
@@ -287,7 +278,7 @@ def test_service_affinity_score(name: str, nodes: dict[str, dict[str, str]], pod
     ({}, {}, True),
 ])
 def test_node_label_filter(labels: dict[str, str], args: dict[str, Any], fits: bool) -> None:
-    info = _snapshot({"n": labels}, []).get("n")
+    info = snapshot_of({"n": labels}, []).get("n")
     assert info is not None
     status = NodeLabel(args).filter(CycleState(), _pod("p"), info)
     assert status.ok is fits
@@ -309,7 +300,7 @@ def test_node_label_score(labels: dict[str, str], args: dict[str, Any], score: i
                                               r"with pluginConfig\[NodeLabel\].args.absentLabelsPreference\[0\]"):
             NodeLabel(args)
         return
-    info = _snapshot({"n": labels}, []).get("n")
+    info = snapshot_of({"n": labels}, []).get("n")
     assert info is not None
     assert NodeLabel(args).score(CycleState(), _pod("p"), info)[0] == score
 
@@ -322,7 +313,7 @@ def test_node_prefer_avoid_pods() -> None:
                                             "uid": "abcdef123456", "controller": True}},
          "reason": "some reason", "message": "some message"}]}
     nodes: dict[str, dict[str, str]] = {"machine1": {}, "machine2": {}, "machine3": {}}
-    snap = _snapshot(nodes, [])
+    snap = snapshot_of(nodes, [])
     for name in ("machine1", "machine3"):
         info = snap.get(name)
         assert info is not None and info.node is not None
@@ -396,7 +387,7 @@ def test_system_default_constraints_spread_a_replica_sets_pods_by_host() -> None
     2*log(5)+2, log(5)+2, 2 truncate to 5, 3, 2; normalized 100*(5+2-s)//5."""
     existing = [_pod(node="node-a", labels={"app": "web"}), _pod(node="node-a", labels={"app": "web"}),
                 _pod(node="node-b", labels={"app": "web"}), _pod(node="node-c", labels={"app": "db"})]
-    snap = _snapshot(HOSTS, existing)
+    snap = snapshot_of(HOSTS, existing)
     handle = SnapshotHandle(snap, [], [_replica_set("web-1", {"app": "web"})])
     pl = PodTopologySpread(handle=handle)  # type: ignore[arg-type]
     pod = _pod("p", labels={"app": "web"}, owner=("ReplicaSet", "web-1"))
@@ -409,7 +400,7 @@ def test_system_default_constraints_spread_a_replica_sets_pods_by_host() -> None
 
 
 def test_listed_default_constraints_filter_too() -> None:
-    snap = _snapshot({"node-a": {"rack": "r1"}, "node-b": {"rack": "r2"}},
+    snap = snapshot_of({"node-a": {"rack": "r1"}, "node-b": {"rack": "r2"}},
                      [_pod(node="node-a", labels={"app": "web"}), _pod(node="node-a", labels={"app": "web"})])
     pl = PodTopologySpread({"defaultingType": "List", "defaultConstraints": [
         {"maxSkew": 1, "topologyKey": "rack", "whenUnsatisfiable": "DoNotSchedule"}]},
@@ -443,3 +434,53 @@ def test_pod_topology_spread_args_are_validated(args: dict[str, Any], message: s
     with pytest.raises(ConfigError) as info:
         PodTopologySpread(args)
     assert message in str(info.value)
+
+
+def test_batch_paths_agree_with_the_per_node_ones() -> None:
+    """SelectorSpread and NodePreferAvoidPods answer for every node at once when nothing
+    selects the pod (the common case); then what they say is what node by node would."""
+    snap = snapshot_of(ZONED, [_pod(node="node1.zone1", labels=Z1), _pod(node="node2.zone3", labels=Z1)])
+    nodes = snap.node_infos()
+    rows = np.arange(len(nodes))
+    handle = SnapshotHandle(snap, [_service({"other": "x"})], [_replica_set("rs1", Z1)])
+    spread, avoid = SelectorSpread(handle=handle), NodePreferAvoidPods(handle=handle)  # type: ignore[arg-type]
+    owned_pod = _pod("owned", labels=Z1, owner=("ReplicaSet", "rs1"))
+    for pod, batched in ((_pod("bare", labels=Z1), True), (owned_pod, False)):
+        state = CycleState()
+        assert spread.pre_score(state, pod, nodes).ok
+        for plugin in (spread, avoid):
+            batch = plugin.score_batch(state, pod, snap.table, rows, nodes)
+            one_by_one = [plugin.score(state, pod, n)[0] for n in nodes]
+            if batch is None:
+                assert not batched
+                continue
+            assert batch.tolist() == one_by_one
+            normalized = plugin.normalize_batch(state, pod, batch)
+            if normalized is not None:
+                per_node, _ = plugin.normalize_score(state, pod, [NodeScore(n.name, v) for n, v in
+                                                                  zip(nodes, one_by_one, strict=True)])
+                assert normalized.tolist() == [s.score for s in per_node]
+    owned = _pod("owned", labels=Z1, owner=("ReplicaSet", "rs1"))
+    state = CycleState()
+    spread.pre_score(state, owned, nodes)
+    assert spread.score_batch(state, owned, snap.table, rows, nodes) is None  # counted node by node
+    assert avoid.score_batch(state, owned, snap.table, rows, nodes) is None
+
+
+def test_node_affinity_answers_at_once_for_pods_without_affinity() -> None:
+    """Upstream 1.20's DefaultProvider runs NodeAffinity's Filter and Score without its
+    PreFilter and PreScore, so they see pods without any affinity: all nodes at once."""
+    from scheduler.plugins.nodeaffinity import NodeAffinity
+    snap = snapshot_of({"a": {"disk": "ssd"}, "b": {}}, [])
+    nodes, rows, pl = snap.node_infos(), np.arange(2), NodeAffinity()
+    bare = _pod("bare")
+    state = CycleState()
+    mask = pl.filter_batch(state, bare, snap.table, rows, nodes)
+    assert mask is not None and mask.tolist() == [pl.filter(state, bare, n).ok for n in nodes] == [True, True]
+    scores = pl.score_batch(state, bare, snap.table, rows, nodes)
+    assert scores is not None and scores.tolist() == [pl.score(state, bare, n)[0] for n in nodes] == [0, 0]
+    picky = _pod("picky")
+    picky.spec.nodeSelector["disk"] = "ssd"
+    picky.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution.add(weight=1)
+    assert pl.filter_batch(state, picky, snap.table, rows, nodes) is None  # node by node
+    assert pl.score_batch(state, picky, snap.table, rows, nodes) is None
