@@ -17,7 +17,7 @@ out of the profile and named in `Translation.omitted` with the reason.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -244,6 +244,13 @@ PRIORITIES: dict[str, Producer] = {
 }
 
 
+def _extend(args: dict[str, list[str]] | None, key: str, labels: Iterable[str]) -> dict[str, list[str]]:
+    """A custom predicate's or priority's labels added to its plugin's args (made on first use)."""
+    out = args if args is not None else {}
+    out.setdefault(key, []).extend(labels)
+    return out
+
+
 def _process_predicate(p: PredicatePolicy, args: _Args, notes: list[str]) -> str:
     """The registered predicate a Policy entry stands for (upstream ProcessPredicatePolicy).
 
@@ -251,13 +258,11 @@ def _process_predicate(p: PredicatePolicy, args: _Args, notes: list[str]) -> str
     name: kube-schedulers before 1.19 read it so, and 1.19-1.22 silently dropped the
     argument of an entry that named a registered predicate."""
     if p.service_affinity_labels is not None:
-        args.service_affinity = args.service_affinity or {}
-        args.service_affinity.setdefault("affinityLabels", []).extend(p.service_affinity_labels)
+        args.service_affinity = _extend(args.service_affinity, "affinityLabels", p.service_affinity_labels)
         return "CheckServiceAffinity"
     if p.labels_presence is not None:
         labels, presence = p.labels_presence
-        args.node_label = args.node_label or {}
-        args.node_label.setdefault("presentLabels" if presence else "absentLabels", []).extend(labels)
+        args.node_label = _extend(args.node_label, "presentLabels" if presence else "absentLabels", labels)
         return "CheckNodeLabelPresence"
     name = _PREDICATE_ALIASES.get(p.name, p.name)
     if name in PREDICATES:
@@ -278,14 +283,13 @@ def _process_priority(p: PriorityPolicy, args: _Args) -> str:
     """The registered priority a Policy entry stands for (upstream ProcessPriorityPolicy);
     an argument makes the custom priority, as for predicates."""
     if p.service_anti_affinity_label is not None:
-        args.service_affinity = args.service_affinity or {}
-        args.service_affinity.setdefault("antiAffinityLabelsPreference", []).append(p.service_anti_affinity_label)
+        args.service_affinity = _extend(args.service_affinity, "antiAffinityLabelsPreference",
+                                        [p.service_anti_affinity_label])
         return "ServiceAffinity"
     if p.label_preference is not None:
         label, presence = p.label_preference
-        args.node_label = args.node_label or {}
-        key = "presentLabelsPreference" if presence else "absentLabelsPreference"
-        args.node_label.setdefault(key, []).append(label)
+        args.node_label = _extend(args.node_label, "presentLabelsPreference" if presence else "absentLabelsPreference",
+                                  [label])
         return "NodeLabel"
     if p.requested_to_capacity_ratio is not None:
         rtcr = p.requested_to_capacity_ratio
