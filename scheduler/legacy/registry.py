@@ -4,12 +4,13 @@ at which extension points, with which weights and args.
 
 `translate(policy)` is upstream's createFromPolicy: the predicates (given, or the defaults;
 always the mandatory ones) in upstream's fixed order, then the priorities sorted by name,
-each through its producer; PrioritySort, DefaultPreemption and DefaultBinder besides. The
+each through its producer; PrioritySort, DefaultPreemption and DefaultBinder besides (and
+SchedulingGates: kubeling's API has scheduling gates, which a profile must honour). The
 result is a KubeSchedulerConfiguration profile (`plugins` per extension point, with
 `multiPoint` disabled, and `pluginConfig`), so that the profile a Policy became is one a
 user can read, print and write themselves (`python -m scheduler --print-config`).
 
-Two gates of upstream's matter here: DefaultPodTopologySpread (off in 1.19, on from 1.20):
+One gate of upstream's matters here, DefaultPodTopologySpread (off in 1.19, on from 1.20):
 off, SelectorSpreadPriority is the SelectorSpread plugin; on, PodTopologySpread with the
 System default constraints. Plugins kubeling does not have (the volume plugins) are left
 out of the profile and named in `Translation.omitted` with the reason.
