@@ -122,7 +122,7 @@ def compose() -> Iterator[Compose]:
 
 
 def _wait_nodes_ready(cluster: Compose, timeout: float = 120) -> None:
-    kubectl = [_binary(), "--kubeconfig", str(cluster.kubeconfig)]
+    kubectl = _kubectl(cluster.kubeconfig)
     deadline = time.monotonic() + timeout
     while True:
         out = subprocess.run([*kubectl, "get", "nodes", "-o", "json"], capture_output=True, text=True)
@@ -136,9 +136,11 @@ def _wait_nodes_ready(cluster: Compose, timeout: float = 120) -> None:
         time.sleep(0.2)
 
 
-def _binary() -> str:
+def _kubectl(kubeconfig: Path) -> list[str]:
+    """kubectl on the cluster, its discovery cache beside the kubeconfig (not in the real
+    ~/.kube, as Kubectl keeps it: a clean-clone run found one left there)."""
     from tests.e2e.kubectl import kubectl_binary
-    return kubectl_binary()
+    return [kubectl_binary(), "--kubeconfig", str(kubeconfig), "--cache-dir", str(kubeconfig.parent / "cache")]
 
 
 @pytest.fixture
@@ -264,7 +266,7 @@ async def test_a_pod_start_is_one_trace_in_the_query_api(compose: Compose, kubec
 
 async def test_the_other_scheduler_takes_over(compose: Compose, kubectl: Kubectl) -> None:
     def holder() -> str:
-        out = subprocess.run([_binary(), "--kubeconfig", str(compose.kubeconfig), "get", "lease", "-n",
+        out = subprocess.run([*_kubectl(compose.kubeconfig), "get", "lease", "-n",
                               "kube-system", "kube-scheduler", "-o", "jsonpath={.spec.holderIdentity}"],
                              capture_output=True, text=True)
         return out.stdout.split("_")[0] if out.returncode == 0 else ""
