@@ -119,8 +119,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="kbcompose-"))
     engine = docker_engine(work)
     try:
+        # DOCKER_CONFIG: the build's client state (BuildKit's .buildNodeID) in the work dir, not ~/.docker
         subprocess.run([str(ROOT / "deploy" / "build-image.sh")], check=True, timeout=1800,
-                       env={**os.environ, "IMAGE": IMAGE, "DOCKER": engine.docker})
+                       env={**os.environ, "IMAGE": IMAGE, "DOCKER": engine.docker,
+                            "DOCKER_CONFIG": str(work / "docker-config")})
         size = int(engine.run("image", "inspect", "-f", "{{.Size}}", IMAGE).stdout)
         sides: dict[str, list[dict[str, float]]] = {"compose": [], "kubeling_up": []}
         for _ in range(args.runs):

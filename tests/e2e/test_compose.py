@@ -83,8 +83,10 @@ def compose() -> Iterator[Compose]:
     work = Path(tempfile.mkdtemp(prefix="kubeling-compose-"))
     engine = docker_engine(work)
     try:
+        # DOCKER_CONFIG: the build's client state (BuildKit's .buildNodeID) in the work dir, not ~/.docker
         subprocess.run([str(ROOT / "deploy" / "build-image.sh")], check=True, timeout=1800,
-                       env={**os.environ, "IMAGE": IMAGE, "DOCKER": engine.docker})
+                       env={**os.environ, "IMAGE": IMAGE, "DOCKER": engine.docker,
+                            "DOCKER_CONFIG": str(work / "docker-config")})
         before = _host_state()
         rest, api, traces = free_port(), free_port(), free_port()
         env = {**os.environ, "KUBELING_IMAGE": IMAGE, "KUBELING_API_PORT": str(api),
