@@ -41,6 +41,7 @@ from scheduler.framework.runtime import EXTENSION_POINTS, ExtensionPoints, Plugi
 from scheduler.legacy.policy import Policy
 from scheduler.legacy.providers import PROVIDERS, provider_profile
 from scheduler.legacy.registry import FeatureGates, legacy_extenders, translate
+from scheduler.legacy.source import read_policy_file
 
 __all__ = ["SchedulerConfig", "Profile", "ConfigError", "load_config", "parse_config", "config_data",
            "algorithm_source", "AlgorithmSource", "PolicySource", "LegacyOptions", "DEFAULT_PLUGINS",
@@ -202,7 +203,6 @@ def load_config(path: str | Path | None, registry: dict[str, PluginFactory], *,
                 legacy: LegacyOptions | None = None) -> SchedulerConfig:
     """The configuration of a file (and flags), its Policy read when it names a policy file.
     A policy ConfigMap is read through the apiserver: see scheduler.legacy.source."""
-    from scheduler.legacy.source import read_policy_file
     data = config_data(path, legacy)
     source = algorithm_source(data)
     policy = read_policy_file(source.policy.file) if source and source.policy and source.policy.file else None

@@ -8,7 +8,6 @@ they own is spread by its Services alone until then.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from kubeling.selectors import LabelSelector, Requirement, SelectorError, from_label_selector_proto
@@ -45,12 +44,12 @@ def controller_of(pod: Pod) -> OwnerReference | None:
     return None
 
 
-def default_selector(pod: Pod, handle: Handle | None, services: Sequence[Service] | None = None) -> LabelSelector:
+def default_selector(pod: Pod, handle: Handle | None) -> LabelSelector:
     """The selector of the pods `pod` is spread with: its Services' selectors merged (a later
     Service's value wins a key, as labels.Merge), and its ReplicaSet's selector added. Empty
     (it selects nothing to spread with) when nothing selects the pod."""
     merged: dict[str, str] = {}
-    for svc in pod_services(pod, handle) if services is None else services:
+    for svc in pod_services(pod, handle):
         merged.update(svc.spec.selector)
     selector = _set_selector(merged)
     owner = controller_of(pod)

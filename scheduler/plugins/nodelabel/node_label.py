@@ -24,7 +24,7 @@ from scheduler.framework.interface import (
 )
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeInfo
-from scheduler.plugins.serviceaffinity.service_affinity import label_list
+from scheduler.plugins.helper import label_list
 
 __all__ = ["NodeLabel", "ERR_PRESENCE_VIOLATED"]
 

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.config import ConfigError
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import (
     Action,
@@ -30,19 +29,13 @@ from scheduler.framework.interface import (
 )
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.framework.types import MAX_NODE_SCORE, NodeInfo, PodInfo
-from scheduler.plugins.helper import pod_services
+from scheduler.plugins.helper import label_list, pod_services
 
-__all__ = ["ServiceAffinity", "ERR_REASON", "label_list"]
+__all__ = ["ServiceAffinity", "ERR_REASON"]
 
 ERR_REASON = "node(s) didn't match service affinity"
 _KEY = "PreFilterServiceAffinity"
-
-
-def label_list(args: dict[str, Any], key: str, where: str) -> list[str]:
-    value = args.get(key) or []
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ConfigError(f"{where}.{key}: Invalid value: must be a list of label names")
-    return list(value)
+_SCORE_KEY = "ScoreServiceAffinity"
 
 
 @dataclass
@@ -124,10 +117,13 @@ class ServiceAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin, EnqueueExtensi
     def score(self, state: CycleState, pod: Any, node: NodeInfo) -> tuple[int, Status]:
         if node.node is None:
             return 0, Status.as_error("node not found")
-        services = pod_services(pod, self.handle)
-        if not services or not node.pods:
+        selector = state.get(_SCORE_KEY)
+        if selector is None:  # the first Service's selector (as upstream), looked up once a cycle
+            services = pod_services(pod, self.handle)
+            selector = dict(services[0].spec.selector) if services else {}
+            state.write(_SCORE_KEY, selector)
+        if not selector or not node.pods:
             return 0, SUCCESS
-        selector = services[0].spec.selector  # the first Service's, as upstream
         ns = pod.metadata.namespace
         return sum(1 for pi in node.pods if pi.pod.metadata.namespace == ns
                    and not pi.pod.metadata.HasField("deletionTimestamp")
