@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test check unit contract e2e up deps apt kubectl venv protos check-protos bench critest clean image compose-test test-fresh
+.PHONY: test check unit contract e2e up deps apt kubectl venv protos check-protos bench critest csi-sanity clean image compose-test test-fresh
 
 # `make check` first (seconds), then every test: those that touch only their own etcd
 # prefix, processes and ports side by side (pytest-xdist), then those that change or read
@@ -106,6 +106,13 @@ FOCUS ?= \[Conformance\]
 critest: deps
 	@test -n "$(CRITEST)" || { echo "usage: make critest CRITEST=/path/to/critest [FOCUS=RE] [SKIP=RE] [REPORT=FILE]"; exit 2; }
 	$(PY) -m tests.critest --critest '$(CRITEST)' --focus '$(FOCUS)' $(if $(SKIP),--skip '$(SKIP)') $(if $(REPORT),--report '$(REPORT)')
+
+# The CSI spec's own suite (csi-sanity) against the hostpath CSI driver (csi/hostpath), offline
+# (tests/csisanity/__main__.py): make csi-sanity CSI_SANITY=/tmp/csi/bin/csi-sanity [CSI_FOCUS=RE] [SKIP=RE] [REPORT=FILE]
+# Build csi-sanity as ../shared/CRITEST.md says; it is not part of `make test`.
+csi-sanity: deps
+	@test -n "$(CSI_SANITY)" || { echo "usage: make csi-sanity CSI_SANITY=/path/to/csi-sanity [CSI_FOCUS=RE] [SKIP=RE] [REPORT=FILE]"; exit 2; }
+	$(PY) -m tests.csisanity --csi-sanity '$(CSI_SANITY)' $(if $(CSI_FOCUS),--focus '$(CSI_FOCUS)') $(if $(SKIP),--skip '$(SKIP)') $(if $(REPORT),--report '$(REPORT)')
 
 # Regenerate protos/**/*_pb2*.py from the .proto files (commit the result).
 protos: deps

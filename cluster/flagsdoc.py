@@ -30,6 +30,7 @@ COMMANDS = (
     ("python -m clusterdns", "clusterdns.__main__"),
     ("python -m clusterdns.addon", "clusterdns.addon"),
     ("python -m cni", "cni.__main__"),
+    ("python -m csi.hostpath", "csi.hostpath.__main__"),
     ("python -m cluster.otlpreceiver", "cluster.otlpreceiver"),
 )
 

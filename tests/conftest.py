@@ -24,7 +24,8 @@ from kubeling.client import Client
 
 _prefixes = itertools.count()
 # What touches the machine's shared state, by path under tests/.
-_HOST_STATE = ("contract/cni/", "contract/cri/", "contract/test_proxy.py", "contract/test_pod_routes.py", "e2e/")
+_HOST_STATE = ("contract/cni/", "contract/cri/", "contract/csi/", "contract/test_proxy.py",
+               "contract/test_pod_routes.py", "e2e/")
 
 
 def pytest_configure(config: pytest.Config) -> None:

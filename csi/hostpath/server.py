@@ -1,0 +1,40 @@
+"""The driver's gRPC server: its three services on one unix socket, as a CSI driver serves them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+
+from csi.hostpath.controller import ControllerServicer
+from csi.hostpath.driver import Driver
+from csi.hostpath.identity import IdentityServicer
+from csi.hostpath.node import NodeServicer
+from protos.csi.v1 import csi_pb2_grpc
+
+__all__ = ["Server"]
+
+
+class Server:
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
+        self._server: grpc.aio.Server | None = None
+
+    async def start(self, endpoint: Path) -> None:
+        """Serve on the unix socket at endpoint (a stale socket file is replaced)."""
+        endpoint.parent.mkdir(parents=True, exist_ok=True)
+        endpoint.unlink(missing_ok=True)
+        server = grpc.aio.server()
+        csi_pb2_grpc.add_IdentityServicer_to_server(IdentityServicer(self.driver), server)
+        csi_pb2_grpc.add_ControllerServicer_to_server(ControllerServicer(self.driver), server)
+        csi_pb2_grpc.add_NodeServicer_to_server(NodeServicer(self.driver), server)
+        server.add_insecure_port(f"unix://{endpoint}")
+        await server.start()
+        self._server = server
+        self.driver.log.info("CSI driver %s serving on %s (%d volumes known)", self.driver.config.name, endpoint,
+                             len(self.driver.state.volumes))
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop(grace=1)
+            self._server = None
