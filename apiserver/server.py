@@ -23,6 +23,7 @@ from apiserver.admission.noderestriction import NodeRestriction
 from apiserver.admission.priority import PriorityAdmission
 from apiserver.admission.rbac_escalation import EscalationCheck
 from apiserver.admission.serviceaccount import ServiceAccountAdmission
+from apiserver.admission.storage import DefaultStorageClass, PersistentVolumeClaimResize, StorageObjectInUseProtection
 from apiserver.auth.authentication import Authenticator
 from apiserver.auth.authorization import Authorizer, authorizer_for
 from apiserver.auth.rbac_policy import StoredPolicy, reconcile_bootstrap
@@ -62,7 +63,7 @@ from apiserver.storage.ttl import LeasePool
 from kubeling import errors, scheme
 from kubeling.http import StatusServer
 from kubeling.scheme import ResourceType, Scheme
-from protos.kubeling.v1 import api_pb2, authentication_pb2, core_pb2, policy_pb2
+from protos.kubeling.v1 import api_pb2, authentication_pb2, core_pb2, meta_pb2, policy_pb2, storage_pb2
 
 __all__ = ["APIServer", "Config"]
 
@@ -220,6 +221,18 @@ class APIServer:
             priority = PriorityAdmission(self.registries[scheme.PRIORITYCLASSES])
             plugins.append(priority)
             mutating.append(priority)
+        classes = self.registries[scheme.STORAGECLASSES]
+
+        async def storage_classes() -> list[storage_pb2.StorageClass]:
+            # from the watch cache (resourceVersion 0), as upstream's lister
+            return (await classes.list(meta_pb2.ListRequest(resourceVersion="0")))[0]
+
+        if "DefaultStorageClass" in names:
+            mutating.append(DefaultStorageClass(storage_classes))
+        if "StorageObjectInUseProtection" in names:
+            mutating.append(StorageObjectInUseProtection())
+        if "PersistentVolumeClaimResize" in names:
+            plugins.append(PersistentVolumeClaimResize(lambda name: self._cached(scheme.STORAGECLASSES)("", name)))
         chain = self._admission = Admission(plugins, mutating)
         for reg in self.registries.values():
             reg.admission = chain.for_resource(reg.strategy.plural)

@@ -368,6 +368,13 @@ class Client:
     endpoints = _typed(scheme.ENDPOINTS)
     endpointslices = _typed(scheme.ENDPOINTSLICES)
     customresourcedefinitions = _typed(scheme.CUSTOMRESOURCEDEFINITIONS)
+    persistentvolumes = _typed(scheme.PERSISTENTVOLUMES)
+    persistentvolumeclaims = _typed(scheme.PERSISTENTVOLUMECLAIMS)
+    storageclasses = _typed(scheme.STORAGECLASSES)
+    csidrivers = _typed(scheme.CSIDRIVERS)
+    csinodes = _typed(scheme.CSINODES)
+    volumeattachments = _typed(scheme.VOLUMEATTACHMENTS)
+    csistoragecapacities = _typed(scheme.CSISTORAGECAPACITIES)
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path, **options: Any) -> Client:

@@ -41,13 +41,16 @@ from protos.kubeling.v1 import (
     policy_pb2,
     rbac_pb2,
     scheduling_pb2,
+    storage_pb2,
 )
 
 __all__ = ["ApiObject", "ObjectT", "Method", "Subresource", "ResourceType", "Scheme", "BUILTIN", "VERBS",
            "PACKAGE", "PODS", "NODES", "NAMESPACES", "EVENTS", "SERVICEACCOUNTS", "CONFIGMAPS", "SECRETS",
            "SERVICES", "ENDPOINTS", "ENDPOINTSLICES", "LEASES", "ROLES", "CLUSTERROLES", "ROLEBINDINGS",
            "CLUSTERROLEBINDINGS", "DEPLOYMENTS", "REPLICASETS", "JOBS", "PRIORITYCLASSES", "POD_DISRUPTION_BUDGETS",
-           "PODTEMPLATES", "CUSTOMRESOURCEDEFINITIONS", "CUSTOM_SERVICE", "deletes_collections"]
+           "PODTEMPLATES", "CUSTOMRESOURCEDEFINITIONS", "CUSTOM_SERVICE", "deletes_collections", "PERSISTENTVOLUMES",
+           "PERSISTENTVOLUMECLAIMS", "STORAGECLASSES", "CSIDRIVERS", "CSINODES", "VOLUMEATTACHMENTS",
+           "CSISTORAGECAPACITIES"]
 
 # The protobuf package of the API's messages and services.
 PACKAGE = "kubeling.v1"
@@ -406,9 +409,23 @@ CUSTOMRESOURCEDEFINITIONS = ResourceType(
 POD_DISRUPTION_BUDGETS = ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets",
                                       policy_pb2.PodDisruptionBudget, short_names=("pdb",), subresources=(_STATUS,),
                                       upstream_protobuf=True)
+PERSISTENTVOLUMES = ResourceType("", "v1", "PersistentVolume", "persistentvolumes", core_pb2.PersistentVolume,
+                                 namespaced=False, short_names=("pv",), subresources=(_STATUS,))
+PERSISTENTVOLUMECLAIMS = ResourceType("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims",
+                                      core_pb2.PersistentVolumeClaim, short_names=("pvc",), subresources=(_STATUS,))
+_STORAGE = "storage.k8s.io"
+STORAGECLASSES = ResourceType(_STORAGE, "v1", "StorageClass", "storageclasses", storage_pb2.StorageClass,
+                              namespaced=False, short_names=("sc",))
+CSIDRIVERS = ResourceType(_STORAGE, "v1", "CSIDriver", "csidrivers", storage_pb2.CSIDriver, namespaced=False)
+CSINODES = ResourceType(_STORAGE, "v1", "CSINode", "csinodes", storage_pb2.CSINode, namespaced=False)
+VOLUMEATTACHMENTS = ResourceType(_STORAGE, "v1", "VolumeAttachment", "volumeattachments",
+                                 storage_pb2.VolumeAttachment, namespaced=False, subresources=(_STATUS,))
+CSISTORAGECAPACITIES = ResourceType(_STORAGE, "v1", "CSIStorageCapacity", "csistoragecapacities",
+                                    storage_pb2.CSIStorageCapacity, service="CSIStorageCapacities")
 
 # In discovery's order.
 BUILTIN: tuple[ResourceType[Any], ...] = (
     PODS, NODES, NAMESPACES, EVENTS, SERVICEACCOUNTS, CONFIGMAPS, SECRETS, SERVICES, ENDPOINTS, PODTEMPLATES,
-    ENDPOINTSLICES, LEASES, ROLES, CLUSTERROLES, ROLEBINDINGS, CLUSTERROLEBINDINGS, DEPLOYMENTS, REPLICASETS, JOBS,
-    PRIORITYCLASSES, POD_DISRUPTION_BUDGETS, CUSTOMRESOURCEDEFINITIONS)
+    PERSISTENTVOLUMES, PERSISTENTVOLUMECLAIMS, ENDPOINTSLICES, LEASES, ROLES, CLUSTERROLES, ROLEBINDINGS,
+    CLUSTERROLEBINDINGS, DEPLOYMENTS, REPLICASETS, JOBS, PRIORITYCLASSES, POD_DISRUPTION_BUDGETS, STORAGECLASSES,
+    CSIDRIVERS, CSINODES, VOLUMEATTACHMENTS, CSISTORAGECAPACITIES, CUSTOMRESOURCEDEFINITIONS)

@@ -16,7 +16,7 @@ READ = ("get", "list", "watch")
 WRITE = ("create", "delete", "deletecollection", "patch", "update")
 CORE, COORDINATION, RBAC = "", "coordination.k8s.io", "rbac.authorization.k8s.io"
 APPS, BATCH, POLICY, SCHEDULING = "apps", "batch", "policy", "scheduling.k8s.io"
-DISCOVERY = "discovery.k8s.io"
+DISCOVERY, STORAGE = "discovery.k8s.io", "storage.k8s.io"
 _WORKLOADS = ("deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
               "replicasets/status")
 AUTHENTICATION, AUTHORIZATION, EVENTS = "authentication.k8s.io", "authorization.k8s.io", "events.k8s.io"
@@ -33,7 +33,8 @@ def _urls(verbs: tuple[str, ...], urls: tuple[str, ...]) -> PolicyRule:
 
 _VIEW = (
     _rule(READ, (CORE,), ("pods", "pods/log", "pods/status", "events", "namespaces", "namespaces/status",
-                          "serviceaccounts", "configmaps", "services", "services/status", "endpoints")),
+                          "serviceaccounts", "configmaps", "services", "services/status", "endpoints",
+                          "persistentvolumeclaims", "persistentvolumeclaims/status")),
     _rule(READ, (EVENTS,), ("events",)),
     _rule(READ, (APPS,), _WORKLOADS),
     _rule(READ, (BATCH,), ("jobs", "jobs/status")),
@@ -45,7 +46,7 @@ _EDIT_ONLY = (
                                   "pods/ephemeralcontainers")),
     _rule(("create",), (CORE,), ("pods/eviction",)),
     _rule(READ + WRITE, (CORE,), ("serviceaccounts", "configmaps", "secrets", "services", "services/proxy",
-                                  "endpoints")),
+                                  "endpoints", "persistentvolumeclaims")),
     _rule(("create",), (CORE,), ("serviceaccounts/token",)),
     _rule(READ + WRITE, (APPS,), ("deployments", "deployments/scale", "deployments/rollback", "replicasets",
                                   "replicasets/scale")),
@@ -110,6 +111,9 @@ def cluster_roles() -> list[Role]:
             _rule(READ, (CORE,), ("services",)),
             _rule(READ, (APPS,), ("replicasets",)),
             _rule(READ, (SCHEDULING,), ("priorityclasses",)),
+            # upstream's system:volume-scheduler, and what NodeVolumeLimits and VolumeBinding read
+            _rule(READ + ("patch", "update"), (CORE,), ("persistentvolumes", "persistentvolumeclaims")),
+            _rule(READ, (STORAGE,), ("storageclasses", "csinodes", "csidrivers", "csistoragecapacities")),
             _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
             _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews",)),
         )),
@@ -136,6 +140,12 @@ def cluster_roles() -> list[Role]:
             _rule(READ, (CORE,), ("services",)),
             _rule(READ + ("create", "delete", "patch", "update"), (CORE,), ("endpoints",)),
             _rule(READ + ("create", "delete", "patch", "update"), (DISCOVERY,), ("endpointslices",)),
+            # the persistent volume binder's and the protection controllers'
+            _rule(READ + ("create", "delete", "patch", "update"), (CORE,), ("persistentvolumes",)),
+            _rule(READ + ("patch", "update"), (CORE,), ("persistentvolumeclaims",)),
+            _rule(("patch", "update"), (CORE,), ("persistentvolumes/status", "persistentvolumeclaims/status")),
+            _rule(READ, (STORAGE,), ("storageclasses", "csidrivers", "csinodes")),
+            _rule(READ + ("create", "delete", "patch", "update"), (STORAGE,), ("volumeattachments",)),
             # the garbage collector's: whatever has owners
             _rule(READ + ("delete", "patch", "update"), ("*",), ("*",)),
             # the clusterrole-aggregation controller's (escalate: it writes rules it need not hold)
@@ -157,6 +167,17 @@ def cluster_roles() -> list[Role]:
             _rule(("list", "watch"), (CORE,), ("services", "endpoints")),
             _rule(("list", "watch"), (DISCOVERY,), ("endpointslices",)),
         )),
+        # The sidecars of kubeling's hostpath CSI driver (upstream's external-provisioner-runner
+        # role of csi-driver-host-path's deployment, made a bootstrap role here because
+        # `kubeling up` installs the driver).
+        Role("system:csi-hostpath", (
+            _rule(READ + ("create", "delete", "patch"), (CORE,), ("persistentvolumes",)),
+            _rule(READ + ("patch", "update"), (CORE,), ("persistentvolumeclaims",)),
+            _rule(READ, (STORAGE,), ("storageclasses", "csinodes")),
+            _rule(READ, (CORE,), ("nodes",)),
+            _rule(READ + ("create", "delete", "patch", "update"), (STORAGE,), ("csistoragecapacities",)),
+            _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),
+        )),
     ]
 
 
@@ -174,6 +195,13 @@ def node_rules() -> tuple[PolicyRule, ...]:
         _rule(("create",), (CORE,), ("serviceaccounts/token",)),
         _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
         _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews", "localsubjectaccessreviews")),
+        # volumes: claims a pod on the node names (the Node authorizer's graph checks which),
+        # the volumes they are bound to, the CSI objects the kubelet reads and its own CSINode
+        _rule(("get",), (CORE,), ("persistentvolumeclaims", "persistentvolumes")),
+        _rule(("patch", "update"), (CORE,), ("persistentvolumeclaims/status",)),
+        _rule(("get",), (STORAGE,), ("volumeattachments",)),
+        _rule(READ, (STORAGE,), ("csidrivers",)),
+        _rule(("create", "delete", "get", "patch", "update"), (STORAGE,), ("csinodes",)),
     )
 
 
@@ -192,6 +220,7 @@ def cluster_role_bindings() -> list[Binding]:
         bind("system:kube-controller-manager", Subject("User", "system:kube-controller-manager")),
         bind("system:node-proxier", Subject("User", "system:kube-proxy")),
         bind("system:kube-dns", Subject("User", "system:kube-dns")),
+        bind("system:csi-hostpath", Subject("User", "system:csi-hostpath")),
     ]
 
 

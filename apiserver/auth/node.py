@@ -1,9 +1,9 @@
 """The Node authorizer, as upstream's plugin/pkg/auth/authorizer/node: a kubelet (user
 `system:node:<name>` in group `system:nodes`) may do what upstream's NodeRules allow,
 its node Lease only by its own name; NodeRestriction admission then keeps its writes to
-its own Node and its own pods. Secrets and ConfigMaps it may read only when a pod bound
-to it references them (a volume, a projection, an env source), as upstream's node graph
-decides. For anyone else it has no opinion (the next authorizer, RBAC, decides).
+its own Node and its own pods. Secrets, ConfigMaps and PersistentVolumeClaims it may read
+only when a pod bound to it references them (a volume, a projection, an env source), as
+upstream's node graph decides. For anyone else it has no opinion (the next authorizer, RBAC, decides).
 """
 
 from __future__ import annotations
@@ -21,6 +21,10 @@ __all__ = ["NodeAuthorizer", "node_name", "NODES_GROUP", "references"]
 NODES_GROUP = "system:nodes"
 _NODE_PREFIX = "system:node:"
 LEASE_NAMESPACE = "kube-node-lease"
+# What a kubelet may read only when a pod bound to it references it (upstream's node graph).
+# PersistentVolumes are not among them here: any node may get one by name (upstream follows
+# claim -> volume in its graph; kubeling's authorizer sees pods only).
+_GRAPH = ("configmaps", "secrets", "persistentvolumeclaims")
 
 
 def node_name(user: UserInfo) -> str | None:
@@ -31,8 +35,10 @@ def node_name(user: UserInfo) -> str | None:
 
 
 def references(pod: core_pb2.Pod) -> Iterable[tuple[str, str]]:
-    """(resource, name) of every Secret and ConfigMap the pod needs to run."""
+    """(resource, name) of every Secret, ConfigMap and PersistentVolumeClaim the pod needs to run."""
     for volume in pod.spec.volumes:
+        if volume.HasField("persistentVolumeClaim"):
+            yield "persistentvolumeclaims", volume.persistentVolumeClaim.claimName
         if volume.HasField("configMap"):
             yield "configmaps", volume.configMap.name
         if volume.HasField("secret"):
@@ -68,7 +74,7 @@ class NodeAuthorizer:
         node = node_name(attrs.user)
         if node is None:
             return False, ""
-        if attrs.resource_request and attrs.api_group == "" and attrs.resource in ("configmaps", "secrets"):
+        if attrs.resource_request and attrs.api_group == "" and attrs.resource in _GRAPH:
             return self._referenced(node, attrs)
         if attrs.resource_request and attrs.api_group == "coordination.k8s.io" and attrs.resource == "leases":
             if attrs.namespace != LEASE_NAMESPACE or attrs.name != node or attrs.verb in ("list", "watch"):
@@ -78,8 +84,11 @@ class NodeAuthorizer:
         return False, ""
 
     def _referenced(self, node: str, attrs: Attributes) -> tuple[bool, str]:
-        """upstream's graph authorizer: a get of an object some pod on the node references."""
-        if attrs.verb == "get" and attrs.name and not attrs.subresource:
+        """upstream's graph authorizer: a get of an object some pod on the node references (and
+        a claim's status write: the kubelet records a volume's expansion on the node)."""
+        claim_status = (attrs.resource, attrs.subresource) == ("persistentvolumeclaims", "status")
+        verbs = ("patch", "update") if claim_status else ("get",) if not attrs.subresource else ()
+        if attrs.verb in verbs and attrs.name:
             wanted = (attrs.resource, attrs.name)
             for pod in self.pods_on_node(node):
                 if pod.metadata.namespace == attrs.namespace and wanted in set(references(pod)):

@@ -13,7 +13,8 @@ from kubeling.options import boolean, flag
 
 __all__ = ["Config", "ADMISSION_PLUGINS"]
 
-ADMISSION_PLUGINS = ("NodeRestriction", "ServiceAccount", "DefaultTolerationSeconds", "Priority")
+ADMISSION_PLUGINS = ("NodeRestriction", "ServiceAccount", "DefaultTolerationSeconds", "Priority", "DefaultStorageClass",
+                     "StorageObjectInUseProtection", "PersistentVolumeClaimResize")
 
 
 def _endpoints(text: str) -> str:

@@ -6,14 +6,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from apiserver.registry import apiextensions, apps, batch, coordination, core, discovery, policy, rbac, scheduling
+from apiserver.registry import (
+    apiextensions,
+    apps,
+    batch,
+    coordination,
+    core,
+    discovery,
+    policy,
+    rbac,
+    scheduling,
+    storage,
+)
 from apiserver.registry.generic.strategy import DeletePlan, Strategy
 from kubeling.scheme import ResourceType
 
 __all__ = ["Strategy", "DeletePlan", "STRATEGIES", "strategy_for"]
 
 STRATEGIES: dict[ResourceType[Any], type[Strategy[Any]]] = {
-    s.resource: s for group in (core, apps, batch, coordination, discovery, policy, rbac, scheduling, apiextensions)
+    s.resource: s for group in (core, apps, batch, coordination, discovery, policy, rbac, scheduling, storage,
+                                apiextensions)
     for s in group.STRATEGIES}
 
 

@@ -34,7 +34,7 @@ class Checker:
         return True
 
     def invalid(self, path: str, value: object, detail: str) -> None:
-        shown = json.dumps(value) if isinstance(value, str) else value  # Go's %q style
+        shown = json.dumps(value) if isinstance(value, str | bool) else value  # Go: %q, and true/false
         self.add(path, f"Invalid value: {shown}: {detail}")
 
     def unsupported(self, path: str, value: object, allowed: tuple[str, ...]) -> None:

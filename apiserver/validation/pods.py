@@ -13,8 +13,8 @@ from apiserver.validation.checker import Checker
 from kubeling import names
 from protos.kubeling.v1 import core_pb2, meta_pb2
 
-__all__ = ["SYSTEM_PRIORITY_CLASSES", "validate_pod", "validate_pod_status", "validate_pod_update",
-           "validate_label_selector", "validate_ephemeral_update", "as_container"]
+__all__ = ["SYSTEM_PRIORITY_CLASSES", "validate_node_selector_term", "validate_pod", "validate_pod_status",
+           "validate_pod_update", "validate_label_selector", "validate_ephemeral_update", "as_container"]
 
 # The built-in PriorityClasses (the apiserver creates them at start, as upstream).
 SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
@@ -190,6 +190,15 @@ def _validate_container(c: core_pb2.Container, path: str, seen: set[str], check:
     for i, m in enumerate(c.volumeMounts):
         check.required(f"{path}.volumeMounts[{i}].name", m.name)
         check.required(f"{path}.volumeMounts[{i}].mountPath", m.mountPath)
+        if m.subPath and m.subPathExpr:
+            check.invalid(f"{path}.volumeMounts[{i}].subPathExpr", m.subPathExpr,
+                          "subPathExpr and subPath are mutually exclusive")
+        for name in ("subPath", "subPathExpr"):
+            if getattr(m, name):
+                _relative_path(f"{path}.volumeMounts[{i}].{name}", getattr(m, name), check)
+        if m.HasField("mountPropagation"):
+            check.unsupported(f"{path}.volumeMounts[{i}].mountPropagation", m.mountPropagation,
+                              ("Bidirectional", "HostToContainer", "None"))
     for kind in ("livenessProbe", "readinessProbe", "startupProbe"):
         probe = getattr(c, kind)
         if probe.ByteSize() == 0:
@@ -256,6 +265,14 @@ def _validate_volumes(spec: core_pb2.PodSpec, check: Checker) -> None:
                             + ", ".join(_VOLUME_TYPES) + ")")
         if v.HasField("hostPath"):
             check.required(f"{path}.hostPath.path", v.hostPath.path)
+            if v.hostPath.HasField("type"):
+                check.unsupported(f"{path}.hostPath.type", v.hostPath.type, _HOST_PATH_TYPES)
+        if v.HasField("emptyDir"):
+            check.unsupported(f"{path}.emptyDir.medium", v.emptyDir.medium, ("", "Memory", "HugePages"))
+            if v.emptyDir.HasField("sizeLimit"):
+                check.quantity(f"{path}.emptyDir.sizeLimit", v.emptyDir.sizeLimit)
+        if v.HasField("persistentVolumeClaim"):
+            check.required(f"{path}.persistentVolumeClaim.claimName", v.persistentVolumeClaim.claimName)
         if v.HasField("projected"):
             _validate_projected(v.projected, f"{path}.projected", check)
         for kind, name_field in (("configMap", "name"), ("secret", "secretName")):
@@ -273,7 +290,9 @@ def _validate_volumes(spec: core_pb2.PodSpec, check: Checker) -> None:
                 check.add("spec.containers.volumeMounts.name", f"Not found: {m.name!r}")
 
 
-_VOLUME_TYPES = ("hostPath", "emptyDir", "projected", "configMap", "secret", "downwardAPI")
+_VOLUME_TYPES = ("hostPath", "emptyDir", "projected", "configMap", "secret", "downwardAPI", "persistentVolumeClaim")
+_HOST_PATH_TYPES = ("", "BlockDevice", "CharDevice", "Directory", "DirectoryOrCreate", "File", "FileOrCreate",
+                    "Socket")
 _DOWNWARD_FIELDS = ("metadata.name", "metadata.namespace", "metadata.uid", "metadata.labels", "metadata.annotations")
 
 
@@ -350,7 +369,7 @@ def _validate_toleration(t: core_pb2.Toleration, path: str, check: Checker) -> N
         check.invalid(f"{path}.effect", t.effect, "effect must be 'NoExecute' when `tolerationSeconds` is set")
 
 
-def _validate_node_selector_term(term: core_pb2.NodeSelectorTerm, path: str, check: Checker) -> None:
+def validate_node_selector_term(term: core_pb2.NodeSelectorTerm, path: str, check: Checker) -> None:
     for kind, reqs in (("matchExpressions", term.matchExpressions), ("matchFields", term.matchFields)):
         for i, r in enumerate(reqs):
             rp = f"{path}.{kind}[{i}]"
@@ -403,12 +422,12 @@ def _validate_affinity(aff: core_pb2.Affinity, check: Checker) -> None:
         if not terms:
             check.add(rp, "Required value: must have at least one node selector term")
         for i, term in enumerate(terms):
-            _validate_node_selector_term(term, f"{rp}[{i}]", check)
+            validate_node_selector_term(term, f"{rp}[{i}]", check)
     for i, pref in enumerate(na.preferredDuringSchedulingIgnoredDuringExecution):
         pp = f"{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
         if not 1 <= pref.weight <= 100:
             check.invalid(f"{pp}.weight", pref.weight, "must be in the range 1-100")
-        _validate_node_selector_term(pref.preference, f"{pp}.preference", check)
+        validate_node_selector_term(pref.preference, f"{pp}.preference", check)
     for kind, pa in (("podAffinity", aff.podAffinity), ("podAntiAffinity", aff.podAntiAffinity)):
         base = f"spec.affinity.{kind}"
         for i, pod_term in enumerate(pa.requiredDuringSchedulingIgnoredDuringExecution):

@@ -21,6 +21,7 @@ from lightkube.resources import (
     policy_v1,
     rbac_authorization_v1,
     scheduling_v1,
+    storage_v1,
 )
 
 from apiserver.server import APIServer
@@ -37,6 +38,7 @@ from protos.kubeling.v1 import (
     policy_pb2,
     rbac_pb2,
     scheduling_pb2,
+    storage_pb2,
 )
 from tests.objects import node, pod
 
@@ -66,6 +68,13 @@ _OBJECTS: list[tuple[scheme.ResourceType[Any], Any, Any]] = [
         addresses=[core_pb2.EndpointAddress(ip="10.88.0.5")], ports=[core_pb2.EndpointPort(port=80)])]),
      core_v1.Endpoints),
     (scheme.PODTEMPLATES, core_pb2.PodTemplate(metadata=_meta("pt"), template=_TEMPLATE), core_v1.PodTemplate),
+    (scheme.PERSISTENTVOLUMES, core_pb2.PersistentVolume(metadata=meta_pb2.ObjectMeta(name="pv"), spec=(
+        core_pb2.PersistentVolumeSpec(capacity={"storage": "1Gi"}, accessModes=["ReadWriteOnce"],
+                                      hostPath=core_pb2.HostPathVolumeSource(path="/tmp/pv")))),
+     core_v1.PersistentVolume),
+    (scheme.PERSISTENTVOLUMECLAIMS, core_pb2.PersistentVolumeClaim(metadata=_meta("pvc"), spec=(
+        core_pb2.PersistentVolumeClaimSpec(accessModes=["ReadWriteOnce"], resources=(
+            core_pb2.VolumeResourceRequirements(requests={"storage": "1Gi"}))))), core_v1.PersistentVolumeClaim),
     (scheme.ENDPOINTSLICES, discovery_pb2.EndpointSlice(metadata=_meta("es"), addressType="IPv4", endpoints=[
         discovery_pb2.Endpoint(addresses=["10.88.0.5"])]), discovery_v1.EndpointSlice),
     (scheme.LEASES, coordination_pb2.Lease(metadata=_meta("l"), spec=coordination_pb2.LeaseSpec(holderIdentity="me")),
@@ -90,6 +99,18 @@ _OBJECTS: list[tuple[scheme.ResourceType[Any], Any, Any]] = [
      scheduling_v1.PriorityClass),
     (scheme.POD_DISRUPTION_BUDGETS, policy_pb2.PodDisruptionBudget(metadata=_meta("pdb"), spec=(
         policy_pb2.PodDisruptionBudgetSpec(selector=_SELECTOR))), policy_v1.PodDisruptionBudget),
+    (scheme.STORAGECLASSES, storage_pb2.StorageClass(metadata=meta_pb2.ObjectMeta(name="sc"),
+                                                     provisioner="hostpath.csi.kubeling.io"), storage_v1.StorageClass),
+    (scheme.CSIDRIVERS, storage_pb2.CSIDriver(metadata=meta_pb2.ObjectMeta(name="hostpath.csi.kubeling.io")),
+     storage_v1.CSIDriver),
+    (scheme.CSINODES, storage_pb2.CSINode(metadata=meta_pb2.ObjectMeta(name="n"), spec=storage_pb2.CSINodeSpec(
+        drivers=[storage_pb2.CSINodeDriver(name="hostpath.csi.kubeling.io", nodeID="n")])), storage_v1.CSINode),
+    (scheme.VOLUMEATTACHMENTS, storage_pb2.VolumeAttachment(
+        metadata=meta_pb2.ObjectMeta(name="va"), spec=storage_pb2.VolumeAttachmentSpec(
+            attacher="hostpath.csi.kubeling.io", nodeName="n",
+            source=storage_pb2.VolumeAttachmentSource(persistentVolumeName="pv"))), storage_v1.VolumeAttachment),
+    (scheme.CSISTORAGECAPACITIES, storage_pb2.CSIStorageCapacity(metadata=_meta("cap"), storageClassName="sc",
+                                                                 capacity="1Gi"), storage_v1.CSIStorageCapacity),
     (scheme.CUSTOMRESOURCEDEFINITIONS, dynamic.new({"metadata": {"name": "things.x.example.com"}, "spec": {
         "group": "x.example.com", "scope": "Namespaced", "names": {"plural": "things", "kind": "Thing"},
         "versions": [{"name": "v1", "served": True, "storage": True,

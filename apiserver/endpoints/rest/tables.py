@@ -336,6 +336,90 @@ _SERVICE_PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, fl
                         ("Endpoints", "string", 0), ("Age", "string", 0)], _endpointslice_row),
 }
 
+# ---------------------------------------------------------------- storage (upstream's printers.go)
+
+_ACCESS_MODES = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX", "ReadWriteOncePod": "RWOP"}
+_DEFAULT_CLASS = ("storageclass.kubernetes.io/is-default-class", "storageclass.beta.kubernetes.io/is-default-class")
+
+
+def _access_modes(modes: list[str] | None) -> str:
+    """upstream's GetAccessModesAsString: each mode once, in its fixed order."""
+    given = set(modes or [])
+    return ",".join(short for mode, short in _ACCESS_MODES.items() if mode in given)
+
+
+def _pv_row(pv: Obj, now: float) -> list[Any]:
+    spec, status = pv.get("spec", {}), pv.get("status") or {}
+    ref = spec.get("claimRef")
+    claim = f"{ref.get('namespace', '')}/{ref.get('name', '')}" if ref else ""
+    return [pv["metadata"]["name"], (spec.get("capacity") or {}).get("storage", ""),
+            _access_modes(spec.get("accessModes")), spec.get("persistentVolumeReclaimPolicy", ""),
+            status.get("phase", ""), claim, spec.get("storageClassName", ""),
+            spec.get("volumeAttributesClassName") or "<unset>", status.get("reason", ""), _age(pv, now),
+            spec.get("volumeMode", "<unset>")]
+
+
+def _pvc_row(pvc: Obj, now: float) -> list[Any]:
+    spec, status = pvc.get("spec", {}), pvc.get("status") or {}
+    phase = "Terminating" if pvc["metadata"].get("deletionTimestamp") else status.get("phase", "")
+    bound = phase == "Bound"
+    return [pvc["metadata"]["name"], phase, spec.get("volumeName", ""),
+            (status.get("capacity") or {}).get("storage", "") if bound else "",
+            _access_modes(status.get("accessModes")) if bound else "", spec.get("storageClassName", ""),
+            spec.get("volumeAttributesClassName") or "<unset>", _age(pvc, now), spec.get("volumeMode", "<unset>")]
+
+
+def _storageclass_row(sc: Obj, now: float) -> list[Any]:
+    annotations = sc["metadata"].get("annotations") or {}
+    name = sc["metadata"]["name"] + (" (default)" if any(annotations.get(a) == "true" for a in _DEFAULT_CLASS)
+                                     else "")
+    return [name, sc.get("provisioner", ""), sc.get("reclaimPolicy", "Delete"),
+            sc.get("volumeBindingMode", "Immediate"), bool(sc.get("allowVolumeExpansion", False)), _age(sc, now)]
+
+
+def _csidriver_row(driver: Obj, now: float) -> list[Any]:
+    spec = driver.get("spec", {})
+    tokens = ",".join(t.get("audience", "") for t in spec.get("tokenRequests") or []) or _NONE
+    return [driver["metadata"]["name"], bool(spec.get("attachRequired", True)),
+            bool(spec.get("podInfoOnMount", False)), bool(spec.get("storageCapacity", False)), tokens,
+            bool(spec.get("requiresRepublish", False)), ",".join(spec.get("volumeLifecycleModes") or []) or _NONE,
+            _age(driver, now)]
+
+
+def _volumeattachment_row(va: Obj, now: float) -> list[Any]:
+    spec = va.get("spec", {})
+    pv = (spec.get("source") or {}).get("persistentVolumeName", "")
+    attached = bool((va.get("status") or {}).get("attached", False))
+    return [va["metadata"]["name"], spec.get("attacher", ""), pv, spec.get("nodeName", ""), attached, _age(va, now)]
+
+
+_STORAGE_PRINTERS: dict[str, Printer] = {
+    "persistentvolumes": ([("Name", "string", 0), ("Capacity", "string", 0), ("Access Modes", "string", 0),
+                           ("Reclaim Policy", "string", 0), ("Status", "string", 0), ("Claim", "string", 0),
+                           ("StorageClass", "string", 0), ("VolumeAttributesClass", "string", 0),
+                           ("Reason", "string", 0), ("Age", "string", 0), ("VolumeMode", "string", 1)], _pv_row),
+    "persistentvolumeclaims": ([("Name", "string", 0), ("Status", "string", 0), ("Volume", "string", 0),
+                                ("Capacity", "string", 0), ("Access Modes", "string", 0),
+                                ("StorageClass", "string", 0), ("VolumeAttributesClass", "string", 0),
+                                ("Age", "string", 0), ("VolumeMode", "string", 1)], _pvc_row),
+    "storageclasses": ([("Name", "string", 0), ("Provisioner", "string", 0), ("ReclaimPolicy", "string", 0),
+                        ("VolumeBindingMode", "string", 0), ("AllowVolumeExpansion", "string", 0),
+                        ("Age", "string", 0)], _storageclass_row),
+    "csidrivers": ([("Name", "string", 0), ("AttachRequired", "boolean", 0), ("PodInfoOnMount", "boolean", 0),
+                    ("StorageCapacity", "boolean", 0), ("TokenRequests", "string", 0),
+                    ("RequiresRepublish", "boolean", 0), ("Modes", "string", 0), ("Age", "string", 0)],
+                   _csidriver_row),
+    "csinodes": ([("Name", "string", 0), ("Drivers", "integer", 0), ("Age", "string", 0)],
+                 lambda n, now: [n["metadata"]["name"], len((n.get("spec") or {}).get("drivers") or []),
+                                 _age(n, now)]),
+    "volumeattachments": ([("Name", "string", 0), ("Attacher", "string", 0), ("PV", "string", 0),
+                           ("Node", "string", 0), ("Attached", "boolean", 0), ("Age", "string", 0)],
+                          _volumeattachment_row),
+    "csistoragecapacities": ([("Name", "string", 0), ("StorageClassName", "string", 0), ("Capacity", "string", 0)],
+                             lambda c, now: [c["metadata"]["name"], c.get("storageClassName", ""),
+                                             c.get("capacity", "")]),
+}
+
 _WIDE = [("Containers", "string", 1), ("Images", "string", 1), ("Selector", "string", 1)]
 _WORKLOAD_PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], list[Any]]]] = {
     "deployments": ([("Name", "string", 0), ("Ready", "string", 0), ("Up-to-date", "integer", 0),
@@ -370,6 +454,7 @@ _PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], li
     "clusterrolebindings": (_BINDING_COLUMNS, _binding_row),
     **_WORKLOAD_PRINTERS,
     **_SERVICE_PRINTERS,
+    **_STORAGE_PRINTERS,
 }
 
 

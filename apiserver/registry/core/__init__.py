@@ -7,6 +7,7 @@ from apiserver.registry.core.configmaps import ConfigMapStrategy, SecretStrategy
 from apiserver.registry.core.events import EventStrategy
 from apiserver.registry.core.namespaces import NamespaceStrategy
 from apiserver.registry.core.nodes import NodeStrategy
+from apiserver.registry.core.persistentvolumes import PersistentVolumeClaimStrategy, PersistentVolumeStrategy
 from apiserver.registry.core.pods import PodStrategy
 from apiserver.registry.core.podtemplates import PodTemplateStrategy
 from apiserver.registry.core.serviceaccounts import ServiceAccountStrategy
@@ -16,4 +17,5 @@ __all__ = ["STRATEGIES"]
 
 # This group's resources, for the registry's table.
 STRATEGIES = (PodStrategy, NodeStrategy, NamespaceStrategy, EventStrategy, ServiceAccountStrategy, ConfigMapStrategy,
-              SecretStrategy, ServiceStrategy, EndpointsStrategy, PodTemplateStrategy)
+              SecretStrategy, ServiceStrategy, EndpointsStrategy, PodTemplateStrategy, PersistentVolumeStrategy,
+              PersistentVolumeClaimStrategy)

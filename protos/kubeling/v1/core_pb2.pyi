@@ -199,16 +199,20 @@ class Probe(_message.Message):
     def __init__(self, exec: _Optional[_Union[ExecAction, _Mapping]] = ..., httpGet: _Optional[_Union[HTTPGetAction, _Mapping]] = ..., tcpSocket: _Optional[_Union[TCPSocketAction, _Mapping]] = ..., grpc: _Optional[_Union[GRPCAction, _Mapping]] = ..., initialDelaySeconds: _Optional[int] = ..., timeoutSeconds: _Optional[int] = ..., periodSeconds: _Optional[int] = ..., successThreshold: _Optional[int] = ..., failureThreshold: _Optional[int] = ..., terminationGracePeriodSeconds: _Optional[int] = ...) -> None: ...
 
 class VolumeMount(_message.Message):
-    __slots__ = ("name", "readOnly", "mountPath", "subPath")
+    __slots__ = ("name", "readOnly", "mountPath", "subPath", "mountPropagation", "subPathExpr")
     NAME_FIELD_NUMBER: _ClassVar[int]
     READONLY_FIELD_NUMBER: _ClassVar[int]
     MOUNTPATH_FIELD_NUMBER: _ClassVar[int]
     SUBPATH_FIELD_NUMBER: _ClassVar[int]
+    MOUNTPROPAGATION_FIELD_NUMBER: _ClassVar[int]
+    SUBPATHEXPR_FIELD_NUMBER: _ClassVar[int]
     name: str
     readOnly: bool
     mountPath: str
     subPath: str
-    def __init__(self, name: _Optional[str] = ..., readOnly: _Optional[bool] = ..., mountPath: _Optional[str] = ..., subPath: _Optional[str] = ...) -> None: ...
+    mountPropagation: str
+    subPathExpr: str
+    def __init__(self, name: _Optional[str] = ..., readOnly: _Optional[bool] = ..., mountPath: _Optional[str] = ..., subPath: _Optional[str] = ..., mountPropagation: _Optional[str] = ..., subPathExpr: _Optional[str] = ...) -> None: ...
 
 class Container(_message.Message):
     __slots__ = ("name", "image", "command", "args", "workingDir", "ports", "env", "resources", "volumeMounts", "livenessProbe", "readinessProbe", "startupProbe", "imagePullPolicy", "terminationMessagePath", "stdin", "stdinOnce", "tty", "envFrom")
@@ -416,8 +420,16 @@ class DownwardAPIVolumeSource(_message.Message):
     defaultMode: int
     def __init__(self, items: _Optional[_Iterable[_Union[DownwardAPIVolumeFile, _Mapping]]] = ..., defaultMode: _Optional[int] = ...) -> None: ...
 
+class PersistentVolumeClaimVolumeSource(_message.Message):
+    __slots__ = ("claimName", "readOnly")
+    CLAIMNAME_FIELD_NUMBER: _ClassVar[int]
+    READONLY_FIELD_NUMBER: _ClassVar[int]
+    claimName: str
+    readOnly: bool
+    def __init__(self, claimName: _Optional[str] = ..., readOnly: _Optional[bool] = ...) -> None: ...
+
 class Volume(_message.Message):
-    __slots__ = ("name", "hostPath", "emptyDir", "projected", "secret", "configMap", "downwardAPI")
+    __slots__ = ("name", "hostPath", "emptyDir", "projected", "secret", "configMap", "downwardAPI", "persistentVolumeClaim")
     NAME_FIELD_NUMBER: _ClassVar[int]
     HOSTPATH_FIELD_NUMBER: _ClassVar[int]
     EMPTYDIR_FIELD_NUMBER: _ClassVar[int]
@@ -425,6 +437,7 @@ class Volume(_message.Message):
     SECRET_FIELD_NUMBER: _ClassVar[int]
     CONFIGMAP_FIELD_NUMBER: _ClassVar[int]
     DOWNWARDAPI_FIELD_NUMBER: _ClassVar[int]
+    PERSISTENTVOLUMECLAIM_FIELD_NUMBER: _ClassVar[int]
     name: str
     hostPath: HostPathVolumeSource
     emptyDir: EmptyDirVolumeSource
@@ -432,7 +445,8 @@ class Volume(_message.Message):
     secret: SecretVolumeSource
     configMap: ConfigMapVolumeSource
     downwardAPI: DownwardAPIVolumeSource
-    def __init__(self, name: _Optional[str] = ..., hostPath: _Optional[_Union[HostPathVolumeSource, _Mapping]] = ..., emptyDir: _Optional[_Union[EmptyDirVolumeSource, _Mapping]] = ..., projected: _Optional[_Union[ProjectedVolumeSource, _Mapping]] = ..., secret: _Optional[_Union[SecretVolumeSource, _Mapping]] = ..., configMap: _Optional[_Union[ConfigMapVolumeSource, _Mapping]] = ..., downwardAPI: _Optional[_Union[DownwardAPIVolumeSource, _Mapping]] = ...) -> None: ...
+    persistentVolumeClaim: PersistentVolumeClaimVolumeSource
+    def __init__(self, name: _Optional[str] = ..., hostPath: _Optional[_Union[HostPathVolumeSource, _Mapping]] = ..., emptyDir: _Optional[_Union[EmptyDirVolumeSource, _Mapping]] = ..., projected: _Optional[_Union[ProjectedVolumeSource, _Mapping]] = ..., secret: _Optional[_Union[SecretVolumeSource, _Mapping]] = ..., configMap: _Optional[_Union[ConfigMapVolumeSource, _Mapping]] = ..., downwardAPI: _Optional[_Union[DownwardAPIVolumeSource, _Mapping]] = ..., persistentVolumeClaim: _Optional[_Union[PersistentVolumeClaimVolumeSource, _Mapping]] = ...) -> None: ...
 
 class NodeSelectorRequirement(_message.Message):
     __slots__ = ("key", "operator", "values")
@@ -1248,3 +1262,242 @@ class RangeAllocation(_message.Message):
     range: str
     data: bytes
     def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., range: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class LocalVolumeSource(_message.Message):
+    __slots__ = ("path", "fsType")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    FSTYPE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    fsType: str
+    def __init__(self, path: _Optional[str] = ..., fsType: _Optional[str] = ...) -> None: ...
+
+class SecretReference(_message.Message):
+    __slots__ = ("name", "namespace")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    namespace: str
+    def __init__(self, name: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
+
+class CSIPersistentVolumeSource(_message.Message):
+    __slots__ = ("driver", "volumeHandle", "readOnly", "fsType", "volumeAttributes", "controllerPublishSecretRef", "nodeStageSecretRef", "nodePublishSecretRef", "controllerExpandSecretRef", "nodeExpandSecretRef")
+    class VolumeAttributesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    DRIVER_FIELD_NUMBER: _ClassVar[int]
+    VOLUMEHANDLE_FIELD_NUMBER: _ClassVar[int]
+    READONLY_FIELD_NUMBER: _ClassVar[int]
+    FSTYPE_FIELD_NUMBER: _ClassVar[int]
+    VOLUMEATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLERPUBLISHSECRETREF_FIELD_NUMBER: _ClassVar[int]
+    NODESTAGESECRETREF_FIELD_NUMBER: _ClassVar[int]
+    NODEPUBLISHSECRETREF_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLEREXPANDSECRETREF_FIELD_NUMBER: _ClassVar[int]
+    NODEEXPANDSECRETREF_FIELD_NUMBER: _ClassVar[int]
+    driver: str
+    volumeHandle: str
+    readOnly: bool
+    fsType: str
+    volumeAttributes: _containers.ScalarMap[str, str]
+    controllerPublishSecretRef: SecretReference
+    nodeStageSecretRef: SecretReference
+    nodePublishSecretRef: SecretReference
+    controllerExpandSecretRef: SecretReference
+    nodeExpandSecretRef: SecretReference
+    def __init__(self, driver: _Optional[str] = ..., volumeHandle: _Optional[str] = ..., readOnly: _Optional[bool] = ..., fsType: _Optional[str] = ..., volumeAttributes: _Optional[_Mapping[str, str]] = ..., controllerPublishSecretRef: _Optional[_Union[SecretReference, _Mapping]] = ..., nodeStageSecretRef: _Optional[_Union[SecretReference, _Mapping]] = ..., nodePublishSecretRef: _Optional[_Union[SecretReference, _Mapping]] = ..., controllerExpandSecretRef: _Optional[_Union[SecretReference, _Mapping]] = ..., nodeExpandSecretRef: _Optional[_Union[SecretReference, _Mapping]] = ...) -> None: ...
+
+class VolumeNodeAffinity(_message.Message):
+    __slots__ = ("required",)
+    REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    required: NodeSelector
+    def __init__(self, required: _Optional[_Union[NodeSelector, _Mapping]] = ...) -> None: ...
+
+class PersistentVolumeSpec(_message.Message):
+    __slots__ = ("capacity", "hostPath", "local", "csi", "accessModes", "claimRef", "persistentVolumeReclaimPolicy", "storageClassName", "mountOptions", "volumeMode", "nodeAffinity", "volumeAttributesClassName")
+    class CapacityEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    HOSTPATH_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_FIELD_NUMBER: _ClassVar[int]
+    CSI_FIELD_NUMBER: _ClassVar[int]
+    ACCESSMODES_FIELD_NUMBER: _ClassVar[int]
+    CLAIMREF_FIELD_NUMBER: _ClassVar[int]
+    PERSISTENTVOLUMERECLAIMPOLICY_FIELD_NUMBER: _ClassVar[int]
+    STORAGECLASSNAME_FIELD_NUMBER: _ClassVar[int]
+    MOUNTOPTIONS_FIELD_NUMBER: _ClassVar[int]
+    VOLUMEMODE_FIELD_NUMBER: _ClassVar[int]
+    NODEAFFINITY_FIELD_NUMBER: _ClassVar[int]
+    VOLUMEATTRIBUTESCLASSNAME_FIELD_NUMBER: _ClassVar[int]
+    capacity: _containers.ScalarMap[str, str]
+    hostPath: HostPathVolumeSource
+    local: LocalVolumeSource
+    csi: CSIPersistentVolumeSource
+    accessModes: _containers.RepeatedScalarFieldContainer[str]
+    claimRef: _meta_pb2.ObjectReference
+    persistentVolumeReclaimPolicy: str
+    storageClassName: str
+    mountOptions: _containers.RepeatedScalarFieldContainer[str]
+    volumeMode: str
+    nodeAffinity: VolumeNodeAffinity
+    volumeAttributesClassName: str
+    def __init__(self, capacity: _Optional[_Mapping[str, str]] = ..., hostPath: _Optional[_Union[HostPathVolumeSource, _Mapping]] = ..., local: _Optional[_Union[LocalVolumeSource, _Mapping]] = ..., csi: _Optional[_Union[CSIPersistentVolumeSource, _Mapping]] = ..., accessModes: _Optional[_Iterable[str]] = ..., claimRef: _Optional[_Union[_meta_pb2.ObjectReference, _Mapping]] = ..., persistentVolumeReclaimPolicy: _Optional[str] = ..., storageClassName: _Optional[str] = ..., mountOptions: _Optional[_Iterable[str]] = ..., volumeMode: _Optional[str] = ..., nodeAffinity: _Optional[_Union[VolumeNodeAffinity, _Mapping]] = ..., volumeAttributesClassName: _Optional[str] = ...) -> None: ...
+
+class PersistentVolumeStatus(_message.Message):
+    __slots__ = ("phase", "message", "reason", "lastPhaseTransitionTime")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    LASTPHASETRANSITIONTIME_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    message: str
+    reason: str
+    lastPhaseTransitionTime: _timestamp_pb2.Timestamp
+    def __init__(self, phase: _Optional[str] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ..., lastPhaseTransitionTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class PersistentVolume(_message.Message):
+    __slots__ = ("metadata", "spec", "status")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ObjectMeta
+    spec: PersistentVolumeSpec
+    status: PersistentVolumeStatus
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[PersistentVolumeSpec, _Mapping]] = ..., status: _Optional[_Union[PersistentVolumeStatus, _Mapping]] = ...) -> None: ...
+
+class VolumeResourceRequirements(_message.Message):
+    __slots__ = ("limits", "requests")
+    class LimitsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class RequestsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    limits: _containers.ScalarMap[str, str]
+    requests: _containers.ScalarMap[str, str]
+    def __init__(self, limits: _Optional[_Mapping[str, str]] = ..., requests: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class TypedLocalObjectReference(_message.Message):
+    __slots__ = ("apiGroup", "kind", "name")
+    APIGROUP_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    apiGroup: str
+    kind: str
+    name: str
+    def __init__(self, apiGroup: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class TypedObjectReference(_message.Message):
+    __slots__ = ("apiGroup", "kind", "name", "namespace")
+    APIGROUP_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    apiGroup: str
+    kind: str
+    name: str
+    namespace: str
+    def __init__(self, apiGroup: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
+
+class PersistentVolumeClaimSpec(_message.Message):
+    __slots__ = ("accessModes", "selector", "resources", "volumeName", "storageClassName", "volumeMode", "dataSource", "dataSourceRef", "volumeAttributesClassName")
+    ACCESSMODES_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    VOLUMENAME_FIELD_NUMBER: _ClassVar[int]
+    STORAGECLASSNAME_FIELD_NUMBER: _ClassVar[int]
+    VOLUMEMODE_FIELD_NUMBER: _ClassVar[int]
+    DATASOURCE_FIELD_NUMBER: _ClassVar[int]
+    DATASOURCEREF_FIELD_NUMBER: _ClassVar[int]
+    VOLUMEATTRIBUTESCLASSNAME_FIELD_NUMBER: _ClassVar[int]
+    accessModes: _containers.RepeatedScalarFieldContainer[str]
+    selector: _meta_pb2.LabelSelector
+    resources: VolumeResourceRequirements
+    volumeName: str
+    storageClassName: str
+    volumeMode: str
+    dataSource: TypedLocalObjectReference
+    dataSourceRef: TypedObjectReference
+    volumeAttributesClassName: str
+    def __init__(self, accessModes: _Optional[_Iterable[str]] = ..., selector: _Optional[_Union[_meta_pb2.LabelSelector, _Mapping]] = ..., resources: _Optional[_Union[VolumeResourceRequirements, _Mapping]] = ..., volumeName: _Optional[str] = ..., storageClassName: _Optional[str] = ..., volumeMode: _Optional[str] = ..., dataSource: _Optional[_Union[TypedLocalObjectReference, _Mapping]] = ..., dataSourceRef: _Optional[_Union[TypedObjectReference, _Mapping]] = ..., volumeAttributesClassName: _Optional[str] = ...) -> None: ...
+
+class PersistentVolumeClaimCondition(_message.Message):
+    __slots__ = ("type", "status", "lastProbeTime", "lastTransitionTime", "reason", "message")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LASTPROBETIME_FIELD_NUMBER: _ClassVar[int]
+    LASTTRANSITIONTIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    status: str
+    lastProbeTime: _timestamp_pb2.Timestamp
+    lastTransitionTime: _timestamp_pb2.Timestamp
+    reason: str
+    message: str
+    def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ..., lastProbeTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lastTransitionTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class PersistentVolumeClaimStatus(_message.Message):
+    __slots__ = ("phase", "accessModes", "capacity", "conditions", "allocatedResources", "allocatedResourceStatuses")
+    class CapacityEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AllocatedResourcesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AllocatedResourceStatusesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    ACCESSMODES_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATEDRESOURCES_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATEDRESOURCESTATUSES_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    accessModes: _containers.RepeatedScalarFieldContainer[str]
+    capacity: _containers.ScalarMap[str, str]
+    conditions: _containers.RepeatedCompositeFieldContainer[PersistentVolumeClaimCondition]
+    allocatedResources: _containers.ScalarMap[str, str]
+    allocatedResourceStatuses: _containers.ScalarMap[str, str]
+    def __init__(self, phase: _Optional[str] = ..., accessModes: _Optional[_Iterable[str]] = ..., capacity: _Optional[_Mapping[str, str]] = ..., conditions: _Optional[_Iterable[_Union[PersistentVolumeClaimCondition, _Mapping]]] = ..., allocatedResources: _Optional[_Mapping[str, str]] = ..., allocatedResourceStatuses: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class PersistentVolumeClaim(_message.Message):
+    __slots__ = ("metadata", "spec", "status")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ObjectMeta
+    spec: PersistentVolumeClaimSpec
+    status: PersistentVolumeClaimStatus
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[PersistentVolumeClaimSpec, _Mapping]] = ..., status: _Optional[_Union[PersistentVolumeClaimStatus, _Mapping]] = ...) -> None: ...
