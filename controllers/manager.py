@@ -3,7 +3,8 @@ leader election on kube-system/kube-controller-manager (the informers stay warm 
 standby; only the leader's controllers act), and each controller's loop or workers:
 node lifecycle, NoExecute taint eviction, ReplicaSet, Deployment, Job, disruption
 (PodDisruptionBudget status), EndpointSlice, Endpoints, ClusterRole aggregation and the
-garbage collector (which follows custom resources too)."""
+garbage collector (which follows custom resources too), the persistent volume binder and
+the pvc- and pv-protection controllers."""
 
 from __future__ import annotations
 
@@ -24,8 +25,10 @@ from controllers.endpointslice import EndpointSliceController
 from controllers.garbagecollector import GarbageCollector, Watched
 from controllers.job import JobController
 from controllers.nodelifecycle import LEASE_NAMESPACE, NodeLifecycleController
+from controllers.persistentvolume import PersistentVolumeController
 from controllers.replicaset import ReplicaSetController
 from controllers.tainteviction import TaintEviction
+from controllers.volumeprotection import PVCProtectionController, PVProtectionController
 from controllers.workqueue import Workers
 from kubeling import scheme
 from kubeling.client import Client
@@ -74,6 +77,9 @@ class ControllerManager:
         self.services = informers.get(scheme.SERVICES)
         self.endpointslices = informers.get(scheme.ENDPOINTSLICES)
         self.endpoints = informers.get(scheme.ENDPOINTS)
+        self.volumes = informers.get(scheme.PERSISTENTVOLUMES)
+        self.claims = informers.get(scheme.PERSISTENTVOLUMECLAIMS)
+        self.storage_classes = informers.get(scheme.STORAGECLASSES)
         self.recorder = EventRecorder(client, "node-controller", instance=self.identity)
         workload_events = EventRecorder(client, "controller-manager", instance=self.identity)
         self.replicaset = ReplicaSetController(client, self.replicasets, self.pods, workload_events, config.workers)
@@ -92,19 +98,28 @@ class ControllerManager:
             [Watched(rt, informers.get(rt), client.resource(rt)) for rt in scheme.BUILTIN if rt not in GC_IGNORED],
             config.workers)
         self.clusterrole_aggregation = ClusterRoleAggregationController(client, informers.get(scheme.CLUSTERROLES))
+        volume_events = EventRecorder(client, "persistentvolume-controller", instance=self.identity)
+        self.persistentvolume = PersistentVolumeController(client, self.volumes, self.claims, self.storage_classes,
+                                                           volume_events, config.workers)
+        self.pvc_protection = PVCProtectionController(client, self.claims, self.pods)
+        self.pv_protection = PVProtectionController(client, self.volumes)
         # ... and every custom resource, from when its definition is served
         self.custom_resources = CustomResourceFollower(client, informers.get(scheme.CUSTOMRESOURCEDEFINITIONS),
                                                        self.garbage_collector)
         self._workers: list[Workers] = [c.workers for c in (self.replicaset, self.deployment, self.job,
                                                              self.disruption, self.endpointslice,
                                                              self.endpoints_controller, self.garbage_collector,
-                                                             self.clusterrole_aggregation)]
-        self._events = (self.recorder, workload_events)
+                                                             self.clusterrole_aggregation, self.pvc_protection,
+                                                             self.pv_protection)]
+        self._workers += self.persistentvolume.workers
+        self._events = (self.recorder, workload_events, volume_events)
         self.node_lifecycle = NodeLifecycleController(client, self.nodes, self.leases, self.pods,
                                                       config.node_monitor_grace_period)
         self.eviction = TaintEviction(client, self.nodes, self.pods, self.recorder)
         self._loops = [Periodic("node-lifecycle", config.node_monitor_period, self.node_lifecycle.monitor),
-                       Periodic("taint-eviction", config.eviction_period, self.eviction.sync)]
+                       Periodic("taint-eviction", config.eviction_period, self.eviction.sync),
+                       # upstream's binder resyncs every 15 s: a claim may wait on any change
+                       Periodic("persistentvolume-resync", 15.0, self.persistentvolume.resync_step)]
         self.elector = LeaderElector(client, self.identity, config.election, on_started=self._lead,
                                      on_stopped=self._follow) if config.leader_elect else None
         self.registry = CollectorRegistry()

@@ -56,7 +56,8 @@ class EventRecorder:
         now.nanos = 0
         m = pod.metadata
         ev = core_pb2.Event(
-            metadata=meta_pb2.ObjectMeta(name=f"{m.name}.{time.time_ns():x}", namespace=m.namespace),
+            # a cluster-scoped object's events go to "default", as upstream's recorder puts them
+            metadata=meta_pb2.ObjectMeta(name=f"{m.name}.{time.time_ns():x}", namespace=m.namespace or "default"),
             involvedObject=meta_pb2.ObjectReference(kind=involved[1], namespace=m.namespace, name=m.name, uid=m.uid,
                                                     apiVersion=involved[0], fieldPath=field_path),
             reason=reason, message=message[:4096], type=kind,
