@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import logging
 
-from controllers.workqueue import Workers, WorkQueue
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.informer import Informer
 from kubeling.rbacaggregation import aggregated_rules
+from kubeling.workqueue import Workers, WorkQueue
 from protos.kubeling.v1 import rbac_pb2
 
 __all__ = ["ClusterRoleAggregationController"]

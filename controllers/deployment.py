@@ -15,13 +15,13 @@ from collections.abc import Sequence
 
 from controllers import deploymentutil as du
 from controllers.controllerref import claim, controller_of, controller_ref, update_with_retry
-from controllers.workqueue import Workers, WorkQueue
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.events import NORMAL, EventRecorder
 from kubeling.informer import INDEX_NAMESPACE, Informer, object_key
 from kubeling.selectors import LabelSelector, SelectorError, from_label_selector_proto
 from kubeling.timestamps import now as _now
+from kubeling.workqueue import Workers, WorkQueue
 from protos.kubeling.v1 import apps_pb2, core_pb2
 
 __all__ = ["DeploymentController"]

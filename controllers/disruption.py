@@ -10,13 +10,13 @@ import logging
 import time
 
 from controllers.controllerref import controller_of, is_ready
-from controllers.workqueue import Workers, WorkQueue
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.informer import INDEX_NAMESPACE, Informer, object_key
 from kubeling.intstr import scaled_value
 from kubeling.selectors import SelectorError, from_label_selector_proto
 from kubeling.timestamps import now
+from kubeling.workqueue import Workers, WorkQueue
 from protos.kubeling.v1 import apps_pb2, core_pb2, meta_pb2, policy_pb2
 
 __all__ = ["DisruptionController", "budget_status"]

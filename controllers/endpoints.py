@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 
 from controllers.endpointutil import find_port, pod_ready, queue_services_of_pods, selects, should_be_endpoint
-from controllers.workqueue import Workers, WorkQueue
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.informer import INDEX_NAMESPACE, Informer, object_key
+from kubeling.workqueue import Workers, WorkQueue
 from protos.kubeling.v1 import core_pb2, meta_pb2
 
 __all__ = ["EndpointsController", "desired_subsets", "HEADLESS_LABEL"]

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 from controllers.controllerref import controller_ref
 from controllers.endpointutil import find_port, pod_ready, queue_services_of_pods, selects, should_be_endpoint
-from controllers.workqueue import Workers, WorkQueue
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.discovery import MANAGED_BY_LABEL, SERVICE_NAME_LABEL
 from kubeling.informer import INDEX_NAMESPACE, Informer, object_key
+from kubeling.workqueue import Workers, WorkQueue
 from protos.kubeling.v1 import core_pb2, discovery_pb2, meta_pb2
 
 __all__ = ["EndpointSliceController", "desired_slices", "pair_slices", "MANAGED_BY", "CONTROLLER_NAME",

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from controllers.controllerref import drop_owner, update_with_retry
-from controllers.workqueue import Workers, WorkQueue
 from kubeling import errors
 from kubeling.client import ResourceClient
 from kubeling.informer import Informer, object_key
 from kubeling.scheme import ResourceType
+from kubeling.workqueue import Workers, WorkQueue
 from protos.kubeling.v1 import meta_pb2
 
 __all__ = ["GarbageCollector", "Watched", "ORPHAN", "FOREGROUND"]

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from controllers.controllerref import claim, controller_of, controller_ref, is_ready
 from controllers.expectations import Expectations
 from controllers.replicaset import pod_from_template, slow_start
-from controllers.workqueue import Workers, WorkQueue
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.events import NORMAL, WARNING, EventRecorder
 from kubeling.informer import INDEX_NAMESPACE, Informer, object_key
 from kubeling.selectors import SelectorError, from_label_selector_proto
 from kubeling.timestamps import now as _now
+from kubeling.workqueue import Workers, WorkQueue
 from protos.kubeling.v1 import batch_pb2, core_pb2
 
 __all__ = ["JobController", "finished"]

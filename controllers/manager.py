@@ -29,7 +29,6 @@ from controllers.persistentvolume import PersistentVolumeController
 from controllers.replicaset import ReplicaSetController
 from controllers.tainteviction import TaintEviction
 from controllers.volumeprotection import PVCProtectionController, PVProtectionController
-from controllers.workqueue import Workers
 from kubeling import scheme
 from kubeling.client import Client
 from kubeling.events import EventRecorder
@@ -38,6 +37,7 @@ from kubeling.informer import SharedInformers
 from kubeling.leaderelection import ElectionConfig, LeaderElector
 from kubeling.options import flag
 from kubeling.periodic import Periodic
+from kubeling.workqueue import Workers
 
 __all__ = ["ManagerConfig", "ControllerManager", "GC_IGNORED"]
 

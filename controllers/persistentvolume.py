@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from controllers.workqueue import Workers, WorkQueue
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.events import NORMAL, WARNING, EventRecorder
@@ -41,6 +40,7 @@ from kubeling.volumeutil import (
     find_best_match,
     satisfies,
 )
+from kubeling.workqueue import Workers, WorkQueue
 from protos.kubeling.v1 import core_pb2, meta_pb2, storage_pb2
 
 __all__ = ["PersistentVolumeController", "delayed_binding"]

@@ -23,13 +23,13 @@ from controllers.controllerref import (
     ready_since,
 )
 from controllers.expectations import Expectations
-from controllers.workqueue import Workers, WorkQueue
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.events import NORMAL, WARNING, EventRecorder
 from kubeling.informer import INDEX_NAMESPACE, Informer, object_key
 from kubeling.selectors import SelectorError, from_label_selector_proto
 from kubeling.timestamps import now as _now
+from kubeling.workqueue import Workers, WorkQueue
 from protos.kubeling.v1 import apps_pb2, core_pb2, meta_pb2
 
 __all__ = ["ReplicaSetController", "pod_from_template", "deletion_order", "slow_start", "BURST_REPLICAS"]

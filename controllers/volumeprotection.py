@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import logging
 
-from controllers.workqueue import Workers, WorkQueue
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.informer import INDEX_NAMESPACE, Informer
+from kubeling.workqueue import Workers, WorkQueue
 from protos.kubeling.v1 import core_pb2
 
 __all__ = ["PVCProtectionController", "PVProtectionController", "PVC_PROTECTION", "PV_PROTECTION", "pod_uses_claim"]

@@ -7,7 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from csi.hostpath import DRIVER_NAME, Driver, DriverConfig, Server
+import grpc
+
+from csi.hostpath import DRIVER_NAME, TOPOLOGY_KEY, Driver, DriverConfig, Server
+from csi.provisioner import Provisioner, ProvisionerConfig
 from csi.registrar import Registrar
 from kubeling.client import Client
 from kubeling.options import ConfigError, flag
@@ -59,15 +62,27 @@ class HostpathService:
         self.server = Server(self.driver)
         self.registrar = (Registrar(config.driver_name, config.socket, config.registration_dir)
                           if config.registration_dir is not None else None)
+        self._channel: grpc.aio.Channel | None = None
+        self.provisioner: Provisioner | None = None
 
     async def start(self) -> None:
         await self.server.start(self.config.socket)
+        if self.client is not None:
+            # The sidecar speaks to the driver as upstream's does: over the driver's socket.
+            self._channel = grpc.aio.insecure_channel(f"unix://{self.config.socket}")
+            self.provisioner = Provisioner(self.client, self._channel, ProvisionerConfig(
+                driver=self.config.driver_name, node=self.config.node_id, topology_key=TOPOLOGY_KEY))
+            await self.provisioner.start()
         if self.registrar is not None:
-            await self.registrar.start()
+            await self.registrar.start()  # last: the kubelet uses the driver from here on
 
     async def stop(self) -> None:
         if self.registrar is not None:
             await self.registrar.stop()
+        if self.provisioner is not None:
+            await self.provisioner.stop()
+        if self._channel is not None:
+            await self._channel.close()
         await self.server.stop()
         if self.client is not None:
             await self.client.close()

@@ -171,9 +171,11 @@ def cluster_roles() -> list[Role]:
         # role of csi-driver-host-path's deployment, made a bootstrap role here because
         # `kubeling up` installs the driver).
         Role("system:csi-hostpath", (
-            _rule(READ + ("create", "delete", "patch"), (CORE,), ("persistentvolumes",)),
+            _rule(READ + ("create", "delete", "patch", "update"), (CORE,), ("persistentvolumes",)),
             _rule(READ + ("patch", "update"), (CORE,), ("persistentvolumeclaims",)),
+            _rule(("patch", "update"), (CORE,), ("persistentvolumeclaims/status",)),
             _rule(READ, (STORAGE,), ("storageclasses", "csinodes")),
+            _rule(READ + ("create",), (STORAGE,), ("csidrivers",)),
             _rule(READ, (CORE,), ("nodes",)),
             _rule(READ + ("create", "delete", "patch", "update"), (STORAGE,), ("csistoragecapacities",)),
             _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),

@@ -10,8 +10,8 @@ from controllers.deploymentutil import equal_ignore_hash, new_rs_replicas, resol
 from controllers.disruption import budget_status
 from controllers.expectations import Expectations
 from controllers.replicaset import deletion_order
-from controllers.workqueue import WorkQueue
 from kubeling.intstr import from_value, scaled_value
+from kubeling.workqueue import WorkQueue
 from protos.kubeling.v1 import apps_pb2, core_pb2, meta_pb2, policy_pb2
 
 
