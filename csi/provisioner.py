@@ -47,7 +47,7 @@ _FSTYPE = "csi.storage.k8s.io/fstype"
 _FINALIZER = "external-provisioner.volume.kubernetes.io/finalizer"
 
 
-def access_mode(mode: str) -> csi_pb2.VolumeCapability.AccessMode.Mode.ValueType:
+def access_mode(mode: str) -> csi_pb2.VolumeCapability.AccessMode.Mode:
     return _ACCESS_MODES.get(mode, _Mode.UNKNOWN)
 
 

@@ -18,10 +18,12 @@ from typing import Any
 from cri.server import CRIConfig, CRIServer
 from kubelet.backoff import Backoff
 from kubelet.config import KubeletConfig
+from kubelet.csi import CSIDrivers
 from kubelet.dns import DNSSettings
 from kubelet.envvars import MASTER_NAMESPACE, service_env
 from kubelet.node import NodeManager
 from kubelet.pleg import PLEG
+from kubelet.pluginmanager import PluginManager
 from kubelet.podconfig import PodPaths, grace_period
 from kubelet.podworkers import Outcome, PodWorkers, pods_differ_semantically
 from kubelet.probes import READINESS, STARTUP, ProbeManager
@@ -31,6 +33,7 @@ from kubelet.server import DaemonServer
 from kubelet.status import TERMINAL, StatusInputs, StatusManager, generate_pod_status
 from kubelet.summary import SummaryProvider
 from kubelet.syncpod import PodSyncer
+from kubelet.volumemanager import VolumeManager
 from kubelet.volumes import MountError, PodVolumes
 from kubeling import errors
 from kubeling.client import Client
@@ -79,10 +82,14 @@ class Kubelet:
     _started: bool = False
     _last_gc: dict[str, float] = field(default_factory=dict)  # pod UID -> monotonic time
     _seen: dict[str, dict[str, int]] = field(default_factory=dict)  # pod UID -> runtime states at its last sync
+    _mount_errors: dict[str, str] = field(default_factory=dict)  # pod UID -> the FailedMount last told
     # made by start():
     recorder: EventRecorder = field(init=False)
     paths: PodPaths = field(init=False)
     volumes: PodVolumes = field(init=False)
+    csi: CSIDrivers = field(init=False)
+    volume_manager: VolumeManager = field(init=False)
+    plugins: PluginManager = field(init=False)
     informer: Informer[Any] = field(init=False)
     services: Informer[core_pb2.Service] = field(init=False)
     status: StatusManager = field(init=False)
@@ -110,6 +117,9 @@ class Kubelet:
         self.recorder = EventRecorder(client, "kubelet", host=cfg.node_name)
         self.paths = PodPaths(cfg.pod_logs_dir, cfg.state_dir / "pods")
         self.volumes = PodVolumes(client, self.paths, client.tls.ca if client.tls is not None else b"")
+        self.csi = CSIDrivers(client, cfg.node_name, cfg.state_dir / "plugins", self.paths.pods_dir)
+        self.volume_manager = VolumeManager(client, self.paths, self.csi)
+        self.plugins = PluginManager(cfg.state_dir / "plugins_registry", self.csi.register, self.csi.deregister)
         self.informer = Informer(client.pods, field_selector=f"spec.nodeName={cfg.node_name}")
         self.services = Informer(client.services)  # for the containers' Service environment variables
         tls = ServingTLS(cfg.tls_cert_file, cfg.tls_private_key_file, cfg.client_ca_file) \
@@ -130,6 +140,8 @@ class Kubelet:
             await self.routes.start()
         await node.update_status(force=True)  # Ready now that the network is configured
         await node.renew_lease()
+        await self.csi.ensure_csinode()
+        await self.plugins.start()  # CSI drivers register from here on
 
         self.status = StatusManager(client, cfg.node_name)
         self.workers = PodWorkers(self._sync_pod, cfg.sync_frequency)
@@ -138,7 +150,7 @@ class Kubelet:
                                 Backoff(cfg.crash_loop_backoff_initial, cfg.crash_loop_backoff_max),
                                 Backoff(cfg.crash_loop_backoff_initial, cfg.crash_loop_backoff_max),
                                 cluster_domain=cfg.cluster_domain, cgroup_parent=cfg.cgroup_root,
-                                env_sources=self.volumes.env_sources,
+                                env_sources=self.volumes.env_sources, claim_paths=self.volume_manager.host_paths,
                                 service_env=lambda pod: service_env(pod, self._services_for(pod)),
                                 dns=DNSSettings(list(cfg.cluster_dns), cfg.cluster_domain, cfg.resolv_conf))
         self.runtime_name = (await runtime.version()).runtime_name
@@ -174,6 +186,8 @@ class Kubelet:
         for loop in self._parts:
             await loop.stop()
         if self._started:
+            await self.plugins.stop()
+            await self.csi.close()
             await self.pleg.stop()
             await self.informer.stop()
             await self.services.stop()
@@ -245,8 +259,9 @@ class Kubelet:
         where = f"{pod.metadata.namespace}/{pod.metadata.name}"
         uid = pod.metadata.uid
         if deleted or pod.metadata.HasField("deletionTimestamp"):
-            await self._terminate(pod, deleted)
-            return Outcome(done=True)
+            if await self._terminate(pod, deleted):
+                return Outcome(done=True)
+            return Outcome(retry_after=2.0)  # volumes still mounted: the deletion waits for them
         runtime = self.runtime
         assert runtime is not None
         last = self.status.last(uid)
@@ -265,10 +280,14 @@ class Kubelet:
             await self.status.set_status(pod, initial)
         try:
             await self.volumes.ensure(pod)
+            await self.volume_manager.set_up(pod)
         except MountError as err:
             log.warning("pod %s: %s", where, err)
-            self.recorder.pod_event(pod, "Warning", "FailedMount", f"MountVolume.SetUp failed: {err}")
+            if self._mount_errors.get(uid) != str(err):  # told once per cause, not at every retry
+                self._mount_errors[uid] = str(err)
+                self.recorder.pod_event(pod, "Warning", "FailedMount", f"MountVolume.SetUp failed: {err}")
             return Outcome(retry_after=2.0)
+        self._mount_errors.pop(uid, None)
         result = await self.syncer.sync(pod)
         self._seen[uid] = result.runtime.states()
         self.probes.sync(pod, result.runtime)
@@ -288,9 +307,11 @@ class Kubelet:
             await self._collect_garbage(pod, result.runtime)
         return Outcome(retry_after=result.retry_after)
 
-    async def _terminate(self, pod: Pod, deleted: bool) -> None:
+    async def _terminate(self, pod: Pod, deleted: bool) -> bool:
         """Stop the pod with its grace period, write its final status, remove it from the
-        runtime, then confirm the deletion to the apiserver (grace 0)."""
+        runtime, take its volumes down, then confirm the deletion to the apiserver (grace
+        0). False: a volume is still mounted (retried; the pod object stays, as upstream's
+        kubelet keeps it until its volumes are gone)."""
         runtime, client = self.runtime, self.client
         assert runtime is not None and client is not None
         uid = pod.metadata.uid
@@ -305,6 +326,8 @@ class Kubelet:
             status = generate_pod_status(pod, state, self._inputs(terminal=True), old=self.status.last(uid))
             await self.status.set_status(pod, status)
         await self.syncer.remove_pod(uid)
+        if not await self.volume_manager.remove_pod_dir(uid):
+            return False
         if not deleted:
             try:
                 await client.pods.delete(pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0, uid=uid)
@@ -314,7 +337,9 @@ class Kubelet:
         self.volumes.forget(uid)
         self._last_gc.pop(uid, None)
         self._seen.pop(uid, None)
+        self._mount_errors.pop(uid, None)
         log.info("pod %s: terminated and removed", where)
+        return True
 
     async def _collect_garbage(self, pod: Pod, state: PodRuntimeStatus) -> None:
         """Dead containers beyond the newest dead one per name go (upstream's
@@ -365,5 +390,8 @@ class Kubelet:
                 await self.syncer.remove_pod(uid)
             except CRICallError as exc:
                 log.warning("pod %s/%s: cleanup failed (retried): %s", namespace, name, exc)
+        # Pod directories of pods gone from both (deleted while the kubelet was down):
+        # their volumes down, then the directories (upstream's cleanupOrphanedPodDirs).
+        await self.volume_manager.clean_orphans(wanted | self.workers.uids())
         self.syncer.backoff.gc()
         self.syncer.pull_backoff.gc()

@@ -5,6 +5,8 @@ generateContainerConfig), with the labels that let the kubelet find them again."
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,14 +20,16 @@ from protos.kubeling.v1.core_pb2 import Pod
 from protos.runtime.v1 import api_pb2
 
 __all__ = ["PodPaths", "sandbox_config", "container_config", "container_hash", "pod_log_dir", "ConfigError",
-           "grace_period", "API_VOLUMES", "needs_env_sources", "ephemeral_as_container"]
+           "grace_period", "API_VOLUMES", "EMPTY_DIR", "needs_env_sources", "ephemeral_as_container"]
 
 # CRI's cpu shares as the kubelet computes them (MilliCPUToShares): min 2, 1024 per core.
 _MIN_SHARES = 2
 _QUOTA_PERIOD = 100_000  # µs, the CFS default
 ETC_HOSTS = "/etc/hosts"
+_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 DEFAULT_CLUSTER_DOMAIN = "cluster.local"
 # The volumes whose files the kubelet writes from the API (kubelet.volumes), by plugin directory.
+EMPTY_DIR = "kubernetes.io~empty-dir"
 API_VOLUMES = {"projected": "kubernetes.io~projected", "configMap": "kubernetes.io~configmap",
                 "secret": "kubernetes.io~secret", "downwardAPI": "kubernetes.io~downward-api"}
 
@@ -152,34 +156,61 @@ def _hosts_mount(pod: Pod, paths: PodPaths, pod_ip: str, cluster_domain: str) ->
     return api_pb2.Mount(container_path=ETC_HOSTS, host_path=str(path))
 
 
-def _mounts(pod: Pod, container: core_pb2.Container, paths: PodPaths) -> list[api_pb2.Mount]:
+_PROPAGATION = {"HostToContainer": api_pb2.PROPAGATION_HOST_TO_CONTAINER,
+                "Bidirectional": api_pb2.PROPAGATION_BIDIRECTIONAL}
+
+
+def _expand(text: str, env: Mapping[str, str]) -> str:
+    """$(VAR) from the container's environment, $$ for a literal $ (upstream's expansion)."""
+    return _VAR.sub(lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), text)
+
+
+def _within(root: Path, sub: str, mount: core_pb2.VolumeMount, container: core_pb2.Container) -> Path:
+    """root/sub, refused when a symlink on the way leads outside the volume (upstream's
+    subpath safety: a container must not reach the host through a link it planted)."""
+    if Path(sub).is_absolute() or ".." in Path(sub).parts:
+        raise ConfigError(f"container {container.name}: subPath {sub!r} must be relative, without '..'")
+    base = os.path.realpath(root)
+    resolved = os.path.realpath(root / sub)
+    if resolved != base and not resolved.startswith(base.rstrip("/") + "/"):
+        raise ConfigError(f'failed to prepare subPath for volumeMount "{mount.name}" of container '
+                          f'"{container.name}": subpath "{sub}" resolves to {resolved}, outside the volume')
+    return Path(resolved)
+
+
+def _mounts(pod: Pod, container: core_pb2.Container, paths: PodPaths, claims: Mapping[str, Path],
+            env: Mapping[str, str]) -> list[api_pb2.Mount]:
     volumes = {v.name: v for v in pod.spec.volumes}
     mounts = []
     for mount in container.volumeMounts:
         volume = volumes.get(mount.name)
         if volume is None:
             raise ConfigError(f"container {container.name}: volume {mount.name!r} is not defined in the pod")
+        read_only = mount.readOnly
         if volume.HasField("hostPath"):
-            source = Path(volume.hostPath.path)
-            if volume.hostPath.type in ("DirectoryOrCreate",):
-                source.mkdir(parents=True, exist_ok=True)
+            source = Path(volume.hostPath.path)  # its type checked (or made) by the volume manager
         elif volume.HasField("emptyDir"):
-            source = paths.volume_dir(pod, "kubernetes.io~empty-dir", volume.name)
+            source = paths.volume_dir(pod, EMPTY_DIR, volume.name)
             source.mkdir(parents=True, exist_ok=True)
+        elif volume.HasField("persistentVolumeClaim"):
+            found = claims.get(volume.name)
+            if found is None:
+                raise ConfigError(f"volume {volume.name!r}: claim {volume.persistentVolumeClaim.claimName!r} is not "
+                                  "mounted yet")
+            source = found
+            read_only = read_only or volume.persistentVolumeClaim.readOnly
         elif kind := next((k for k in API_VOLUMES if volume.HasField(k)), None):
             source = paths.volume_dir(pod, API_VOLUMES[kind], volume.name)  # written before (kubelet.volumes)
             source.mkdir(parents=True, exist_ok=True)
         else:
             raise ConfigError(f"volume {volume.name!r}: no supported volume type")
-        if mount.subPath:
-            if Path(mount.subPath).is_absolute() or ".." in Path(mount.subPath).parts:
-                raise ConfigError(f"container {container.name}: subPath {mount.subPath!r} must be relative, "
-                                  "without '..'")
-            source = source / mount.subPath
+        sub = _expand(mount.subPathExpr, env) if mount.subPathExpr else mount.subPath
+        if sub:
+            source = _within(source, sub, mount, container)
             if not source.exists():
                 source.mkdir(parents=True)
-        mounts.append(api_pb2.Mount(container_path=mount.mountPath, host_path=str(source),
-                                    readonly=mount.readOnly))
+        mounts.append(api_pb2.Mount(container_path=mount.mountPath, host_path=str(source), readonly=read_only,
+                                    propagation=_PROPAGATION.get(mount.mountPropagation, api_pb2.PROPAGATION_PRIVATE)))
     return mounts
 
 
@@ -249,11 +280,13 @@ def container_config(pod: Pod, container: core_pb2.Container, *, init: bool, res
                      paths: PodPaths, pod_ip: str, host_ip: str,
                      cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
                      env_sources: Mapping[tuple[str, str], Mapping[str, str] | None] | None = None,
-                     target_id: str = "", service_env: Mapping[str, str] | None = None) -> api_pb2.ContainerConfig:
+                     target_id: str = "", service_env: Mapping[str, str] | None = None,
+                     claims: Mapping[str, Path] | None = None) -> api_pb2.ContainerConfig:
     """`target_id`: a running container whose process namespace this one joins (an
-    ephemeral container's targetContainerName)."""
+    ephemeral container's targetContainerName); `claims`: the host paths of the pod's
+    persistentVolumeClaim volumes (the volume manager's)."""
     envs = _environment(pod, container, pod_ip, host_ip, env_sources or {}, service_env or {})
-    mounts = _mounts(pod, container, paths)
+    mounts = _mounts(pod, container, paths, claims or {}, {kv.key: kv.value for kv in envs})
     if pod_ip and all(m.container_path != ETC_HOSTS for m in mounts):  # a volume there wins
         mounts.append(_hosts_mount(pod, paths, pod_ip, cluster_domain))
     return api_pb2.ContainerConfig(

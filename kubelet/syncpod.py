@@ -10,6 +10,7 @@ import shutil
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from kubelet.actions import PodActions, compute_pod_actions
 from kubelet.backoff import Backoff
@@ -78,6 +79,8 @@ class PodSyncer:
     # The Service environment variables for a pod's containers (kubelet.envvars).
     service_env: Callable[[Pod], Mapping[str, str]] | None = None
     dns: DNSSettings = field(default_factory=DNSSettings)
+    # The host paths of a pod's persistentVolumeClaim volumes (kubelet.volumemanager).
+    claim_paths: Callable[[Pod], Mapping[str, Path]] | None = None
 
     # ---- SyncPod ----
 
@@ -182,7 +185,8 @@ class PodSyncer:
             container_cfg = container_config(pod, spec, init=init, restart_count=restart_count, paths=self.paths,
                                              pod_ip=pod_ip, host_ip=self.node_ip, cluster_domain=self.cluster_domain,
                                              env_sources=sources, target_id=target_id,
-                                             service_env=self.service_env(pod) if self.service_env else None)
+                                             service_env=self.service_env(pod) if self.service_env else None,
+                                             claims=self.claim_paths(pod) if self.claim_paths else None)
         except (ConfigError, OSError) as exc:
             result.waiting[name] = ("CreateContainerConfigError", str(exc))
             self.recorder.pod_event(pod, WARNING, "Failed", f"Error: {exc}", field_path=where)
@@ -283,8 +287,9 @@ class PodSyncer:
             log.warning("removing container %s failed: %s", container_id[:13], exc)
 
     async def remove_pod(self, uid: str, pod: Pod | None = None) -> None:
-        """Everything of a pod that is gone for good: sandboxes (with their containers and
-        network), its log directory and volumes."""
+        """Everything of a pod that is gone for good in the runtime: sandboxes (with their
+        containers and network) and its log directory. Its volumes and directory are the
+        volume manager's to take down (nothing may be deleted under a mount)."""
         status = await self.runtime.pod_status(uid)
         for sandbox in status.sandboxes:
             await self.runtime.stop_sandbox(sandbox.id)
@@ -294,6 +299,5 @@ class PodSyncer:
         self.backoff.forget(f"{uid}/")
         self.backoff.forget(f"sandbox/{uid}")
         self.pull_backoff.forget(f"{uid}/")
-        shutil.rmtree(self.paths.pods_dir / uid, ignore_errors=True)
         for log_dir in self.paths.logs_dir.glob(f"*_{uid}"):
             shutil.rmtree(log_dir, ignore_errors=True)

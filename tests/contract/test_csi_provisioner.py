@@ -67,7 +67,8 @@ async def test_provision_resize_and_delete(client: Client, hostpath: HostpathSer
     assert claim.spec.volumeName == f"pvc-{claim.metadata.uid}"
     assert claim.metadata.annotations["volume.kubernetes.io/selected-node"] == "node-a"
     volume = await client.persistentvolumes.get(claim.spec.volumeName)
-    assert volume.spec.csi.driver == "hostpath.csi.kubeling.io" and volume.spec.persistentVolumeReclaimPolicy == "Delete"
+    assert volume.spec.csi.driver == "hostpath.csi.kubeling.io"
+    assert volume.spec.persistentVolumeReclaimPolicy == "Delete"
     assert volume.metadata.annotations["pv.kubernetes.io/provisioned-by"] == "hostpath.csi.kubeling.io"
     term = volume.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0]
     assert (term.key, term.operator, list(term.values)) == (TOPOLOGY_KEY, "In", ["node-a"])

@@ -1,0 +1,223 @@
+"""Storage in a whole cluster (issue 36): the hostpath CSI driver registered with each
+kubelet through the plugin registry, claims provisioned over CSI and mounted by the kubelet
+(NodeStage/NodePublish), data that outlives its pods, volumes taken down when pods go (and
+after a kubelet restart, for a pod deleted meanwhile), and the volume features of the
+kubelet itself: hostPath types, tmpfs emptyDirs, subPath and subPathExpr with the
+symlink-escape check, read-only claims."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controllers.manager import ControllerManager
+from csi.hostpath import TOPOLOGY_KEY
+from csi.service import HostpathService, ServiceConfig
+from kubelet.agent import Kubelet
+from kubeling import errors, mounts
+from kubeling.client import Client
+from protos.kubeling.v1 import core_pb2, meta_pb2, storage_pb2
+from tests.e2e.conftest import Cluster, container, pod, tls_of
+from tests.wait import until
+
+DRIVER = "hostpath.csi.kubeling.io"
+
+
+@dataclass
+class Storage:
+    cluster: Cluster
+    drivers: dict[str, HostpathService] = field(default_factory=dict)
+
+    async def add_node(self, index: int) -> Kubelet:
+        kubelet = await self.cluster.add_node(index)
+        await self.start_driver(kubelet)
+        return kubelet
+
+    async def start_driver(self, kubelet: Kubelet) -> HostpathService:
+        name = kubelet.config.node_name
+        service = HostpathService(ServiceConfig(
+            node_id=name, state_dir=self.cluster.base / "csi" / name,
+            registration_dir=kubelet.config.state_dir / "plugins_registry"),
+            Client(self.cluster.apiserver.address, tls=tls_of(self.cluster.pki, "csi-hostpath")))
+        await service.start()
+        self.drivers[name] = service
+        await until(lambda: self.cluster.client.csinodes.get(name), f"{DRIVER} registered on {name}",
+                    check=lambda n: any(d.name == DRIVER for d in n.spec.drivers), retry_on=(errors.NotFound,))
+        return service
+
+    def volume_dir(self, node: str, pv: core_pb2.PersistentVolume) -> Path:
+        return self.cluster.base / "csi" / node / "volumes" / pv.spec.csi.volumeHandle
+
+
+@pytest.fixture
+async def storage(cluster: Cluster, controllers: ControllerManager) -> AsyncIterator[Storage]:
+    made = Storage(cluster)
+    try:
+        yield made
+    finally:
+        client = cluster.client
+        for p in (await client.pods.list_all())[0]:
+            await client.pods.delete(p.metadata.name, p.metadata.namespace, grace_period_seconds=0)
+        for c in (await client.persistentvolumeclaims.list_all())[0]:
+            await client.persistentvolumeclaims.delete(c.metadata.name, c.metadata.namespace)
+        # Provisioned volumes go with their claims (Delete); what a Retain class kept, here.
+        await until(lambda: client.persistentvolumeclaims.list_all(), "the claims gone", timeout=60,
+                    check=lambda found: not found[0])
+        for v in (await client.persistentvolumes.list_all())[0]:
+            if v.spec.persistentVolumeReclaimPolicy != "Delete":
+                await client.persistentvolumes.delete(v.metadata.name)
+        await until(lambda: client.persistentvolumes.list_all(), "the volumes gone", timeout=60,
+                    check=lambda found: not found[0])
+        for service in made.drivers.values():
+            await service.stop()
+
+
+async def make_class(client: Client, name: str, **fields: Any) -> None:
+    await client.storageclasses.create(storage_pb2.StorageClass(
+        metadata=meta_pb2.ObjectMeta(name=name), provisioner=DRIVER, **fields))
+
+
+async def claim(client: Client, name: str, cls: str, size: str = "1Gi") -> None:
+    await client.persistentvolumeclaims.create(core_pb2.PersistentVolumeClaim(
+        metadata=meta_pb2.ObjectMeta(name=name, namespace="default"), spec=core_pb2.PersistentVolumeClaimSpec(
+            accessModes=["ReadWriteOnce"], storageClassName=cls,
+            resources=core_pb2.VolumeResourceRequirements(requests={"storage": size}))))
+
+
+def with_claim(p: core_pb2.Pod, claim_name: str, volume: str = "data", read_only: bool = False) -> core_pb2.Pod:
+    p.spec.volumes.add(name=volume, persistentVolumeClaim=core_pb2.PersistentVolumeClaimVolumeSource(
+        claimName=claim_name, readOnly=read_only))
+    return p
+
+
+def mounting(*command: str, path: str = "/data", volume: str = "data", **mount: Any) -> core_pb2.Container:
+    c = container("main", *command)
+    c.volumeMounts.add(name=volume, mountPath=path, **mount)
+    return c
+
+
+def volume_mounts(kubelet: Kubelet) -> list[Path]:
+    """What is mounted for volumes on the node: staging and publish paths, tmpfs emptyDirs."""
+    state = kubelet.config.state_dir
+    return mounts.mount_points(state / "plugins") + mounts.mount_points(state / "pods")
+
+
+async def logs(cluster: Cluster, name: str) -> str:
+    return b"".join([chunk async for chunk in cluster.client.pods.logs(name, "default")]).decode()
+
+
+async def finished(cluster: Cluster, name: str) -> core_pb2.Pod:
+    return await cluster.wait_pod(name, lambda p: p.status.phase in ("Succeeded", "Failed"), timeout=90)
+
+
+async def test_a_provisioned_claim_keeps_data_across_pods(storage: Storage) -> None:
+    cluster, client = storage.cluster, storage.cluster.client
+    kubelet = await storage.add_node(1)
+    node = kubelet.config.node_name
+    labels = (await client.nodes.get(node)).metadata.labels
+    assert labels[TOPOLOGY_KEY] == node
+    await make_class(client, "fast")
+    await claim(client, "data", "fast")
+    bound = await until(lambda: client.persistentvolumeclaims.get("data", "default"), "the claim Bound", timeout=60,
+                        check=lambda c: c.status.phase == "Bound")
+    pv = await client.persistentvolumes.get(bound.spec.volumeName)
+    await client.pods.create(with_claim(pod("writer", mounting("sh", "-c", "echo kept > /data/hello"),
+                                            restart_policy="Never"), "data"))
+    assert (await finished(cluster, "writer")).status.phase == "Succeeded"
+    await client.pods.delete("writer", "default")
+    await cluster.wait_gone("writer")
+    assert (storage.volume_dir(node, pv) / "hello").read_text() == "kept\n"
+    # a finished pod leaves the API at once; its kubelet takes its volume down after
+    await until(lambda: volume_mounts(kubelet), "the volume unpublished and unstaged", check=lambda m: not m)
+
+    await client.pods.create(with_claim(pod("reader", mounting("cat", "/data/hello"), restart_policy="Never"),
+                                        "data", read_only=True))
+    assert (await finished(cluster, "reader")).status.phase == "Succeeded"
+    assert await logs(cluster, "reader") == "kept\n"
+    await client.pods.create(with_claim(pod("no-write", mounting("sh", "-c", "echo x > /data/other"),
+                                            restart_policy="Never"), "data", read_only=True))
+    assert (await finished(cluster, "no-write")).status.phase == "Failed"  # a read-only claim
+    for name in ("reader", "no-write"):
+        await client.pods.delete(name, "default")
+        await cluster.wait_gone(name)
+
+    await client.persistentvolumeclaims.delete("data", "default")
+    await until(lambda: client.persistentvolumes.list_all(), "the volume deleted", timeout=60,
+                check=lambda found: not found[0])
+    assert not storage.volume_dir(node, pv).exists()
+
+
+async def test_a_claim_in_use_stays_and_a_restarted_kubelet_cleans_up(storage: Storage) -> None:
+    cluster, client = storage.cluster, storage.cluster.client
+    kubelet = await storage.add_node(1)
+    name = kubelet.config.node_name
+    await make_class(client, "fast")
+    await claim(client, "busy", "fast")
+    await client.pods.create(with_claim(pod("holder", mounting("sleep", "3600")), "busy"))
+    await cluster.wait_pod("holder", lambda p: p.status.phase == "Running", timeout=90)
+    await client.persistentvolumeclaims.delete("busy", "default")
+    held = await client.persistentvolumeclaims.get("busy", "default")
+    assert held.metadata.HasField("deletionTimestamp")  # kept: a pod uses it
+
+    published = [p for p in volume_mounts(kubelet) if p.name == "mount"]
+    assert len(published) == 1 and len(volume_mounts(kubelet)) == 2  # staged once, published once
+    kubelet = await cluster.restart_node(name)  # mounts and pod survive a kubelet restart
+    await until(lambda: kubelet.csi.drivers, "the driver registered again", check=lambda d: DRIVER in d)
+    assert published[0] in volume_mounts(kubelet)
+    assert (await client.pods.get("holder", "default")).status.phase == "Running"
+
+    await kubelet.stop()  # the pod is deleted while its kubelet is down
+    await client.pods.delete("holder", "default", grace_period_seconds=0)
+    await cluster.restart_node(name)
+    await until(lambda: volume_mounts(kubelet), "the orphaned pod's volume unmounted", timeout=60,
+                check=lambda left: not left)
+    await until(lambda: client.persistentvolumeclaims.list_all(), "the claim gone with its pod", timeout=60,
+                check=lambda found: not found[0])
+
+
+async def test_kubelet_volume_features(storage: Storage, tmp_path: Path) -> None:
+    cluster, client = storage.cluster, storage.cluster.client
+    await cluster.add_node(1)
+    # hostPath of the wrong type: FailedMount, the pod waits
+    bad = pod("wrong-type", mounting("true", volume="host"))
+    bad.spec.volumes.add(name="host", hostPath=core_pb2.HostPathVolumeSource(path=str(tmp_path), type="File"))
+    await client.pods.create(bad)
+
+    async def failed_mount() -> list[str]:
+        events = (await client.events.list_all("default"))[0]
+        return [e.message for e in events if e.involvedObject.name == "wrong-type" and e.reason == "FailedMount"]
+    told = await until(failed_mount, "FailedMount for a directory given as a File", timeout=60)
+    assert f"hostPath type check failed: {tmp_path} is not a file" in told[0]
+
+    # DirectoryOrCreate makes it; a tmpfs emptyDir; subPathExpr from the environment
+    made = tmp_path / "made"
+    shell = ("grep ' /cache ' /proc/mounts | cut -d' ' -f3; echo $POD > /host/$POD.txt; ls /sub; "
+             "echo in-sub > /sub/file")
+    c = mounting("sh", "-c", shell, path="/host", volume="host")
+    c.volumeMounts.add(name="cache", mountPath="/cache")
+    c.volumeMounts.add(name="host", mountPath="/sub", subPathExpr="dirs/$(POD)")
+    c.env.add(name="POD", valueFrom=core_pb2.EnvVarSource(fieldRef=core_pb2.ObjectFieldSelector(
+        fieldPath="metadata.name")))
+    good = pod("features", c, restart_policy="Never")
+    good.spec.volumes.add(name="host", hostPath=core_pb2.HostPathVolumeSource(path=str(made),
+                                                                             type="DirectoryOrCreate"))
+    good.spec.volumes.add(name="cache", emptyDir=core_pb2.EmptyDirVolumeSource(medium="Memory", sizeLimit="16Mi"))
+    await client.pods.create(good)
+    assert (await finished(cluster, "features")).status.phase == "Succeeded"
+    assert (await logs(cluster, "features")).splitlines()[0] == "tmpfs"
+    assert (made / "features.txt").read_text() == "features\n"
+    assert (made / "dirs" / "features" / "file").read_text() == "in-sub\n"
+
+    # a subPath that escapes the volume through a symlink is refused
+    (made / "escape").symlink_to("/etc")
+    sneaky = pod("sneaky", mounting("cat", "/x/hostname", path="/x", volume="host", subPath="escape"),
+                 restart_policy="Never")
+    sneaky.spec.volumes.add(name="host", hostPath=core_pb2.HostPathVolumeSource(path=str(made)))
+    await client.pods.create(sneaky)
+    waiting = await cluster.wait_pod("sneaky", lambda p: any(
+        s.state.waiting.reason == "CreateContainerConfigError" for s in p.status.containerStatuses), timeout=60)
+    assert "outside the volume" in waiting.status.containerStatuses[0].state.waiting.message
