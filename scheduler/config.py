@@ -56,8 +56,9 @@ class ConfigError(options.ConfigError):
 DEFAULT_PLUGINS: list[tuple[str, int]] = [
     ("SchedulingGates", 0), ("PrioritySort", 0), ("NodeUnschedulable", 0), ("NodeName", 0),
     ("TaintToleration", 3), ("NodeAffinity", 2), ("NodePorts", 0), ("NodeResourcesFit", 1),
-    ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DefaultPreemption", 0),
-    ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1), ("DefaultBinder", 0),
+    ("VolumeRestrictions", 0), ("NodeVolumeLimits", 0), ("VolumeBinding", 0), ("PodTopologySpread", 2),
+    ("InterPodAffinity", 2), ("DefaultPreemption", 0), ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
+    ("DefaultBinder", 0),
 ]
 DEFAULT_BIND_TIMEOUT_SECONDS = 600  # v1alpha1's, for volume binding
 DEFAULT_POLICY_CONFIGMAP_NAMESPACE = "kube-system"
@@ -108,7 +109,7 @@ class SchedulerConfig:
     parallelism: int = 16
     extenders: list[ExtenderConfig] = field(default_factory=list)
     algorithm_source: AlgorithmSource | None = None
-    bind_timeout_seconds: int = DEFAULT_BIND_TIMEOUT_SECONDS  # VolumeBinding's (not in kubeling yet)
+    bind_timeout_seconds: int = DEFAULT_BIND_TIMEOUT_SECONDS  # v1alpha1's: into VolumeBinding's args
 
 
 def _gate_list(text: str) -> dict[str, bool]:
@@ -345,6 +346,8 @@ def parse_config(data: Any, registry: dict[str, PluginFactory], *, policy: Polic
             plugin_config = [*(pc for pc in provided.plugin_config if pc["name"] not in configured), *plugin_config]
         if hard_weight is not None and policy is None:
             plugin_config = _with_hard_weight(plugin_config, hard_weight, f"{where}.pluginConfig")
+        if "bindTimeoutSeconds" in data:  # v1alpha1's: VolumeBindingArgs' since v1alpha2
+            plugin_config = _with_bind_timeout(plugin_config, cfg.bind_timeout_seconds)
         profile.points = _points(plugins, plugin_config, registry, where, base)
         if disable_preemption:
             post = [n for n in profile.points.enabled.get("postFilter", []) if n != "DefaultPreemption"]
@@ -389,6 +392,14 @@ def _with_hard_weight(plugin_config: list[Any], weight: int, where: str) -> list
     if not done:
         out.append({"name": "InterPodAffinity", "args": {"hardPodAffinityWeight": weight}})
     return out
+
+
+def _with_bind_timeout(plugin_config: list[Any], seconds: int) -> list[Any]:
+    """bindTimeoutSeconds into VolumeBinding's args, unless its pluginConfig sets it itself."""
+    for pc in plugin_config:
+        if isinstance(pc, dict) and pc.get("name") == "VolumeBinding":
+            return plugin_config
+    return [*plugin_config, {"name": "VolumeBinding", "args": {"bindTimeoutSeconds": seconds}}]
 
 
 def _record(value: Any, where: str) -> RecordOptions:

@@ -7,6 +7,8 @@ unschedulable pods whose rejecting plugins registered for that kind of event.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from protos.kubeling.v1.core_pb2 import Node, Pod, Service
 from scheduler.cache import Cache
 from scheduler.framework.interface import Action, ClusterEvent, Resource
@@ -81,6 +83,14 @@ class EventHandlers:
 
     def on_service_delete(self, service: Service) -> None:
         self.queue.move_all_on_event(ClusterEvent(Resource.SERVICE, Action.DELETE))
+
+    def storage_handlers(self, resource: Resource) -> dict[str, Callable[..., object]]:
+        """Informer handlers for a storage resource (claims, volumes, classes, CSINodes): a
+        change may let a pod the volume plugins rejected fit (a claim bound, a volume made
+        free, a driver registered)."""
+        return {"on_add": lambda obj: self.queue.move_all_on_event(ClusterEvent(resource, Action.ADD)),
+                "on_update": lambda old, new: self.queue.move_all_on_event(ClusterEvent(resource, Action.UPDATE)),
+                "on_delete": lambda obj: self.queue.move_all_on_event(ClusterEvent(resource, Action.DELETE))}
 
 
 def node_scheduling_properties_change(old: Node, new: Node) -> list[ClusterEvent]:

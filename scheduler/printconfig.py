@@ -67,8 +67,6 @@ def render(config: SchedulerConfig) -> str:
                         f"{p.origin or 'the configuration (its profile and the defaults)'}")
         for name, why in sorted(p.omitted.items()):
             comments.append(f"#   left out, {name} (upstream's, not in kubeling): {why}")
-        if "VolumeBinding" in p.omitted:
-            comments.append(f"#   bindTimeoutSeconds: {config.bind_timeout_seconds} (VolumeBinding's)")
         comments.extend(f"#   {note}" for note in p.notes)
         profile: dict[str, Any] = {"schedulerName": p.scheduler_name}
         if p.percentage_of_nodes_to_score is not None:

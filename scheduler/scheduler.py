@@ -29,6 +29,7 @@ from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.results import RecordOptions
 from scheduler.framework.runtime import Framework, PluginFactory
 from scheduler.framework.status import Status
+from scheduler.framework.storage import StorageListers
 from scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
 from scheduler.metrics import SchedulerMetrics
 from scheduler.queue import SchedulingQueue
@@ -67,6 +68,7 @@ class Scheduler(EventHandlers, ScheduleOne):
         # What selects pods, for the spreading plugins (the service's informers; none without them).
         self.service_lister: Callable[[str], Sequence[Service]] = lambda namespace: ()
         self.replica_set_getter: Callable[[str, str], ReplicaSet | None] = lambda namespace, name: None
+        self.storage_listers = StorageListers()  # the volume plugins' (the service's informers)
         self.metrics = metrics or SchedulerMetrics()
         self._client = client
         self._recorder: Recorder = recorder or NullRecorder()
@@ -172,6 +174,9 @@ class Scheduler(EventHandlers, ScheduleOne):
 
     def replica_set(self, namespace: str, name: str) -> ReplicaSet | None:
         return self.replica_set_getter(namespace, name)
+
+    def storage(self) -> StorageListers:
+        return self.storage_listers
 
     async def evict(self, pod: Pod, message: str) -> None:
         """Remove a preemption victim: graceful delete through the API (its kubelet stops it)."""

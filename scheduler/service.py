@@ -14,6 +14,7 @@ import logging
 import socket
 import uuid
 from pathlib import Path
+from typing import Any
 
 from kubeling import options
 from kubeling.client import Client
@@ -22,8 +23,10 @@ from kubeling.http import StatusServer
 from kubeling.informer import INDEX_NAMESPACE, Informer
 from kubeling.leaderelection import ElectionConfig, LeaderElector
 from kubeling.periodic import cancel_and_wait
-from protos.kubeling.v1 import apps_pb2, core_pb2, policy_pb2
+from protos.kubeling.v1 import apps_pb2, core_pb2, policy_pb2, storage_pb2
 from scheduler.config import LegacyOptions, PolicySource, SchedulerConfig, algorithm_source, config_data, parse_config
+from scheduler.framework.interface import Resource
+from scheduler.framework.storage import StorageListers
 from scheduler.legacy.policy import Policy
 from scheduler.legacy.source import PolicyConfigMapWatch, fetch_policy_configmap, policy_of, read_policy_file
 from scheduler.plugins import registry
@@ -67,7 +70,23 @@ class SchedulerService:
         # What selects pods (SelectorSpread, ServiceAffinity, PodTopologySpread's default constraints).
         self.services: Informer[core_pb2.Service] = Informer(self.client.services)
         self.replica_sets: Informer[apps_pb2.ReplicaSet] = Informer(self.client.replicasets)
+        # What the volume plugins read (VolumeBinding, VolumeRestrictions, NodeVolumeLimits).
+        self.claims: Informer[core_pb2.PersistentVolumeClaim] = Informer(self.client.persistentvolumeclaims)
+        self.volumes: Informer[core_pb2.PersistentVolume] = Informer(self.client.persistentvolumes)
+        self.storage_classes: Informer[storage_pb2.StorageClass] = Informer(self.client.storageclasses)
+        self.csi_nodes: Informer[storage_pb2.CSINode] = Informer(self.client.csinodes)
+        self.csi_drivers: Informer[storage_pb2.CSIDriver] = Informer(self.client.csidrivers)
+        self.capacities: Informer[storage_pb2.CSIStorageCapacity] = Informer(self.client.csistoragecapacities)
         s = self.scheduler
+        s.storage_listers = StorageListers(
+            claim=lambda namespace, name: self.claims.store.get(f"{namespace}/{name}"),
+            volume=self.volumes.store.get, volumes=self.volumes.store.list,
+            storage_class=self.storage_classes.store.get, csi_node=self.csi_nodes.store.get,
+            csi_driver=self.csi_drivers.store.get, capacities=self.capacities.store.list)
+        for informer, resource in ((self.claims, Resource.PERSISTENT_VOLUME_CLAIM),
+                                   (self.volumes, Resource.PERSISTENT_VOLUME),
+                                   (self.storage_classes, Resource.STORAGE_CLASS), (self.csi_nodes, Resource.CSI_NODE)):
+            informer.add_handler(**s.storage_handlers(resource))
         s.pdb_lister = self.pdbs.store.list
         s.service_lister = lambda namespace: self.services.store.by_index(INDEX_NAMESPACE, namespace)
         s.replica_set_getter = lambda namespace, name: self.replica_sets.store.get(f"{namespace}/{name}")
@@ -102,9 +121,15 @@ class SchedulerService:
         return self._loop is not None and not self._loop.done()
 
     def _ready(self) -> tuple[bool, str]:
-        if not all(i.synced for i in (self.pods, self.nodes, self.pdbs, self.services, self.replica_sets)):
+        if not all(i.synced for i in self._informers()):
             return False, "informers not synced"
         return True, "leader" if self.leading else "standby"
+
+    def _informers(self) -> list[Informer[Any]]:
+        return [self.pods, self.nodes, self.pdbs, self.services, self.replica_sets, *self._storage_informers()]
+
+    def _storage_informers(self) -> list[Informer[Any]]:
+        return [self.claims, self.volumes, self.storage_classes, self.csi_nodes, self.csi_drivers, self.capacities]
 
     async def resolved_config(self) -> SchedulerConfig:
         """The configuration with its Policy, read from its ConfigMap if it is in one."""
@@ -129,8 +154,12 @@ class SchedulerService:
             await self.status.start(self.metrics_listen)
         await self.services.start()
         await self.replica_sets.start()
+        for informer in self._storage_informers():
+            await informer.start()
         await self.services.wait_synced(sync_timeout)
         await self.replica_sets.wait_synced(sync_timeout)
+        for informer in self._storage_informers():
+            await informer.wait_synced(sync_timeout)
         await self.nodes.start()
         await self.nodes.wait_synced(sync_timeout)
         await self.pods.start()
@@ -206,6 +235,8 @@ class SchedulerService:
             await self.policy_watch.stop()
         await self.services.stop()
         await self.replica_sets.stop()
+        for informer in self._storage_informers():
+            await informer.stop()
         await self.pods.stop()
         await self.pdbs.stop()
         await self.nodes.stop()

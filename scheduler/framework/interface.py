@@ -19,6 +19,7 @@ from protos.kubeling.v1.policy_pb2 import PodDisruptionBudget
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.status import SUCCESS, Status
+from scheduler.framework.storage import StorageListers
 from scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
 
 if TYPE_CHECKING:
@@ -37,6 +38,10 @@ class Resource(str, Enum):
     POD = "Pod"
     NODE = "Node"
     SERVICE = "Service"
+    PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+    PERSISTENT_VOLUME = "PersistentVolume"
+    STORAGE_CLASS = "storage.k8s.io/StorageClass"
+    CSI_NODE = "storage.k8s.io/CSINode"
     WILDCARD = "*"
 
 
@@ -186,6 +191,11 @@ class Handle(Protocol):
 
     def replica_set(self, namespace: str, name: str) -> ReplicaSet | None:
         """A ReplicaSet by name (the scheduler's informer), a pod's controller; None when unknown."""
+        ...
+
+    def storage(self) -> StorageListers:
+        """Claims, volumes, StorageClasses, CSINodes, CSIDrivers and CSIStorageCapacities (the
+        scheduler's informers), for the volume plugins."""
         ...
 
     def iterate_over_waiting_pods(self) -> Iterator[WaitingPod]:

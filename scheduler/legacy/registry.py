@@ -59,13 +59,9 @@ _CONDITION_PREDICATES = ("CheckNodeCondition", "CheckNodeMemoryPressure", "Check
                          "CheckNodePIDPressure")
 
 # Upstream plugins that kubeling does not have, and why a profile runs without them.
-_NO_PVCS = "kubeling serves no PersistentVolumes or claims yet: no pod has a volume this plugin judges"
 NOT_IN_KUBELING = {
-    "VolumeBinding": _NO_PVCS,
-    "VolumeZone": _NO_PVCS,
-    "NodeVolumeLimits": _NO_PVCS,
-    "VolumeRestrictions": "it judges gcePersistentDisk, awsElasticBlockStore, rbd and iscsi volumes and "
-                          "ReadWriteOncePod claims, which kubeling's pods cannot have",
+    "VolumeZone": "it compares volumes' zone and region labels with nodes'; kubeling's volumes carry node "
+                  "affinity instead (VolumeBinding judges it)",
     "EBSLimits": "it counts awsElasticBlockStore volumes, which kubeling's pods cannot have",
     "GCEPDLimits": "it counts gcePersistentDisk volumes, which kubeling's pods cannot have",
     "AzureDiskLimits": "it counts azureDisk volumes, which kubeling's pods cannot have",

@@ -25,12 +25,15 @@ from scheduler.plugins.noderesources import (
     RequestedToCapacityRatio,
 )
 from scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from scheduler.plugins.nodevolumelimits import NodeVolumeLimits
 from scheduler.plugins.podtopologyspread import PodTopologySpread
 from scheduler.plugins.queuesort import PrioritySort
 from scheduler.plugins.schedulinggates import SchedulingGates
 from scheduler.plugins.selectorspread import SelectorSpread
 from scheduler.plugins.serviceaffinity import ServiceAffinity
 from scheduler.plugins.tainttoleration import TaintToleration
+from scheduler.plugins.volumebinding import VolumeBinding
+from scheduler.plugins.volumerestrictions import VolumeRestrictions
 
 __all__ = ["in_tree_registry", "registry", "ENTRY_POINT_GROUP", "PluginLoadError"]
 
@@ -43,8 +46,8 @@ class PluginLoadError(ConfigError):
     """A plugin the configuration names cannot be loaded (the scheduler exits 2)."""
 
 _PLUGINS = (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, NodePorts, Fit, BalancedAllocation,
-            NodeAffinity, TaintToleration, PodTopologySpread, InterPodAffinity, ImageLocality, DefaultPreemption,
-            DefaultBinder,
+            NodeAffinity, TaintToleration, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, PodTopologySpread,
+            InterPodAffinity, ImageLocality, DefaultPreemption, DefaultBinder,
             # the plugins only a Policy's predicates and priorities (upstream 1.19-1.22) turn into
             SelectorSpread, ServiceAffinity, NodeLabel, NodePreferAvoidPods, LeastAllocated, MostAllocated,
             RequestedToCapacityRatio)

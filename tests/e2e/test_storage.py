@@ -221,3 +221,47 @@ async def test_kubelet_volume_features(storage: Storage, tmp_path: Path) -> None
     waiting = await cluster.wait_pod("sneaky", lambda p: any(
         s.state.waiting.reason == "CreateContainerConfigError" for s in p.status.containerStatuses), timeout=60)
     assert "outside the volume" in waiting.status.containerStatuses[0].state.waiting.message
+
+
+async def test_wait_for_first_consumer_binds_where_the_pod_lands(storage: Storage) -> None:
+    cluster, client = storage.cluster, storage.cluster.client
+    await storage.add_node(1)
+    second = await storage.add_node(2)
+    target = second.config.node_name
+    await client.storageclasses.create(storage_pb2.StorageClass(
+        metadata=meta_pb2.ObjectMeta(name="standard", annotations={
+            "storageclass.kubernetes.io/is-default-class": "true"}),
+        provisioner=DRIVER, volumeBindingMode="WaitForFirstConsumer"))
+    await client.persistentvolumeclaims.create(core_pb2.PersistentVolumeClaim(
+        metadata=meta_pb2.ObjectMeta(name="late", namespace="default"), spec=core_pb2.PersistentVolumeClaimSpec(
+            accessModes=["ReadWriteOnce"], resources=core_pb2.VolumeResourceRequirements(requests={"storage": "1Gi"}))))
+    waiting = await client.persistentvolumeclaims.get("late", "default")
+    assert waiting.spec.storageClassName == "standard" and waiting.status.phase == "Pending"  # no consumer yet
+
+    placed = with_claim(pod("placed", mounting("sh", "-c", "echo here > /data/where"), restart_policy="Never"),
+                        "late")
+    placed.spec.nodeSelector["kubernetes.io/hostname"] = target
+    await client.pods.create(placed)
+    assert (await finished(cluster, "placed")).spec.nodeName == target
+    bound = await client.persistentvolumeclaims.get("late", "default")
+    assert bound.status.phase == "Bound" and bound.metadata.annotations["volume.kubernetes.io/selected-node"] == target
+    pv = await client.persistentvolumes.get(bound.spec.volumeName)
+    assert (storage.volume_dir(target, pv) / "where").read_text() == "here\n"
+    # the volume's node affinity brings the next pod of the claim to the same node
+    await client.pods.create(with_claim(pod("follower", mounting("cat", "/data/where"), restart_policy="Never"),
+                                        "late"))
+    follower = await finished(cluster, "follower")
+    assert follower.spec.nodeName == target and await logs(cluster, "follower") == "here\n"
+
+    # a class nothing provisions, and no volume: the pod waits, and says why
+    await client.storageclasses.create(storage_pb2.StorageClass(
+        metadata=meta_pb2.ObjectMeta(name="manual"), provisioner="kubernetes.io/no-provisioner",
+        volumeBindingMode="WaitForFirstConsumer"))
+    await claim(client, "nothing", "manual")
+    await client.pods.create(with_claim(pod("stuck", mounting("true")), "nothing"))
+
+    async def why() -> list[str]:
+        events = (await client.events.list_all("default"))[0]
+        return [e.message for e in events if e.involvedObject.name == "stuck" and e.reason == "FailedScheduling"]
+    told = await until(why, "FailedScheduling for a claim nothing can bind", timeout=60)
+    assert "didn't find available persistent volumes to bind" in told[0]

@@ -6,6 +6,7 @@ import itertools
 
 from protos.kubeling.v1 import apps_pb2, core_pb2
 from scheduler.cache import Cache, Snapshot
+from scheduler.framework.storage import StorageListers
 from scheduler.framework.types import NodeInfo, PodInfo
 
 _uids = itertools.count()
@@ -74,6 +75,7 @@ class SnapshotHandle:
         self.client = None
         self._services = services or []
         self._replica_sets = replica_sets or []
+        self.storage_listers = StorageListers()
 
     def services(self, namespace: str) -> list[core_pb2.Service]:
         return [s for s in self._services if s.metadata.namespace == namespace]
@@ -81,6 +83,9 @@ class SnapshotHandle:
     def replica_set(self, namespace: str, name: str) -> apps_pb2.ReplicaSet | None:
         return next((rs for rs in self._replica_sets
                      if rs.metadata.namespace == namespace and rs.metadata.name == name), None)
+
+    def storage(self) -> StorageListers:
+        return self.storage_listers
 
     def node_infos(self):
         return self.snap.node_infos()  # type: ignore[attr-defined]

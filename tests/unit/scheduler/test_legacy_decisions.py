@@ -32,7 +32,8 @@ MANDATORY = ["NodeUnschedulable", "TaintToleration"]
 
 def _profile(*, filters: list[str] | None = None, pre_filters: list[str] | None = None,
              scores: list[tuple[str, int]] | None = None, pre_scores: list[str] | None = None,
-             config: dict[str, Any] | None = None) -> dict[str, Any]:
+             config: dict[str, Any] | None = None, reserve: list[str] | None = None,
+             pre_bind: list[str] | None = None) -> dict[str, Any]:
     """A profile written out by hand: what upstream's table says a Policy becomes."""
     plugins: dict[str, Any] = {
         "multiPoint": {"disabled": [{"name": "*"}]},
@@ -46,6 +47,10 @@ def _profile(*, filters: list[str] | None = None, pre_filters: list[str] | None 
         plugins["preFilter"] = {"enabled": [{"name": n} for n in pre_filters]}
     if pre_scores:
         plugins["preScore"] = {"enabled": [{"name": n} for n in pre_scores]}
+    if reserve:
+        plugins["reserve"] = {"enabled": [{"name": n} for n in reserve]}
+    if pre_bind:
+        plugins["preBind"] = {"enabled": [{"name": n} for n in pre_bind]}
     if scores:
         plugins["score"] = {"enabled": [{"name": n, "weight": w} for n, w in scores]}
     profile: dict[str, Any] = {"schedulerName": "default-scheduler", "plugins": plugins}
@@ -274,9 +279,12 @@ PREDICATE_CASES = [
      _profile(filters=["NodeUnschedulable", "NodeResourcesFit", "NodeName", "NodePorts", "NodeAffinity",
                        "TaintToleration"], pre_filters=["NodeResourcesFit", "NodePorts", "NodeAffinity"]),
      general, {"n3"}),
-    # the volume predicates judge nothing kubeling's pods can have: the profile runs without them
+    # the volume predicates: VolumeRestrictions, NodeVolumeLimits and VolumeBinding (pods without
+    # claims pass them); the zone and cloud-disk ones judge nothing kubeling's pods can have
     ([{"name": "NoDiskConflict"}, {"name": "NoVolumeZoneConflict"}, {"name": "MaxCSIVolumeCountPred"},
-      {"name": "CheckVolumeBinding"}, {"name": "MaxEBSVolumeCount"}], _profile(), taints, {"n2"}),
+      {"name": "CheckVolumeBinding"}, {"name": "MaxEBSVolumeCount"}], _profile(
+        filters=["NodeUnschedulable", "VolumeRestrictions", "TaintToleration", "NodeVolumeLimits", "VolumeBinding"],
+        pre_filters=["VolumeBinding"], reserve=["VolumeBinding"], pre_bind=["VolumeBinding"]), taints, {"n2"}),
 ]
 
 PRIORITY_CASES = [

@@ -98,14 +98,14 @@ def test_create_from_config_with_hard_pod_affinity_symmetric_weight() -> None:
 
 def test_create_from_empty_config_uses_the_default_predicates_and_priorities() -> None:
     """TestCreateFromEmptyConfig / ...WithUnspecifiedPredicatesOrPriorities: a Policy without
-    predicates or priorities gets the registry's defaults (the volume plugins left out)."""
+    predicates or priorities gets the registry's defaults (the zone and cloud-disk volume
+    plugins left out)."""
     t = translate(parse_policy({}), GATE_OFF)
     assert _enabled(t.plugins, "filter") == _upstream([
         "NodeUnschedulable", "NodeResourcesFit", "NodeName", "NodePorts", "NodeAffinity", "VolumeRestrictions",
         "TaintToleration", "EBSLimits", "GCEPDLimits", "NodeVolumeLimits", "AzureDiskLimits", "VolumeBinding",
         "VolumeZone", "PodTopologySpread", "InterPodAffinity"])
-    assert set(t.omitted) == {"VolumeRestrictions", "EBSLimits", "GCEPDLimits", "NodeVolumeLimits",
-                              "AzureDiskLimits", "VolumeBinding", "VolumeZone"}
+    assert set(t.omitted) == {"EBSLimits", "GCEPDLimits", "AzureDiskLimits", "VolumeZone"}
     assert _enabled(t.plugins, "score") == [
         ("NodeResourcesBalancedAllocation", 1), ("PodTopologySpread", 2), ("ImageLocality", 1),
         ("InterPodAffinity", 1), ("NodeResourcesLeastAllocated", 1), ("NodeAffinity", 1),
@@ -286,7 +286,8 @@ def test_a_provider_then_the_profiles_own_plugins() -> None:
                                        "NodeResourcesLeastAllocated", "NodeAffinity", "NodePreferAvoidPods",
                                        "PodTopologySpread", "TaintToleration", "SelectorSpread", "NodeResourcesFit"]
     assert points.weights["NodeAffinity"] == 7 and points.weights["NodePreferAvoidPods"] == 10000
-    assert cfg.profiles[0].origin == "provider DefaultProvider" and "VolumeBinding" in cfg.profiles[0].omitted
+    assert cfg.profiles[0].origin == "provider DefaultProvider" and "VolumeZone" in cfg.profiles[0].omitted
+    assert "VolumeBinding" in points.enabled["preBind"]
 
 
 # ---------------------------------------------------------------- configuration and flags
@@ -418,7 +419,8 @@ def test_print_config_prints_what_a_policy_file_becomes(tmp_path: Path, capsys: 
 
     from scheduler.__main__ import main
     policy = _write(tmp_path, "policy.json", {"kind": "Policy", "apiVersion": "v1",
-                                              "predicates": [{"name": "PodFitsResources"}, {"name": "NoDiskConflict"}],
+                                              "predicates": [{"name": "PodFitsResources"},
+                                                             {"name": "NoVolumeZoneConflict"}],
                                               "priorities": [{"name": "MostRequestedPriority", "weight": 2}]})
     assert main(["--policy-config-file", policy, "--scheduler-name", "legacy", "--print-config"]) == 0
     out = capsys.readouterr().out
@@ -426,6 +428,6 @@ def test_print_config_prints_what_a_policy_file_becomes(tmp_path: Path, capsys: 
     [profile] = printed["profiles"]
     assert profile["schedulerName"] == "legacy"
     assert profile["plugins"]["score"] == {"enabled": [{"name": "NodeResourcesMostAllocated", "weight": 2}]}
-    assert "left out, VolumeRestrictions" in out  # NoDiskConflict's plugin, said why
+    assert "left out, VolumeZone" in out  # NoVolumeZoneConflict's plugin, said why
     assert main(["--algorithm-provider", "ClusterAutoscalerProvider", "--print-config"]) == 0
     assert "NodeResourcesMostAllocated" in capsys.readouterr().out
