@@ -12,6 +12,7 @@ from cluster.processes import terminate_pids
 from cri.server import CRIServer
 from kubelet.agent import bridge_name, runtime_config
 from kubelet.runtime import CRICallError, Runtime
+from kubeling import mounts
 from proxy.proxier import Iptables
 
 __all__ = ["clean_node", "stop_orphans", "remove_network"]
@@ -41,6 +42,14 @@ async def clean_node(plan: ClusterPlan, node: str) -> None:
             await server.stop()
     subprocess.run(["ip", "link", "del", bridge_name(node)], capture_output=True)
     shutil.rmtree(plan.runc_root(node), ignore_errors=True)
+    # The pods' volumes: CSI publish and staging bind mounts, tmpfs emptyDirs (the data
+    # stays in the driver's directories; a kubelet started again publishes them anew).
+    for where in (config.state_dir / "pods", config.state_dir / "plugins"):
+        for point in reversed(mounts.mount_points(where)):
+            try:
+                mounts.unmount(point, lazy=True)
+            except mounts.MountError as exc:
+                log.warning("node %s: %s", node, exc)
 
 
 async def stop_orphans(plan: ClusterPlan, running: dict[str, int], keep_state: bool) -> None:
@@ -52,6 +61,7 @@ async def stop_orphans(plan: ClusterPlan, running: dict[str, int], keep_state: b
     if not keep_state:
         for node in plan.nodes:
             await clean_node(plan, node)
+    terminate_pids(group(*(f"csi-hostpath-{n}" for n in plan.nodes)))
     terminate_pids(group("scheduler", "controller-manager", "cluster-dns", *plan.proxies))
     terminate_pids(group("haproxy", *(name for name, _, _ in plan.apiserver_backends)))
     terminate_pids(group(*(name for name, _, _ in plan.etcd_members)))

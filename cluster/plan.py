@@ -14,6 +14,7 @@ from pathlib import Path
 from cluster.certs import write_credentials
 from cluster.etcd import etcd_args, etcd_binary
 from cluster.hosts import choose_subnet, host_ip, netns_name
+from csi.hostpath import DRIVER_NAME
 from kubelet.config import KubeletConfig
 from kubeling.atomicfile import replace_file
 from kubeling.client import Client, TLSConfig
@@ -180,6 +181,10 @@ class ClusterPlan:
     def runc_root(self, node: str) -> Path:
         return self.root / "runc" / node
 
+    def csi_state_dir(self, node: str) -> Path:
+        """The node's hostpath volumes (a directory each) and the driver's state."""
+        return self.root / "csi-hostpath" / node
+
     def save(self) -> None:
         replace_file(self.root / "cluster.json", json.dumps(asdict(self), indent=2).encode(), 0o644)
 
@@ -278,6 +283,16 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
             "--pod-logs-dir", str(config.pod_logs_dir), "--runc-root", str(config.runc_root),
             "--cluster-cidr", plan.cluster_cidr, "--cluster-dns", DNS_IP, "--service-cluster-ip-range", SERVICE_CIDR,
             *(["--registry-config-dir", plan.registry_config_dir] if plan.registry_config_dir else []))
+    for node in plan.nodes:
+        # The node's hostpath CSI driver with its registrar and provisioner (upstream deploys
+        # them as a DaemonSet); the kubelet finds it in its plugin registry.
+        config = plan.kubelet_config(node)
+        enter = ["nsenter", f"--net=/run/netns/{netns_name(node)}"] if plan.hosts else []
+        out[f"csi-hostpath-{node}"] = enter + _python(
+            "csi.hostpath", "--node-id", node, "--state-dir", str(plan.csi_state_dir(node)),
+            "--registration-dir", str(config.state_dir / "plugins_registry"),
+            "--endpoint", str(config.state_dir / "plugins" / DRIVER_NAME / "csi.sock"),
+            "--kubeconfig", str(root / "csi-hostpath.conf"))
     for name, nodes in plan.proxies.items():
         enter = ["nsenter", f"--net=/run/netns/{netns_name(nodes[0])}"] if plan.hosts else []
         out[name] = enter + _python(

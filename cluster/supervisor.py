@@ -23,6 +23,8 @@ from cluster.cleanup import clean_node, remove_network
 from cluster.hosts import bridge_of, netns_name
 from cluster.plan import DNS_IP, ClusterPlan, commands
 from clusterdns.addon import publish
+from csi.addon import install_default_class
+from csi.hostpath import DRIVER_NAME
 from kubeling import errors
 from proxy.proxier import Iptables
 
@@ -113,6 +115,12 @@ class Supervisor:
         for node in plan.nodes:
             await self._wait(f"node {node} to be Ready", functools.partial(self._node_ready, node),
                              self.components[f"kubelet-{node}"])
+        for node in plan.nodes:
+            await self._wait(f"the hostpath CSI driver registered on {node}",
+                             functools.partial(self._csi_registered, node), self.components[f"csi-hostpath-{node}"])
+        if plan.nodes:
+            async with plan.admin_client(timeout=10) as client:
+                await install_default_class(client, DRIVER_NAME)  # as kubeadm's addon phase: the admin's
 
     async def _http_ok(self, url: str, ssl: SSLContext | None = None) -> bool:
         try:
@@ -157,6 +165,14 @@ class Supervisor:
         iptables = Iptables(f"/run/netns/{netns_name(nodes[0])}" if self.plan.hosts else "")
         done = await asyncio.to_thread(iptables.run, ["iptables", "-w", "-t", "nat", "-S", "KUBE-SERVICES"])
         return done.returncode == 0
+
+    async def _csi_registered(self, node: str) -> bool:
+        async with self.plan.admin_client(timeout=2, wait_for_ready=False) as client:
+            try:
+                found = await client.csinodes.get(node)
+            except errors.ApiError:
+                return False
+        return any(d.name == DRIVER_NAME for d in found.spec.drivers)
 
     async def _node_ready(self, node: str) -> bool:
         async with self.plan.admin_client(timeout=2, wait_for_ready=False) as client:
@@ -211,6 +227,7 @@ class Supervisor:
         if not keep_state:
             for node in self.plan.nodes:
                 await clean_node(self.plan, node)
+        self._terminate([f"csi-hostpath-{n}" for n in self.plan.nodes])
         # One after the other: the scheduler and the controller manager give their leases
         # up through the apiserver.
         self._terminate(["scheduler", "controller-manager", "cluster-dns", *self.plan.proxies])

@@ -301,8 +301,8 @@ class PersistentVolumeController:
         await self._reclaim(volume)
 
     async def _volume_phase(self, volume: core_pb2.PersistentVolume, phase: str, message: str = "") -> None:
-        if volume.status.phase == phase and volume.status.message == message:
-            return
+        if volume.status.phase == phase:
+            return  # upstream's updateVolumePhase: a phase already right is left alone, message and all
         fresh = await self.client.persistentvolumes.get(volume.metadata.name)
         fresh.status.phase = phase
         fresh.status.message = message

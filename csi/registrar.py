@@ -11,6 +11,7 @@ from pathlib import Path
 
 import grpc
 
+from kubeling.unixsocket import SocketAddress
 from protos.pluginregistration.v1 import api_pb2, api_pb2_grpc
 
 __all__ = ["Registrar", "CSI_PLUGIN", "SUPPORTED_VERSIONS", "socket_path"]
@@ -59,8 +60,12 @@ class Registrar:
         self.path.unlink(missing_ok=True)
         server = grpc.aio.server()
         api_pb2_grpc.add_RegistrationServicer_to_server(_Registration(self), server)
-        server.add_insecure_port(f"unix://{self.path}")
-        await server.start()
+        address = SocketAddress(self.path)
+        try:
+            server.add_insecure_port(address.target())
+            await server.start()
+        finally:
+            address.close()
         self._server = server
 
     async def stop(self) -> None:

@@ -15,6 +15,7 @@ from csi.registrar import Registrar
 from kubeling.client import Client
 from kubeling.options import ConfigError, flag
 from kubeling.quantity import QuantityError, parse_quantity
+from kubeling.unixsocket import SocketAddress
 
 __all__ = ["ServiceConfig", "HostpathService", "bytes_arg"]
 
@@ -63,13 +64,15 @@ class HostpathService:
         self.registrar = (Registrar(config.driver_name, config.socket, config.registration_dir)
                           if config.registration_dir is not None else None)
         self._channel: grpc.aio.Channel | None = None
+        self._address: SocketAddress | None = None
         self.provisioner: Provisioner | None = None
 
     async def start(self) -> None:
         await self.server.start(self.config.socket)
         if self.client is not None:
             # The sidecar speaks to the driver as upstream's does: over the driver's socket.
-            self._channel = grpc.aio.insecure_channel(f"unix://{self.config.socket}")
+            self._address = SocketAddress(self.config.socket)
+            self._channel = grpc.aio.insecure_channel(self._address.target())
             self.provisioner = Provisioner(self.client, self._channel, ProvisionerConfig(
                 driver=self.config.driver_name, node=self.config.node_id, topology_key=TOPOLOGY_KEY))
             await self.provisioner.start()
@@ -83,6 +86,8 @@ class HostpathService:
             await self.provisioner.stop()
         if self._channel is not None:
             await self._channel.close()
+        if self._address is not None:
+            self._address.close()
         await self.server.stop()
         if self.client is not None:
             await self.client.close()

@@ -25,6 +25,7 @@ import grpc
 
 from kubeling import errors, mounts
 from kubeling.client import Client
+from kubeling.unixsocket import SocketAddress
 from protos.csi.v1 import csi_pb2, csi_pb2_grpc
 from protos.kubeling.v1 import core_pb2, meta_pb2, storage_pb2
 
@@ -61,6 +62,13 @@ class Driver:
     stage: bool = False  # STAGE_UNSTAGE_VOLUME
     multi_writer: bool = False  # SINGLE_NODE_MULTI_WRITER: the newer single-node access modes
     channel: grpc.aio.Channel | None = None
+    address: SocketAddress | None = None  # held while the channel may connect
+
+    async def close(self) -> None:
+        if self.channel is not None:
+            await self.channel.close()
+        if self.address is not None:
+            self.address.close()
 
     @property
     def node(self) -> csi_pb2_grpc.NodeStub:
@@ -99,14 +107,14 @@ class CSIDrivers:
         it in CSINode and on the Node (raises CSIError: the registration is refused)."""
         if not any(v.split(".")[0] in ("1", "v1") for v in versions):
             raise CSIError(f"none of the versions {versions} of driver {name} is supported (1.x)")
-        path = endpoint.removeprefix("unix://")
-        channel = grpc.aio.insecure_channel(f"unix://{path}")
-        driver = Driver(name, path, channel=channel)
+        address = SocketAddress(endpoint)
+        channel = grpc.aio.insecure_channel(address.target())
+        driver = Driver(name, str(address.path), channel=channel, address=address)
         try:
             info = await driver.node.NodeGetInfo(csi_pb2.NodeGetInfoRequest(), timeout=self.timeout)
             caps = await driver.node.NodeGetCapabilities(csi_pb2.NodeGetCapabilitiesRequest(), timeout=self.timeout)
         except grpc.aio.AioRpcError as err:
-            await channel.close()
+            await driver.close()
             raise CSIError(f"driver {name}: NodeGetInfo: {_rpc(err)}") from None
         driver.node_id = info.node_id
         driver.topology = dict(info.accessible_topology.segments)
@@ -116,8 +124,8 @@ class CSIDrivers:
         driver.multi_writer = _RPC.SINGLE_NODE_MULTI_WRITER in kinds
         old = self.drivers.get(name)
         self.drivers[name] = driver
-        if old is not None and old.channel is not None:
-            await old.channel.close()
+        if old is not None:
+            await old.close()
         await self._record(driver)
         log.info("node %s: CSI driver %s registered (node ID %s, topology %s)", self.node_name, name, driver.node_id,
                  driver.topology)
@@ -126,8 +134,7 @@ class CSIDrivers:
         driver = self.drivers.pop(name, None)
         if driver is None:
             return
-        if driver.channel is not None:
-            await driver.channel.close()
+        await driver.close()
         try:
             csinode = await self.client.csinodes.get(self.node_name)
             kept = [d for d in csinode.spec.drivers if d.name != name]
@@ -179,8 +186,7 @@ class CSIDrivers:
 
     async def close(self) -> None:
         for driver in self.drivers.values():
-            if driver.channel is not None:
-                await driver.channel.close()
+            await driver.close()
         self.drivers.clear()
 
     # ------------------------------------------------------------ volumes

@@ -17,6 +17,7 @@ from pathlib import Path
 import grpc
 
 from kubeling.periodic import Periodic
+from kubeling.unixsocket import SocketAddress
 from protos.pluginregistration.v1 import api_pb2, api_pb2_grpc
 
 __all__ = ["PluginManager", "CSI_PLUGIN"]
@@ -70,7 +71,14 @@ class PluginManager:
                 self._failed[socket] = now
 
     async def _register(self, socket: Path) -> bool:
-        async with grpc.aio.insecure_channel(f"unix://{socket}") as channel:
+        address = SocketAddress(socket)
+        try:
+            return await self._ask(socket, address.target())
+        finally:
+            address.close()
+
+    async def _ask(self, socket: Path, target: str) -> bool:
+        async with grpc.aio.insecure_channel(target) as channel:
             stub = api_pb2_grpc.RegistrationStub(channel)
             try:
                 info = await stub.GetInfo(api_pb2.InfoRequest(), timeout=self.timeout)

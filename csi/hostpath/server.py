@@ -10,6 +10,7 @@ from csi.hostpath.controller import ControllerServicer
 from csi.hostpath.driver import Driver
 from csi.hostpath.identity import IdentityServicer
 from csi.hostpath.node import NodeServicer
+from kubeling.unixsocket import SocketAddress
 from protos.csi.v1 import csi_pb2_grpc
 
 __all__ = ["Server"]
@@ -28,8 +29,12 @@ class Server:
         csi_pb2_grpc.add_IdentityServicer_to_server(IdentityServicer(self.driver), server)
         csi_pb2_grpc.add_ControllerServicer_to_server(ControllerServicer(self.driver), server)
         csi_pb2_grpc.add_NodeServicer_to_server(NodeServicer(self.driver), server)
-        server.add_insecure_port(f"unix://{endpoint}")
-        await server.start()
+        address = SocketAddress(endpoint)
+        try:
+            server.add_insecure_port(address.target())
+            await server.start()
+        finally:
+            address.close()  # bound: the socket file is in its directory now
         self._server = server
         self.driver.log.info("CSI driver %s serving on %s (%d volumes known)", self.driver.config.name, endpoint,
                              len(self.driver.state.volumes))

@@ -27,6 +27,29 @@ from tests.e2e.kubectl import kubectl_binary
 from tests.wait import until
 
 CIDR = f"10.{170 + os.getpid() % 5}.0.0/16"
+_CLAIM_AND_POD = """\
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: keeper}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "test -f /data/f || echo kept > /data/f; sleep 3600"]
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: data}
+"""
 
 
 def _kubeling(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -164,6 +187,24 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
             info = await asyncio.to_thread(subprocess.run, kubectl + ["cluster-info"], capture_output=True, text=True)
             assert "CoreDNS is running at" in info.stdout, info.stdout + info.stderr
             await asyncio.to_thread(subprocess.run, kubectl + ["delete", "deployment", "web"], capture_output=True)
+
+            # Storage as the documentation's claim example: no class named, the default
+            # (standard, the hostpath CSI driver) provisions it where its pod lands.
+            manifest = state / "claim.yaml"
+            manifest.write_text(_CLAIM_AND_POD)
+            applied = await asyncio.to_thread(subprocess.run, kubectl + ["apply", "-f", str(manifest)],
+                                              capture_output=True, text=True)
+            assert applied.returncode == 0, applied.stderr
+            keeper = await _wait(client, "keeper", lambda p: p.status.phase == "Running")
+            claim = await client.persistentvolumeclaims.get("data", "default")
+            assert claim.status.phase == "Bound" and claim.spec.storageClassName == "standard"
+            volume = await client.persistentvolumes.get(claim.spec.volumeName)
+            kept_file = plan.csi_state_dir(keeper.spec.nodeName) / "volumes" / volume.spec.csi.volumeHandle / "f"
+            await until(lambda: kept_file.exists(), "the pod's write in its volume's directory")
+            listed = await asyncio.to_thread(subprocess.run, kubectl + ["get", "pv,pvc,sc"], capture_output=True,
+                                             text=True)
+            assert "standard (default)" in listed.stdout and "WaitForFirstConsumer" in listed.stdout, listed.stdout
+            assert f"persistentvolumeclaim/data   Bound    {volume.metadata.name}" in listed.stdout, listed.stdout
             await until(lambda: client.pods.list_all(), "the Deployment's pods collected", timeout=60,
                         check=lambda found: not [p for p in found[0] if p.metadata.name.startswith("web-")])
 
@@ -225,6 +266,10 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
                                p.status.containerStatuses[0].containerID not in ("", first_id) and
                                p.status.containerStatuses[0].state.HasField("running"))
             assert back.spec.nodeName in nodes and back.status.phase == "Running"
+            # the claim's pod again, on its volume's node, with what it wrote before
+            await _wait(client, "keeper", lambda p: p.status.phase == "Running" and p.status.containerStatuses[0]
+                        .containerID != keeper.status.containerStatuses[0].containerID)
+            assert kept_file.read_text() == "kept\n"
 
         # The supervisor dies outright: `down` still stops its components and cleans up.
         os.kill(plan.supervisor_pid, signal.SIGKILL)

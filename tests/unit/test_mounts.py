@@ -19,3 +19,4 @@ def test_mount_points_under_a_prefix_with_escaped_names(tmp_path: Path) -> None:
     assert mounts.is_mount_point(Path("/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pv a/mount"), info)
     assert not mounts.is_mount_point(Path("/var/lib/kubelet/pods"), info)
     assert len(mounts.mount_points(None, info)) == 4
+
