@@ -37,9 +37,10 @@ class BenchCluster:
 
 @asynccontextmanager
 async def running_cluster(work: Path, node: str, cluster_cidr: str, max_pods: int = 110,
-                          controllers: bool = False) -> AsyncIterator[BenchCluster]:
+                          controllers: bool = False, csi: bool = False) -> AsyncIterator[BenchCluster]:
     """Everything started and the node Ready (with `controllers`, the controller manager
-    too); everything stopped at the end (the pods are the caller's to delete first)."""
+    too; with `csi`, the node's hostpath CSI driver, registered); everything stopped at the
+    end (the pods and claims are the caller's to delete first)."""
     etcd = EtcdServer().start()
     address, rest_address = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     logs = open(work / "components.log", "w")
@@ -61,17 +62,21 @@ async def running_cluster(work: Path, node: str, cluster_cidr: str, max_pods: in
         spawn("-m", "kubelet", "--node-name", node, "--apiserver", address, "--root-dir", str(work / "kubelet"),
               "--pod-logs-dir", str(work / "pod-logs"), "--runc-root", str(work / "runc"),
               "--cluster-cidr", cluster_cidr, "--max-pods", str(max_pods))
+        if csi:
+            spawn("-m", "csi.hostpath", "--node-id", node, "--state-dir", str(work / "csi"), "--registration-dir",
+                  str(work / "kubelet" / node / "plugins_registry"), "--apiserver", address)
         async with Client(address, timeout=60) as client:
             deadline = time.monotonic() + 120
             while True:
                 try:
                     found = await client.nodes.get(node)
                     if any(c.type == "Ready" and c.status == "True" for c in found.status.conditions):
-                        break
+                        if not csi or any(d.spec.drivers for d in [await client.csinodes.get(node)]):
+                            break
                 except errors.NotFound:
                     pass
                 if time.monotonic() > deadline:
-                    raise TimeoutError("the node did not become Ready")
+                    raise TimeoutError("the node (and its CSI driver) did not become Ready")
                 await asyncio.sleep(0.2)
             yield BenchCluster(client, node, rest_address, work / "runc", work / "kubelet" / node / "cri.sock",
                                pids)

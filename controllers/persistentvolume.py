@@ -20,8 +20,11 @@ Phases and annotations are upstream's (`pv.kubernetes.io/bind-completed`,
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from kubeling import errors
 from kubeling.client import Client
@@ -184,12 +187,11 @@ class PersistentVolumeController:
 
     async def _hand_to_provisioner(self, claim: core_pb2.PersistentVolumeClaim, sc: storage_pb2.StorageClass) -> None:
         """Upstream's provisionClaim for an external provisioner: annotate, tell, and wait."""
-        annotations = claim.metadata.annotations
-        if annotations.get(STORAGE_PROVISIONER) != sc.provisioner:
-            fresh = await self.client.persistentvolumeclaims.get(claim.metadata.name, claim.metadata.namespace)
-            fresh.metadata.annotations[STORAGE_PROVISIONER] = sc.provisioner
-            fresh.metadata.annotations[BETA_STORAGE_PROVISIONER] = sc.provisioner
-            await self.client.persistentvolumeclaims.update(fresh)
+        if claim.metadata.annotations.get(STORAGE_PROVISIONER) != sc.provisioner:
+            def annotate(c: core_pb2.PersistentVolumeClaim) -> None:
+                c.metadata.annotations[STORAGE_PROVISIONER] = sc.provisioner
+                c.metadata.annotations[BETA_STORAGE_PROVISIONER] = sc.provisioner
+            await self._write(self.client.persistentvolumeclaims, claim, annotate)
         self._event(claim, NORMAL, "ExternalProvisioning",
                     f"Waiting for a volume to be created either by the external provisioner '{sc.provisioner}' or "
                     "manually by the system administrator. If volume creation is delayed, please verify that the "
@@ -218,12 +220,13 @@ class PersistentVolumeController:
     async def _claim_phase(self, claim: core_pb2.PersistentVolumeClaim, phase: str) -> None:
         if claim.status.phase == phase:
             return
-        fresh = await self.client.persistentvolumeclaims.get(claim.metadata.name, claim.metadata.namespace)
-        fresh.status.phase = phase
-        if phase != "Bound":
-            fresh.status.ClearField("accessModes")
-            fresh.status.ClearField("capacity")
-        await self.client.persistentvolumeclaims.update_status(fresh)
+
+        def set_phase(c: core_pb2.PersistentVolumeClaim) -> None:
+            c.status.phase = phase
+            if phase != "Bound":
+                c.status.ClearField("accessModes")
+                c.status.ClearField("capacity")
+        await self._write(self.client.persistentvolumeclaims, claim, set_phase, status=True)
 
     async def _bind(self, volume: core_pb2.PersistentVolume, claim: core_pb2.PersistentVolumeClaim) -> None:
         """Upstream's bind: the volume's claimRef, its phase Bound, the claim's volumeName and
@@ -238,29 +241,57 @@ class PersistentVolumeController:
                 kind="PersistentVolumeClaim", namespace=claim.metadata.namespace, name=claim.metadata.name,
                 uid=claim.metadata.uid, apiVersion="v1", resourceVersion=claim.metadata.resourceVersion))
             volume = await self.client.persistentvolumes.update(fresh)
-        if volume.status.phase != "Bound":
-            volume.status.phase = "Bound"
-            volume.status.ClearField("message")
-            volume.status.ClearField("reason")
-            volume = await self.client.persistentvolumes.update_status(volume)
-        annotations = claim.metadata.annotations
-        if claim.spec.volumeName != volume.metadata.name or annotations.get(BIND_COMPLETED) != YES:
-            fresh_claim = await self.client.persistentvolumeclaims.get(claim.metadata.name, claim.metadata.namespace)
-            if not fresh_claim.spec.volumeName:
-                fresh_claim.metadata.annotations[BOUND_BY_CONTROLLER] = YES
-            fresh_claim.spec.volumeName = volume.metadata.name
-            fresh_claim.metadata.annotations[BIND_COMPLETED] = YES
-            claim = await self.client.persistentvolumeclaims.update(fresh_claim)
+        def bound(v: core_pb2.PersistentVolume) -> None:
+            v.status.phase = "Bound"
+            v.status.ClearField("message")
+            v.status.ClearField("reason")
+
+        name = volume.metadata.name
+
+        def bind_claim(c: core_pb2.PersistentVolumeClaim) -> None:
+            if not c.spec.volumeName:
+                c.metadata.annotations[BOUND_BY_CONTROLLER] = YES
+            c.spec.volumeName = name
+            c.metadata.annotations[BIND_COMPLETED] = YES
+
+        # The volume's phase and the claim's volumeName are two objects: written together
+        # (the volume's claimRef, already written, is what a restarted binder goes by).
+        volume_write = self._write(self.client.persistentvolumes, volume, bound, status=True) \
+            if volume.status.phase != "Bound" else None
+        claim_write = self._write(self.client.persistentvolumeclaims, claim, bind_claim) \
+            if claim.spec.volumeName != name or claim.metadata.annotations.get(BIND_COMPLETED) != YES else None
+        written = await asyncio.gather(*(w for w in (volume_write, claim_write) if w is not None))
+        if volume_write is not None:
+            volume = written[0]
+        if claim_write is not None:
+            claim = written[-1]
         status = claim.status
         if (status.phase != "Bound" or list(status.accessModes) != list(volume.spec.accessModes)
                 or dict(status.capacity) != dict(volume.spec.capacity)):
-            status.phase = "Bound"
-            status.accessModes[:] = volume.spec.accessModes
-            status.capacity.clear()
-            status.capacity.update(volume.spec.capacity)
-            await self.client.persistentvolumeclaims.update_status(claim)
+            modes, capacity = list(volume.spec.accessModes), dict(volume.spec.capacity)
+
+            def claim_bound(c: core_pb2.PersistentVolumeClaim) -> None:
+                c.status.phase = "Bound"
+                c.status.accessModes[:] = modes
+                c.status.capacity.clear()
+                c.status.capacity.update(capacity)
+            await self._write(self.client.persistentvolumeclaims, claim, claim_bound, status=True)
             log.info("bound claim %s/%s to volume %s", claim.metadata.namespace, claim.metadata.name,
                      volume.metadata.name)
+
+    async def _write(self, resource: Any, cached: Any, change: Callable[[Any], None], *, status: bool = False) -> Any:
+        """Write `change` of a copy of the informer's object (the cache is never changed in
+        place); on a conflict (the cache was behind) read the object and write once more."""
+        copy = type(cached)()
+        copy.CopyFrom(cached)
+        change(copy)
+        write = resource.update_status if status else resource.update
+        try:
+            return await write(copy)
+        except errors.Conflict:
+            fresh = await resource.get(cached.metadata.name, cached.metadata.namespace)
+            change(fresh)
+            return await write(fresh)
 
     # ---------------------------------------------------------------- volumes
 
@@ -303,10 +334,10 @@ class PersistentVolumeController:
     async def _volume_phase(self, volume: core_pb2.PersistentVolume, phase: str, message: str = "") -> None:
         if volume.status.phase == phase:
             return  # upstream's updateVolumePhase: a phase already right is left alone, message and all
-        fresh = await self.client.persistentvolumes.get(volume.metadata.name)
-        fresh.status.phase = phase
-        fresh.status.message = message
-        await self.client.persistentvolumes.update_status(fresh)
+        def set_phase(v: core_pb2.PersistentVolume) -> None:
+            v.status.phase = phase
+            v.status.message = message
+        await self._write(self.client.persistentvolumes, volume, set_phase, status=True)
 
     async def _reclaim(self, volume: core_pb2.PersistentVolume) -> None:
         """The claim is gone: Released, then the reclaim policy (upstream's reclaimVolume)."""
