@@ -28,6 +28,7 @@ from kubeling.client import Client
 from kubeling.events import NORMAL, WARNING, EventRecorder
 from kubeling.informer import SharedInformers
 from kubeling.quantity import Format, Quantity
+from kubeling.timestamps import now
 from kubeling.volumeutil import PROVISIONED_BY, SELECTED_NODE, STORAGE_PROVISIONER, storage_bytes
 from kubeling.workqueue import Workers, WorkQueue
 from protos.csi.v1 import csi_pb2, csi_pb2_grpc
@@ -246,6 +247,7 @@ class Provisioner:
             return
         self.recorder.object_event(claim, "v1", "PersistentVolumeClaim", NORMAL, "Resizing",
                                    f"External resizer is resizing volume {volume.metadata.name}")
+        await self._resize_status(claim, quantity(wanted), "ControllerResizeInProgress", resizing=True)
         try:
             answer = await self.controller.ControllerExpandVolume(csi_pb2.ControllerExpandVolumeRequest(
                 volume_id=volume.spec.csi.volumeHandle, capacity_range=csi_pb2.CapacityRange(required_bytes=wanted)),
@@ -254,6 +256,10 @@ class Provisioner:
             self.recorder.object_event(
                 claim, "v1", "PersistentVolumeClaim", WARNING, "VolumeResizeFailed",
                 f'resize volume "{volume.metadata.name}" by resizer "{self.config.driver}" failed: {_rpc_error(err)}')
+            # upstream's: a request the driver can never serve is Infeasible (the user may
+            # ask for less again); anything else stays in progress and is retried
+            if err.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE):
+                await self._resize_status(claim, quantity(wanted), "ControllerResizeInfeasible", resizing=False)
             raise RuntimeError(f"ControllerExpandVolume {volume.metadata.name}: {err.details()}") from None
         size = quantity(max(answer.capacity_bytes, wanted))
         fresh = await self.client.persistentvolumes.get(volume.metadata.name)
@@ -262,10 +268,27 @@ class Provisioner:
         claim = await self.client.persistentvolumeclaims.get(claim.metadata.name, claim.metadata.namespace)
         claim.status.capacity["storage"] = size
         claim.status.allocatedResources["storage"] = size
-        del claim.status.conditions[:]  # Resizing and FileSystemResizePending: done (no node step for a directory)
+        claim.status.allocatedResourceStatuses.pop("storage", None)
+        kept = [c for c in claim.status.conditions if c.type not in ("Resizing", "FileSystemResizePending")]
+        del claim.status.conditions[:]  # done: a directory has no node step (no FileSystemResizePending)
+        claim.status.conditions.extend(kept)
         await self.client.persistentvolumeclaims.update_status(claim)
         self.recorder.object_event(claim, "v1", "PersistentVolumeClaim", NORMAL, "VolumeResizeSuccessful",
                                    "Resize volume succeeded")
+
+    async def _resize_status(self, claim: core_pb2.PersistentVolumeClaim, size: str, state: str, *,
+                             resizing: bool) -> None:
+        """allocatedResources and allocatedResourceStatuses, and the Resizing condition, as
+        upstream's external-resizer writes them while it works."""
+        fresh = await self.client.persistentvolumeclaims.get(claim.metadata.name, claim.metadata.namespace)
+        fresh.status.allocatedResources["storage"] = size
+        fresh.status.allocatedResourceStatuses["storage"] = state
+        kept = [c for c in fresh.status.conditions if c.type != "Resizing"]
+        del fresh.status.conditions[:]
+        fresh.status.conditions.extend(kept)
+        if resizing:
+            fresh.status.conditions.add(type="Resizing", status="True", lastTransitionTime=now())
+        await self.client.persistentvolumeclaims.update_status(fresh)
 
     # ---------------------------------------------------------------- volumes
 

@@ -129,6 +129,32 @@ def _field_ref(pod: Pod, path: str, pod_ip: str, host_ip: str) -> str:
     raise ConfigError(f"unsupported fieldRef.fieldPath {path!r}")
 
 
+def _security_context(pod: Pod, container: core_pb2.Container,
+                      target_id: str) -> api_pb2.LinuxContainerSecurityContext:
+    """The container's user and groups (its own settings over the pod's, as upstream's
+    determineEffectiveSecurityContext), the pod's fsGroup among the supplemental groups."""
+    own, pod_sc = container.securityContext, pod.spec.securityContext
+    out = api_pb2.LinuxContainerSecurityContext(namespace_options=_namespaces(pod, target_id),
+                                                readonly_rootfs=own.readOnlyRootFilesystem)
+    user = own.runAsUser if own.HasField("runAsUser") else pod_sc.runAsUser if pod_sc.HasField("runAsUser") else None
+    group = own.runAsGroup if own.HasField("runAsGroup") else \
+        pod_sc.runAsGroup if pod_sc.HasField("runAsGroup") else None
+    non_root = own.runAsNonRoot if own.HasField("runAsNonRoot") else pod_sc.runAsNonRoot
+    if user is not None:
+        out.run_as_user.value = user
+    if group is not None:
+        out.run_as_group.value = group
+    if non_root and user == 0:
+        m = pod.metadata
+        raise ConfigError(f"container's runAsUser breaks non-root policy (pod: \"{m.name}_{m.namespace}({m.uid})\", "
+                          f"container: {container.name})")
+    groups = list(pod_sc.supplementalGroups)
+    if pod_sc.HasField("fsGroup"):
+        groups.append(pod_sc.fsGroup)
+    out.supplemental_groups.extend(dict.fromkeys(groups))
+    return out
+
+
 def _resources(container: core_pb2.Container) -> api_pb2.LinuxContainerResources:
     res = api_pb2.LinuxContainerResources()
     try:
@@ -300,5 +326,4 @@ def container_config(pod: Pod, container: core_pb2.Container, *, init: bool, res
         annotations={labels.RESTART_COUNT: str(restart_count), labels.CONTAINER_HASH: container_hash(container),
                      labels.TERMINATION_GRACE: str(grace_period(pod))},
         linux=api_pb2.LinuxContainerConfig(resources=_resources(container),
-                                           security_context=api_pb2.LinuxContainerSecurityContext(
-                                               namespace_options=_namespaces(pod, target_id))))
+                                           security_context=_security_context(pod, container, target_id)))

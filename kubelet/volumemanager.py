@@ -27,6 +27,7 @@ from pathlib import Path
 
 from kubelet.csi import CSIDrivers, CSIError
 from kubelet.podconfig import EMPTY_DIR, PodPaths
+from kubelet.volumeownership import set_volume_ownership
 from kubelet.volumes import MountError
 from kubeling import errors, mounts
 from kubeling.client import Client
@@ -85,6 +86,8 @@ class VolumeManager:
     paths: PodPaths
     csi: CSIDrivers
     _mounted: dict[str, dict[str, Path]] = field(default_factory=dict)  # pod uid -> volume -> host path
+    _owned: set[tuple[str, str]] = field(default_factory=set)  # (pod uid, volume) given to the pod's fsGroup
+    _fs_group_policies: dict[str, str] = field(default_factory=dict)  # CSI driver -> its CSIDriver's fsGroupPolicy
 
     def host_paths(self, pod: core_pb2.Pod) -> Mapping[str, Path]:
         """The host paths of the pod's claims, once set up (podconfig mounts them)."""
@@ -94,21 +97,35 @@ class VolumeManager:
         """Everything the pod's volumes need before its containers (MountError: not yet)."""
         uid = pod.metadata.uid
         done = self._mounted.setdefault(uid, {})
+        security = pod.spec.securityContext
+        fs_group = security.fsGroup if security.HasField("fsGroup") else None
         for volume in pod.spec.volumes:
+            owned: Path | None = None  # the directory fsGroup applies to
             if volume.HasField("hostPath"):
                 check_host_path(volume.hostPath.path, volume.hostPath.type)
-            elif volume.HasField("emptyDir") and volume.emptyDir.medium == "Memory":
-                directory = self.paths.volume_dir(pod, EMPTY_DIR, volume.name)
+            elif volume.HasField("emptyDir"):
+                owned = directory = self.paths.volume_dir(pod, EMPTY_DIR, volume.name)
                 directory.mkdir(parents=True, exist_ok=True)
-                if not mounts.is_mount_point(directory):
+                if volume.emptyDir.medium == "Memory" and not mounts.is_mount_point(directory):
                     try:
                         mounts.tmpfs(directory, size_bytes=_memory_size(pod, volume))
                     except mounts.MountError as exc:
                         raise MountError(str(exc)) from None
-            elif volume.HasField("persistentVolumeClaim") and volume.name not in done:
-                done[volume.name] = await self._claim(pod, volume)
+            elif volume.HasField("persistentVolumeClaim"):
+                if volume.name not in done:
+                    done[volume.name], ownership = await self._claim(pod, volume)
+                    if not ownership:
+                        self._owned.add((uid, volume.name))  # not this volume's to change
+                owned = done[volume.name]
+            if fs_group is not None and owned is not None and (uid, volume.name) not in self._owned:
+                set_volume_ownership(owned, fs_group, policy=security.fsGroupChangePolicy or "Always")
+                self._owned.add((uid, volume.name))
 
-    async def _claim(self, pod: core_pb2.Pod, volume: core_pb2.Volume) -> Path:
+    async def _claim(self, pod: core_pb2.Pod, volume: core_pb2.Volume) -> tuple[Path, bool]:
+        """The claim's host path, and whether fsGroup may change its files (upstream: local
+        volumes, and CSI volumes whose driver's fsGroupPolicy is File — or
+        ReadWriteOnceWithFSType with an fsType and ReadWriteOnce — mounted writable;
+        never hostPath)."""
         namespace, name = pod.metadata.namespace, volume.persistentVolumeClaim.claimName
         try:
             claim = await self.client.persistentvolumeclaims.get(name, namespace)
@@ -126,11 +143,17 @@ class VolumeManager:
         if pv.spec.claimRef.uid != claim.metadata.uid:
             raise MountError(f"error processing PVC {namespace}/{name}: PV {pv.metadata.name} is bound to another "
                              f"claim ({pv.spec.claimRef.namespace}/{pv.spec.claimRef.name})")
+        read_only = volume.persistentVolumeClaim.readOnly
+        ownership = False
         if pv.spec.HasField("csi"):
             try:
-                path = await self.csi.set_up(pod.metadata.uid, pv, volume.persistentVolumeClaim.readOnly)
+                path = await self.csi.set_up(pod.metadata.uid, pv, read_only)
             except CSIError as exc:
                 raise MountError(str(exc)) from None
+            policy = await self._fs_group_policy(pv.spec.csi.driver)
+            ownership = not read_only and not pv.spec.csi.readOnly and (
+                policy == "File" or (policy == "ReadWriteOnceWithFSType" and bool(pv.spec.csi.fsType)
+                                     and "ReadWriteOnce" in pv.spec.accessModes))
         elif pv.spec.HasField("hostPath"):
             check_host_path(pv.spec.hostPath.path, pv.spec.hostPath.type)
             path = Path(pv.spec.hostPath.path)
@@ -139,11 +162,22 @@ class VolumeManager:
             path = Path(pv.spec.local.path)
             if not path.exists():
                 raise MountError(f"local volume {pv.metadata.name}: path {path} does not exist")
+            ownership = not read_only
         else:
             raise MountError(f"persistentvolume {pv.metadata.name}: no volume source this kubelet can mount")
         log.info("pod %s/%s: volume %s (claim %s, %s) at %s", namespace, pod.metadata.name, volume.name, name,
                  pv.metadata.name, path)
-        return path
+        return path, ownership
+
+    async def _fs_group_policy(self, driver: str) -> str:
+        """The driver's CSIDriver fsGroupPolicy (upstream's default when it has none)."""
+        if driver not in self._fs_group_policies:
+            try:
+                found = await self.client.csidrivers.get(driver)
+                self._fs_group_policies[driver] = found.spec.fsGroupPolicy or "ReadWriteOnceWithFSType"
+            except errors.NotFound:
+                return "ReadWriteOnceWithFSType"
+        return self._fs_group_policies[driver]
 
     async def tear_down(self, uid: str) -> bool:
         """Take down what the pod's volumes mounted; True when nothing is mounted under its
@@ -161,6 +195,7 @@ class VolumeManager:
                 except mounts.MountError as exc:
                     log.warning("pod %s: %s", uid, exc)
         self._mounted.pop(uid, None)
+        self._owned = {o for o in self._owned if o[0] != uid}
         left = mounts.mount_points(pod_dir) if pod_dir.exists() else []
         if left:
             log.warning("pod %s: still mounted under its directory (kept): %s", uid, ", ".join(map(str, left)))

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from kubelet.atomicwriter import Payload, write_atomically
 from kubelet.podconfig import API_VOLUMES, PodPaths
+from kubelet.volumeownership import set_volume_ownership
 from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import core_pb2
@@ -79,13 +80,19 @@ class PodVolumes:
     _tokens: dict[tuple[str, str, str], _Token] = field(default_factory=dict)  # (pod uid, volume, path)
 
     async def ensure(self, pod: core_pb2.Pod) -> None:
+        security = pod.spec.securityContext
+        fs_group = security.fsGroup if security.HasField("fsGroup") else None
         for volume in pod.spec.volumes:
             kind = next((k for k in PLUGINS if volume.HasField(k)), None)
             if kind is None:
                 continue
             payload = await self._payload(pod, volume, kind)
+            if fs_group is not None:  # the group may read them (the volumes are read-only), as upstream
+                payload = {rel: (content, mode | 0o440) for rel, (content, mode) in payload.items()}
             target = self.paths.volume_dir(pod, PLUGINS[kind], volume.name)
             if write_atomically(target, payload):
+                if fs_group is not None:
+                    set_volume_ownership(target, fs_group, readonly=True)
                 log.info("pod %s/%s: volume %s written (%d files)", pod.metadata.namespace, pod.metadata.name,
                          volume.name, len(payload))
 

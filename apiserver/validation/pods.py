@@ -38,6 +38,7 @@ def validate_pod(spec: core_pb2.PodSpec, check: Checker) -> None:
     for i, c in enumerate(spec.containers):
         _validate_container(c, f"spec.containers[{i}]", seen, check, init=False)
     _validate_host_ports(spec, check)
+    _validate_security_context(spec, check)
     check.unsupported("spec.restartPolicy", spec.restartPolicy, _RESTART)
     check.unsupported("spec.dnsPolicy", spec.dnsPolicy, _DNS)
     check.non_negative("spec.terminationGracePeriodSeconds", spec.terminationGracePeriodSeconds)
@@ -248,6 +249,32 @@ def _validate_host_ports(spec: core_pb2.PodSpec, check: Checker) -> None:
                 check.add(f"spec.containers[{i}].ports[{j}].hostPort",
                           f"Duplicate value: \"{p.hostPort}/{p.protocol}\"")
             used.add(key)
+
+
+_MAX_ID = 2147483647
+
+
+def _id(path: str, value: int, check: Checker) -> None:
+    if not 0 <= value <= _MAX_ID:
+        check.invalid(path, value, f"must be between 0 and {_MAX_ID}, inclusive")
+
+
+def _validate_security_context(spec: core_pb2.PodSpec, check: Checker) -> None:
+    """upstream's validatePodSpecSecurityContext and ValidateSecurityContext, for the fields kubeling has."""
+    sc = spec.securityContext
+    for name in ("runAsUser", "runAsGroup", "fsGroup"):
+        if sc.HasField(name):
+            _id(f"spec.securityContext.{name}", getattr(sc, name), check)
+    for i, gid in enumerate(sc.supplementalGroups):
+        _id(f"spec.securityContext.supplementalGroups[{i}]", gid, check)
+    if sc.HasField("fsGroupChangePolicy"):
+        check.unsupported("spec.securityContext.fsGroupChangePolicy", sc.fsGroupChangePolicy,
+                          ("OnRootMismatch", "Always"))
+    for kind, containers in (("initContainers", spec.initContainers), ("containers", spec.containers)):
+        for i, c in enumerate(containers):
+            for name in ("runAsUser", "runAsGroup"):
+                if c.securityContext.HasField(name):
+                    _id(f"spec.{kind}[{i}].securityContext.{name}", getattr(c.securityContext, name), check)
 
 
 def _validate_volumes(spec: core_pb2.PodSpec, check: Checker) -> None:

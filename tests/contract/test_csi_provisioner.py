@@ -80,6 +80,14 @@ async def test_provision_resize_and_delete(client: Client, hostpath: HostpathSer
     grown = await until(lambda: client.persistentvolumeclaims.get("data", "default"), "the claim grown",
                         check=lambda c: c.status.capacity.get("storage") == "3Gi")
     assert (await client.persistentvolumes.get(grown.spec.volumeName)).spec.capacity["storage"] == "3Gi"
+    assert not grown.status.conditions and "storage" not in grown.status.allocatedResourceStatuses
+    assert grown.status.allocatedResources["storage"] == "3Gi"
+    grown.spec.resources.requests["storage"] = "50Gi"  # past the driver's largest volume
+    await client.persistentvolumeclaims.update(grown)
+    refused = await until(lambda: client.persistentvolumeclaims.get("data", "default"), "the resize infeasible",
+                          check=lambda c: c.status.allocatedResourceStatuses.get("storage") ==
+                          "ControllerResizeInfeasible")
+    assert refused.status.capacity["storage"] == "3Gi"
 
     await client.persistentvolumeclaims.delete("data", "default")
     await until(lambda: gone(lambda: client.persistentvolumes.get(volume.metadata.name)), "the volume deleted",

@@ -265,3 +265,42 @@ async def test_wait_for_first_consumer_binds_where_the_pod_lands(storage: Storag
         return [e.message for e in events if e.involvedObject.name == "stuck" and e.reason == "FailedScheduling"]
     told = await until(why, "FailedScheduling for a claim nothing can bind", timeout=60)
     assert "didn't find available persistent volumes to bind" in told[0]
+
+
+async def test_fs_group_and_run_as_user_on_claims_and_volumes(storage: Storage) -> None:
+    cluster, client = storage.cluster, storage.cluster.client
+    await storage.add_node(1)
+    await make_class(client, "fast")
+    await claim(client, "owned", "fast")
+    await client.secrets.create(core_pb2.Secret(metadata=meta_pb2.ObjectMeta(name="s", namespace="default"),
+                                                data={"k": b"secret-value"}))
+    shell = ("id -u; id -G | tr ' ' '\\n' | grep -x 2000; stat -c '%g %a' /data /scratch; "
+             "touch /data/made /scratch/made; stat -c %g /data/made /scratch/made; stat -L -c '%g %a' /secret/k; "
+             "cat /secret/k")
+    c = mounting("sh", "-c", shell)
+    c.volumeMounts.add(name="scratch", mountPath="/scratch")
+    c.volumeMounts.add(name="secret", mountPath="/secret")
+    p = with_claim(pod("grouped", c, restart_policy="Never"), "owned")
+    p.spec.volumes.add(name="scratch", emptyDir=core_pb2.EmptyDirVolumeSource())
+    p.spec.volumes.add(name="secret", secret=core_pb2.SecretVolumeSource(secretName="s", defaultMode=0o400))
+    p.spec.securityContext.runAsUser = 1000
+    p.spec.securityContext.fsGroup = 2000
+    await client.pods.create(p)
+    done = await finished(cluster, "grouped")
+    out = (await logs(cluster, "grouped")).splitlines()
+    assert done.status.phase == "Succeeded", out
+    # uid 1000 with fsGroup among its groups; the claim's and the emptyDir's roots the
+    # group's with setgid, so what the pod makes is the group's too; the secret 0400 + g+r
+    assert out[:2] == ["1000", "2000"]
+    assert out[2].split()[0] == "2000" and int(out[2].split()[1], 8) & 0o2070 == 0o2070
+    assert out[3].split()[0] == "2000" and int(out[3].split()[1], 8) & 0o2070 == 0o2070
+    assert out[4:6] == ["2000", "2000"]
+    assert out[6] == "2000 440" and out[7] == "secret-value"
+
+    root = pod("as-root", container("main", "true"), restart_policy="Never")
+    root.spec.securityContext.runAsNonRoot = True
+    root.spec.securityContext.runAsUser = 0
+    await client.pods.create(root)
+    refused = await cluster.wait_pod("as-root", lambda q: any(
+        s.state.waiting.reason == "CreateContainerConfigError" for s in q.status.containerStatuses), timeout=60)
+    assert "container's runAsUser breaks non-root policy" in refused.status.containerStatuses[0].state.waiting.message

@@ -94,3 +94,14 @@ def test_start_order_health_and_tracing(services: dict[str, Any]) -> None:
     assert published and all(p.startswith("127.0.0.1:") for p in published), published
     assert set(services["apiserver"]["ports"]) == {"127.0.0.1:6443:6443/tcp", "127.0.0.1:8080:8080/tcp"}
     assert services["jaeger"]["command"][:3] == ["python", "-m", "cluster.otlpreceiver"]  # the override
+
+
+def test_the_image_has_every_package_the_project_installs() -> None:
+    """deploy/Dockerfile copies each top-level package pyproject.toml installs (a new one
+    forgotten there breaks every container that imports it, found only by the compose test)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = {p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]}
+    copied = set(re.findall(r"^COPY (\w+) \1$", (ROOT / "deploy" / "Dockerfile").read_text(), re.MULTILINE))
+    assert packages - {"tests"} <= copied, f"not copied into the image: {sorted(packages - {'tests'} - copied)}"

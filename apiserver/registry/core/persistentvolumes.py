@@ -17,6 +17,8 @@ __all__ = ["PersistentVolumeStrategy", "PersistentVolumeClaimStrategy", "PV_PHAS
 
 PV_PHASES = ("Available", "Bound", "Failed", "Pending", "Released")
 PVC_PHASES = ("Bound", "Lost", "Pending")
+_RESIZE_STATUSES = ("ControllerResizeInProgress", "ControllerResizeInfeasible", "NodeResizePending",
+                    "NodeResizeInProgress", "NodeResizeInfeasible")
 
 
 def _canonical(resources: MutableMapping[str, str]) -> None:
@@ -100,4 +102,6 @@ class PersistentVolumeClaimStrategy(Strategy[core_pb2.PersistentVolumeClaim]):
             check.unsupported("status.phase", new.status.phase, PVC_PHASES)
         for key, text in new.status.capacity.items():
             check.quantity(f"status.capacity[{key}]", text)
+        for key, state in new.status.allocatedResourceStatuses.items():
+            check.unsupported(f"status.allocatedResourceStatuses[{key}]", state, _RESIZE_STATUSES)
         _canonical(new.status.capacity)
