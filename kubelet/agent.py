@@ -8,6 +8,7 @@ then the pod informer, workers, PLEG and housekeeping.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import time
@@ -24,7 +25,7 @@ from kubelet.envvars import MASTER_NAMESPACE, service_env
 from kubelet.node import NodeManager
 from kubelet.pleg import PLEG
 from kubelet.pluginmanager import PluginManager
-from kubelet.podconfig import PodPaths, grace_period
+from kubelet.podconfig import EMPTY_DIR, PodPaths, grace_period
 from kubelet.podworkers import Outcome, PodWorkers, pods_differ_semantically
 from kubelet.probes import READINESS, STARTUP, ProbeManager
 from kubelet.routes import PodRoutes
@@ -33,13 +34,14 @@ from kubelet.server import DaemonServer
 from kubelet.status import TERMINAL, StatusInputs, StatusManager, generate_pod_status
 from kubelet.summary import SummaryProvider
 from kubelet.syncpod import PodSyncer
-from kubelet.volumemanager import VolumeManager
+from kubelet.volumemanager import VolumeManager, disk_usage
 from kubelet.volumes import MountError, PodVolumes
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.events import EventRecorder
 from kubeling.informer import INDEX_NAMESPACE, Informer
 from kubeling.periodic import Periodic
+from kubeling.quantity import QuantityError, parse_quantity
 from kubeling.servingtls import ServingTLS
 from kubeling.telemetry import pod_attributes, pod_context, tracer
 from protos.kubeling.v1 import core_pb2
@@ -83,6 +85,7 @@ class Kubelet:
     _last_gc: dict[str, float] = field(default_factory=dict)  # pod UID -> monotonic time
     _seen: dict[str, dict[str, int]] = field(default_factory=dict)  # pod UID -> runtime states at its last sync
     _mount_errors: dict[str, str] = field(default_factory=dict)  # pod UID -> the FailedMount last told
+    _evicted: dict[str, str] = field(default_factory=dict)  # pod UID -> why the kubelet evicts it
     # made by start():
     recorder: EventRecorder = field(init=False)
     paths: PodPaths = field(init=False)
@@ -265,6 +268,16 @@ class Kubelet:
         runtime = self.runtime
         assert runtime is not None
         last = self.status.last(uid)
+        evicted = self._evicted.get(uid)
+        if evicted is not None and pod.status.phase not in TERMINAL and (last is None or last.phase not in TERMINAL):
+            # Evicted (its emptyDir grew past sizeLimit): stopped, and Failed with the reason.
+            state = await runtime.pod_status(uid)
+            await self.syncer.kill_pod(pod, state, grace_period(pod))
+            status = generate_pod_status(pod, await runtime.pod_status(uid), self._inputs(terminal=True), old=last)
+            status.phase, status.reason, status.message = "Failed", "Evicted", evicted
+            await self.status.set_status(pod, status)
+            self.probes.forget(uid)
+            return Outcome()
         if pod.status.phase in TERMINAL or (last is not None and last.phase in TERMINAL):
             # Done: nothing runs again; what is left stays for logs until the pod is deleted.
             state = await runtime.pod_status(uid)
@@ -338,6 +351,7 @@ class Kubelet:
         self._last_gc.pop(uid, None)
         self._seen.pop(uid, None)
         self._mount_errors.pop(uid, None)
+        self._evicted.pop(uid, None)
         log.info("pod %s: terminated and removed", where)
         return True
 
@@ -374,6 +388,30 @@ class Kubelet:
 
     # ---- housekeeping ----
 
+    async def _local_storage_eviction(self) -> None:
+        """Upstream's eviction manager for local storage: a pod whose emptyDir on disk holds
+        more than its sizeLimit is evicted (a Memory emptyDir is bounded by its tmpfs)."""
+        for pod in self.informer.store.list():
+            uid = pod.metadata.uid
+            if uid in self._evicted or pod.status.phase in TERMINAL or pod.metadata.HasField("deletionTimestamp"):
+                continue
+            for volume in pod.spec.volumes:
+                source = volume.emptyDir
+                if not volume.HasField("emptyDir") or source.medium == "Memory" or not source.HasField("sizeLimit"):
+                    continue
+                try:
+                    limit = parse_quantity(source.sizeLimit).int_value()
+                except QuantityError:
+                    continue
+                used = await asyncio.to_thread(disk_usage, self.paths.volume_dir(pod, EMPTY_DIR, volume.name))
+                if used > limit:
+                    message = f'Usage of EmptyDir volume "{volume.name}" exceeds the limit "{source.sizeLimit}". '
+                    log.warning("pod %s/%s: evicted: %s", pod.metadata.namespace, pod.metadata.name, message)
+                    self._evicted[uid] = message
+                    self.recorder.pod_event(pod, "Warning", "Evicted", message)
+                    self.workers.wake(uid)
+                    break
+
     async def _housekeeping(self) -> None:
         """Pods the runtime has but the API does not (deleted while the kubelet was down,
         or force-deleted): stopped and removed."""
@@ -390,6 +428,7 @@ class Kubelet:
                 await self.syncer.remove_pod(uid)
             except CRICallError as exc:
                 log.warning("pod %s/%s: cleanup failed (retried): %s", namespace, name, exc)
+        await self._local_storage_eviction()
         # Pod directories of pods gone from both (deleted while the kubelet was down):
         # their volumes down, then the directories (upstream's cleanupOrphanedPodDirs).
         await self.volume_manager.clean_orphans(wanted | self.workers.uids())

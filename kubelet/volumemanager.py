@@ -34,7 +34,7 @@ from kubeling.client import Client
 from kubeling.quantity import QuantityError, parse_quantity
 from protos.kubeling.v1 import core_pb2
 
-__all__ = ["VolumeManager", "check_host_path"]
+__all__ = ["VolumeManager", "check_host_path", "disk_usage"]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,18 @@ def check_host_path(path: str, kind: str) -> None:
         raise MountError(f"hostPath type check failed: {path} is not {what}") from None
     if not test(mode):
         raise MountError(f"hostPath type check failed: {path} is not {what}")
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes the files under path take on disk (du's count: allocated blocks), symlinks not followed."""
+    total = 0
+    for directory, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(directory, name)).st_blocks * 512
+            except FileNotFoundError:
+                continue
+    return total
 
 
 def _memory_size(pod: core_pb2.Pod, volume: core_pb2.Volume) -> int:

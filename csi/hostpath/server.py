@@ -17,8 +17,11 @@ __all__ = ["Server"]
 
 
 class Server:
-    def __init__(self, driver: Driver) -> None:
+    """`node`: the Node service (default: the driver's own; a test may wrap it to inject faults)."""
+
+    def __init__(self, driver: Driver, node: csi_pb2_grpc.NodeServicer | None = None) -> None:
         self.driver = driver
+        self.node = node or NodeServicer(driver)
         self._server: grpc.aio.Server | None = None
 
     async def start(self, endpoint: Path) -> None:
@@ -28,7 +31,7 @@ class Server:
         server = grpc.aio.server()
         csi_pb2_grpc.add_IdentityServicer_to_server(IdentityServicer(self.driver), server)
         csi_pb2_grpc.add_ControllerServicer_to_server(ControllerServicer(self.driver), server)
-        csi_pb2_grpc.add_NodeServicer_to_server(NodeServicer(self.driver), server)
+        csi_pb2_grpc.add_NodeServicer_to_server(self.node, server)
         address = SocketAddress(endpoint)
         try:
             server.add_insecure_port(address.target())

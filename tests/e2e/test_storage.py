@@ -7,19 +7,24 @@ symlink-escape check, read-only claims."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from controllers.manager import ControllerManager
-from csi.hostpath import TOPOLOGY_KEY
+from csi.hostpath import TOPOLOGY_KEY, Driver, DriverConfig, Server
+from csi.hostpath.node import NodeServicer
+from csi.registrar import Registrar
 from csi.service import HostpathService, ServiceConfig
 from kubelet.agent import Kubelet
 from kubeling import errors, mounts
 from kubeling.client import Client
+from protos.csi.v1 import csi_pb2, csi_pb2_grpc
 from protos.kubeling.v1 import core_pb2, meta_pb2, storage_pb2
 from tests.e2e.conftest import Cluster, container, pod, tls_of
 from tests.wait import until
@@ -304,3 +309,98 @@ async def test_fs_group_and_run_as_user_on_claims_and_volumes(storage: Storage) 
     refused = await cluster.wait_pod("as-root", lambda q: any(
         s.state.waiting.reason == "CreateContainerConfigError" for s in q.status.containerStatuses), timeout=60)
     assert "container's runAsUser breaks non-root policy" in refused.status.containerStatuses[0].state.waiting.message
+
+
+class FaultyNode(NodeServicer):
+    """The hostpath driver's Node service with injected faults (a fake only for what the
+    real driver cannot be made to do): NodePublishVolume answers UNAVAILABLE `fail` times,
+    or hangs `hang` seconds before doing its work."""
+
+    def __init__(self, driver: Driver) -> None:
+        super().__init__(driver)
+        self.fail = 0
+        self.hang = 0.0
+        self.calls = 0
+
+    async def NodePublishVolume(self, request: Any, context: Any) -> Any:  # noqa: N802 (the RPC's name)
+        self.calls += 1
+        if self.fail > 0:
+            self.fail -= 1
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "injected: the storage backend is away")
+        if self.hang:
+            await asyncio.sleep(self.hang)
+        return await super().NodePublishVolume(request, context)
+
+
+async def test_a_driver_that_fails_or_hangs_is_retried_and_leaks_nothing(storage: Storage) -> None:
+    cluster, client = storage.cluster, storage.cluster.client
+    kubelet = await cluster.add_node(1)
+    node = kubelet.config.node_name
+    driver = Driver(DriverConfig(node_id=node, state_dir=cluster.base / "faulty", name="faulty.csi.kubeling.io"))
+    faulty = FaultyNode(driver)
+    server, socket = Server(driver, node=faulty), cluster.base / "faulty" / "csi.sock"
+    await server.start(socket)
+    registrar = Registrar("faulty.csi.kubeling.io", socket, kubelet.config.state_dir / "plugins_registry")
+    await registrar.start()
+    kubelet.csi.timeout = 2.0  # the kubelet's bound on one CSI call (upstream's is 2 minutes)
+    try:
+        await until(lambda: kubelet.csi.drivers, "the faulty driver registered",
+                    check=lambda d: "faulty.csi.kubeling.io" in d)
+        async with grpc.aio.insecure_channel(f"unix://{socket}") as channel:
+            made = await csi_pb2_grpc.ControllerStub(channel).CreateVolume(csi_pb2.CreateVolumeRequest(
+                name="static", volume_capabilities=[csi_pb2.VolumeCapability(
+                    mount=csi_pb2.VolumeCapability.MountVolume(), access_mode=csi_pb2.VolumeCapability.AccessMode(
+                        mode=csi_pb2.VolumeCapability.AccessMode.SINGLE_NODE_WRITER))]))
+        await client.persistentvolumes.create(core_pb2.PersistentVolume(
+            metadata=meta_pb2.ObjectMeta(name="faulty-pv"), spec=core_pb2.PersistentVolumeSpec(
+                capacity={"storage": "1Gi"}, accessModes=["ReadWriteOnce"], storageClassName="",
+                persistentVolumeReclaimPolicy="Retain", csi=core_pb2.CSIPersistentVolumeSource(
+                    driver="faulty.csi.kubeling.io", volumeHandle=made.volume.volume_id))))
+        await client.persistentvolumeclaims.create(core_pb2.PersistentVolumeClaim(
+            metadata=meta_pb2.ObjectMeta(name="faulty", namespace="default"), spec=core_pb2.PersistentVolumeClaimSpec(
+                accessModes=["ReadWriteOnce"], storageClassName="", volumeName="faulty-pv",
+                resources=core_pb2.VolumeResourceRequirements(requests={"storage": "1Gi"}))))
+
+        async def failed_mounts(name: str) -> list[str]:
+            events = (await client.events.list_all("default"))[0]
+            return [e.message for e in events if e.involvedObject.name == name and e.reason == "FailedMount"]
+
+        faulty.fail = 2
+        await client.pods.create(with_claim(pod("patient", mounting("sleep", "3600")), "faulty"))
+        await cluster.wait_pod("patient", lambda p: p.status.phase == "Running", timeout=90)
+        assert faulty.calls >= 3 and "injected: the storage backend is away" in " ".join(
+            await failed_mounts("patient"))
+
+        faulty.hang = 4.0  # longer than the kubelet waits: DeadlineExceeded, retried, then it answers in time
+        await client.pods.create(with_claim(pod("waiter", mounting("sleep", "3600")), "faulty"))
+        told = await until(lambda: failed_mounts("waiter"), "FailedMount for a hanging driver", timeout=60)
+        assert "DeadlineExceeded" in told[0]
+        faulty.hang = 0.0
+        await cluster.wait_pod("waiter", lambda p: p.status.phase == "Running", timeout=90)
+
+        for name in ("patient", "waiter"):
+            await client.pods.delete(name, "default", grace_period_seconds=0)
+            await cluster.wait_gone(name)
+        await until(lambda: volume_mounts(kubelet), "every publish and the staging taken down", timeout=60,
+                    check=lambda left: not left)
+        assert not any(v.published or v.staged for v in driver.state.volumes.values())
+    finally:
+        await registrar.stop()
+        await server.stop()
+        for point in reversed(mounts.mount_points(cluster.base / "faulty")):
+            mounts.unmount(point, lazy=True)
+
+
+async def test_an_empty_dir_past_its_size_limit_evicts_its_pod(storage: Storage) -> None:
+    cluster, client = storage.cluster, storage.cluster.client
+    await cluster.add_node(1)
+    c = mounting("sh", "-c", "dd if=/dev/zero of=/cache/fill bs=1024 count=3072 && sleep 3600", path="/cache",
+                 volume="cache")
+    hog = pod("hog", c)
+    hog.spec.volumes.add(name="cache", emptyDir=core_pb2.EmptyDirVolumeSource(sizeLimit="1Mi"))
+    await client.pods.create(hog)
+    evicted = await cluster.wait_pod("hog", lambda p: p.status.phase == "Failed", timeout=90)
+    assert evicted.status.reason == "Evicted"
+    assert evicted.status.message == 'Usage of EmptyDir volume "cache" exceeds the limit "1Mi". '
+    events = (await client.events.list_all("default"))[0]
+    assert any(e.reason == "Evicted" and e.involvedObject.name == "hog" for e in events)
