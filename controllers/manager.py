@@ -4,7 +4,7 @@ standby; only the leader's controllers act), and each controller's loop or worke
 node lifecycle, NoExecute taint eviction, ReplicaSet, Deployment, Job, disruption
 (PodDisruptionBudget status), EndpointSlice, Endpoints, ClusterRole aggregation and the
 garbage collector (which follows custom resources too), the persistent volume binder and
-the pvc- and pv-protection controllers."""
+the pvc- and pv-protection controllers, the attach/detach controller."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Gauge
 
+from controllers.attachdetach import AttachDetachController
 from controllers.clusterroleaggregation import ClusterRoleAggregationController
 from controllers.customresources import CustomResourceFollower
 from controllers.deployment import DeploymentController
@@ -101,6 +102,9 @@ class ControllerManager:
         volume_events = EventRecorder(client, "persistentvolume-controller", instance=self.identity)
         self.persistentvolume = PersistentVolumeController(client, self.volumes, self.claims, self.storage_classes,
                                                            volume_events, config.workers)
+        self.attach_detach = AttachDetachController(client, self.pods, self.claims, self.volumes,
+                                                    informers.get(scheme.CSIDRIVERS),
+                                                    informers.get(scheme.VOLUMEATTACHMENTS), volume_events)
         self.pvc_protection = PVCProtectionController(client, self.claims, self.pods)
         self.pv_protection = PVProtectionController(client, self.volumes)
         # ... and every custom resource, from when its definition is served
@@ -110,7 +114,7 @@ class ControllerManager:
                                                              self.disruption, self.endpointslice,
                                                              self.endpoints_controller, self.garbage_collector,
                                                              self.clusterrole_aggregation, self.pvc_protection,
-                                                             self.pv_protection)]
+                                                             self.pv_protection, self.attach_detach)]
         self._workers += self.persistentvolume.workers
         self._events = (self.recorder, workload_events, volume_events)
         self.node_lifecycle = NodeLifecycleController(client, self.nodes, self.leases, self.pods,

@@ -69,6 +69,7 @@ class ProvisionerConfig:
     topology_key: str  # the topology segment that names the node
     timeout: float = 30.0  # per CSI call
     workers: int = 2
+    attach_required: bool = False  # what the CSIDriver object this process makes says
 
 
 class Provisioner:
@@ -108,11 +109,12 @@ class Provisioner:
         await self.informers.stop()
 
     async def _ensure_driver_object(self) -> None:
-        """The CSIDriver object a deployment of the driver brings: no attach step, the
-        kubelet changes a volume's ownership for fsGroup (File), no pod info on mount."""
+        """The CSIDriver object a deployment of the driver brings: attach step or not (as
+        configured), the kubelet changes a volume's ownership for fsGroup (File), no pod info
+        on mount."""
         driver = storage_pb2.CSIDriver(
             metadata=meta_pb2.ObjectMeta(name=self.config.driver), spec=storage_pb2.CSIDriverSpec(
-                attachRequired=False, podInfoOnMount=False, fsGroupPolicy="File",
+                attachRequired=self.config.attach_required, podInfoOnMount=False, fsGroupPolicy="File",
                 volumeLifecycleModes=["Persistent"]))
         try:
             await self.client.csidrivers.create(driver)

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import grpc
 
+from csi.attacher import Attacher, AttacherConfig
 from csi.hostpath import DRIVER_NAME, TOPOLOGY_KEY, Driver, DriverConfig, Server
 from csi.provisioner import Provisioner, ProvisionerConfig
 from csi.registrar import Registrar
 from kubeling.client import Client
-from kubeling.options import ConfigError, flag
+from kubeling.options import ConfigError, boolean, flag
 from kubeling.quantity import QuantityError, parse_quantity
 from kubeling.unixsocket import SocketAddress
 
@@ -44,6 +45,9 @@ class ServiceConfig:
     max_volume_size: int = flag(bytes_arg("100Gi"), "the largest volume (a quantity)", type=bytes_arg)
     max_volumes_per_node: int = flag(0, "volumes a node may have published (0: no limit; CSINode's allocatable "
                                         "count)", type=int)
+    attach_required: bool = flag(False, "the CSIDriver object says attachRequired: each volume is attached (a "
+                                        "VolumeAttachment, this process's attacher) before a kubelet mounts it",
+                                 type=boolean)
 
     @property
     def socket(self) -> Path:
@@ -66,6 +70,7 @@ class HostpathService:
         self._channel: grpc.aio.Channel | None = None
         self._address: SocketAddress | None = None
         self.provisioner: Provisioner | None = None
+        self.attacher: Attacher | None = None
 
     async def start(self) -> None:
         await self.server.start(self.config.socket)
@@ -74,14 +79,20 @@ class HostpathService:
             self._address = SocketAddress(self.config.socket)
             self._channel = grpc.aio.insecure_channel(self._address.target())
             self.provisioner = Provisioner(self.client, self._channel, ProvisionerConfig(
-                driver=self.config.driver_name, node=self.config.node_id, topology_key=TOPOLOGY_KEY))
+                driver=self.config.driver_name, node=self.config.node_id, topology_key=TOPOLOGY_KEY,
+                attach_required=self.config.attach_required))
             await self.provisioner.start()
+            self.attacher = Attacher(self.client, self._channel, AttacherConfig(self.config.driver_name,
+                                                                                self.config.node_id))
+            await self.attacher.start()
         if self.registrar is not None:
             await self.registrar.start()  # last: the kubelet uses the driver from here on
 
     async def stop(self) -> None:
         if self.registrar is not None:
             await self.registrar.stop()
+        if self.attacher is not None:
+            await self.attacher.stop()
         if self.provisioner is not None:
             await self.provisioner.stop()
         if self._channel is not None:

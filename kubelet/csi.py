@@ -26,6 +26,7 @@ import grpc
 from kubeling import errors, mounts
 from kubeling.client import Client
 from kubeling.unixsocket import SocketAddress
+from kubeling.volumeutil import attachment_name
 from protos.csi.v1 import csi_pb2, csi_pb2_grpc
 from protos.kubeling.v1 import core_pb2, meta_pb2, storage_pb2
 
@@ -99,6 +100,7 @@ class CSIDrivers:
     timeout: float = 60.0  # per CSI call (upstream's csiTimeout is 2 minutes)
     drivers: dict[str, Driver] = field(default_factory=dict)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _objects: dict[str, storage_pb2.CSIDriver] = field(default_factory=dict)  # CSIDriver objects by name
 
     # ------------------------------------------------------------ registration
 
@@ -198,6 +200,35 @@ class CSIDrivers:
                            "found in the list of registered CSI drivers")
         return driver
 
+    async def driver_object(self, name: str) -> storage_pb2.CSIDriver | None:
+        """The driver's CSIDriver object (cached once found: a driver's object rarely changes;
+        a missing one is asked again next time)."""
+        found = self._objects.get(name)
+        if found is None:
+            try:
+                found = self._objects[name] = await self.client.csidrivers.get(name)
+            except errors.NotFound:
+                return None
+        return found
+
+    async def _attached(self, pv: core_pb2.PersistentVolume) -> dict[str, str]:
+        """The publish context of the volume's attachment to this node; raises CSIError while
+        its driver needs one that is not attached yet (upstream's WaitForAttach)."""
+        obj = await self.driver_object(pv.spec.csi.driver)
+        if obj is not None and obj.spec.HasField("attachRequired") and not obj.spec.attachRequired:
+            return {}
+        name = attachment_name(pv.metadata.name, pv.spec.csi.driver, self.node_name)
+        try:
+            attachment = await self.client.volumeattachments.get(name)
+        except errors.NotFound:
+            attachment = None
+        if attachment is None or not attachment.status.attached:
+            why = f": {attachment.status.attachError.message}" if attachment is not None and \
+                attachment.status.attachError.message else ""
+            raise CSIError(f'volume "{pv.metadata.name}" is not attached to node {self.node_name} yet (waiting for '
+                           f"VolumeAttachment {name}){why}")
+        return dict(attachment.status.attachmentMetadata)
+
     def staging_path(self, driver: str, handle: str) -> Path:
         digest = hashlib.sha256(handle.encode()).hexdigest()
         return self.plugins_dir / "kubernetes.io" / "csi" / driver / digest / "globalmount"
@@ -216,6 +247,7 @@ class CSIDrivers:
             access_mode=csi_pb2.VolumeCapability.AccessMode(mode=_access_mode(list(pv.spec.accessModes),
                                                                               driver.multi_writer)))
         target = self.target_path(uid, pv.metadata.name)
+        publish_context = await self._attached(pv)
         async with self._lock:
             staging = self.staging_path(source.driver, source.volumeHandle)
             if driver.stage:
@@ -224,7 +256,8 @@ class CSIDrivers:
                 try:
                     await driver.node.NodeStageVolume(csi_pb2.NodeStageVolumeRequest(
                         volume_id=source.volumeHandle, staging_target_path=str(staging), volume_capability=capability,
-                        volume_context=dict(source.volumeAttributes)), timeout=self.timeout)
+                        volume_context=dict(source.volumeAttributes), publish_context=publish_context),
+                        timeout=self.timeout)
                 except grpc.aio.AioRpcError as err:
                     raise CSIError(f"MountVolume.MountDevice failed for volume \"{pv.metadata.name}\" : "
                                    f"{_rpc(err)}") from None
@@ -234,7 +267,8 @@ class CSIDrivers:
                 await driver.node.NodePublishVolume(csi_pb2.NodePublishVolumeRequest(
                     volume_id=source.volumeHandle, staging_target_path=str(staging) if driver.stage else "",
                     target_path=str(target), volume_capability=capability, readonly=read_only or source.readOnly,
-                    volume_context=dict(source.volumeAttributes)), timeout=self.timeout)
+                    volume_context=dict(source.volumeAttributes), publish_context=publish_context),
+                    timeout=self.timeout)
             except grpc.aio.AioRpcError as err:
                 raise CSIError(f"MountVolume.SetUp failed for volume \"{pv.metadata.name}\" : {_rpc(err)}") from None
         return target

@@ -99,7 +99,6 @@ class VolumeManager:
     csi: CSIDrivers
     _mounted: dict[str, dict[str, Path]] = field(default_factory=dict)  # pod uid -> volume -> host path
     _owned: set[tuple[str, str]] = field(default_factory=set)  # (pod uid, volume) given to the pod's fsGroup
-    _fs_group_policies: dict[str, str] = field(default_factory=dict)  # CSI driver -> its CSIDriver's fsGroupPolicy
 
     def host_paths(self, pod: core_pb2.Pod) -> Mapping[str, Path]:
         """The host paths of the pod's claims, once set up (podconfig mounts them)."""
@@ -183,13 +182,9 @@ class VolumeManager:
 
     async def _fs_group_policy(self, driver: str) -> str:
         """The driver's CSIDriver fsGroupPolicy (upstream's default when it has none)."""
-        if driver not in self._fs_group_policies:
-            try:
-                found = await self.client.csidrivers.get(driver)
-                self._fs_group_policies[driver] = found.spec.fsGroupPolicy or "ReadWriteOnceWithFSType"
-            except errors.NotFound:
-                return "ReadWriteOnceWithFSType"
-        return self._fs_group_policies[driver]
+        found = await self.csi.driver_object(driver)
+        return found.spec.fsGroupPolicy if found is not None and found.spec.fsGroupPolicy else \
+            "ReadWriteOnceWithFSType"
 
     async def tear_down(self, uid: str) -> bool:
         """Take down what the pod's volumes mounted; True when nothing is mounted under its

@@ -4,6 +4,7 @@ and storage helpers): the annotations, sizes, and which volume satisfies which c
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 
 from kubeling.quantity import QuantityError, parse_quantity
@@ -11,7 +12,8 @@ from kubeling.selectors import SelectorError, from_label_selector_proto
 from protos.kubeling.v1 import core_pb2
 
 __all__ = ["BIND_COMPLETED", "BOUND_BY_CONTROLLER", "PROVISIONED_BY", "STORAGE_PROVISIONER", "BETA_STORAGE_PROVISIONER",
-           "SELECTED_NODE", "YES", "storage_bytes", "claim_class", "claimed_by", "satisfies", "find_best_match"]
+           "SELECTED_NODE", "YES", "storage_bytes", "claim_class", "claimed_by", "satisfies", "find_best_match",
+           "attachment_name"]
 
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
@@ -20,6 +22,12 @@ STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
 BETA_STORAGE_PROVISIONER = "volume.beta.kubernetes.io/storage-provisioner"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 YES = "yes"
+
+
+def attachment_name(volume: str, driver: str, node: str) -> str:
+    """A CSI volume's VolumeAttachment to a node (upstream's getAttachmentName): the
+    attach/detach controller makes it, the kubelet waits for it."""
+    return "csi-" + hashlib.sha256(f"{volume}{driver}{node}".encode()).hexdigest()
 
 
 def claim_class(claim: core_pb2.PersistentVolumeClaim) -> str:

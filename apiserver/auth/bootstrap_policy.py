@@ -176,6 +176,8 @@ def cluster_roles() -> list[Role]:
             _rule(("patch", "update"), (CORE,), ("persistentvolumeclaims/status",)),
             _rule(READ, (STORAGE,), ("storageclasses", "csinodes")),
             _rule(READ + ("create",), (STORAGE,), ("csidrivers",)),
+            _rule(READ + ("patch", "update"), (STORAGE,), ("volumeattachments",)),
+            _rule(("patch", "update"), (STORAGE,), ("volumeattachments/status",)),
             _rule(READ, (CORE,), ("nodes",)),
             _rule(READ + ("create", "delete", "patch", "update"), (STORAGE,), ("csistoragecapacities",)),
             _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),

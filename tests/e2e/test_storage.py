@@ -346,6 +346,9 @@ async def test_a_driver_that_fails_or_hangs_is_retried_and_leaks_nothing(storage
     try:
         await until(lambda: kubelet.csi.drivers, "the faulty driver registered",
                     check=lambda d: "faulty.csi.kubeling.io" in d)
+        await client.csidrivers.create(storage_pb2.CSIDriver(  # no attach step for it
+            metadata=meta_pb2.ObjectMeta(name="faulty.csi.kubeling.io"),
+            spec=storage_pb2.CSIDriverSpec(attachRequired=False)))
         async with grpc.aio.insecure_channel(f"unix://{socket}") as channel:
             made = await csi_pb2_grpc.ControllerStub(channel).CreateVolume(csi_pb2.CreateVolumeRequest(
                 name="static", volume_capabilities=[csi_pb2.VolumeCapability(
@@ -387,6 +390,7 @@ async def test_a_driver_that_fails_or_hangs_is_retried_and_leaks_nothing(storage
     finally:
         await registrar.stop()
         await server.stop()
+        await client.csidrivers.delete("faulty.csi.kubeling.io")
         for point in reversed(mounts.mount_points(cluster.base / "faulty")):
             mounts.unmount(point, lazy=True)
 
@@ -404,3 +408,31 @@ async def test_an_empty_dir_past_its_size_limit_evicts_its_pod(storage: Storage)
     assert evicted.status.message == 'Usage of EmptyDir volume "cache" exceeds the limit "1Mi". '
     events = (await client.events.list_all("default"))[0]
     assert any(e.reason == "Evicted" and e.involvedObject.name == "hog" for e in events)
+
+
+async def test_a_driver_that_needs_attaching_is_attached_before_the_mount(storage: Storage) -> None:
+    cluster, client = storage.cluster, storage.cluster.client
+    kubelet = await cluster.add_node(1)
+    name = kubelet.config.node_name
+    service = HostpathService(ServiceConfig(
+        node_id=name, state_dir=cluster.base / "attached", registration_dir=kubelet.config.state_dir /
+        "plugins_registry", driver_name="attached.csi.kubeling.io", attach_required=True),
+        Client(cluster.apiserver.address, tls=tls_of(cluster.pki, "csi-hostpath")))
+    await service.start()
+    storage.drivers["attached"] = service
+    await until(lambda: kubelet.csi.drivers, "the driver registered", check=lambda d: "attached.csi.kubeling.io" in d)
+    assert (await client.csidrivers.get("attached.csi.kubeling.io")).spec.attachRequired
+    await client.storageclasses.create(storage_pb2.StorageClass(
+        metadata=meta_pb2.ObjectMeta(name="attached"), provisioner="attached.csi.kubeling.io"))
+    await claim(client, "needs-attach", "attached")
+    await client.pods.create(with_claim(pod("attached-user", mounting("sleep", "3600")), "needs-attach"))
+    await cluster.wait_pod("attached-user", lambda p: p.status.phase == "Running", timeout=90)
+    [attachment] = (await client.volumeattachments.list_all())[0]
+    bound = await client.persistentvolumeclaims.get("needs-attach", "default")
+    assert (attachment.spec.attacher, attachment.spec.nodeName, attachment.spec.source.persistentVolumeName) == (
+        "attached.csi.kubeling.io", name, bound.spec.volumeName)
+    assert attachment.status.attached and "external-attacher/attached.csi.kubeling.io" in attachment.metadata.finalizers
+    await client.pods.delete("attached-user", "default", grace_period_seconds=0)
+    await cluster.wait_gone("attached-user")
+    await until(lambda: client.volumeattachments.list_all(), "the volume detached", timeout=60,
+                check=lambda found: not found[0])
