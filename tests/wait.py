@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["until", "settle", "holds", "WaitTimeout"]
+__all__ = ["until", "settle", "holds", "gone", "WaitTimeout"]
 
 
 class WaitTimeout(AssertionError):
@@ -71,3 +71,14 @@ async def holds(probe: Callable[[], Any], what: str, duration: float, *, interva
         if time.monotonic() >= deadline:
             return
         await asyncio.sleep(interval)
+
+
+async def gone(get: Callable[[], Any]) -> bool:
+    """Whether get() (a coroutine function reading one object) answers NotFound."""
+    from kubeling import errors
+
+    try:
+        await get()
+    except errors.NotFound:
+        return True
+    return False

@@ -16,12 +16,13 @@ from typing import NoReturn
 
 import grpc
 from google.protobuf import timestamp_pb2, wrappers_pb2
+from google.protobuf.message import Message
 
 from csi.hostpath.driver import Driver, GiB
 from csi.hostpath.state import Snapshot, Volume
 from protos.csi.v1 import csi_pb2, csi_pb2_grpc
 
-__all__ = ["ControllerServicer", "supported", "abort"]
+__all__ = ["ControllerServicer", "supported", "abort", "require"]
 
 _RPC = csi_pb2.ControllerServiceCapability.RPC
 _Mode = csi_pb2.VolumeCapability.AccessMode
@@ -33,6 +34,18 @@ _SINGLE_NODE = frozenset({_Mode.SINGLE_NODE_WRITER, _Mode.SINGLE_NODE_READER_ONL
 async def abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
     await context.abort(code, message)
     raise AssertionError("unreachable: abort raises")
+
+
+async def require(context: grpc.aio.ServicerContext, request: Message, *fields: str) -> None:
+    """INVALID_ARGUMENT naming the first of `fields` the request lacks (a message field: not
+    set; any other: empty), as the spec asks of every call."""
+    for name in fields:
+        try:
+            given = request.HasField(name)  # a message field: set or not
+        except ValueError:
+            given = bool(getattr(request, name))  # a string, or a list: empty or not
+        if not given:
+            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{name.replace('_', ' ')} missing in request")
 
 
 def supported(caps: Sequence[csi_pb2.VolumeCapability]) -> str:
@@ -86,10 +99,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
 
     async def CreateVolume(self, request: csi_pb2.CreateVolumeRequest,
                            context: grpc.aio.ServicerContext) -> csi_pb2.CreateVolumeResponse:
-        if not request.name:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "name missing in request")
-        if not request.volume_capabilities:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "volume capabilities missing in request")
+        await require(context, request, "name", "volume_capabilities")
         if why := supported(request.volume_capabilities):
             await abort(context, grpc.StatusCode.INVALID_ARGUMENT, why)
         required, limit = request.capacity_range.required_bytes, request.capacity_range.limit_bytes
@@ -151,8 +161,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
 
     async def DeleteVolume(self, request: csi_pb2.DeleteVolumeRequest,
                            context: grpc.aio.ServicerContext) -> csi_pb2.DeleteVolumeResponse:
-        if not request.volume_id:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "volume id missing in request")
+        await require(context, request, "volume_id")
         async with self.driver.lock:
             volume = self.state.volumes.get(request.volume_id)
             if volume is None:
@@ -169,10 +178,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
     async def ValidateVolumeCapabilities(
             self, request: csi_pb2.ValidateVolumeCapabilitiesRequest,
             context: grpc.aio.ServicerContext) -> csi_pb2.ValidateVolumeCapabilitiesResponse:
-        if not request.volume_id:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "volume id missing in request")
-        if not request.volume_capabilities:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "volume capabilities missing in request")
+        await require(context, request, "volume_id", "volume_capabilities")
         if request.volume_id not in self.state.volumes:
             await abort(context, grpc.StatusCode.NOT_FOUND, f"volume {request.volume_id} not found")
         if why := supported(request.volume_capabilities):
@@ -215,8 +221,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
 
     async def ControllerGetVolume(self, request: csi_pb2.ControllerGetVolumeRequest,
                                   context: grpc.aio.ServicerContext) -> csi_pb2.ControllerGetVolumeResponse:
-        if not request.volume_id:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "volume id missing in request")
+        await require(context, request, "volume_id")
         volume = self.state.volumes.get(request.volume_id)
         if volume is None:
             await abort(context, grpc.StatusCode.NOT_FOUND, f"volume {request.volume_id} not found")
@@ -226,10 +231,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
 
     async def ControllerExpandVolume(self, request: csi_pb2.ControllerExpandVolumeRequest,
                                      context: grpc.aio.ServicerContext) -> csi_pb2.ControllerExpandVolumeResponse:
-        if not request.volume_id:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "volume id missing in request")
-        if not request.HasField("capacity_range"):
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "capacity range missing in request")
+        await require(context, request, "volume_id", "capacity_range")
         required, limit = request.capacity_range.required_bytes, request.capacity_range.limit_bytes
         if limit and required > limit:
             await abort(context, grpc.StatusCode.INVALID_ARGUMENT,
@@ -257,10 +259,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
 
     async def CreateSnapshot(self, request: csi_pb2.CreateSnapshotRequest,
                              context: grpc.aio.ServicerContext) -> csi_pb2.CreateSnapshotResponse:
-        if not request.name:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "name missing in request")
-        if not request.source_volume_id:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "source volume id missing in request")
+        await require(context, request, "name", "source_volume_id")
         async with self.driver.lock:
             existing = self.state.snapshot_by_name(request.name)
             if existing is not None:
@@ -281,8 +280,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
 
     async def DeleteSnapshot(self, request: csi_pb2.DeleteSnapshotRequest,
                              context: grpc.aio.ServicerContext) -> csi_pb2.DeleteSnapshotResponse:
-        if not request.snapshot_id:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "snapshot id missing in request")
+        await require(context, request, "snapshot_id")
         async with self.driver.lock:
             if self.state.snapshots.pop(request.snapshot_id, None) is not None:
                 await asyncio.to_thread(shutil.rmtree, self.state.snapshot_path(request.snapshot_id), True)
@@ -307,8 +305,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
 
     async def GetSnapshot(self, request: csi_pb2.GetSnapshotRequest,
                           context: grpc.aio.ServicerContext) -> csi_pb2.GetSnapshotResponse:
-        if not request.snapshot_id:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "snapshot id missing in request")
+        await require(context, request, "snapshot_id")
         snap = self.state.snapshots.get(request.snapshot_id)
         if snap is None:
             await abort(context, grpc.StatusCode.NOT_FOUND, f"snapshot {request.snapshot_id} not found")

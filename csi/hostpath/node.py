@@ -9,7 +9,7 @@ from pathlib import Path
 
 import grpc
 
-from csi.hostpath.controller import abort, supported
+from csi.hostpath.controller import abort, require, supported
 from csi.hostpath.driver import Driver
 from csi.hostpath.state import Volume
 from kubeling import mounts
@@ -37,12 +37,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
 
     async def NodeStageVolume(self, request: csi_pb2.NodeStageVolumeRequest,
                               context: grpc.aio.ServicerContext) -> csi_pb2.NodeStageVolumeResponse:
-        if not request.volume_id:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "volume id missing in request")
-        if not request.staging_target_path:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "staging target path missing in request")
-        if not request.HasField("volume_capability"):
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "volume capability missing in request")
+        await require(context, request, "volume_id", "staging_target_path", "volume_capability")
         if why := supported([request.volume_capability]):
             await abort(context, grpc.StatusCode.INVALID_ARGUMENT, why)
         staging = Path(request.staging_target_path)
@@ -61,10 +56,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
 
     async def NodeUnstageVolume(self, request: csi_pb2.NodeUnstageVolumeRequest,
                                 context: grpc.aio.ServicerContext) -> csi_pb2.NodeUnstageVolumeResponse:
-        if not request.volume_id:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "volume id missing in request")
-        if not request.staging_target_path:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "staging target path missing in request")
+        await require(context, request, "volume_id", "staging_target_path")
         staging = Path(request.staging_target_path)
         async with self.driver.lock:
             volume = await self._volume(request.volume_id, context)
@@ -79,12 +71,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
 
     async def NodePublishVolume(self, request: csi_pb2.NodePublishVolumeRequest,
                                 context: grpc.aio.ServicerContext) -> csi_pb2.NodePublishVolumeResponse:
-        if not request.volume_id:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "volume id missing in request")
-        if not request.target_path:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "target path missing in request")
-        if not request.HasField("volume_capability"):
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "volume capability missing in request")
+        await require(context, request, "volume_id", "target_path", "volume_capability")
         if not request.staging_target_path:
             await abort(context, grpc.StatusCode.INVALID_ARGUMENT,
                         "staging target path missing in request (the driver stages volumes)")
@@ -118,10 +105,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
 
     async def NodeUnpublishVolume(self, request: csi_pb2.NodeUnpublishVolumeRequest,
                                   context: grpc.aio.ServicerContext) -> csi_pb2.NodeUnpublishVolumeResponse:
-        if not request.volume_id:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "volume id missing in request")
-        if not request.target_path:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "target path missing in request")
+        await require(context, request, "volume_id", "target_path")
         target = Path(request.target_path)
         async with self.driver.lock:
             volume = await self._volume(request.volume_id, context)
@@ -140,10 +124,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
 
     async def NodeGetVolumeStats(self, request: csi_pb2.NodeGetVolumeStatsRequest,
                                  context: grpc.aio.ServicerContext) -> csi_pb2.NodeGetVolumeStatsResponse:
-        if not request.volume_id:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "volume id missing in request")
-        if not request.volume_path:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "volume path missing in request")
+        await require(context, request, "volume_id", "volume_path")
         volume = await self._volume(request.volume_id, context)
         path = Path(request.volume_path)
         if not path.exists():
@@ -160,10 +141,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
 
     async def NodeExpandVolume(self, request: csi_pb2.NodeExpandVolumeRequest,
                                context: grpc.aio.ServicerContext) -> csi_pb2.NodeExpandVolumeResponse:
-        if not request.volume_id:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "volume id missing in request")
-        if not request.volume_path:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "volume path missing in request")
+        await require(context, request, "volume_id", "volume_path")
         volume = await self._volume(request.volume_id, context)
         if not Path(request.volume_path).exists():
             await abort(context, grpc.StatusCode.NOT_FOUND, f"volume path {request.volume_path} does not exist")

@@ -12,7 +12,7 @@ from kubeling.client import Client
 from kubeling.volumeutil import attachment_name
 from protos.kubeling.v1 import core_pb2, meta_pb2, storage_pb2
 from tests.objects import pod
-from tests.wait import until
+from tests.wait import gone, until
 
 
 async def _bound_csi_claim(client: Client, name: str, driver: str) -> None:
@@ -67,11 +67,6 @@ async def test_attach_detach_and_failed_attach(client: Client, manager: Controll
 
     await client.pods.delete("user", "default", grace_period_seconds=0)
 
-    async def detached() -> bool:
-        try:
-            await client.volumeattachments.get(name)
-        except errors.NotFound:
-            return True
-        return False
-    await until(detached, "the VolumeAttachment deleted once no pod needs it")
+    await until(lambda: gone(lambda: client.volumeattachments.get(name)),
+                "the VolumeAttachment deleted once no pod needs it")
     assert (await client.volumeattachments.get("someone-elses")).spec.nodeName == "node-a"

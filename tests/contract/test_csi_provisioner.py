@@ -18,7 +18,7 @@ from csi.service import HostpathService, ServiceConfig, bytes_arg
 from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import core_pb2, meta_pb2, storage_pb2
-from tests.wait import until
+from tests.wait import gone, until
 
 
 @pytest.fixture
@@ -48,13 +48,6 @@ async def bound(client: Client, name: str) -> core_pb2.PersistentVolumeClaim:
     return await until(lambda: client.persistentvolumeclaims.get(name, "default"), f"{name} Bound",
                        check=lambda c: c.status.phase == "Bound", timeout=60)
 
-
-async def gone(get: Any) -> bool:
-    try:
-        await get()
-    except errors.NotFound:
-        return True
-    return False
 
 
 async def test_provision_resize_and_delete(client: Client, hostpath: HostpathService, tmp_path: Path) -> None:

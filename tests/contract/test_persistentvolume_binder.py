@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from controllers.manager import ControllerManager
-from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import core_pb2, meta_pb2, storage_pb2
 from tests.objects import pod
-from tests.wait import until
+from tests.wait import gone, until
 
 
 def pv(name: str, size: str = "1Gi", cls: str = "", labels: dict[str, str] | None = None,
@@ -54,13 +53,6 @@ async def reasons(client: Client, name: str) -> set[str]:
     events = (await client.events.list_all("default"))[0]
     return {e.reason for e in events if e.involvedObject.name == name}
 
-
-async def gone(get: Any) -> bool:
-    try:
-        await get()
-    except errors.NotFound:
-        return True
-    return False
 
 
 async def test_a_claim_binds_the_smallest_volume_that_fits(client: Client, manager: ControllerManager) -> None:
