@@ -28,8 +28,8 @@ _QUOTA_PERIOD = 100_000  # µs, the CFS default
 ETC_HOSTS = "/etc/hosts"
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 DEFAULT_CLUSTER_DOMAIN = "cluster.local"
+EMPTY_DIR = "kubernetes.io~empty-dir"  # emptyDirs' plugin directory, as upstream's
 # The volumes whose files the kubelet writes from the API (kubelet.volumes), by plugin directory.
-EMPTY_DIR = "kubernetes.io~empty-dir"
 API_VOLUMES = {"projected": "kubernetes.io~projected", "configMap": "kubernetes.io~configmap",
                 "secret": "kubernetes.io~secret", "downwardAPI": "kubernetes.io~downward-api"}
 
