@@ -265,9 +265,10 @@ class PersistentVolumeController:
             volume = written[0]
         if claim_write is not None:
             claim = written[-1]
-        status = claim.status
-        if (status.phase != "Bound" or list(status.accessModes) != list(volume.spec.accessModes)
-                or dict(status.capacity) != dict(volume.spec.capacity)):
+        # The access modes and capacity only as the claim becomes Bound (upstream's
+        # updateClaimStatus): later the resizer owns the capacity (a claim's filesystem may
+        # differ from its volume's size on purpose).
+        if claim.status.phase != "Bound":
             modes, capacity = list(volume.spec.accessModes), dict(volume.spec.capacity)
 
             def claim_bound(c: core_pb2.PersistentVolumeClaim) -> None:

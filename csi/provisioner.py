@@ -247,6 +247,12 @@ class Provisioner:
         volume = self.volumes.store.get(claim.spec.volumeName)
         if volume is None or not self._here(volume):
             return
+        # The informer's copy may predate this resizer's last write: ask the apiserver
+        # before resizing (again).
+        claim = await self.client.persistentvolumeclaims.get(claim.metadata.name, claim.metadata.namespace)
+        wanted, have = storage_bytes(claim.spec.resources.requests), storage_bytes(claim.status.capacity)
+        if wanted <= have:
+            return
         self.recorder.object_event(claim, "v1", "PersistentVolumeClaim", NORMAL, "Resizing",
                                    f"External resizer is resizing volume {volume.metadata.name}")
         await self._resize_status(claim, quantity(wanted), "ControllerResizeInProgress", resizing=True)

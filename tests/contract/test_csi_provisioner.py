@@ -71,7 +71,7 @@ async def test_provision_resize_and_delete(client: Client, hostpath: HostpathSer
     claim.spec.resources.requests["storage"] = "3Gi"
     await client.persistentvolumeclaims.update(claim)
     grown = await until(lambda: client.persistentvolumeclaims.get("data", "default"), "the claim grown",
-                        check=lambda c: c.status.capacity.get("storage") == "3Gi")
+                        check=lambda c: c.status.capacity.get("storage") == "3Gi" and not c.status.conditions)
     assert (await client.persistentvolumes.get(grown.spec.volumeName)).spec.capacity["storage"] == "3Gi"
     assert not grown.status.conditions and "storage" not in grown.status.allocatedResourceStatuses
     assert grown.status.allocatedResources["storage"] == "3Gi"
