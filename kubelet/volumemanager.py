@@ -116,7 +116,9 @@ class VolumeManager:
                 check_host_path(volume.hostPath.path, volume.hostPath.type)
             elif volume.HasField("emptyDir"):
                 owned = directory = self.paths.volume_dir(pod, EMPTY_DIR, volume.name)
-                directory.mkdir(parents=True, exist_ok=True)
+                if not directory.exists():
+                    directory.mkdir(parents=True)
+                    directory.chmod(0o777)  # any user of the pod may write, as upstream's emptyDir
                 if volume.emptyDir.medium == "Memory" and not mounts.is_mount_point(directory):
                     try:
                         mounts.tmpfs(directory, size_bytes=_memory_size(pod, volume))
