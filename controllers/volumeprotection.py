@@ -11,15 +11,14 @@ import logging
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.informer import INDEX_NAMESPACE, Informer
+from kubeling.volumeutil import PV_PROTECTION, PVC_PROTECTION
 from kubeling.workqueue import Workers, WorkQueue
 from protos.kubeling.v1 import core_pb2
 
-__all__ = ["PVCProtectionController", "PVProtectionController", "PVC_PROTECTION", "PV_PROTECTION", "pod_uses_claim"]
+__all__ = ["PVCProtectionController", "PVProtectionController", "pod_uses_claim"]
 
 log = logging.getLogger(__name__)
 
-PVC_PROTECTION = "kubernetes.io/pvc-protection"
-PV_PROTECTION = "kubernetes.io/pv-protection"
 
 
 def pod_uses_claim(pod: core_pb2.Pod, claim: str) -> bool:

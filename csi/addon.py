@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from kubeling import errors
 from kubeling.client import Client
+from kubeling.volumeutil import DEFAULT_CLASS_ANNOTATIONS
 from protos.kubeling.v1 import meta_pb2, storage_pb2
 
 __all__ = ["install_default_class", "DEFAULT_CLASS"]
 
 DEFAULT_CLASS = "standard"
-_DEFAULT = "storageclass.kubernetes.io/is-default-class"
 
 
 async def install_default_class(client: Client, driver: str, name: str = DEFAULT_CLASS) -> storage_pb2.StorageClass:
@@ -22,7 +22,7 @@ async def install_default_class(client: Client, driver: str, name: str = DEFAULT
     except errors.NotFound:
         pass
     made = storage_pb2.StorageClass(
-        metadata=meta_pb2.ObjectMeta(name=name, annotations={_DEFAULT: "true"},
+        metadata=meta_pb2.ObjectMeta(name=name, annotations={DEFAULT_CLASS_ANNOTATIONS[0]: "true"},
                                      labels={"addonmanager.kubernetes.io/mode": "EnsureExists"}),
         provisioner=driver, reclaimPolicy="Delete", volumeBindingMode="WaitForFirstConsumer",
         allowVolumeExpansion=True)

@@ -14,6 +14,7 @@ import grpc
 
 from kubeling import errors, scheme
 from kubeling.client import Client
+from kubeling.errors import rpc_error_text
 from kubeling.informer import SharedInformers
 from kubeling.timestamps import now
 from kubeling.workqueue import Workers, WorkQueue
@@ -27,9 +28,6 @@ log = logging.getLogger(__name__)
 _RPC = csi_pb2.ControllerServiceCapability.RPC
 _Mode = csi_pb2.VolumeCapability.AccessMode
 
-
-def _rpc(err: grpc.aio.AioRpcError) -> str:
-    return f"rpc error: code = {err.code().name.title().replace('_', '')} desc = {err.details()}"
 
 
 @dataclass(frozen=True)
@@ -101,7 +99,7 @@ class Attacher:
                     timeout=self.config.timeout)
                 context = dict(answer.publish_context)
         except grpc.aio.AioRpcError as err:
-            fresh.status.attachError.CopyFrom(storage_pb2.VolumeError(time=now(), message=_rpc(err)))
+            fresh.status.attachError.CopyFrom(storage_pb2.VolumeError(time=now(), message=rpc_error_text(err)))
             await self.client.volumeattachments.update_status(fresh)
             raise RuntimeError(f"attach {va.metadata.name}: {err.details()}") from None
         fresh.status.attached = True
@@ -123,7 +121,7 @@ class Attacher:
             pass  # the volume is gone: nothing is attached any more
         except grpc.aio.AioRpcError as err:
             fresh = await self.client.volumeattachments.get(va.metadata.name)
-            fresh.status.detachError.CopyFrom(storage_pb2.VolumeError(time=now(), message=_rpc(err)))
+            fresh.status.detachError.CopyFrom(storage_pb2.VolumeError(time=now(), message=rpc_error_text(err)))
             await self.client.volumeattachments.update_status(fresh)
             raise RuntimeError(f"detach {va.metadata.name}: {err.details()}") from None
         try:

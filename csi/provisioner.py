@@ -25,6 +25,7 @@ import grpc
 
 from kubeling import errors, scheme
 from kubeling.client import Client
+from kubeling.errors import rpc_error_text
 from kubeling.events import NORMAL, WARNING, EventRecorder
 from kubeling.informer import SharedInformers
 from kubeling.quantity import Format, Quantity
@@ -56,10 +57,6 @@ def quantity(n: int) -> str:
     """Bytes as a quantity the way upstream writes a provisioned volume's capacity (binary SI)."""
     return str(Quantity.from_int(n, Format.BINARY_SI))
 
-
-def _rpc_error(err: grpc.aio.AioRpcError) -> str:
-    """Go's rendering of a gRPC status error, as the sidecars' events show it."""
-    return f"rpc error: code = {err.code().name.title().replace('_', '')} desc = {err.details()}"
 
 
 @dataclass(frozen=True)
@@ -191,7 +188,7 @@ class Provisioner:
         except grpc.aio.AioRpcError as err:
             self.recorder.object_event(
                 claim, "v1", "PersistentVolumeClaim", WARNING, "ProvisioningFailed",
-                f'failed to provision volume with StorageClass "{sc.metadata.name}": {_rpc_error(err)}')
+                f'failed to provision volume with StorageClass "{sc.metadata.name}": {rpc_error_text(err)}')
             raise RuntimeError(f"CreateVolume for {ref}: {err.code().name}: {err.details()}") from None
         await self._create_volume(claim, sc, name, answer.volume)
         self.recorder.object_event(claim, "v1", "PersistentVolumeClaim", NORMAL, "ProvisioningSucceeded",
@@ -263,7 +260,8 @@ class Provisioner:
         except grpc.aio.AioRpcError as err:
             self.recorder.object_event(
                 claim, "v1", "PersistentVolumeClaim", WARNING, "VolumeResizeFailed",
-                f'resize volume "{volume.metadata.name}" by resizer "{self.config.driver}" failed: {_rpc_error(err)}')
+                f'resize volume "{volume.metadata.name}" by resizer "{self.config.driver}" failed: '
+                f"{rpc_error_text(err)}")
             # upstream's: a request the driver can never serve is Infeasible (the user may
             # ask for less again); anything else stays in progress and is retried
             if err.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE):
@@ -327,7 +325,7 @@ class Provisioner:
                                                timeout=self.config.timeout)
         except grpc.aio.AioRpcError as err:
             self.recorder.object_event(volume, "v1", "PersistentVolume", WARNING, "VolumeFailedDelete",
-                                       _rpc_error(err))
+                                       rpc_error_text(err))
             raise RuntimeError(f"DeleteVolume {key}: {err.details()}") from None
         await self._drop_finalizer(volume)
         try:

@@ -25,6 +25,7 @@ import grpc
 
 from kubeling import errors, mounts
 from kubeling.client import Client
+from kubeling.errors import rpc_error_text
 from kubeling.unixsocket import SocketAddress
 from kubeling.volumeutil import attachment_name
 from protos.csi.v1 import csi_pb2, csi_pb2_grpc
@@ -48,9 +49,6 @@ _MODES = {"ReadWriteOncePod": _Mode.SINGLE_NODE_SINGLE_WRITER, "ReadWriteOnce": 
 class CSIError(Exception):
     """A CSI step failed (the pod waits: FailedMount, retried)."""
 
-
-def _rpc(err: grpc.aio.AioRpcError) -> str:
-    return f"rpc error: code = {err.code().name.title().replace('_', '')} desc = {err.details()}"
 
 
 @dataclass
@@ -117,7 +115,7 @@ class CSIDrivers:
             caps = await driver.node.NodeGetCapabilities(csi_pb2.NodeGetCapabilitiesRequest(), timeout=self.timeout)
         except grpc.aio.AioRpcError as err:
             await driver.close()
-            raise CSIError(f"driver {name}: NodeGetInfo: {_rpc(err)}") from None
+            raise CSIError(f"driver {name}: NodeGetInfo: {rpc_error_text(err)}") from None
         driver.node_id = info.node_id
         driver.topology = dict(info.accessible_topology.segments)
         driver.max_volumes = info.max_volumes_per_node
@@ -260,7 +258,7 @@ class CSIDrivers:
                         timeout=self.timeout)
                 except grpc.aio.AioRpcError as err:
                     raise CSIError(f"MountVolume.MountDevice failed for volume \"{pv.metadata.name}\" : "
-                                   f"{_rpc(err)}") from None
+                                   f"{rpc_error_text(err)}") from None
             target.parent.mkdir(parents=True, exist_ok=True)
             (target.parent / VOL_DATA).write_text(json.dumps(data))
             try:
@@ -270,7 +268,8 @@ class CSIDrivers:
                     volume_context=dict(source.volumeAttributes), publish_context=publish_context),
                     timeout=self.timeout)
             except grpc.aio.AioRpcError as err:
-                raise CSIError(f"MountVolume.SetUp failed for volume \"{pv.metadata.name}\" : {_rpc(err)}") from None
+                raise CSIError(f"MountVolume.SetUp failed for volume \"{pv.metadata.name}\" : "
+                               f"{rpc_error_text(err)}") from None
         return target
 
     def published(self, uid: str | None = None) -> list[tuple[str, Path, dict[str, str]]]:
@@ -304,7 +303,7 @@ class CSIDrivers:
                     except grpc.aio.AioRpcError as err:
                         if err.code() != grpc.StatusCode.NOT_FOUND:  # a volume the driver no longer has
                             raise CSIError(f"UnmountVolume.TearDown failed for volume \"{data['specVolID']}\" : "
-                                           f"{_rpc(err)}") from None
+                                           f"{rpc_error_text(err)}") from None
                 if mounts.is_mount_point(target):
                     mounts.unmount(target)  # a driver that answered but left it mounted
                 if target.exists() and not mounts.mount_points(target):
@@ -328,6 +327,7 @@ class CSIDrivers:
                 volume_id=handle, staging_target_path=str(staging)), timeout=self.timeout)
         except grpc.aio.AioRpcError as err:
             if err.code() != grpc.StatusCode.NOT_FOUND:
-                raise CSIError(f"UnmountDevice failed for volume \"{data['specVolID']}\" : {_rpc(err)}") from None
+                raise CSIError(f"UnmountDevice failed for volume \"{data['specVolID']}\" : "
+                               f"{rpc_error_text(err)}") from None
         if not mounts.mount_points(staging.parent):
             shutil.rmtree(staging.parent, ignore_errors=True)

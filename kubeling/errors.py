@@ -18,7 +18,7 @@ __all__ = [
     "ApiError", "NotFound", "AlreadyExists", "Conflict", "Invalid", "BadRequest",
     "Expired", "Forbidden", "Unauthorized", "RequestEntityTooLarge", "WatcherTooSlow", "Timeout",
     "ServiceUnavailable", "InternalError", "TooManyRequests", "MethodNotAllowed", "FieldViolation", "from_rpc_error",
-    "DOMAIN",
+    "rpc_error_text", "DOMAIN",
 ]
 
 DOMAIN = "kubeling.io"
@@ -155,6 +155,12 @@ _BY_CODE: dict[grpc.StatusCode, type[ApiError]] = {
     grpc.StatusCode.UNAVAILABLE: ServiceUnavailable,
     grpc.StatusCode.INTERNAL: InternalError,
 }
+
+
+def rpc_error_text(err: grpc.aio.AioRpcError) -> str:
+    """A failed call as Go's gRPC status error prints it (what the CSI sidecars' and the
+    kubelet's events quote): `rpc error: code = DeadlineExceeded desc = ...`."""
+    return f"rpc error: code = {err.code().name.title().replace('_', '')} desc = {err.details()}"
 
 
 def from_rpc_error(err: grpc.RpcError) -> ApiError:

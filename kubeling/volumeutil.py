@@ -13,7 +13,7 @@ from protos.kubeling.v1 import core_pb2
 
 __all__ = ["BIND_COMPLETED", "BOUND_BY_CONTROLLER", "PROVISIONED_BY", "STORAGE_PROVISIONER", "BETA_STORAGE_PROVISIONER",
            "SELECTED_NODE", "YES", "storage_bytes", "claim_class", "claimed_by", "satisfies", "find_best_match",
-           "attachment_name"]
+           "attachment_name", "PVC_PROTECTION", "PV_PROTECTION", "DEFAULT_CLASS_ANNOTATIONS"]
 
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
@@ -22,6 +22,12 @@ STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
 BETA_STORAGE_PROVISIONER = "volume.beta.kubernetes.io/storage-provisioner"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 YES = "yes"
+# The finalizers StorageObjectInUseProtection adds and the protection controllers remove.
+PVC_PROTECTION = "kubernetes.io/pvc-protection"
+PV_PROTECTION = "kubernetes.io/pv-protection"
+# A StorageClass is the default with either annotation "true" (the beta one still counts).
+DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
+                             "storageclass.beta.kubernetes.io/is-default-class")
 
 
 def attachment_name(volume: str, driver: str, node: str) -> str:

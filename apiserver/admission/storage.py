@@ -13,18 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from apiserver.admission.chain import CREATE, UPDATE, AdmissionAttributes, forbidden
 from apiserver.registry.storage import is_default_class
-from kubeling.quantity import QuantityError, parse_quantity
+from kubeling.volumeutil import PV_PROTECTION, PVC_PROTECTION, storage_bytes
 from protos.kubeling.v1 import core_pb2, storage_pb2
 
-__all__ = ["DefaultStorageClass", "StorageObjectInUseProtection", "PersistentVolumeClaimResize",
-           "PVC_PROTECTION", "PV_PROTECTION"]
+__all__ = ["DefaultStorageClass", "StorageObjectInUseProtection", "PersistentVolumeClaimResize"]
 
-PVC_PROTECTION = "kubernetes.io/pvc-protection"
-PV_PROTECTION = "kubernetes.io/pv-protection"
 
 
 @dataclass
@@ -63,13 +59,6 @@ class StorageObjectInUseProtection:
             meta.finalizers.append(finalizer)
 
 
-def _storage(claim: Any) -> int | None:
-    try:
-        return parse_quantity(claim.spec.resources.requests.get("storage", "")).int_value()
-    except QuantityError:
-        return None
-
-
 @dataclass
 class PersistentVolumeClaimResize:
     storage_class: Callable[[str], storage_pb2.StorageClass | None]  # by name, from the watch cache
@@ -80,8 +69,8 @@ class PersistentVolumeClaimResize:
             return
         new, old = attrs.obj, attrs.old
         assert isinstance(new, core_pb2.PersistentVolumeClaim) and isinstance(old, core_pb2.PersistentVolumeClaim)
-        grown, before = _storage(new), _storage(old)
-        if grown is None or before is None or grown <= before or old.status.phase != "Bound":
+        grown, before = storage_bytes(new.spec.resources.requests), storage_bytes(old.spec.resources.requests)
+        if grown <= before or old.status.phase != "Bound":
             return
         sc = self.storage_class(old.spec.storageClassName) if old.spec.storageClassName else None
         if sc is None or not sc.allowVolumeExpansion:

@@ -17,20 +17,17 @@ from apiserver.validation.storage import (
     validate_volume_attachment_update,
 )
 from kubeling import scheme
+from kubeling.volumeutil import DEFAULT_CLASS_ANNOTATIONS
 from protos.kubeling.v1 import storage_pb2
 
 __all__ = ["STRATEGIES", "StorageClassStrategy", "CSIDriverStrategy", "CSINodeStrategy", "VolumeAttachmentStrategy",
-           "CSIStorageCapacityStrategy", "DEFAULT_CLASS_ANNOTATION", "BETA_DEFAULT_CLASS_ANNOTATION",
-           "is_default_class"]
+           "CSIStorageCapacityStrategy", "is_default_class"]
 
-DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
-BETA_DEFAULT_CLASS_ANNOTATION = "storageclass.beta.kubernetes.io/is-default-class"
 
 
 def is_default_class(sc: storage_pb2.StorageClass) -> bool:
     """Upstream's IsDefaultAnnotation: either annotation, "true"."""
-    annotations = sc.metadata.annotations
-    return "true" in (annotations.get(DEFAULT_CLASS_ANNOTATION), annotations.get(BETA_DEFAULT_CLASS_ANNOTATION))
+    return any(sc.metadata.annotations.get(a) == "true" for a in DEFAULT_CLASS_ANNOTATIONS)
 
 
 class StorageClassStrategy(Strategy[storage_pb2.StorageClass]):

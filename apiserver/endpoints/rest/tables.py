@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kubeling.timestamps import human_duration
+from kubeling.volumeutil import DEFAULT_CLASS_ANNOTATIONS
 
 __all__ = ["table", "human_duration", "pod_status"]
 
@@ -339,7 +340,6 @@ _SERVICE_PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, fl
 # ---------------------------------------------------------------- storage (upstream's printers.go)
 
 _ACCESS_MODES = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX", "ReadWriteOncePod": "RWOP"}
-_DEFAULT_CLASS = ("storageclass.kubernetes.io/is-default-class", "storageclass.beta.kubernetes.io/is-default-class")
 
 
 def _access_modes(modes: list[str] | None) -> str:
@@ -371,8 +371,8 @@ def _pvc_row(pvc: Obj, now: float) -> list[Any]:
 
 def _storageclass_row(sc: Obj, now: float) -> list[Any]:
     annotations = sc["metadata"].get("annotations") or {}
-    name = sc["metadata"]["name"] + (" (default)" if any(annotations.get(a) == "true" for a in _DEFAULT_CLASS)
-                                     else "")
+    default = any(annotations.get(a) == "true" for a in DEFAULT_CLASS_ANNOTATIONS)
+    name = sc["metadata"]["name"] + (" (default)" if default else "")
     return [name, sc.get("provisioner", ""), sc.get("reclaimPolicy", "Delete"),
             sc.get("volumeBindingMode", "Immediate"), bool(sc.get("allowVolumeExpansion", False)), _age(sc, now)]
 
