@@ -32,6 +32,8 @@ __all__ = ["to_json", "custom_json", "format_time", "always_written", "FIELDS_V1
 
 _TIMESTAMP = Timestamp.DESCRIPTOR.full_name
 _INT_OR_STRING = "kubeling.v1.IntOrString"
+# runtime.RawExtension (a ControllerRevision's data): JSON bytes, shown as the value they are.
+_RAW_EXTENSION = "kubeling.v1.RawExtension"
 # Fields Kubernetes types as metav1.MicroTime (RFC 3339 with microseconds).
 _MICRO_TIME = {"eventTime", "acquireTime", "renewTime"}
 FIELDS_V1 = "kubeling.v1.ManagedFieldsEntry.fieldsV1"
@@ -103,6 +105,8 @@ def _scalar_or_message(fd: FieldDescriptor, value: Any) -> Any:
         return format_time(value, fd.name in _MICRO_TIME)
     if name == _INT_OR_STRING:
         return value.strVal if value.type == 1 else value.intVal
+    if name == _RAW_EXTENSION:
+        return json.loads(value.raw) if value.raw else None
     return to_json(value)
 
 
@@ -242,6 +246,8 @@ def _fill_message(target: Any, value: Any, path: str, unknown: list[str]) -> Non
             target.type, target.intVal = 0, value
         else:
             target.type, target.strVal = 1, value
+    elif name == _RAW_EXTENSION:
+        target.raw = canonical_json(value).encode()
     else:
         if not isinstance(value, dict):
             raise _type_error(path, value, "an object")

@@ -50,7 +50,8 @@ __all__ = ["ApiObject", "ObjectT", "Method", "Subresource", "ResourceType", "Sch
            "CLUSTERROLEBINDINGS", "DEPLOYMENTS", "REPLICASETS", "JOBS", "PRIORITYCLASSES", "POD_DISRUPTION_BUDGETS",
            "PODTEMPLATES", "CUSTOMRESOURCEDEFINITIONS", "CUSTOM_SERVICE", "deletes_collections", "PERSISTENTVOLUMES",
            "PERSISTENTVOLUMECLAIMS", "STORAGECLASSES", "CSIDRIVERS", "CSINODES", "VOLUMEATTACHMENTS",
-           "CSISTORAGECAPACITIES"]
+           "CSISTORAGECAPACITIES", "CRONJOBS", "DAEMONSETS", "STATEFULSETS", "CONTROLLERREVISIONS",
+           "REPLICATIONCONTROLLERS"]
 
 # The protobuf package of the API's messages and services.
 PACKAGE = "kubeling.v1"
@@ -398,6 +399,17 @@ REPLICASETS = ResourceType("apps", "v1", "ReplicaSet", "replicasets", apps_pb2.R
                            categories=("all",), subresources=(_STATUS, _SCALE), upstream_protobuf=True)
 JOBS = ResourceType("batch", "v1", "Job", "jobs", batch_pb2.Job, categories=("all",), subresources=(_STATUS,),
                     upstream_protobuf=True)
+CRONJOBS = ResourceType("batch", "v1", "CronJob", "cronjobs", batch_pb2.CronJob, short_names=("cj",),
+                        categories=("all",), subresources=(_STATUS,), upstream_protobuf=True)
+DAEMONSETS = ResourceType("apps", "v1", "DaemonSet", "daemonsets", apps_pb2.DaemonSet, short_names=("ds",),
+                          categories=("all",), subresources=(_STATUS,), upstream_protobuf=True)
+STATEFULSETS = ResourceType("apps", "v1", "StatefulSet", "statefulsets", apps_pb2.StatefulSet, short_names=("sts",),
+                            categories=("all",), subresources=(_STATUS, _SCALE), upstream_protobuf=True)
+CONTROLLERREVISIONS = ResourceType("apps", "v1", "ControllerRevision", "controllerrevisions",
+                                   apps_pb2.ControllerRevision, upstream_protobuf=True)
+REPLICATIONCONTROLLERS = ResourceType("", "v1", "ReplicationController", "replicationcontrollers",
+                                      core_pb2.ReplicationController, short_names=("rc",), categories=("all",),
+                                      subresources=(_STATUS, _SCALE), upstream_protobuf=True)
 PRIORITYCLASSES = ResourceType("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses",
                                scheduling_pb2.PriorityClass, namespaced=False, short_names=("pc",),
                                upstream_protobuf=True)
@@ -426,6 +438,7 @@ CSISTORAGECAPACITIES = ResourceType(_STORAGE, "v1", "CSIStorageCapacity", "csist
 # In discovery's order.
 BUILTIN: tuple[ResourceType[Any], ...] = (
     PODS, NODES, NAMESPACES, EVENTS, SERVICEACCOUNTS, CONFIGMAPS, SECRETS, SERVICES, ENDPOINTS, PODTEMPLATES,
-    PERSISTENTVOLUMES, PERSISTENTVOLUMECLAIMS, ENDPOINTSLICES, LEASES, ROLES, CLUSTERROLES, ROLEBINDINGS,
-    CLUSTERROLEBINDINGS, DEPLOYMENTS, REPLICASETS, JOBS, PRIORITYCLASSES, POD_DISRUPTION_BUDGETS, STORAGECLASSES,
+    PERSISTENTVOLUMES, PERSISTENTVOLUMECLAIMS, REPLICATIONCONTROLLERS, ENDPOINTSLICES, LEASES, ROLES, CLUSTERROLES,
+    ROLEBINDINGS, CLUSTERROLEBINDINGS, DEPLOYMENTS, REPLICASETS, DAEMONSETS, STATEFULSETS, CONTROLLERREVISIONS, JOBS,
+    CRONJOBS, PRIORITYCLASSES, POD_DISRUPTION_BUDGETS, STORAGECLASSES,
     CSIDRIVERS, CSINODES, VOLUMEATTACHMENTS, CSISTORAGECAPACITIES, CUSTOMRESOURCEDEFINITIONS)

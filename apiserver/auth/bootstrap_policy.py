@@ -17,8 +17,9 @@ WRITE = ("create", "delete", "deletecollection", "patch", "update")
 CORE, COORDINATION, RBAC = "", "coordination.k8s.io", "rbac.authorization.k8s.io"
 APPS, BATCH, POLICY, SCHEDULING = "apps", "batch", "policy", "scheduling.k8s.io"
 DISCOVERY, STORAGE = "discovery.k8s.io", "storage.k8s.io"
-_WORKLOADS = ("deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
-              "replicasets/status")
+_WORKLOADS = ("controllerrevisions", "daemonsets", "daemonsets/status", "deployments", "deployments/scale",
+              "deployments/status", "replicasets", "replicasets/scale", "replicasets/status", "statefulsets",
+              "statefulsets/scale", "statefulsets/status")
 AUTHENTICATION, AUTHORIZATION, EVENTS = "authentication.k8s.io", "authorization.k8s.io", "events.k8s.io"
 
 
@@ -34,10 +35,11 @@ def _urls(verbs: tuple[str, ...], urls: tuple[str, ...]) -> PolicyRule:
 _VIEW = (
     _rule(READ, (CORE,), ("pods", "pods/log", "pods/status", "events", "namespaces", "namespaces/status",
                           "serviceaccounts", "configmaps", "services", "services/status", "endpoints",
-                          "persistentvolumeclaims", "persistentvolumeclaims/status")),
+                          "persistentvolumeclaims", "persistentvolumeclaims/status", "replicationcontrollers",
+                          "replicationcontrollers/scale", "replicationcontrollers/status")),
     _rule(READ, (EVENTS,), ("events",)),
     _rule(READ, (APPS,), _WORKLOADS),
-    _rule(READ, (BATCH,), ("jobs", "jobs/status")),
+    _rule(READ, (BATCH,), ("cronjobs", "cronjobs/status", "jobs", "jobs/status")),
     _rule(READ, (POLICY,), ("poddisruptionbudgets", "poddisruptionbudgets/status")),
     _rule(READ, ("metrics.k8s.io",), ("pods", "nodes")),  # upstream's system:aggregated-metrics-reader
 )
@@ -46,11 +48,12 @@ _EDIT_ONLY = (
                                   "pods/ephemeralcontainers")),
     _rule(("create",), (CORE,), ("pods/eviction",)),
     _rule(READ + WRITE, (CORE,), ("serviceaccounts", "configmaps", "secrets", "services", "services/proxy",
-                                  "endpoints", "persistentvolumeclaims")),
+                                  "endpoints", "persistentvolumeclaims", "replicationcontrollers",
+                                  "replicationcontrollers/scale")),
     _rule(("create",), (CORE,), ("serviceaccounts/token",)),
-    _rule(READ + WRITE, (APPS,), ("deployments", "deployments/scale", "deployments/rollback", "replicasets",
-                                  "replicasets/scale")),
-    _rule(READ + WRITE, (BATCH,), ("jobs",)),
+    _rule(READ + WRITE, (APPS,), ("daemonsets", "deployments", "deployments/scale", "deployments/rollback",
+                                  "replicasets", "replicasets/scale", "statefulsets", "statefulsets/scale")),
+    _rule(READ + WRITE, (BATCH,), ("cronjobs", "jobs")),
     _rule(READ + WRITE, (POLICY,), ("poddisruptionbudgets",)),
 )
 _ADMIN_ONLY = (
@@ -109,7 +112,8 @@ def cluster_roles() -> list[Role]:
             _rule(READ, (POLICY,), ("poddisruptionbudgets",)),
             # what selects pods: spreading (SelectorSpread, PodTopologySpread's defaults, ServiceAffinity)
             _rule(READ, (CORE,), ("services",)),
-            _rule(READ, (APPS,), ("replicasets",)),
+            _rule(READ, (APPS,), ("replicasets", "statefulsets")),
+            _rule(READ, (CORE,), ("replicationcontrollers",)),
             _rule(READ, (SCHEDULING,), ("priorityclasses",)),
             # upstream's system:volume-scheduler, and what NodeVolumeLimits and VolumeBinding read
             _rule(READ + ("patch", "update"), (CORE,), ("persistentvolumes", "persistentvolumeclaims")),
@@ -130,10 +134,14 @@ def cluster_roles() -> list[Role]:
             _rule(READ + ("create", "delete", "patch", "update"), (CORE,), ("pods",)),
             _rule(READ, (CORE,), ("namespaces", "serviceaccounts")),
             # the workload controllers'
-            _rule(READ + ("create", "delete", "patch", "update"), (APPS,), ("deployments", "replicasets")),
-            _rule(("patch", "update"), (APPS,), ("deployments/status", "replicasets/status")),
-            _rule(READ + ("patch", "update", "delete"), (BATCH,), ("jobs",)),
-            _rule(("patch", "update"), (BATCH,), ("jobs/status",)),
+            _rule(READ + ("create", "delete", "patch", "update"), (APPS,),
+                  ("controllerrevisions", "daemonsets", "deployments", "replicasets", "statefulsets")),
+            _rule(("patch", "update"), (APPS,), ("daemonsets/status", "deployments/status", "replicasets/status",
+                                                 "statefulsets/status")),
+            _rule(READ + ("create", "delete", "patch", "update"), (CORE,), ("replicationcontrollers",)),
+            _rule(("patch", "update"), (CORE,), ("replicationcontrollers/status",)),
+            _rule(READ + ("create", "patch", "update", "delete"), (BATCH,), ("cronjobs", "jobs")),
+            _rule(("patch", "update"), (BATCH,), ("cronjobs/status", "jobs/status")),
             _rule(READ, (POLICY,), ("poddisruptionbudgets",)),
             _rule(("patch", "update"), (POLICY,), ("poddisruptionbudgets/status",)),
             # the EndpointSlice and Endpoints controllers'
@@ -142,7 +150,7 @@ def cluster_roles() -> list[Role]:
             _rule(READ + ("create", "delete", "patch", "update"), (DISCOVERY,), ("endpointslices",)),
             # the persistent volume binder's and the protection controllers'
             _rule(READ + ("create", "delete", "patch", "update"), (CORE,), ("persistentvolumes",)),
-            _rule(READ + ("patch", "update"), (CORE,), ("persistentvolumeclaims",)),
+            _rule(READ + ("create", "patch", "update"), (CORE,), ("persistentvolumeclaims",)),
             _rule(("patch", "update"), (CORE,), ("persistentvolumes/status", "persistentvolumeclaims/status")),
             _rule(READ, (STORAGE,), ("storageclasses", "csidrivers", "csinodes")),
             _rule(READ + ("create", "delete", "patch", "update"), (STORAGE,), ("volumeattachments",)),

@@ -39,7 +39,8 @@ class Checker:
 
     def unsupported(self, path: str, value: object, allowed: tuple[str, ...]) -> None:
         if value not in allowed:
-            self.add(path, f"Unsupported value: {value!r}: supported values: "
+            shown = json.dumps(value) if isinstance(value, str) else value  # Go: %q
+            self.add(path, f"Unsupported value: {shown}: supported values: "
                            + ", ".join(f'"{a}"' for a in allowed))
 
     def name(self, path: str, value: str, rule: Callable[[str], list[str]]) -> None:

@@ -7,10 +7,12 @@ from __future__ import annotations
 from apiserver.validation.checker import Checker
 from apiserver.validation.pods import validate_label_selector, validate_pod
 from kubeling.errors import FieldViolation
+from kubeling.intstr import scaled_value
 from kubeling.selectors import SelectorError, from_label_selector_proto
 from protos.kubeling.v1 import core_pb2, meta_pb2
 
-__all__ = ["validate_selector_and_template", "validate_template", "validate_count", "go_map"]
+__all__ = ["validate_selector_and_template", "validate_template", "validate_count", "go_map", "nested",
+           "validate_int_or_percent"]
 
 
 def go_map(labels: dict[str, str]) -> str:
@@ -21,6 +23,42 @@ def go_map(labels: dict[str, str]) -> str:
 def validate_count(path: str, value: int, check: Checker) -> None:
     if value < 0:
         check.invalid(path, value, "must be greater than or equal to 0")
+
+
+def nested(path: str, check: Checker) -> _Nested:
+    """A checker whose violations are added to `check` under `path` when it is closed
+    (`with nested("spec.x[0]", check) as inner: validate_x(obj, inner)`)."""
+    return _Nested(path, check)
+
+
+class _Nested(Checker):
+    def __init__(self, path: str, outer: Checker) -> None:
+        super().__init__()
+        self._path, self._outer = path, outer
+
+    def __enter__(self) -> _Nested:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._outer.violations.extend(
+            FieldViolation(f"{self._path}.{v.field}" if v.field else self._path, v.description)
+            for v in self.violations)
+
+
+def validate_int_or_percent(path: str, value: core_pb2.IntOrString, check: Checker) -> int | None:
+    """A count or percentage (maxUnavailable, maxSurge): its value out of 100, checked as
+    upstream's ValidatePositiveIntOrPercent and IsNotMoreThan100Percent."""
+    try:
+        n = scaled_value(value, 100, round_up=True)
+    except ValueError:
+        check.invalid(path, value.strVal, "a valid percent string must be a numeric string followed by an ending "
+                                          "'%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')")
+        return None
+    if n < 0:
+        check.invalid(path, n, "must be greater than or equal to 0")
+    elif value.type == 1 and n > 100:
+        check.invalid(path, value.strVal, "must not be greater than 100%")
+    return n
 
 
 def validate_template(template: core_pb2.PodTemplateSpec, path: str, check: Checker) -> None:

@@ -61,7 +61,7 @@ async def test_persistent_volume_defaults_validation_and_immutable_source(api: C
     message = await invalid(api.persistentvolumes.create(pv("bad", accessModes=["ReadWriteOncePod", "ReadWriteOnce"],
                                                             persistentVolumeReclaimPolicy="Sometimes")))
     assert "may not use ReadWriteOncePod with other access modes" in message
-    assert "spec.persistentVolumeReclaimPolicy: Unsupported value: 'Sometimes'" in message
+    assert "spec.persistentVolumeReclaimPolicy: Unsupported value: \"Sometimes\"" in message
     nothing = pv("bad")
     nothing.spec.ClearField("hostPath")
     assert "spec: Required value: must specify a volume type" in await invalid(api.persistentvolumes.create(nothing))
@@ -147,7 +147,7 @@ async def test_storage_class_defaults_and_immutable_fields(api: Client) -> None:
     assert "provisioner: Forbidden: updates to provisioner are forbidden." in message
     assert "parameters: Forbidden: updates to parameters are forbidden." in message
     assert "provisioner: Required value" in await invalid(api.storageclasses.create(storage_class("x", provisioner="")))
-    assert "volumeBindingMode: Unsupported value: 'Later'" in await invalid(
+    assert "volumeBindingMode: Unsupported value: \"Later\"" in await invalid(
         api.storageclasses.create(storage_class("x", volumeBindingMode="Later")))
 
 

@@ -75,6 +75,9 @@ _OBJECTS: list[tuple[scheme.ResourceType[Any], Any, Any]] = [
     (scheme.PERSISTENTVOLUMECLAIMS, core_pb2.PersistentVolumeClaim(metadata=_meta("pvc"), spec=(
         core_pb2.PersistentVolumeClaimSpec(accessModes=["ReadWriteOnce"], resources=(
             core_pb2.VolumeResourceRequirements(requests={"storage": "1Gi"}))))), core_v1.PersistentVolumeClaim),
+    (scheme.REPLICATIONCONTROLLERS, core_pb2.ReplicationController(metadata=_meta("rc"), spec=(
+        core_pb2.ReplicationControllerSpec(selector={"app": "x"}, template=_TEMPLATE))),
+     core_v1.ReplicationController),
     (scheme.ENDPOINTSLICES, discovery_pb2.EndpointSlice(metadata=_meta("es"), addressType="IPv4", endpoints=[
         discovery_pb2.Endpoint(addresses=["10.88.0.5"])]), discovery_v1.EndpointSlice),
     (scheme.LEASES, coordination_pb2.Lease(metadata=_meta("l"), spec=coordination_pb2.LeaseSpec(holderIdentity="me")),
@@ -93,8 +96,19 @@ _OBJECTS: list[tuple[scheme.ResourceType[Any], Any, Any]] = [
         selector=_SELECTOR, template=_TEMPLATE)), apps_v1.Deployment),
     (scheme.REPLICASETS, apps_pb2.ReplicaSet(metadata=_meta("rs"), spec=apps_pb2.ReplicaSetSpec(
         selector=_SELECTOR, template=_TEMPLATE)), apps_v1.ReplicaSet),
+    (scheme.DAEMONSETS, apps_pb2.DaemonSet(metadata=_meta("ds"), spec=apps_pb2.DaemonSetSpec(
+        selector=_SELECTOR, template=_TEMPLATE)), apps_v1.DaemonSet),
+    (scheme.STATEFULSETS, apps_pb2.StatefulSet(metadata=_meta("sts"), spec=apps_pb2.StatefulSetSpec(
+        selector=_SELECTOR, template=_TEMPLATE, serviceName="sts")), apps_v1.StatefulSet),
+    (scheme.CONTROLLERREVISIONS, apps_pb2.ControllerRevision(metadata=_meta("cr"), revision=1, data=(
+        apps_pb2.RawExtension(raw=b'{"spec":{}}'))), apps_v1.ControllerRevision),
     (scheme.JOBS, batch_pb2.Job(metadata=_meta("j"), spec=batch_pb2.JobSpec(template=core_pb2.PodTemplateSpec(
         spec=core_pb2.PodSpec(containers=pod("t").spec.containers, restartPolicy="Never")))), batch_v1.Job),
+    (scheme.CRONJOBS, batch_pb2.CronJob(metadata=_meta("cj"), spec=batch_pb2.CronJobSpec(
+        schedule="*/5 * * * *", jobTemplate=batch_pb2.JobTemplateSpec(spec=batch_pb2.JobSpec(
+            template=core_pb2.PodTemplateSpec(spec=core_pb2.PodSpec(containers=pod("t").spec.containers,
+                                                                    restartPolicy="OnFailure")))))),
+     batch_v1.CronJob),
     (scheme.PRIORITYCLASSES, scheduling_pb2.PriorityClass(metadata=meta_pb2.ObjectMeta(name="pc"), value=10),
      scheduling_v1.PriorityClass),
     (scheme.POD_DISRUPTION_BUDGETS, policy_pb2.PodDisruptionBudget(metadata=_meta("pdb"), spec=(

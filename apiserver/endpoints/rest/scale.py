@@ -1,4 +1,5 @@
-"""The `scale` subresource of Deployments, ReplicaSets and custom resources that have one:
+"""The `scale` subresource of Deployments, ReplicaSets, StatefulSets, ReplicationControllers
+and custom resources that have one:
 an autoscaling/v1 Scale whose spec.replicas is the object's (a custom resource's at its
 definition's specReplicasPath), written back to the object (what `kubectl scale` and
 autoscalers read and patch)."""
@@ -12,11 +13,11 @@ from kubeling import errors
 from kubeling.dynamic import content_of, set_content
 from kubeling.kjson import format_time
 from kubeling.selectors import from_label_selector_proto
-from protos.kubeling.v1 import apps_pb2
+from protos.kubeling.v1 import apps_pb2, core_pb2, meta_pb2
 
 __all__ = ["scale_of", "replicas_from", "patched_scale", "Scales"]
 
-Scalable = apps_pb2.Deployment | apps_pb2.ReplicaSet
+Scalable = apps_pb2.Deployment | apps_pb2.ReplicaSet | apps_pb2.StatefulSet | core_pb2.ReplicationController
 
 
 class Scales:
@@ -68,7 +69,10 @@ def _scale(meta: Any, replicas: int, status: int, selector: str) -> dict[str, An
 
 
 def scale_of(obj: Scalable) -> dict[str, Any]:
-    selector = from_label_selector_proto(obj.spec.selector)
+    if isinstance(obj, core_pb2.ReplicationController):  # a plain label map
+        selector = from_label_selector_proto(meta_pb2.LabelSelector(matchLabels=obj.spec.selector))
+    else:
+        selector = from_label_selector_proto(obj.spec.selector)
     return _scale(obj.metadata, obj.spec.replicas, obj.status.replicas, str(selector) if selector else "")
 
 

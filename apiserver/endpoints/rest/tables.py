@@ -241,6 +241,55 @@ def _replicaset_row(rs: Obj, now: float) -> list[Any]:
             status.get("readyReplicas", 0), _age(rs, now), names, images, _selector(spec.get("selector"))]
 
 
+def _labels(labels: Obj | None) -> str:
+    """labels.FormatLabels."""
+    return ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or _NONE
+
+
+def _daemonset_row(ds: Obj, now: float) -> list[Any]:
+    spec, status = ds.get("spec", {}), ds.get("status", {})
+    names, images = _containers(spec.get("template", {}))
+    node_selector = ((spec.get("template") or {}).get("spec") or {}).get("nodeSelector")
+    return [ds["metadata"]["name"], status.get("desiredNumberScheduled", 0), status.get("currentNumberScheduled", 0),
+            status.get("numberReady", 0), status.get("updatedNumberScheduled", 0), status.get("numberAvailable", 0),
+            _labels(node_selector), _age(ds, now), names, images, _selector(spec.get("selector"))]
+
+
+def _statefulset_row(sts: Obj, now: float) -> list[Any]:
+    spec, status = sts.get("spec", {}), sts.get("status", {})
+    names, images = _containers(spec.get("template", {}))
+    return [sts["metadata"]["name"], f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 0)}", _age(sts, now),
+            names, images]
+
+
+def _controllerrevision_row(cr: Obj, now: float) -> list[Any]:
+    owner = next((r for r in cr["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+    controller = _NONE
+    if owner is not None:
+        group = owner.get("apiVersion", "").rpartition("/")[0]
+        kind = owner.get("kind", "").lower()
+        controller = f"{kind}.{group}/{owner.get('name', '')}" if group else f"{kind}/{owner.get('name', '')}"
+    return [cr["metadata"]["name"], controller, cr.get("revision", 0), _age(cr, now)]
+
+
+def _cronjob_row(cj: Obj, now: float) -> list[Any]:
+    spec, status = cj.get("spec", {}), cj.get("status", {})
+    job_spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    names, images = _containers(job_spec.get("template", {}))
+    last = status.get("lastScheduleTime")
+    return [cj["metadata"]["name"], spec.get("schedule", ""), spec.get("timeZone") or _NONE,
+            bool(spec.get("suspend", False)), len(status.get("active") or []),
+            human_duration(now - _seconds(last)) if last else _NONE, _age(cj, now), names, images,
+            _selector(job_spec.get("selector"))]
+
+
+def _replicationcontroller_row(rc: Obj, now: float) -> list[Any]:
+    spec, status = rc.get("spec", {}), rc.get("status", {})
+    names, images = _containers(spec.get("template", {}))
+    return [rc["metadata"]["name"], spec.get("replicas", 0), status.get("replicas", 0),
+            status.get("readyReplicas", 0), _age(rc, now), names, images, _labels(spec.get("selector"))]
+
+
 def _seconds(stamp: str) -> float:
     return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
@@ -428,6 +477,19 @@ _WORKLOAD_PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, f
                      ("Ready", "integer", 0), ("Age", "string", 0), *_WIDE], _replicaset_row),
     "jobs": ([("Name", "string", 0), ("Status", "string", 0), ("Completions", "string", 0),
               ("Duration", "string", 0), ("Age", "string", 0), *_WIDE], _job_row),
+    "cronjobs": ([("Name", "string", 0), ("Schedule", "string", 0), ("Timezone", "string", 0),
+                  ("Suspend", "boolean", 0), ("Active", "integer", 0), ("Last Schedule", "string", 0),
+                  ("Age", "string", 0), *_WIDE], _cronjob_row),
+    "daemonsets": ([("Name", "string", 0), ("Desired", "integer", 0), ("Current", "integer", 0),
+                    ("Ready", "integer", 0), ("Up-to-date", "integer", 0), ("Available", "integer", 0),
+                    ("Node Selector", "string", 0), ("Age", "string", 0), *_WIDE], _daemonset_row),
+    "statefulsets": ([("Name", "string", 0), ("Ready", "string", 0), ("Age", "string", 0),
+                      ("Containers", "string", 1), ("Images", "string", 1)], _statefulset_row),
+    "controllerrevisions": ([("Name", "string", 0), ("Controller", "string", 0), ("Revision", "integer", 0),
+                             ("Age", "string", 0)], _controllerrevision_row),
+    "replicationcontrollers": ([("Name", "string", 0), ("Desired", "integer", 0), ("Current", "integer", 0),
+                                ("Ready", "integer", 0), ("Age", "string", 0), *_WIDE],
+                               _replicationcontroller_row),
     "priorityclasses": ([("Name", "string", 0), ("Value", "integer", 0), ("Global-Default", "boolean", 0),
                          ("Age", "string", 0), ("PreemptionPolicy", "string", 0)], _priorityclass_row),
     "poddisruptionbudgets": ([("Name", "string", 0), ("Min Available", "string", 0),

@@ -10,6 +10,7 @@ from apiserver.registry.core.nodes import NodeStrategy
 from apiserver.registry.core.persistentvolumes import PersistentVolumeClaimStrategy, PersistentVolumeStrategy
 from apiserver.registry.core.pods import PodStrategy
 from apiserver.registry.core.podtemplates import PodTemplateStrategy
+from apiserver.registry.core.replicationcontrollers import ReplicationControllerStrategy
 from apiserver.registry.core.serviceaccounts import ServiceAccountStrategy
 from apiserver.registry.core.services import EndpointsStrategy, ServiceStrategy
 
@@ -18,4 +19,4 @@ __all__ = ["STRATEGIES"]
 # This group's resources, for the registry's table.
 STRATEGIES = (PodStrategy, NodeStrategy, NamespaceStrategy, EventStrategy, ServiceAccountStrategy, ConfigMapStrategy,
               SecretStrategy, ServiceStrategy, EndpointsStrategy, PodTemplateStrategy, PersistentVolumeStrategy,
-              PersistentVolumeClaimStrategy)
+              PersistentVolumeClaimStrategy, ReplicationControllerStrategy)

@@ -80,3 +80,51 @@ class Job(_message.Message):
     spec: JobSpec
     status: JobStatus
     def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., status: _Optional[_Union[JobStatus, _Mapping]] = ...) -> None: ...
+
+class JobTemplateSpec(_message.Message):
+    __slots__ = ("metadata", "spec")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ObjectMeta
+    spec: JobSpec
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ...) -> None: ...
+
+class CronJobSpec(_message.Message):
+    __slots__ = ("schedule", "startingDeadlineSeconds", "concurrencyPolicy", "suspend", "jobTemplate", "successfulJobsHistoryLimit", "failedJobsHistoryLimit", "timeZone")
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    STARTINGDEADLINESECONDS_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCYPOLICY_FIELD_NUMBER: _ClassVar[int]
+    SUSPEND_FIELD_NUMBER: _ClassVar[int]
+    JOBTEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    SUCCESSFULJOBSHISTORYLIMIT_FIELD_NUMBER: _ClassVar[int]
+    FAILEDJOBSHISTORYLIMIT_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    schedule: str
+    startingDeadlineSeconds: int
+    concurrencyPolicy: str
+    suspend: bool
+    jobTemplate: JobTemplateSpec
+    successfulJobsHistoryLimit: int
+    failedJobsHistoryLimit: int
+    timeZone: str
+    def __init__(self, schedule: _Optional[str] = ..., startingDeadlineSeconds: _Optional[int] = ..., concurrencyPolicy: _Optional[str] = ..., suspend: _Optional[bool] = ..., jobTemplate: _Optional[_Union[JobTemplateSpec, _Mapping]] = ..., successfulJobsHistoryLimit: _Optional[int] = ..., failedJobsHistoryLimit: _Optional[int] = ..., timeZone: _Optional[str] = ...) -> None: ...
+
+class CronJobStatus(_message.Message):
+    __slots__ = ("active", "lastScheduleTime", "lastSuccessfulTime")
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    LASTSCHEDULETIME_FIELD_NUMBER: _ClassVar[int]
+    LASTSUCCESSFULTIME_FIELD_NUMBER: _ClassVar[int]
+    active: _containers.RepeatedCompositeFieldContainer[_meta_pb2.ObjectReference]
+    lastScheduleTime: _timestamp_pb2.Timestamp
+    lastSuccessfulTime: _timestamp_pb2.Timestamp
+    def __init__(self, active: _Optional[_Iterable[_Union[_meta_pb2.ObjectReference, _Mapping]]] = ..., lastScheduleTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lastSuccessfulTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CronJob(_message.Message):
+    __slots__ = ("metadata", "spec", "status")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ObjectMeta
+    spec: CronJobSpec
+    status: CronJobStatus
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[CronJobSpec, _Mapping]] = ..., status: _Optional[_Union[CronJobStatus, _Mapping]] = ...) -> None: ...

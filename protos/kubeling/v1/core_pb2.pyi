@@ -854,6 +854,65 @@ class PodTemplate(_message.Message):
     template: PodTemplateSpec
     def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., template: _Optional[_Union[PodTemplateSpec, _Mapping]] = ...) -> None: ...
 
+class ReplicationControllerSpec(_message.Message):
+    __slots__ = ("replicas", "minReadySeconds", "selector", "template")
+    class SelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    MINREADYSECONDS_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    replicas: int
+    minReadySeconds: int
+    selector: _containers.ScalarMap[str, str]
+    template: PodTemplateSpec
+    def __init__(self, replicas: _Optional[int] = ..., minReadySeconds: _Optional[int] = ..., selector: _Optional[_Mapping[str, str]] = ..., template: _Optional[_Union[PodTemplateSpec, _Mapping]] = ...) -> None: ...
+
+class ReplicationControllerCondition(_message.Message):
+    __slots__ = ("type", "status", "lastTransitionTime", "reason", "message")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LASTTRANSITIONTIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    status: str
+    lastTransitionTime: _timestamp_pb2.Timestamp
+    reason: str
+    message: str
+    def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ..., lastTransitionTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ReplicationControllerStatus(_message.Message):
+    __slots__ = ("replicas", "fullyLabeledReplicas", "readyReplicas", "availableReplicas", "observedGeneration", "conditions")
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    FULLYLABELEDREPLICAS_FIELD_NUMBER: _ClassVar[int]
+    READYREPLICAS_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLEREPLICAS_FIELD_NUMBER: _ClassVar[int]
+    OBSERVEDGENERATION_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    replicas: int
+    fullyLabeledReplicas: int
+    readyReplicas: int
+    availableReplicas: int
+    observedGeneration: int
+    conditions: _containers.RepeatedCompositeFieldContainer[ReplicationControllerCondition]
+    def __init__(self, replicas: _Optional[int] = ..., fullyLabeledReplicas: _Optional[int] = ..., readyReplicas: _Optional[int] = ..., availableReplicas: _Optional[int] = ..., observedGeneration: _Optional[int] = ..., conditions: _Optional[_Iterable[_Union[ReplicationControllerCondition, _Mapping]]] = ...) -> None: ...
+
+class ReplicationController(_message.Message):
+    __slots__ = ("metadata", "spec", "status")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ObjectMeta
+    spec: ReplicationControllerSpec
+    status: ReplicationControllerStatus
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[ReplicationControllerSpec, _Mapping]] = ..., status: _Optional[_Union[ReplicationControllerStatus, _Mapping]] = ...) -> None: ...
+
 class Binding(_message.Message):
     __slots__ = ("metadata", "target")
     METADATA_FIELD_NUMBER: _ClassVar[int]
