@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
+from controllers.history import hash_bytes
 from kubeling.intstr import scaled_value
 from protos.kubeling.v1 import apps_pb2, core_pb2
 
@@ -23,14 +24,6 @@ DESIRED_REPLICAS = "deployment.kubernetes.io/desired-replicas"
 MAX_REPLICAS = "deployment.kubernetes.io/max-replicas"
 _NOT_COPIED = {"kubectl.kubernetes.io/last-applied-configuration", REVISION, REVISION_HISTORY, DESIRED_REPLICAS,
                MAX_REPLICAS, "deprecated.deployment.rollback.to"}
-_ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # upstream's rand.SafeEncodeString alphabet
-
-
-def _fnv32a(data: bytes) -> int:
-    h = 0x811C9DC5
-    for b in data:
-        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
-    return h
 
 
 def _without_hash(template: core_pb2.PodTemplateSpec) -> core_pb2.PodTemplateSpec:
@@ -43,9 +36,7 @@ def _without_hash(template: core_pb2.PodTemplateSpec) -> core_pb2.PodTemplateSpe
 def template_hash(template: core_pb2.PodTemplateSpec, collision_count: int | None = None) -> str:
     """A short, stable name suffix for a template (upstream's ComputeHash + SafeEncodeString)."""
     data = _without_hash(template).SerializeToString(deterministic=True)
-    if collision_count is not None:
-        data += collision_count.to_bytes(4, "little")
-    return "".join(_ALPHANUMS[ord(c) % len(_ALPHANUMS)] for c in str(_fnv32a(data)))
+    return hash_bytes(data, collision_count.to_bytes(4, "little") if collision_count is not None else b"")
 
 
 def equal_ignore_hash(a: core_pb2.PodTemplateSpec, b: core_pb2.PodTemplateSpec) -> bool:

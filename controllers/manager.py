@@ -1,7 +1,7 @@
 """The controller manager: shared informers (one per resource, for every controller),
 leader election on kube-system/kube-controller-manager (the informers stay warm on a
 standby; only the leader's controllers act), and each controller's loop or workers:
-node lifecycle, NoExecute taint eviction, ReplicaSet, Deployment, Job, disruption
+node lifecycle, NoExecute taint eviction, ReplicaSet, Deployment, DaemonSet, Job, disruption
 (PodDisruptionBudget status), EndpointSlice, Endpoints, ClusterRole aggregation and the
 garbage collector (which follows custom resources too), the persistent volume binder and
 the pvc- and pv-protection controllers, the attach/detach controller."""
@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from controllers.attachdetach import AttachDetachController
 from controllers.clusterroleaggregation import ClusterRoleAggregationController
 from controllers.customresources import CustomResourceFollower
+from controllers.daemonset import DaemonSetController
 from controllers.deployment import DeploymentController
 from controllers.disruption import DisruptionController
 from controllers.endpoints import EndpointsController
@@ -74,6 +75,8 @@ class ControllerManager:
         self.replicasets = informers.get(scheme.REPLICASETS)
         self.deployments = informers.get(scheme.DEPLOYMENTS)
         self.jobs = informers.get(scheme.JOBS)
+        self.daemonsets = informers.get(scheme.DAEMONSETS)
+        self.revisions = informers.get(scheme.CONTROLLERREVISIONS)
         self.pdbs = informers.get(scheme.POD_DISRUPTION_BUDGETS)
         self.services = informers.get(scheme.SERVICES)
         self.endpointslices = informers.get(scheme.ENDPOINTSLICES)
@@ -86,6 +89,8 @@ class ControllerManager:
         self.replicaset = ReplicaSetController(client, self.replicasets, self.pods, workload_events, config.workers)
         self.deployment = DeploymentController(client, self.deployments, self.replicasets, self.pods,
                                                workload_events, config.workers)
+        self.daemonset = DaemonSetController(client, self.daemonsets, self.pods, self.nodes, self.revisions,
+                                             workload_events, config.workers)
         self.job = JobController(client, self.jobs, self.pods, workload_events, backoff_base=config.job_backoff_base,
                                  workers=config.workers)
         self.disruption = DisruptionController(client, self.pdbs, self.pods, self.replicasets, self.deployments)
@@ -110,11 +115,10 @@ class ControllerManager:
         # ... and every custom resource, from when its definition is served
         self.custom_resources = CustomResourceFollower(client, informers.get(scheme.CUSTOMRESOURCEDEFINITIONS),
                                                        self.garbage_collector)
-        self._workers: list[Workers] = [c.workers for c in (self.replicaset, self.deployment, self.job,
-                                                             self.disruption, self.endpointslice,
-                                                             self.endpoints_controller, self.garbage_collector,
-                                                             self.clusterrole_aggregation, self.pvc_protection,
-                                                             self.pv_protection, self.attach_detach)]
+        self._workers: list[Workers] = [c.workers for c in (
+            self.replicaset, self.deployment, self.daemonset, self.job, self.disruption, self.endpointslice,
+            self.endpoints_controller, self.garbage_collector, self.clusterrole_aggregation, self.pvc_protection,
+            self.pv_protection, self.attach_detach)]
         self._workers += self.persistentvolume.workers
         self._events = (self.recorder, workload_events, volume_events)
         self.node_lifecycle = NodeLifecycleController(client, self.nodes, self.leases, self.pods,
