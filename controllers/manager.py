@@ -1,7 +1,7 @@
 """The controller manager: shared informers (one per resource, for every controller),
 leader election on kube-system/kube-controller-manager (the informers stay warm on a
 standby; only the leader's controllers act), and each controller's loop or workers:
-node lifecycle, NoExecute taint eviction, ReplicaSet, Deployment, DaemonSet, Job, disruption
+node lifecycle, NoExecute taint eviction, ReplicaSet, Deployment, DaemonSet, StatefulSet, Job, disruption
 (PodDisruptionBudget status), EndpointSlice, Endpoints, ClusterRole aggregation and the
 garbage collector (which follows custom resources too), the persistent volume binder and
 the pvc- and pv-protection controllers, the attach/detach controller."""
@@ -29,6 +29,7 @@ from controllers.job import JobController
 from controllers.nodelifecycle import LEASE_NAMESPACE, NodeLifecycleController
 from controllers.persistentvolume import PersistentVolumeController
 from controllers.replicaset import ReplicaSetController
+from controllers.statefulset import StatefulSetController
 from controllers.tainteviction import TaintEviction
 from controllers.volumeprotection import PVCProtectionController, PVProtectionController
 from kubeling import scheme
@@ -77,6 +78,7 @@ class ControllerManager:
         self.jobs = informers.get(scheme.JOBS)
         self.daemonsets = informers.get(scheme.DAEMONSETS)
         self.revisions = informers.get(scheme.CONTROLLERREVISIONS)
+        self.statefulsets = informers.get(scheme.STATEFULSETS)
         self.pdbs = informers.get(scheme.POD_DISRUPTION_BUDGETS)
         self.services = informers.get(scheme.SERVICES)
         self.endpointslices = informers.get(scheme.ENDPOINTSLICES)
@@ -91,6 +93,8 @@ class ControllerManager:
                                                workload_events, config.workers)
         self.daemonset = DaemonSetController(client, self.daemonsets, self.pods, self.nodes, self.revisions,
                                              workload_events, config.workers)
+        self.statefulset = StatefulSetController(client, self.statefulsets, self.pods, self.claims, self.revisions,
+                                                 workload_events, config.workers)
         self.job = JobController(client, self.jobs, self.pods, workload_events, backoff_base=config.job_backoff_base,
                                  workers=config.workers)
         self.disruption = DisruptionController(client, self.pdbs, self.pods, self.replicasets, self.deployments)
@@ -116,9 +120,9 @@ class ControllerManager:
         self.custom_resources = CustomResourceFollower(client, informers.get(scheme.CUSTOMRESOURCEDEFINITIONS),
                                                        self.garbage_collector)
         self._workers: list[Workers] = [c.workers for c in (
-            self.replicaset, self.deployment, self.daemonset, self.job, self.disruption, self.endpointslice,
-            self.endpoints_controller, self.garbage_collector, self.clusterrole_aggregation, self.pvc_protection,
-            self.pv_protection, self.attach_detach)]
+            self.replicaset, self.deployment, self.daemonset, self.statefulset, self.job, self.disruption,
+            self.endpointslice, self.endpoints_controller, self.garbage_collector, self.clusterrole_aggregation,
+            self.pvc_protection, self.pv_protection, self.attach_detach)]
         self._workers += self.persistentvolume.workers
         self._events = (self.recorder, workload_events, volume_events)
         self.node_lifecycle = NodeLifecycleController(client, self.nodes, self.leases, self.pods,

@@ -238,7 +238,16 @@ class StatefulSetStrategy(Strategy[apps_pb2.StatefulSet]):
         check.unsupported(f"{path}.whenScaled", policy.whenScaled, _RETENTION)
         if spec.serviceName:
             check.name("spec.serviceName", spec.serviceName, names.dns1123_label)
-        validate_selector_and_template(spec.selector, spec.HasField("selector"), spec.template, "statefulset", check,
+        # Containers may mount the claim templates by name (upstream leaves a set's pod spec
+        # unvalidated for that; here it is validated with them as the volumes they become).
+        template = core_pb2.PodTemplateSpec()
+        template.CopyFrom(spec.template)
+        mounted = {v.name for v in template.spec.volumes}
+        for claim in spec.volumeClaimTemplates:
+            if claim.metadata.name and claim.metadata.name not in mounted:
+                template.spec.volumes.add(name=claim.metadata.name).persistentVolumeClaim.claimName = \
+                    claim.metadata.name
+        validate_selector_and_template(spec.selector, spec.HasField("selector"), template, "statefulset", check,
                                        restart_policies=_RESTART)
         for i, template in enumerate(spec.volumeClaimTemplates):
             with nested(f"spec.volumeClaimTemplates[{i}]", check) as inner:
