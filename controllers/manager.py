@@ -1,8 +1,8 @@
 """The controller manager: shared informers (one per resource, for every controller),
 leader election on kube-system/kube-controller-manager (the informers stay warm on a
 standby; only the leader's controllers act), and each controller's loop or workers:
-node lifecycle, NoExecute taint eviction, ReplicaSet, Deployment, DaemonSet, StatefulSet, Job, disruption
-(PodDisruptionBudget status), EndpointSlice, Endpoints, ClusterRole aggregation and the
+node lifecycle, NoExecute taint eviction, ReplicaSet, Deployment, DaemonSet, StatefulSet,
+Job, CronJob, disruption (PodDisruptionBudget status), EndpointSlice, Endpoints, ClusterRole aggregation and the
 garbage collector (which follows custom resources too), the persistent volume binder and
 the pvc- and pv-protection controllers, the attach/detach controller."""
 
@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from controllers.attachdetach import AttachDetachController
 from controllers.clusterroleaggregation import ClusterRoleAggregationController
+from controllers.cronjob import CronJobController
 from controllers.customresources import CustomResourceFollower
 from controllers.daemonset import DaemonSetController
 from controllers.deployment import DeploymentController
@@ -79,6 +80,7 @@ class ControllerManager:
         self.daemonsets = informers.get(scheme.DAEMONSETS)
         self.revisions = informers.get(scheme.CONTROLLERREVISIONS)
         self.statefulsets = informers.get(scheme.STATEFULSETS)
+        self.cronjobs = informers.get(scheme.CRONJOBS)
         self.pdbs = informers.get(scheme.POD_DISRUPTION_BUDGETS)
         self.services = informers.get(scheme.SERVICES)
         self.endpointslices = informers.get(scheme.ENDPOINTSLICES)
@@ -97,6 +99,7 @@ class ControllerManager:
                                                  workload_events, config.workers)
         self.job = JobController(client, self.jobs, self.pods, workload_events, backoff_base=config.job_backoff_base,
                                  workers=config.workers)
+        self.cronjob = CronJobController(client, self.cronjobs, self.jobs, workload_events, config.workers)
         self.disruption = DisruptionController(client, self.pdbs, self.pods, self.replicasets, self.deployments)
         self.endpointslice = EndpointSliceController(client, self.services, self.pods, self.endpointslices, self.nodes,
                                                      config.workers)
@@ -120,7 +123,8 @@ class ControllerManager:
         self.custom_resources = CustomResourceFollower(client, informers.get(scheme.CUSTOMRESOURCEDEFINITIONS),
                                                        self.garbage_collector)
         self._workers: list[Workers] = [c.workers for c in (
-            self.replicaset, self.deployment, self.daemonset, self.statefulset, self.job, self.disruption,
+            self.replicaset, self.deployment, self.daemonset, self.statefulset, self.job, self.cronjob,
+            self.disruption,
             self.endpointslice, self.endpoints_controller, self.garbage_collector, self.clusterrole_aggregation,
             self.pvc_protection, self.pv_protection, self.attach_detach)]
         self._workers += self.persistentvolume.workers

@@ -38,6 +38,17 @@ class Schedule:
         value: dt.datetime = croniter(self.spec, when.astimezone(self.tz)).get_next(dt.datetime)
         return value
 
+    def last_until(self, after: dt.datetime, until: dt.datetime) -> dt.datetime | None:
+        """The latest activation in (after, until], found backwards from `until`."""
+        if self.every:
+            steps = int((until - after).total_seconds() // self.every)
+            t = after.replace(microsecond=0) + dt.timedelta(seconds=self.every * steps)
+            t = t if t > after else t + dt.timedelta(seconds=self.every)
+        else:
+            it = croniter(self.spec, (until + dt.timedelta(seconds=1)).astimezone(self.tz))
+            t = it.get_prev(dt.datetime)
+        return t if after < t <= until else None
+
     def times(self, after: dt.datetime, until: dt.datetime) -> Iterator[dt.datetime]:
         """The activations in (after, until], in order."""
         t = after
