@@ -363,8 +363,8 @@ class StatefulSetController:
                                        f"{sts.metadata.name} success")
 
     async def _release_claims(self, sts: apps_pb2.StatefulSet, pod: core_pb2.Pod) -> None:
-        """whenScaled: Delete: a condemned pod's claims become the pod's, so that the
-        garbage collector deletes them with it."""
+        """whenScaled: Delete: a condemned pod's claims become the pod's (and no longer the
+        set's), so that the garbage collector deletes them with it."""
         if sts.spec.persistentVolumeClaimRetentionPolicy.whenScaled != "Delete":
             return
         ordinal = ordinal_of(pod, sts.metadata.name)
@@ -375,9 +375,12 @@ class StatefulSetController:
             if existing is None:
                 continue
             def own(c: core_pb2.PersistentVolumeClaim) -> bool:
-                if any(r.uid == pod.metadata.uid for r in c.metadata.ownerReferences):
+                others = (sts.metadata.uid, pod.metadata.uid)
+                refs = [r for r in c.metadata.ownerReferences if r.uid not in others] + [_owner(pod, "v1", "Pod")]
+                if list(c.metadata.ownerReferences) == refs:
                     return False
-                c.metadata.ownerReferences.append(_owner(pod, "v1", "Pod"))
+                del c.metadata.ownerReferences[:]
+                c.metadata.ownerReferences.extend(refs)  # the pod's alone, not the set's any more
                 return True
             # Before the pod goes: once it is gone, nothing would tie the claim to it
             await update_with_retry(self.client.persistentvolumeclaims, existing, own)

@@ -39,6 +39,11 @@ class Clock:
         self.at += dt.timedelta(seconds=seconds)
         self.manager.cronjob.queue.add(f"default/{name}")
 
+    def next_minute(self, name: str, past: int = 5) -> None:
+        """To `past` seconds after the next minute starts (its run `past` seconds due)."""
+        self.at = self.at.replace(second=0, microsecond=0) + dt.timedelta(minutes=1, seconds=past)
+        self.move(0, name)
+
 
 async def jobs_of(client: Client, name: str) -> list[batch_pb2.Job]:
     jobs = (await client.jobs.list("default", label_selector=f"cron={name}")).items
@@ -122,7 +127,7 @@ async def test_deadline_suspend_and_history_limits(client: Client, manager: Cont
                                                 startingDeadlineSeconds=30))
     clock = Clock(manager, _created(made))
     for i in range(3):
-        clock.move(60, "keep")
+        clock.next_minute("keep")
         runs = await until(lambda: jobs_of(client, "keep"), f"run {i + 1}",
                            check=lambda js: len([j for j in js if not j.status.conditions]) == 1)
         active = next(j for j in runs if not j.status.conditions)
@@ -135,13 +140,12 @@ async def test_deadline_suspend_and_history_limits(client: Client, manager: Cont
     cj = await client.cronjobs.get("keep", "default")
     cj.spec.suspend = True
     await client.cronjobs.update(cj)
-    clock.move(120, "keep")
+    clock.next_minute("keep")
     await holds(lambda: jobs_of(client, "keep"), "suspended: no run", 0.5, check=lambda js: len(js) == 2)
+    clock.next_minute("keep", past=45)  # resumed 45 s after the due time, past startingDeadlineSeconds
     cj = await client.cronjobs.get("keep", "default")
     cj.spec.suspend = False
     await client.cronjobs.update(cj)
-    # the last due time 45 s ago, more than startingDeadlineSeconds: too late to start
-    clock.at = clock.at.replace(second=45, microsecond=0) + dt.timedelta(minutes=1)
-    clock.move(0, "keep")
-    await holds(lambda: jobs_of(client, "keep"), "past the starting deadline: no run", 0.5,
-                check=lambda js: len(js) == 2)
+    await holds(lambda: jobs_of(client, "keep"), "too late to start: no run", 0.5, check=lambda js: len(js) == 2)
+    clock.next_minute("keep")
+    await until(lambda: jobs_of(client, "keep"), "the next run on time", check=lambda js: len(js) == 3)

@@ -19,7 +19,7 @@ from controllers.statefulset import POD_INDEX, POD_NAME
 from kubeling.client import Client
 from protos.kubeling.v1 import apps_pb2, core_pb2, meta_pb2
 from tests.objects import pod
-from tests.wait import holds, until
+from tests.wait import gone, holds, until
 
 
 def statefulset(name: str = "web", replicas: int = 3, claims: bool = True, **spec: Any) -> apps_pb2.StatefulSet:
@@ -67,11 +67,12 @@ async def test_ordered_creation_identities_claims_and_reverse_scale_down(client:
                                                                          manager: ControllerManager) -> None:
     await client.statefulsets.create(statefulset())
     for i in range(3):
-        names = await until(lambda: _names(client), f"web-{i} made", check=lambda ns, i=i: len(ns) == i + 1)
+        def made(ns: list[str], count: int = i + 1) -> bool:
+            return len(ns) == count
+        names = await until(lambda: _names(client), f"web-{i} made", check=made)
         assert names == [f"web-{k}" for k in range(i + 1)]
         # OrderedReady: the next one only once this one is Running and Ready
-        await holds(lambda: _names(client), f"no web-{i + 1} before web-{i} is ready", 0.5,
-                    check=lambda ns, i=i: len(ns) == i + 1)
+        await holds(lambda: _names(client), f"no web-{i + 1} before web-{i} is ready", 0.5, check=made)
         await ready(client, [(await pods_of(client))[f"web-{i}"]])
     web1 = (await pods_of(client))["web-1"]
     assert web1.spec.hostname == "web-1" and web1.spec.subdomain == "web"
@@ -100,8 +101,8 @@ async def test_ordered_creation_identities_claims_and_reverse_scale_down(client:
         watch.cancel()
     assert deleted == ["web-2", "web-1"] and await _names(client) == ["web-0"]
     # Retain (the default): the claims stay for when the set grows again
-    claims = {c.metadata.name for c in (await client.persistentvolumeclaims.list("default")).items}
-    assert claims == {"www-web-0", "www-web-1", "www-web-2"}
+    left = {c.metadata.name for c in (await client.persistentvolumeclaims.list("default")).items}
+    assert left == {"www-web-0", "www-web-1", "www-web-2"}
 
 
 async def test_parallel_and_a_failed_pod_made_again_at_its_ordinal(client: Client,
@@ -133,7 +134,7 @@ async def test_rolling_update_from_the_top_down_to_the_partition(client: Client,
     def updated(ps: dict[str, core_pb2.Pod]) -> set[str]:
         return {n for n, p in ps.items() if p.metadata.labels[CONTROLLER_REVISION_HASH] != old}
 
-    order = []
+    order: list[str] = []
     while len(order) < 2:  # roll-2, then roll-1; roll-0 is below the partition
         ps = await until(lambda: pods_of(client, "roll"), "the next pod updated",
                          check=lambda ps: len(ps) == 3 and len(updated(ps)) == len(order) + 1)
@@ -169,7 +170,8 @@ async def test_claim_retention_policy(client: Client, manager: ControllerManager
     assert [(r.kind, r.uid, r.controller) for r in claim.metadata.ownerReferences] == \
         [("StatefulSet", sts.metadata.uid, False)]
     await _scale(client, 1, "db")
-    # whenScaled Delete: the condemned pod's claim becomes the pod's, for the garbage collector
-    claim = await until(lambda: client.persistentvolumeclaims.get("www-db-1", "default"), "owned by its pod",
-                        check=lambda c: any(r.kind == "Pod" for r in c.metadata.ownerReferences))
-    assert any(r.uid == pods["db-1"].metadata.uid for r in claim.metadata.ownerReferences)
+    # whenScaled Delete: the condemned pod's claim becomes the pod's alone, and goes with it
+    await until(lambda: gone(lambda: client.persistentvolumeclaims.get("www-db-1", "default")),
+                "db-1's claim deleted with db-1")
+    assert (await client.persistentvolumeclaims.get("www-db-0", "default")).metadata.ownerReferences[0].kind == \
+        "StatefulSet"

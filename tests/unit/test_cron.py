@@ -15,8 +15,8 @@ from protos.kubeling.v1 import batch_pb2, meta_pb2
 UTC = dt.timezone.utc
 
 
-def at(*args: int) -> dt.datetime:
-    return dt.datetime(*args, tzinfo=UTC)
+def at(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> dt.datetime:
+    return dt.datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(("spec", "after", "expected"), [
