@@ -1,10 +1,11 @@
 """The controller manager: shared informers (one per resource, for every controller),
 leader election on kube-system/kube-controller-manager (the informers stay warm on a
 standby; only the leader's controllers act), and each controller's loop or workers:
-node lifecycle, NoExecute taint eviction, ReplicaSet, Deployment, DaemonSet, StatefulSet,
-Job, CronJob, disruption (PodDisruptionBudget status), EndpointSlice, Endpoints, ClusterRole aggregation and the
-garbage collector (which follows custom resources too), the persistent volume binder and
-the pvc- and pv-protection controllers, the attach/detach controller."""
+node lifecycle, NoExecute taint eviction, ReplicaSet, ReplicationController, Deployment,
+DaemonSet, StatefulSet, Job, CronJob, disruption (PodDisruptionBudget status),
+EndpointSlice, Endpoints, ClusterRole aggregation and the garbage collector (which follows
+custom resources too), the persistent volume binder and the pvc- and pv-protection
+controllers, the attach/detach controller."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from controllers.garbagecollector import GarbageCollector, Watched
 from controllers.job import JobController
 from controllers.nodelifecycle import LEASE_NAMESPACE, NodeLifecycleController
 from controllers.persistentvolume import PersistentVolumeController
-from controllers.replicaset import ReplicaSetController
+from controllers.replicaset import REPLICATION_CONTROLLER, ReplicaSetController
 from controllers.statefulset import StatefulSetController
 from controllers.tainteviction import TaintEviction
 from controllers.volumeprotection import PVCProtectionController, PVProtectionController
@@ -91,6 +92,8 @@ class ControllerManager:
         self.recorder = EventRecorder(client, "node-controller", instance=self.identity)
         workload_events = EventRecorder(client, "controller-manager", instance=self.identity)
         self.replicaset = ReplicaSetController(client, self.replicasets, self.pods, workload_events, config.workers)
+        self.replication = ReplicaSetController(client, informers.get(scheme.REPLICATIONCONTROLLERS), self.pods,
+                                                workload_events, config.workers, kind=REPLICATION_CONTROLLER)
         self.deployment = DeploymentController(client, self.deployments, self.replicasets, self.pods,
                                                workload_events, config.workers)
         self.daemonset = DaemonSetController(client, self.daemonsets, self.pods, self.nodes, self.revisions,
@@ -123,10 +126,9 @@ class ControllerManager:
         self.custom_resources = CustomResourceFollower(client, informers.get(scheme.CUSTOMRESOURCEDEFINITIONS),
                                                        self.garbage_collector)
         self._workers: list[Workers] = [c.workers for c in (
-            self.replicaset, self.deployment, self.daemonset, self.statefulset, self.job, self.cronjob,
-            self.disruption,
-            self.endpointslice, self.endpoints_controller, self.garbage_collector, self.clusterrole_aggregation,
-            self.pvc_protection, self.pv_protection, self.attach_detach)]
+            self.replicaset, self.replication, self.deployment, self.daemonset, self.statefulset, self.job,
+            self.cronjob, self.disruption, self.endpointslice, self.endpoints_controller, self.garbage_collector,
+            self.clusterrole_aggregation, self.pvc_protection, self.pv_protection, self.attach_detach)]
         self._workers += self.persistentvolume.workers
         self._events = (self.recorder, workload_events, volume_events)
         self.node_lifecycle = NodeLifecycleController(client, self.nodes, self.leases, self.pods,

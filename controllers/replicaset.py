@@ -2,7 +2,10 @@
 active pods that match the selector, adopting orphans and releasing pods that stop
 matching; create in slow-start batches; delete the least valuable pods first when
 scaling down; report replicas, ready and available counts in status. Expectations keep
-a slow watch from making it create or delete twice."""
+a slow watch from making it create or delete twice.
+
+The same controller keeps ReplicationControllers (upstream's replication controller is
+the ReplicaSet controller over a conversion): their selector is a plain label map."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from controllers.controllerref import (
@@ -23,22 +27,46 @@ from controllers.controllerref import (
     ready_since,
 )
 from controllers.expectations import Expectations
-from kubeling import errors
+from kubeling import errors, scheme
 from kubeling.client import Client
 from kubeling.events import NORMAL, WARNING, EventRecorder
 from kubeling.informer import INDEX_NAMESPACE, Informer, object_key
-from kubeling.selectors import SelectorError, from_label_selector_proto
+from kubeling.scheme import ResourceType
+from kubeling.selectors import LabelSelector, SelectorError, from_label_selector_proto
 from kubeling.timestamps import now as _now
 from kubeling.workqueue import Workers, WorkQueue
 from protos.kubeling.v1 import apps_pb2, core_pb2, meta_pb2
 
-__all__ = ["ReplicaSetController", "pod_from_template", "deletion_order", "slow_start", "BURST_REPLICAS"]
+__all__ = ["ReplicaSetController", "pod_from_template", "deletion_order", "slow_start", "BURST_REPLICAS",
+           "REPLICASET", "REPLICATION_CONTROLLER", "Kind"]
 
 log = logging.getLogger(__name__)
 
 BURST_REPLICAS = 500  # upstream's: at most this many creations or deletions per sync
 _SLOW_START = 1  # the first creation batch; each successful batch doubles it
 _PHASE_RANK = {"Pending": 0, "Unknown": 1, "Running": 2}
+
+
+Replicated = apps_pb2.ReplicaSet | core_pb2.ReplicationController
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What the controller keeps: ReplicaSets or ReplicationControllers."""
+
+    resource: ResourceType[Any]
+    api_version: str
+    name: str
+    status: type[Any]
+    selector: Callable[[Any], LabelSelector | None]
+
+
+REPLICASET = Kind(scheme.REPLICASETS, "apps/v1", "ReplicaSet", apps_pb2.ReplicaSetStatus,
+                  lambda rs: from_label_selector_proto(rs.spec.selector))
+REPLICATION_CONTROLLER = Kind(scheme.REPLICATIONCONTROLLERS, "v1", "ReplicationController",
+                              core_pb2.ReplicationControllerStatus,
+                              lambda rc: from_label_selector_proto(
+                                  meta_pb2.LabelSelector(matchLabels=rc.spec.selector)))
 
 
 def pod_from_template(template: core_pb2.PodTemplateSpec, owner_ref: meta_pb2.OwnerReference,
@@ -70,14 +98,16 @@ def deletion_order(pods: list[core_pb2.Pod]) -> list[core_pb2.Pod]:
 
 
 class ReplicaSetController:
-    def __init__(self, client: Client, replicasets: Informer[apps_pb2.ReplicaSet], pods: Informer[core_pb2.Pod],
-                 recorder: EventRecorder, workers: int = 2) -> None:
+    def __init__(self, client: Client, replicasets: Informer[Any], pods: Informer[core_pb2.Pod],
+                 recorder: EventRecorder, workers: int = 2, kind: Kind = REPLICASET) -> None:
         self.client = client
         self.replicasets = replicasets
         self.pods = pods
         self.recorder = recorder
+        self.kind = kind
+        self.resource = client.resource(kind.resource)
         self.expectations = Expectations()
-        self.queue = WorkQueue("replicaset")
+        self.queue = WorkQueue(kind.name.lower())
         self.workers = Workers(self.queue, self.sync, workers)
         replicasets.add_handler(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new),
                                 on_delete=self._enqueue)
@@ -85,12 +115,12 @@ class ReplicaSetController:
 
     # ---------------------------------------------------------------- events
 
-    def _enqueue(self, rs: apps_pb2.ReplicaSet) -> None:
+    def _enqueue(self, rs: Replicated) -> None:
         self.queue.add(object_key(rs))
 
     def _owner_key(self, pod: core_pb2.Pod) -> str | None:
         ref = controller_of(pod)
-        if ref is None or ref.kind != "ReplicaSet":
+        if ref is None or ref.kind != self.kind.name:
             return None
         rs = self.replicasets.store.get(f"{pod.metadata.namespace}/{ref.name}")
         if rs is None or rs.metadata.uid != ref.uid:
@@ -102,7 +132,7 @@ class ReplicaSetController:
         out = []
         for rs in self.replicasets.store.by_index(INDEX_NAMESPACE, pod.metadata.namespace):
             try:
-                selector = from_label_selector_proto(rs.spec.selector)
+                selector = self.kind.selector(rs)
             except SelectorError:
                 continue
             if selector is not None and not selector.empty() and selector.matches(pod.metadata.labels):
@@ -152,11 +182,12 @@ class ReplicaSetController:
             self.expectations.forget(key)
             return
         needs_sync = self.expectations.satisfied(key)
-        selector = from_label_selector_proto(rs.spec.selector)
+        selector = self.kind.selector(rs)
         if selector is None or selector.empty():
             return  # validation forbids it; never select every pod
         candidates = [p for p in self.pods.store.by_index(INDEX_NAMESPACE, rs.metadata.namespace) if is_active(p)]
-        owned = await claim(self.client.pods, rs, "apps/v1", "ReplicaSet", selector, candidates, can_adopt=True)
+        owned = await claim(self.client.pods, rs, self.kind.api_version, self.kind.name, selector, candidates,
+                            can_adopt=True)
         manage_error: Exception | None = None
         if needs_sync and not rs.metadata.HasField("deletionTimestamp"):
             try:
@@ -167,13 +198,13 @@ class ReplicaSetController:
         if manage_error is not None:
             raise manage_error
 
-    async def _manage(self, rs: apps_pb2.ReplicaSet, key: str, pods: list[core_pb2.Pod]) -> None:
+    async def _manage(self, rs: Replicated, key: str, pods: list[core_pb2.Pod]) -> None:
         diff = len(pods) - rs.spec.replicas
         name = f"{rs.metadata.namespace}/{rs.metadata.name}"
         if diff < 0:
             count = min(-diff, BURST_REPLICAS)
             self.expectations.expect_creations(key, count)
-            ref = controller_ref(rs, "apps/v1", "ReplicaSet")
+            ref = controller_ref(rs, self.kind.api_version, self.kind.name)
             created, error = await slow_start(count, lambda: self._create_pod(rs, ref))
             if created < count:
                 # What was not created will not be observed: stop waiting for it.
@@ -191,18 +222,18 @@ class ReplicaSetController:
             if failed:
                 raise failed[0]
 
-    async def _create_pod(self, rs: apps_pb2.ReplicaSet, ref: meta_pb2.OwnerReference) -> None:
+    async def _create_pod(self, rs: Replicated, ref: meta_pb2.OwnerReference) -> None:
         pod = pod_from_template(rs.spec.template, ref, rs.metadata.namespace, f"{rs.metadata.name}-")
         try:
             made = await self.client.pods.create(pod)
         except errors.ApiError as err:
-            self.recorder.object_event(rs, "apps/v1", "ReplicaSet", WARNING, "FailedCreate",
+            self.recorder.object_event(rs, self.kind.api_version, self.kind.name, WARNING, "FailedCreate",
                                        f"Error creating: {err.message}")
             raise
-        self.recorder.object_event(rs, "apps/v1", "ReplicaSet", NORMAL, "SuccessfulCreate",
+        self.recorder.object_event(rs, self.kind.api_version, self.kind.name, NORMAL, "SuccessfulCreate",
                                    f"Created pod: {made.metadata.name}")
 
-    async def _delete_pod(self, rs: apps_pb2.ReplicaSet, key: str, pod: core_pb2.Pod) -> None:
+    async def _delete_pod(self, rs: Replicated, key: str, pod: core_pb2.Pod) -> None:
         try:
             await self.client.pods.delete(pod.metadata.name, pod.metadata.namespace, uid=pod.metadata.uid)
         except errors.NotFound:
@@ -211,14 +242,14 @@ class ReplicaSetController:
         except errors.ApiError:
             self.expectations.deletion_observed(key, object_key(pod))
             raise
-        self.recorder.object_event(rs, "apps/v1", "ReplicaSet", NORMAL, "SuccessfulDelete",
+        self.recorder.object_event(rs, self.kind.api_version, self.kind.name, NORMAL, "SuccessfulDelete",
                                    f"Deleted pod: {pod.metadata.name}")
 
-    async def _update_status(self, rs: apps_pb2.ReplicaSet, pods: list[core_pb2.Pod],
+    async def _update_status(self, rs: Replicated, pods: list[core_pb2.Pod],
                              manage_error: Exception | None) -> None:
         now = time.time()
         template_labels = rs.spec.template.metadata.labels
-        status = apps_pb2.ReplicaSetStatus(
+        status = self.kind.status(
             replicas=len(pods),
             fullyLabeledReplicas=sum(1 for p in pods if all(p.metadata.labels.get(k) == v
                                                             for k, v in template_labels.items())),
@@ -232,11 +263,11 @@ class ReplicaSetController:
             cond.lastTransitionTime.CopyFrom(failure.lastTransitionTime if failure is not None else _now())
         if status == rs.status:
             return
-        updated = apps_pb2.ReplicaSet()
+        updated = type(rs)()
         updated.CopyFrom(rs)
         updated.status.CopyFrom(status)
         try:
-            await self.client.replicasets.update_status(updated)
+            await self.resource.update_status(updated)
         except errors.NotFound:
             pass
 
