@@ -11,8 +11,56 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class PodFailurePolicyOnExitCodesRequirement(_message.Message):
+    __slots__ = ("containerName", "operator", "values")
+    CONTAINERNAME_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    containerName: str
+    operator: str
+    values: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, containerName: _Optional[str] = ..., operator: _Optional[str] = ..., values: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class PodFailurePolicyOnPodConditionsPattern(_message.Message):
+    __slots__ = ("type", "status")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    status: str
+    def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ...) -> None: ...
+
+class PodFailurePolicyRule(_message.Message):
+    __slots__ = ("action", "onExitCodes", "onPodConditions")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    ONEXITCODES_FIELD_NUMBER: _ClassVar[int]
+    ONPODCONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    onExitCodes: PodFailurePolicyOnExitCodesRequirement
+    onPodConditions: _containers.RepeatedCompositeFieldContainer[PodFailurePolicyOnPodConditionsPattern]
+    def __init__(self, action: _Optional[str] = ..., onExitCodes: _Optional[_Union[PodFailurePolicyOnExitCodesRequirement, _Mapping]] = ..., onPodConditions: _Optional[_Iterable[_Union[PodFailurePolicyOnPodConditionsPattern, _Mapping]]] = ...) -> None: ...
+
+class PodFailurePolicy(_message.Message):
+    __slots__ = ("rules",)
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    rules: _containers.RepeatedCompositeFieldContainer[PodFailurePolicyRule]
+    def __init__(self, rules: _Optional[_Iterable[_Union[PodFailurePolicyRule, _Mapping]]] = ...) -> None: ...
+
+class SuccessPolicyRule(_message.Message):
+    __slots__ = ("succeededIndexes", "succeededCount")
+    SUCCEEDEDINDEXES_FIELD_NUMBER: _ClassVar[int]
+    SUCCEEDEDCOUNT_FIELD_NUMBER: _ClassVar[int]
+    succeededIndexes: str
+    succeededCount: int
+    def __init__(self, succeededIndexes: _Optional[str] = ..., succeededCount: _Optional[int] = ...) -> None: ...
+
+class SuccessPolicy(_message.Message):
+    __slots__ = ("rules",)
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    rules: _containers.RepeatedCompositeFieldContainer[SuccessPolicyRule]
+    def __init__(self, rules: _Optional[_Iterable[_Union[SuccessPolicyRule, _Mapping]]] = ...) -> None: ...
+
 class JobSpec(_message.Message):
-    __slots__ = ("parallelism", "completions", "activeDeadlineSeconds", "selector", "manualSelector", "template", "backoffLimit", "ttlSecondsAfterFinished", "completionMode", "suspend")
+    __slots__ = ("parallelism", "completions", "activeDeadlineSeconds", "selector", "manualSelector", "template", "backoffLimit", "ttlSecondsAfterFinished", "completionMode", "suspend", "podFailurePolicy", "backoffLimitPerIndex", "maxFailedIndexes", "podReplacementPolicy", "managedBy", "successPolicy")
     PARALLELISM_FIELD_NUMBER: _ClassVar[int]
     COMPLETIONS_FIELD_NUMBER: _ClassVar[int]
     ACTIVEDEADLINESECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -23,6 +71,12 @@ class JobSpec(_message.Message):
     TTLSECONDSAFTERFINISHED_FIELD_NUMBER: _ClassVar[int]
     COMPLETIONMODE_FIELD_NUMBER: _ClassVar[int]
     SUSPEND_FIELD_NUMBER: _ClassVar[int]
+    PODFAILUREPOLICY_FIELD_NUMBER: _ClassVar[int]
+    BACKOFFLIMITPERINDEX_FIELD_NUMBER: _ClassVar[int]
+    MAXFAILEDINDEXES_FIELD_NUMBER: _ClassVar[int]
+    PODREPLACEMENTPOLICY_FIELD_NUMBER: _ClassVar[int]
+    MANAGEDBY_FIELD_NUMBER: _ClassVar[int]
+    SUCCESSPOLICY_FIELD_NUMBER: _ClassVar[int]
     parallelism: int
     completions: int
     activeDeadlineSeconds: int
@@ -33,7 +87,13 @@ class JobSpec(_message.Message):
     ttlSecondsAfterFinished: int
     completionMode: str
     suspend: bool
-    def __init__(self, parallelism: _Optional[int] = ..., completions: _Optional[int] = ..., activeDeadlineSeconds: _Optional[int] = ..., selector: _Optional[_Union[_meta_pb2.LabelSelector, _Mapping]] = ..., manualSelector: _Optional[bool] = ..., template: _Optional[_Union[_core_pb2.PodTemplateSpec, _Mapping]] = ..., backoffLimit: _Optional[int] = ..., ttlSecondsAfterFinished: _Optional[int] = ..., completionMode: _Optional[str] = ..., suspend: _Optional[bool] = ...) -> None: ...
+    podFailurePolicy: PodFailurePolicy
+    backoffLimitPerIndex: int
+    maxFailedIndexes: int
+    podReplacementPolicy: str
+    managedBy: str
+    successPolicy: SuccessPolicy
+    def __init__(self, parallelism: _Optional[int] = ..., completions: _Optional[int] = ..., activeDeadlineSeconds: _Optional[int] = ..., selector: _Optional[_Union[_meta_pb2.LabelSelector, _Mapping]] = ..., manualSelector: _Optional[bool] = ..., template: _Optional[_Union[_core_pb2.PodTemplateSpec, _Mapping]] = ..., backoffLimit: _Optional[int] = ..., ttlSecondsAfterFinished: _Optional[int] = ..., completionMode: _Optional[str] = ..., suspend: _Optional[bool] = ..., podFailurePolicy: _Optional[_Union[PodFailurePolicy, _Mapping]] = ..., backoffLimitPerIndex: _Optional[int] = ..., maxFailedIndexes: _Optional[int] = ..., podReplacementPolicy: _Optional[str] = ..., managedBy: _Optional[str] = ..., successPolicy: _Optional[_Union[SuccessPolicy, _Mapping]] = ...) -> None: ...
 
 class JobCondition(_message.Message):
     __slots__ = ("type", "status", "lastProbeTime", "lastTransitionTime", "reason", "message")
@@ -51,15 +111,26 @@ class JobCondition(_message.Message):
     message: str
     def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ..., lastProbeTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lastTransitionTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
+class UncountedTerminatedPods(_message.Message):
+    __slots__ = ("succeeded", "failed")
+    SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    succeeded: _containers.RepeatedScalarFieldContainer[str]
+    failed: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, succeeded: _Optional[_Iterable[str]] = ..., failed: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class JobStatus(_message.Message):
-    __slots__ = ("conditions", "startTime", "completionTime", "active", "succeeded", "failed", "ready", "terminating")
+    __slots__ = ("conditions", "startTime", "completionTime", "active", "succeeded", "failed", "completedIndexes", "uncountedTerminatedPods", "ready", "failedIndexes", "terminating")
     CONDITIONS_FIELD_NUMBER: _ClassVar[int]
     STARTTIME_FIELD_NUMBER: _ClassVar[int]
     COMPLETIONTIME_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_FIELD_NUMBER: _ClassVar[int]
     SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
+    COMPLETEDINDEXES_FIELD_NUMBER: _ClassVar[int]
+    UNCOUNTEDTERMINATEDPODS_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
+    FAILEDINDEXES_FIELD_NUMBER: _ClassVar[int]
     TERMINATING_FIELD_NUMBER: _ClassVar[int]
     conditions: _containers.RepeatedCompositeFieldContainer[JobCondition]
     startTime: _timestamp_pb2.Timestamp
@@ -67,9 +138,12 @@ class JobStatus(_message.Message):
     active: int
     succeeded: int
     failed: int
+    completedIndexes: str
+    uncountedTerminatedPods: UncountedTerminatedPods
     ready: int
+    failedIndexes: str
     terminating: int
-    def __init__(self, conditions: _Optional[_Iterable[_Union[JobCondition, _Mapping]]] = ..., startTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completionTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., active: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., ready: _Optional[int] = ..., terminating: _Optional[int] = ...) -> None: ...
+    def __init__(self, conditions: _Optional[_Iterable[_Union[JobCondition, _Mapping]]] = ..., startTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completionTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., active: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., completedIndexes: _Optional[str] = ..., uncountedTerminatedPods: _Optional[_Union[UncountedTerminatedPods, _Mapping]] = ..., ready: _Optional[int] = ..., failedIndexes: _Optional[str] = ..., terminating: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
     __slots__ = ("metadata", "spec", "status")
