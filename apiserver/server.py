@@ -37,6 +37,7 @@ from apiserver.controllers.nodeipam import NodeIPAM
 from apiserver.controllers.serviceaccounts import ServiceAccountsController
 from apiserver.endpoints.grpc.custom import custom_service_handler
 from apiserver.endpoints.grpc.handlers import service_handler
+from apiserver.endpoints.grpc.scale import ScaleMethods
 from apiserver.endpoints.metrics import Metrics
 from apiserver.endpoints.pipeline import Pipeline
 from apiserver.endpoints.request import SubresourceHandler
@@ -272,8 +273,13 @@ class APIServer:
         def log_stream(req: api_pb2.PodLogRequest, dry_run: bool) -> AsyncIterator[api_pb2.PodLogChunk]:
             return logs.stream(req)
 
-        return {(scheme.PODS, "binding"): binding, (scheme.PODS, "eviction"): eviction,
-                (scheme.PODS, "log"): log_stream, (scheme.SERVICEACCOUNTS, "token"): token}
+        handlers: Subresources = {(scheme.PODS, "binding"): binding, (scheme.PODS, "eviction"): eviction,
+                                  (scheme.PODS, "log"): log_stream, (scheme.SERVICEACCOUNTS, "token"): token}
+        for rt in self.scheme:
+            if not rt.custom and rt.subresource("scale") is not None and rt in self.registries:
+                scales = ScaleMethods(self.registries[rt])
+                handlers[(rt, "GetScale")], handlers[(rt, "UpdateScale")] = scales.get, scales.update
+        return handlers
 
     async def _serve_grpc(self, options: Completed, subresources: Subresources, pipeline: Pipeline) -> None:
         """Every resource's service, health and reflection."""

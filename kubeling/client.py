@@ -23,10 +23,10 @@ from urllib.parse import urlsplit
 import grpc
 import yaml
 
-from kubeling import scheme
+from kubeling import errors, scheme
 from kubeling.errors import from_rpc_error
 from kubeling.scheme import CUSTOM_SERVICE, ObjectT, ResourceType
-from protos.kubeling.v1 import api_pb2, authentication_pb2, core_pb2, custom_pb2, meta_pb2, policy_pb2
+from protos.kubeling.v1 import api_pb2, authentication_pb2, autoscaling_pb2, core_pb2, custom_pb2, meta_pb2, policy_pb2
 
 __all__ = ["Client", "ResourceClient", "PodClient", "WatchEvent", "GRPC_EXTENSION", "TLSConfig", "DRY_RUN_METADATA"]
 
@@ -147,6 +147,19 @@ class ResourceClient(Generic[ObjectT]):
 
     async def get(self, name: str, namespace: str = "") -> ObjectT:
         return await self._call("Get", meta_pb2.GetRequest(namespace=namespace, name=name))
+
+    async def get_scale(self, name: str, namespace: str = "") -> autoscaling_pb2.Scale:
+        """The scale subresource (a resource without one: NotFound, as REST answers)."""
+        if "GetScale" not in self._stub:
+            raise errors.NotFound(f"the server could not find the requested resource ({self.resource.plural}/scale)")
+        return await self._call("GetScale", meta_pb2.GetRequest(namespace=namespace, name=name))
+
+    async def update_scale(self, scale: autoscaling_pb2.Scale, *, dry_run: bool = False) -> autoscaling_pb2.Scale:
+        """Set spec.replicas through the scale subresource (its metadata.resourceVersion,
+        when set, a precondition)."""
+        if "UpdateScale" not in self._stub:
+            raise errors.NotFound(f"the server could not find the requested resource ({self.resource.plural}/scale)")
+        return await self._call("UpdateScale", scale, dry_run=dry_run)
 
     async def list(self, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
                    limit: int = 0, continue_token: str = "", resource_version: str = "") -> Any:

@@ -32,6 +32,7 @@ from protos.kubeling.v1 import (
     api_pb2,
     apps_pb2,
     authentication_pb2,
+    autoscaling_pb2,
     batch_pb2,
     coordination_pb2,
     core_pb2,
@@ -97,6 +98,7 @@ class Method:
     request: type[Message]
     response: type[Message] | None = None  # None: the resource's own message
     streaming: bool = False  # a server stream of responses
+    rbac_verb: str = ""  # what RBAC checks ("": the subresource's first verb)
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,11 @@ class Subresource:
     group: str | None = None  # that kind's group and version, when not the resource's
     version: str = ""
     method: Method | None = None
+    more: tuple[Method, ...] = ()  # further methods (scale: GetScale, then UpdateScale)
+
+    @property
+    def methods(self) -> tuple[Method, ...]:
+        return ((self.method,) if self.method is not None else ()) + self.more
 
 
 @dataclass(frozen=True, eq=False)
@@ -241,8 +248,8 @@ def _grpc_file(rt: ResourceType[Any]) -> descriptor_pool.DescriptorPool:
     f = descriptor_pb2.FileDescriptorProto(name=name, package=PACKAGE, syntax="proto3")
     deps = {rt.message.DESCRIPTOR.file.name, meta_pb2.DESCRIPTOR.name}
     for sub in rt.subresources:
-        if sub.method is not None:
-            deps.update(m.DESCRIPTOR.file.name for m in (sub.method.request, sub.method.response) if m is not None)
+        for method in sub.methods:
+            deps.update(m.DESCRIPTOR.file.name for m in (method.request, method.response) if m is not None)
     f.dependency.extend(sorted(deps))
 
     def message_field(message: descriptor_pb2.DescriptorProto, name: str, number: int, type_name: str,
@@ -268,8 +275,7 @@ def _grpc_file(rt: ResourceType[Any]) -> descriptor_pool.DescriptorPool:
         service.method.add(name=verb, input_type=generic.get(verb, own), output_type=responses.get(verb, own),
                            server_streaming=verb == "Watch")
     for sub in rt.subresources:
-        if sub.method is not None:
-            m = sub.method
+        for m in sub.methods:
             response = f".{m.response.DESCRIPTOR.full_name}" if m.response is not None else own
             service.method.add(name=m.name, input_type=f".{m.request.DESCRIPTOR.full_name}", output_type=response,
                                server_streaming=m.streaming)
@@ -351,7 +357,9 @@ class Scheme:
 
 _RBAC = "rbac.authorization.k8s.io"
 _STATUS = Subresource("status")
-_SCALE = Subresource("scale", kind="Scale", group="autoscaling", version="v1")
+_SCALE = Subresource("scale", kind="Scale", group="autoscaling", version="v1",
+                     method=Method("GetScale", meta_pb2.GetRequest, autoscaling_pb2.Scale, rbac_verb="get"),
+                     more=(Method("UpdateScale", autoscaling_pb2.Scale, autoscaling_pb2.Scale, rbac_verb="update"),))
 # The streams: POST (SPDY) or GET (WebSocket).
 _STREAM_VERBS = ("create", "get")
 

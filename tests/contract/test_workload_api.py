@@ -14,7 +14,7 @@ import pytest
 from apiserver.server import APIServer
 from kubeling import errors
 from kubeling.client import Client
-from protos.kubeling.v1 import apps_pb2, batch_pb2, core_pb2, meta_pb2
+from protos.kubeling.v1 import apps_pb2, autoscaling_pb2, batch_pb2, core_pb2, meta_pb2
 from tests.objects import pod
 
 
@@ -183,3 +183,26 @@ async def test_replication_controller_defaults_and_scale(api: Client, rest: APIS
                 assert response.status == 200, await response.text()
     assert (await api.replicationcontrollers.get("rc", "default")).spec.replicas == 4
     assert (await api.statefulsets.get("web", "default")).spec.replicas == 4
+
+
+async def test_scale_subresource_over_grpc(api: Client) -> None:
+    await api.statefulsets.create(statefulset("grpc"))
+    scale = await api.statefulsets.get_scale("grpc", "default")
+    assert (scale.metadata.name, scale.spec.replicas, scale.status.selector) == ("grpc", 1, "app=x")
+    scale.spec.replicas = 3
+    updated = await api.statefulsets.update_scale(scale)
+    assert updated.spec.replicas == 3 and (await api.statefulsets.get("grpc", "default")).spec.replicas == 3
+    with pytest.raises(errors.Conflict):
+        await api.statefulsets.update_scale(scale)  # its resourceVersion is stale now
+    scale.metadata.resourceVersion = ""
+    scale.spec.replicas = -1
+    with pytest.raises(errors.Invalid, match="spec.replicas: Invalid value: -1"):
+        await api.statefulsets.update_scale(scale)
+    dry = await api.statefulsets.update_scale(autoscaling_pb2.Scale(
+        metadata=meta_pb2.ObjectMeta(name="grpc", namespace="default"), spec=autoscaling_pb2.ScaleSpec(replicas=5)),
+        dry_run=True)
+    assert dry.spec.replicas == 5 and (await api.statefulsets.get("grpc", "default")).spec.replicas == 3
+    with pytest.raises(errors.NotFound):
+        await api.daemonsets.get_scale("any", "default")  # DaemonSets have no scale
+    with pytest.raises(errors.NotFound):
+        await api.replicationcontrollers.get_scale("missing", "default")

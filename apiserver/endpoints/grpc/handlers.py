@@ -199,7 +199,7 @@ async def _batched(batches: AsyncIterator[list[bytes]]) -> AsyncIterator[bytes]:
 def service_handler(rt: ResourceType[Any], registry: Registry[Any], pipeline: Pipeline,
                     subresources: Mapping[str, SubresourceHandler] | None = None) -> grpc.GenericRpcHandler:
     """The resource's service: its verbs, and each subresource method that has a handler
-    in `subresources` (by subresource name)."""
+    in `subresources` (by the method's name, or by the subresource's for its one method)."""
     r = _Resource(rt, registry, pipeline, subresources or {})
     own = rt.message
     methods: dict[str, grpc.RpcMethodHandler] = {
@@ -213,18 +213,23 @@ def service_handler(rt: ResourceType[Any], registry: Registry[Any], pipeline: Pi
     if rt.has_status:
         methods["UpdateStatus"] = r.unary("UPDATE_STATUS", "update", own, r.update_status, "status")
     for sub in rt.subresources:
-        handle = r.subresources.get(sub.name)
-        if sub.method is None or handle is None:
-            continue
-        # the metrics' verb, as the method is named (CreateToken: CREATE_TOKEN); RBAC's, the subresource's first
-        verb, rbac_verb = re.sub(r"(?<!^)(?=[A-Z])", "_", sub.method.name).upper(), sub.verbs[0]
-        if sub.method.streaming:
-            def items(req: Any, handle: SubresourceHandler = handle) -> AsyncIterator[Any]:
-                result: AsyncIterator[Any] = handle(req, False)
-                return result
-            methods[sub.method.name] = r.stream(verb, rbac_verb, sub.method.request, items, sub.name)
-        else:
-            async def call(req: Any, handle: SubresourceHandler = handle) -> Any:
-                return await handle(req, dry_run_requested.get())
-            methods[sub.method.name] = r.unary(verb, rbac_verb, sub.method.request, call, sub.name)
+        for method in sub.methods:
+            # a handler by the method's name, or (its one method) by the subresource's
+            handle = r.subresources.get(method.name) or (r.subresources.get(sub.name) if method is sub.method
+                                                          else None)
+            if handle is None:
+                continue
+            # the metrics' verb, as the method is named (CreateToken: CREATE_TOKEN); RBAC's, the method's or
+            # the subresource's first
+            verb = re.sub(r"(?<!^)(?=[A-Z])", "_", method.name).upper()
+            rbac_verb = method.rbac_verb or sub.verbs[0]
+            if method.streaming:
+                def items(req: Any, handle: SubresourceHandler = handle) -> AsyncIterator[Any]:
+                    result: AsyncIterator[Any] = handle(req, False)
+                    return result
+                methods[method.name] = r.stream(verb, rbac_verb, method.request, items, sub.name)
+            else:
+                async def call(req: Any, handle: SubresourceHandler = handle) -> Any:
+                    return await handle(req, dry_run_requested.get())
+                methods[method.name] = r.unary(verb, rbac_verb, method.request, call, sub.name)
     return grpc.method_handlers_generic_handler(rt.service_name, methods)

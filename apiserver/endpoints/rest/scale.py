@@ -1,79 +1,16 @@
-"""The `scale` subresource of Deployments, ReplicaSets, StatefulSets, ReplicationControllers
-and custom resources that have one:
-an autoscaling/v1 Scale whose spec.replicas is the object's (a custom resource's at its
-definition's specReplicasPath), written back to the object (what `kubectl scale` and
-autoscalers read and patch)."""
+"""The `scale` subresource over REST (apiserver.registry.scale makes the Scale): a PUT's
+body read, a PATCH applied to the current Scale (what `kubectl scale` and autoscalers
+send)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from apiserver.endpoints.rest import patch as patches
+from apiserver.registry.scale import Scales, scale_of
 from kubeling import errors
-from kubeling.dynamic import content_of, set_content
-from kubeling.kjson import format_time
-from kubeling.selectors import from_label_selector_proto
-from protos.kubeling.v1 import apps_pb2, core_pb2, meta_pb2
 
 __all__ = ["scale_of", "replicas_from", "patched_scale", "Scales"]
-
-Scalable = apps_pb2.Deployment | apps_pb2.ReplicaSet | apps_pb2.StatefulSet | core_pb2.ReplicationController
-
-
-class Scales:
-    """How one resource's objects are scaled: the built-ins' fields, or a custom
-    resource's paths (specReplicasPath, statusReplicasPath, labelSelectorPath)."""
-
-    def __init__(self, paths: dict[str, Any] | None = None) -> None:
-        self.paths = paths
-
-    def of(self, obj: Any) -> dict[str, Any]:
-        if self.paths is None:
-            return scale_of(obj)
-        content = content_of(obj)
-        spec = _at(content, self.paths.get("specReplicasPath", ""))
-        status = _at(content, self.paths.get("statusReplicasPath", ""))
-        selector = _at(content, self.paths.get("labelSelectorPath", "") or "")
-        out = _scale(obj.metadata, spec if isinstance(spec, int) else 0, status if isinstance(status, int) else 0,
-                     selector if isinstance(selector, str) else "")
-        return out
-
-    def set_replicas(self, obj: Any, replicas: int) -> None:
-        if self.paths is None:
-            obj.spec.replicas = replicas
-            return
-        content = content_of(obj)
-        node = content
-        parts = self.paths["specReplicasPath"].split(".")[1:]
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise errors.BadRequest(f"{self.paths['specReplicasPath']}: {part} is not an object")
-        node[parts[-1]] = replicas
-        set_content(obj, content)
-
-
-def _at(content: dict[str, Any], path: str) -> Any:
-    node: Any = content
-    for part in path.split(".")[1:] if path else []:
-        node = node.get(part) if isinstance(node, dict) else None
-    return node if path else None
-
-
-def _scale(meta: Any, replicas: int, status: int, selector: str) -> dict[str, Any]:
-    return {"kind": "Scale", "apiVersion": "autoscaling/v1",
-            "metadata": {"name": meta.name, "namespace": meta.namespace, "uid": meta.uid,
-                         "resourceVersion": meta.resourceVersion,
-                         "creationTimestamp": format_time(meta.creationTimestamp)},
-            "spec": {"replicas": replicas}, "status": {"replicas": status, "selector": selector}}
-
-
-def scale_of(obj: Scalable) -> dict[str, Any]:
-    if isinstance(obj, core_pb2.ReplicationController):  # a plain label map
-        selector = from_label_selector_proto(meta_pb2.LabelSelector(matchLabels=obj.spec.selector))
-    else:
-        selector = from_label_selector_proto(obj.spec.selector)
-    return _scale(obj.metadata, obj.spec.replicas, obj.status.replicas, str(selector) if selector else "")
 
 
 def replicas_from(scale: Any, current: Any) -> tuple[int, str]:
