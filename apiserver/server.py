@@ -37,13 +37,15 @@ from apiserver.controllers.nodeipam import NodeIPAM
 from apiserver.controllers.serviceaccounts import ServiceAccountsController
 from apiserver.endpoints.grpc.custom import custom_service_handler
 from apiserver.endpoints.grpc.handlers import service_handler
+from apiserver.endpoints.grpc.podmetrics import SERVICE as METRICS_SERVICE
+from apiserver.endpoints.grpc.podmetrics import metrics_service_handler
 from apiserver.endpoints.grpc.scale import ScaleMethods
 from apiserver.endpoints.metrics import Metrics
 from apiserver.endpoints.pipeline import Pipeline
 from apiserver.endpoints.request import SubresourceHandler
 from apiserver.endpoints.rest.server import RestServer
 from apiserver.options import Completed, Config, complete
-from apiserver.registry import Strategy, strategy_for
+from apiserver.registry import CONVERSIONS, Strategy, strategy_for
 from apiserver.registry.apiextensions.customresources import CustomResourceStrategy
 from apiserver.registry.apiextensions.serving import CustomResourceServing
 from apiserver.registry.core.allocator import RangeAllocator
@@ -56,6 +58,7 @@ from apiserver.registry.core.pod_streams import PodStreams
 from apiserver.registry.core.service_allocation import AllocationRepair, ServiceAllocations
 from apiserver.registry.core.serviceaccount_token import TokenRequests
 from apiserver.registry.generic.store import Registry
+from apiserver.registry.generic.view import VersionView
 from apiserver.registry.metrics import MetricsAPI
 from apiserver.registry.scheduling import bootstrap_priority_classes
 from apiserver.storage.compaction import Compactor
@@ -155,9 +158,15 @@ class APIServer:
         """A registry per scheme entry, its strategy from the registry's table."""
         cfg = self.config
         for resource in self.scheme:
-            self.registries[resource] = self._new_registry(
-                strategy_for(resource), storage, LeasePool(storage, cfg.event_ttl, reuse=min(60.0, cfg.event_ttl))
-                if resource is scheme.EVENTS and cfg.event_ttl > 0 else None)
+            if resource.view_of is None:
+                self.registries[resource] = self._new_registry(
+                    strategy_for(resource), storage, LeasePool(storage, cfg.event_ttl, reuse=min(60.0, cfg.event_ttl))
+                    if resource is scheme.EVENTS and cfg.event_ttl > 0 else None)
+        for resource in self.scheme:  # a second version: a view over its storage version's registry
+            if resource.view_of is not None:
+                to_view, to_storage = CONVERSIONS[resource]
+                self.registries[resource] = VersionView(self.registries[resource.view_of], strategy_for(resource),
+                                                        to_view, to_storage)
         prefix = cfg.etcd_prefix.rstrip("/")
         self._service_ips = RangeAllocator(storage, f"{prefix}/ranges/serviceips".encode(), options.service_ips)
         self._node_ports = RangeAllocator(storage, f"{prefix}/ranges/servicenodeports".encode(), options.node_ports)
@@ -296,10 +305,11 @@ class APIServer:
             *(service_handler(rt, self.registries[rt], pipeline,
                               {sub: handler for (r, sub), handler in subresources.items() if r is rt})
               for rt in self.scheme if not rt.custom),
-            custom_service_handler(self.scheme, self.registries, pipeline)])
+            custom_service_handler(self.scheme, self.registries, pipeline),
+            metrics_service_handler(self._metrics_api(options), pipeline)])
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
-        names = sorted({resource.service_name for resource in self.scheme})
+        names = sorted({resource.service_name for resource in self.scheme} | {METRICS_SERVICE})
         reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], self._server)
         tls = options.serving_tls
         self.port = self._server.add_secure_port(self.config.listen, tls.grpc_credentials()) if tls is not None \
@@ -310,12 +320,14 @@ class APIServer:
         for name in ["", *names]:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
+    def _metrics_api(self, options: Completed) -> MetricsAPI:
+        return MetricsAPI(self.registries[scheme.NODES], self.registries[scheme.PODS], options.kubelet_ssl)
+
     async def _serve_rest(self, options: Completed, subresources: Subresources, pipeline: Pipeline) -> None:
         tls = options.serving_tls
         self._rest = RestServer(self.scheme, self.registries, pipeline, subresources, PodStreams(self._locator),
                                 self._ready, ssl_context=tls.ssl_context() if tls is not None else None,
-                                metrics_api=MetricsAPI(self.registries[scheme.NODES], self.registries[scheme.PODS],
-                                                       options.kubelet_ssl))
+                                metrics_api=self._metrics_api(options))
         self.rest_port = await self._rest.start(self.config.rest_listen)
         log.info("apiserver serving the REST API on %s", self.rest_address)
 
@@ -325,7 +337,8 @@ class APIServer:
         assert self._service_accounts is not None
         assert self._crds is not None
         crds = self._crds
-        builtin = [r for rt, r in self.registries.items() if r.strategy.namespaced and not rt.custom]
+        builtin = [r for rt, r in self.registries.items() if r.strategy.namespaced and not rt.custom
+                   and rt.view_of is None]
 
         def namespaced() -> list[Registry[Any]]:
             return [*builtin, *(r for r in crds.storage_registries() if r.strategy.namespaced)]

@@ -111,7 +111,8 @@ class ControllerManager:
         # The garbage collector follows every resource, as owner and as dependent, but those
         # upstream's collector ignores (GarbageCollectorController's default ignoredResources).
         self.garbage_collector = GarbageCollector(
-            [Watched(rt, informers.get(rt), client.resource(rt)) for rt in scheme.BUILTIN if rt not in GC_IGNORED],
+            [Watched(rt, informers.get(rt), client.resource(rt)) for rt in scheme.BUILTIN
+             if rt not in GC_IGNORED and rt.view_of is None],
             config.workers)
         self.clusterrole_aggregation = ClusterRoleAggregationController(client, informers.get(scheme.CLUSTERROLES))
         volume_events = EventRecorder(client, "persistentvolume-controller", instance=self.identity)

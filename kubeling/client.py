@@ -26,7 +26,16 @@ import yaml
 from kubeling import errors, scheme
 from kubeling.errors import from_rpc_error
 from kubeling.scheme import CUSTOM_SERVICE, ObjectT, ResourceType
-from protos.kubeling.v1 import api_pb2, authentication_pb2, autoscaling_pb2, core_pb2, custom_pb2, meta_pb2, policy_pb2
+from protos.kubeling.v1 import (
+    api_pb2,
+    authentication_pb2,
+    autoscaling_pb2,
+    core_pb2,
+    custom_pb2,
+    meta_pb2,
+    metrics_pb2,
+    policy_pb2,
+)
 
 __all__ = ["Client", "ResourceClient", "PodClient", "WatchEvent", "GRPC_EXTENSION", "TLSConfig", "DRY_RUN_METADATA"]
 
@@ -359,6 +368,19 @@ class Client:
             found = self._dynamic[key] = ResourceClient(self.channel, entry, self.timeout, self.wait_for_ready)
         return found
 
+    async def pod_metrics(self, namespace: str, *, label_selector: str = "") -> list[metrics_pb2.PodMetrics]:
+        """metrics.k8s.io PodMetrics of a namespace's pods (the kubeling.v1.Metrics service):
+        their containers' cpu and memory now, from the kubelets; pods no kubelet reported on
+        are missing, as metrics-server leaves them out."""
+        call = self.channel.unary_unary("/kubeling.v1.Metrics/ListPodMetrics", request_serializer=_serialize,
+                                        response_deserializer=metrics_pb2.PodMetricsList.FromString)
+        try:
+            reply = await call(meta_pb2.ListRequest(namespace=namespace, labelSelector=label_selector),
+                               timeout=self.timeout, wait_for_ready=self.wait_for_ready)
+        except grpc.aio.AioRpcError as err:
+            raise from_rpc_error(err) from None
+        return list(reply.items)
+
     # The built-in resources by name, typed (any other: `resource(entry)`).
     pods = _Typed(scheme.PODS, PodClient)
     nodes = _typed(scheme.NODES)
@@ -380,6 +402,7 @@ class Client:
     statefulsets = _typed(scheme.STATEFULSETS)
     controllerrevisions = _typed(scheme.CONTROLLERREVISIONS)
     replicationcontrollers = _typed(scheme.REPLICATIONCONTROLLERS)
+    horizontalpodautoscalers = _typed(scheme.HORIZONTALPODAUTOSCALERS)
     priorityclasses = _typed(scheme.PRIORITYCLASSES)
     poddisruptionbudgets = _typed(scheme.POD_DISRUPTION_BUDGETS)
     services = _typed(scheme.SERVICES)

@@ -52,7 +52,7 @@ __all__ = ["ApiObject", "ObjectT", "Method", "Subresource", "ResourceType", "Sch
            "PODTEMPLATES", "CUSTOMRESOURCEDEFINITIONS", "CUSTOM_SERVICE", "deletes_collections", "PERSISTENTVOLUMES",
            "PERSISTENTVOLUMECLAIMS", "STORAGECLASSES", "CSIDRIVERS", "CSINODES", "VOLUMEATTACHMENTS",
            "CSISTORAGECAPACITIES", "CRONJOBS", "DAEMONSETS", "STATEFULSETS", "CONTROLLERREVISIONS",
-           "REPLICATIONCONTROLLERS"]
+           "REPLICATIONCONTROLLERS", "HORIZONTALPODAUTOSCALERS", "HORIZONTALPODAUTOSCALERS_V1"]
 
 # The protobuf package of the API's messages and services.
 PACKAGE = "kubeling.v1"
@@ -137,6 +137,10 @@ class ResourceType(Generic[ObjectT]):
     # The message numbers its fields as upstream's generated.proto does: the REST API takes
     # its Kubernetes protobuf encoding (what `kubectl create <kind>` sends).
     upstream_protobuf: bool = False
+    # Another version of a resource of the scheme (its storage version): served from that
+    # resource's objects, converted on the way in and out (autoscaling/v1 of the v2
+    # HorizontalPodAutoscalers), as upstream serves one resource at several versions.
+    view_of: ResourceType[Any] | None = None
     # Kept as JSON (message CustomResource: typed metadata, the rest as the object's JSON),
     # as upstream keeps custom resources, and served by the one CustomResources service
     # instead of a service of its own (so any kind name may be defined at run time).
@@ -185,19 +189,25 @@ class ResourceType(Generic[ObjectT]):
         for every resource kept as JSON)."""
         return CUSTOM_SERVICE if self.custom else f"{PACKAGE}.{self.service}"
 
+    @property
+    def _message_name(self) -> str:
+        """What its List and WatchEvent messages are named after: the kind, and a second
+        version's version (HorizontalPodAutoscalerV1List beside HorizontalPodAutoscalerList)."""
+        return self.kind + (self.version.upper() if self.view_of is not None else "")
+
     @functools.cached_property
     def list_message(self) -> type[Message]:
         """`<Kind>List`: metadata (ListMeta) = 1, items = 2."""
         if self.custom:
             return custom_pb2.CustomResourceList
-        return _message_class(_grpc_file(self), f"{PACKAGE}.{self.kind}List")
+        return _message_class(_grpc_file(self), f"{PACKAGE}.{self._message_name}List")
 
     @functools.cached_property
     def event_message(self) -> type[Message]:
         """`<Kind>WatchEvent`: type = 1, object = 2, batch (several events in one message) = 3."""
         if self.custom:
             return custom_pb2.CustomResourceWatchEvent
-        return _message_class(_grpc_file(self), f"{PACKAGE}.{self.kind}WatchEvent")
+        return _message_class(_grpc_file(self), f"{PACKAGE}.{self._message_name}WatchEvent")
 
     @functools.cached_property
     def methods(self) -> dict[str, Method]:
@@ -234,8 +244,9 @@ def _grpc_file(rt: ResourceType[Any]) -> descriptor_pool.DescriptorPool:
         return pool
     except KeyError:
         pass
-    taken = [(pool.FindMessageTypeByName, f"{PACKAGE}.{rt.kind}List"),
-             (pool.FindMessageTypeByName, f"{PACKAGE}.{rt.kind}WatchEvent"), (pool.FindServiceByName, rt.service_name)]
+    base = rt._message_name
+    taken = [(pool.FindMessageTypeByName, f"{PACKAGE}.{base}List"),
+             (pool.FindMessageTypeByName, f"{PACKAGE}.{base}WatchEvent"), (pool.FindServiceByName, rt.service_name)]
     for find, symbol in taken:
         try:
             find(symbol)
@@ -244,7 +255,7 @@ def _grpc_file(rt: ResourceType[Any]) -> descriptor_pool.DescriptorPool:
         raise ValueError(f"{symbol} exists already: the kind {rt.kind} (or its service {rt.service}) has an entry")
     field_type = descriptor_pb2.FieldDescriptorProto
     own = f".{rt.message.DESCRIPTOR.full_name}"
-    list_name, event_name = f"{rt.kind}List", f"{rt.kind}WatchEvent"
+    list_name, event_name = f"{base}List", f"{base}WatchEvent"
     f = descriptor_pb2.FileDescriptorProto(name=name, package=PACKAGE, syntax="proto3")
     deps = {rt.message.DESCRIPTOR.file.name, meta_pb2.DESCRIPTOR.name}
     for sub in rt.subresources:
@@ -415,6 +426,13 @@ STATEFULSETS = ResourceType("apps", "v1", "StatefulSet", "statefulsets", apps_pb
                             categories=("all",), subresources=(_STATUS, _SCALE), upstream_protobuf=True)
 CONTROLLERREVISIONS = ResourceType("apps", "v1", "ControllerRevision", "controllerrevisions",
                                    apps_pb2.ControllerRevision, upstream_protobuf=True)
+HORIZONTALPODAUTOSCALERS = ResourceType("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
+                                        autoscaling_pb2.HorizontalPodAutoscaler, short_names=("hpa",),
+                                        categories=("all",), subresources=(_STATUS,))
+HORIZONTALPODAUTOSCALERS_V1 = ResourceType(
+    "autoscaling", "v1", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
+    autoscaling_pb2.HorizontalPodAutoscalerV1, short_names=("hpa",), categories=("all",), subresources=(_STATUS,),
+    service="HorizontalPodAutoscalersV1", upstream_protobuf=True, view_of=HORIZONTALPODAUTOSCALERS)
 REPLICATIONCONTROLLERS = ResourceType("", "v1", "ReplicationController", "replicationcontrollers",
                                       core_pb2.ReplicationController, short_names=("rc",), categories=("all",),
                                       subresources=(_STATUS, _SCALE), upstream_protobuf=True)
@@ -447,6 +465,6 @@ CSISTORAGECAPACITIES = ResourceType(_STORAGE, "v1", "CSIStorageCapacity", "csist
 BUILTIN: tuple[ResourceType[Any], ...] = (
     PODS, NODES, NAMESPACES, EVENTS, SERVICEACCOUNTS, CONFIGMAPS, SECRETS, SERVICES, ENDPOINTS, PODTEMPLATES,
     PERSISTENTVOLUMES, PERSISTENTVOLUMECLAIMS, REPLICATIONCONTROLLERS, ENDPOINTSLICES, LEASES, ROLES, CLUSTERROLES,
-    ROLEBINDINGS, CLUSTERROLEBINDINGS, DEPLOYMENTS, REPLICASETS, DAEMONSETS, STATEFULSETS, CONTROLLERREVISIONS, JOBS,
-    CRONJOBS, PRIORITYCLASSES, POD_DISRUPTION_BUDGETS, STORAGECLASSES,
-    CSIDRIVERS, CSINODES, VOLUMEATTACHMENTS, CSISTORAGECAPACITIES, CUSTOMRESOURCEDEFINITIONS)
+    ROLEBINDINGS, CLUSTERROLEBINDINGS, DEPLOYMENTS, REPLICASETS, DAEMONSETS, STATEFULSETS, CONTROLLERREVISIONS,
+    HORIZONTALPODAUTOSCALERS, HORIZONTALPODAUTOSCALERS_V1, JOBS, CRONJOBS, PRIORITYCLASSES, POD_DISRUPTION_BUDGETS,
+    STORAGECLASSES, CSIDRIVERS, CSINODES, VOLUMEATTACHMENTS, CSISTORAGECAPACITIES, CUSTOMRESOURCEDEFINITIONS)

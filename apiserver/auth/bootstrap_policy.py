@@ -16,6 +16,7 @@ READ = ("get", "list", "watch")
 WRITE = ("create", "delete", "deletecollection", "patch", "update")
 CORE, COORDINATION, RBAC = "", "coordination.k8s.io", "rbac.authorization.k8s.io"
 APPS, BATCH, POLICY, SCHEDULING = "apps", "batch", "policy", "scheduling.k8s.io"
+AUTOSCALING = "autoscaling"
 DISCOVERY, STORAGE = "discovery.k8s.io", "storage.k8s.io"
 _WORKLOADS = ("controllerrevisions", "daemonsets", "daemonsets/status", "deployments", "deployments/scale",
               "deployments/status", "replicasets", "replicasets/scale", "replicasets/status", "statefulsets",
@@ -40,6 +41,7 @@ _VIEW = (
     _rule(READ, (EVENTS,), ("events",)),
     _rule(READ, (APPS,), _WORKLOADS),
     _rule(READ, (BATCH,), ("cronjobs", "cronjobs/status", "jobs", "jobs/status")),
+    _rule(READ, (AUTOSCALING,), ("horizontalpodautoscalers", "horizontalpodautoscalers/status")),
     _rule(READ, (POLICY,), ("poddisruptionbudgets", "poddisruptionbudgets/status")),
     _rule(READ, ("metrics.k8s.io",), ("pods", "nodes")),  # upstream's system:aggregated-metrics-reader
 )
@@ -54,6 +56,7 @@ _EDIT_ONLY = (
     _rule(READ + WRITE, (APPS,), ("daemonsets", "deployments", "deployments/scale", "deployments/rollback",
                                   "replicasets", "replicasets/scale", "statefulsets", "statefulsets/scale")),
     _rule(READ + WRITE, (BATCH,), ("cronjobs", "jobs")),
+    _rule(READ + WRITE, (AUTOSCALING,), ("horizontalpodautoscalers",)),
     _rule(READ + WRITE, (POLICY,), ("poddisruptionbudgets",)),
 )
 _ADMIN_ONLY = (
@@ -142,6 +145,11 @@ def cluster_roles() -> list[Role]:
             _rule(("patch", "update"), (CORE,), ("replicationcontrollers/status",)),
             _rule(READ + ("create", "patch", "update", "delete"), (BATCH,), ("cronjobs", "jobs")),
             _rule(("patch", "update"), (BATCH,), ("cronjobs/status", "jobs/status")),
+            # the horizontal pod autoscaler's: any scale, its status, the pods' metrics
+            _rule(READ, (AUTOSCALING,), ("horizontalpodautoscalers",)),
+            _rule(("patch", "update"), (AUTOSCALING,), ("horizontalpodautoscalers/status",)),
+            _rule(("get", "patch", "update"), ("*",), ("*/scale",)),
+            _rule(("get", "list"), ("metrics.k8s.io",), ("pods",)),
             _rule(READ, (POLICY,), ("poddisruptionbudgets",)),
             _rule(("patch", "update"), (POLICY,), ("poddisruptionbudgets/status",)),
             # the EndpointSlice and Endpoints controllers'

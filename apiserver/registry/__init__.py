@@ -9,6 +9,7 @@ from typing import Any
 from apiserver.registry import (
     apiextensions,
     apps,
+    autoscaling,
     batch,
     coordination,
     core,
@@ -21,12 +22,14 @@ from apiserver.registry import (
 from apiserver.registry.generic.strategy import DeletePlan, Strategy
 from kubeling.scheme import ResourceType
 
-__all__ = ["Strategy", "DeletePlan", "STRATEGIES", "strategy_for"]
+__all__ = ["Strategy", "DeletePlan", "STRATEGIES", "strategy_for", "CONVERSIONS"]
 
 STRATEGIES: dict[ResourceType[Any], type[Strategy[Any]]] = {
-    s.resource: s for group in (core, apps, batch, coordination, discovery, policy, rbac, scheduling, storage,
-                                apiextensions)
+    s.resource: s for group in (core, apps, autoscaling, batch, coordination, discovery, policy, rbac, scheduling,
+                                storage, apiextensions)
     for s in group.STRATEGIES}
+# A second version of a resource (scheme entry with view_of): (to its version, to the storage version's).
+CONVERSIONS: dict[ResourceType[Any], tuple[Any, Any]] = {**autoscaling.CONVERSIONS}
 
 
 def strategy_for(resource: ResourceType[Any]) -> Strategy[Any]:

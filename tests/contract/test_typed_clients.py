@@ -14,6 +14,8 @@ from kubernetes import config as k8s_config
 from lightkube.resources import (
     apiextensions_v1,
     apps_v1,
+    autoscaling_v1,
+    autoscaling_v2,
     batch_v1,
     coordination_v1,
     core_v1,
@@ -30,6 +32,7 @@ from kubeling.client import Client
 from kubeling.kubeconfig import write_kubeconfig
 from protos.kubeling.v1 import (
     apps_pb2,
+    autoscaling_pb2,
     batch_pb2,
     coordination_pb2,
     core_pb2,
@@ -102,6 +105,16 @@ _OBJECTS: list[tuple[scheme.ResourceType[Any], Any, Any]] = [
         selector=_SELECTOR, template=_TEMPLATE, serviceName="sts")), apps_v1.StatefulSet),
     (scheme.CONTROLLERREVISIONS, apps_pb2.ControllerRevision(metadata=_meta("cr"), revision=1, data=(
         apps_pb2.RawExtension(raw=b'{"spec":{}}'))), apps_v1.ControllerRevision),
+    (scheme.HORIZONTALPODAUTOSCALERS, autoscaling_pb2.HorizontalPodAutoscaler(
+        metadata=_meta("hpa"), spec=autoscaling_pb2.HorizontalPodAutoscalerSpec(
+            scaleTargetRef=autoscaling_pb2.CrossVersionObjectReference(apiVersion="apps/v1", kind="Deployment",
+                                                                       name="d"), maxReplicas=3)),
+     autoscaling_v2.HorizontalPodAutoscaler),
+    (scheme.HORIZONTALPODAUTOSCALERS_V1, autoscaling_pb2.HorizontalPodAutoscalerV1(
+        metadata=_meta("hpa1"), spec=autoscaling_pb2.HorizontalPodAutoscalerSpecV1(
+            scaleTargetRef=autoscaling_pb2.CrossVersionObjectReference(apiVersion="apps/v1", kind="Deployment",
+                                                                       name="d"), maxReplicas=3,
+            targetCPUUtilizationPercentage=50)), autoscaling_v1.HorizontalPodAutoscaler),
     (scheme.JOBS, batch_pb2.Job(metadata=_meta("j"), spec=batch_pb2.JobSpec(template=core_pb2.PodTemplateSpec(
         spec=core_pb2.PodSpec(containers=pod("t").spec.containers, restartPolicy="Never")))), batch_v1.Job),
     (scheme.CRONJOBS, batch_pb2.CronJob(metadata=_meta("cj"), spec=batch_pb2.CronJobSpec(

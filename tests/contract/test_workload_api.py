@@ -206,3 +206,76 @@ async def test_scale_subresource_over_grpc(api: Client) -> None:
         await api.daemonsets.get_scale("any", "default")  # DaemonSets have no scale
     with pytest.raises(errors.NotFound):
         await api.replicationcontrollers.get_scale("missing", "default")
+
+
+def _hpa_v2(name: str, **spec: Any) -> autoscaling_pb2.HorizontalPodAutoscaler:
+    ref = autoscaling_pb2.CrossVersionObjectReference(apiVersion="apps/v1", kind="Deployment", name="web")
+    return autoscaling_pb2.HorizontalPodAutoscaler(metadata=_meta(name), spec=autoscaling_pb2.HorizontalPodAutoscalerSpec(
+        scaleTargetRef=ref, **spec))
+
+
+async def test_hpa_v2_stored_and_v1_served_from_it(api: Client, rest: APIServer) -> None:
+    base = f"http://{rest.rest_address}/apis/autoscaling"
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{base}/v1/namespaces/default/horizontalpodautoscalers", json={
+                "apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web"},
+                "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                         "maxReplicas": 5, "targetCPUUtilizationPercentage": 50}}) as response:
+            made = await response.json()
+            assert response.status == 201, made
+        assert made["spec"]["minReplicas"] == 1 and made["apiVersion"] == "autoscaling/v1"
+        v2 = await api.horizontalpodautoscalers.get("web", "default")
+        (metric,) = v2.spec.metrics
+        assert (metric.type, metric.resource.name, metric.resource.target.type,
+                metric.resource.target.averageUtilization) == ("Resource", "cpu", "Utilization", 50)
+
+        # v2 says more than v1 can: v1 shows what it can, and a v1 write keeps the rest
+        memory = autoscaling_pb2.MetricSpec(type="Resource", resource=autoscaling_pb2.ResourceMetricSource(
+            name="memory", target=autoscaling_pb2.MetricTarget(type="AverageValue", averageValue="64Mi")))
+        made2 = await api.horizontalpodautoscalers.create(_hpa_v2(
+            "mem", maxReplicas=4, metrics=[memory], behavior=autoscaling_pb2.HorizontalPodAutoscalerBehavior(
+                scaleDown=autoscaling_pb2.HPAScalingRules(stabilizationWindowSeconds=30))))
+        assert made2.spec.behavior.scaleDown.policies[0].type == "Percent"  # defaulted
+        assert made2.spec.behavior.scaleUp.selectPolicy == "Max"
+        url = f"{base}/v1/namespaces/default/horizontalpodautoscalers/mem"
+        async with http.get(url) as response:
+            v1 = await response.json()
+        assert "targetCPUUtilizationPercentage" not in v1["spec"] and v1["spec"]["maxReplicas"] == 4
+        v1["spec"]["maxReplicas"] = 6
+        v1["spec"]["targetCPUUtilizationPercentage"] = 70
+        async with http.put(url, json=v1) as response:
+            assert response.status == 200, await response.text()
+        kept = await api.horizontalpodautoscalers.get("mem", "default")
+        assert kept.spec.maxReplicas == 6 and kept.spec.behavior.scaleDown.stabilizationWindowSeconds == 30
+        assert sorted(m.resource.name for m in kept.spec.metrics) == ["cpu", "memory"]
+
+        async with http.get(f"{base}/v1/namespaces/default/horizontalpodautoscalers") as response:
+            listed = await response.json()
+        assert listed["kind"] == "HorizontalPodAutoscalerList" and len(listed["items"]) == 2
+        async with http.get(f"{base}/v2/namespaces/default/horizontalpodautoscalers", headers={
+                "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}) as response:
+            table = await response.json()
+        rows = {r["cells"][0]: r["cells"] for r in table["rows"]}
+        assert rows["web"][1:6] == ["Deployment/web", "cpu: <unknown>/50%", 1, 5, 0]
+        assert rows["mem"][2] == "cpu: <unknown>/70%, memory: <unknown>/64Mi"
+        async with http.delete(url) as response:
+            assert response.status == 200
+    with pytest.raises(errors.NotFound):
+        await api.horizontalpodautoscalers.get("mem", "default")
+
+
+async def test_hpa_validation(api: Client) -> None:
+    message = await invalid(api.horizontalpodautoscalers.create(_hpa_v2("bad", minReplicas=3, maxReplicas=2)))
+    assert "spec.maxReplicas: Invalid value: 2: must be greater than or equal to `minReplicas`" in message
+    bad = _hpa_v2("bad", maxReplicas=2, metrics=[autoscaling_pb2.MetricSpec(
+        type="Resource", resource=autoscaling_pb2.ResourceMetricSource(
+            name="cpu", target=autoscaling_pb2.MetricTarget(type="Utilization", averageUtilization=0)))])
+    bad.spec.scaleTargetRef.name = ""
+    message = await invalid(api.horizontalpodautoscalers.create(bad))
+    assert "spec.scaleTargetRef.name: Required value" in message
+    assert "spec.metrics[0].resource.target.averageUtilization: Invalid value: 0: must be greater than 0" in message
+    policy = autoscaling_pb2.HorizontalPodAutoscalerBehavior(scaleUp=autoscaling_pb2.HPAScalingRules(
+        policies=[autoscaling_pb2.HPAScalingPolicy(type="Pods", value=1, periodSeconds=3600)]))
+    assert "spec.behavior.scaleUp.policies[0].periodSeconds: Invalid value: 3600: must be less than or equal to " \
+           "1800" in await invalid(api.horizontalpodautoscalers.create(_hpa_v2("bad", maxReplicas=2,
+                                                                               behavior=policy)))

@@ -33,11 +33,13 @@ def test_the_services_are_the_api_as_it_always_was() -> None:
         methods = {m.name: (m.input_type.full_name, m.output_type.full_name, m.server_streaming)
                    for m in service.methods}
         own = rt.message.DESCRIPTOR.full_name
+        # a second version of a resource names its messages with its version (HorizontalPodAutoscalerV1List)
+        base = rt.kind + (rt.version.upper() if rt.view_of is not None else "")
         assert methods["Create"] == (own, own, False) and methods["Update"] == (own, own, False)
         assert methods["Get"] == ("kubeling.v1.GetRequest", own, False)
-        assert methods["List"] == ("kubeling.v1.ListRequest", f"kubeling.v1.{rt.kind}List", False)
+        assert methods["List"] == ("kubeling.v1.ListRequest", f"kubeling.v1.{base}List", False)
         assert methods["Delete"] == ("kubeling.v1.DeleteRequest", own, False)
-        assert methods["Watch"] == ("kubeling.v1.WatchRequest", f"kubeling.v1.{rt.kind}WatchEvent", True)
+        assert methods["Watch"] == ("kubeling.v1.WatchRequest", f"kubeling.v1.{base}WatchEvent", True)
         assert ("UpdateStatus" in methods) == rt.has_status
         listed = rt.list_message.DESCRIPTOR.fields_by_name
         assert (listed["metadata"].number, listed["items"].number) == (1, 2)

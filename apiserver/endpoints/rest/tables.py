@@ -290,6 +290,53 @@ def _replicationcontroller_row(rc: Obj, now: float) -> list[Any]:
             status.get("readyReplicas", 0), _age(rc, now), names, images, _labels(spec.get("selector"))]
 
 
+def _hpa_targets(spec: Obj, status: Obj) -> str:
+    """upstream's formatHPAMetrics (Resource and ContainerResource metrics; the others as
+    their kind)."""
+    specs, statuses = spec.get("metrics") or [], status.get("currentMetrics") or []
+    if not specs:
+        return _NONE
+    shown: list[str] = []
+    count = 0
+    for i, metric in enumerate(specs):
+        kind = metric.get("type", "")
+        key = {"Resource": "resource", "ContainerResource": "containerResource"}.get(kind)
+        if key is None:
+            shown.append(f"<{kind.lower()}>")
+        else:
+            source = metric.get(key) or {}
+            target = source.get("target") or {}
+            current = ((statuses[i] if i < len(statuses) else {}).get(key) or {}).get("current") or {}
+            name = source.get("name", "")
+            prefix = f"{name} of container {source.get('container', '')}" if key == "containerResource" else name
+            if "averageValue" in target:
+                shown.append(f"{prefix}: {current.get('averageValue', '<unknown>')}/{target['averageValue']}")
+            else:
+                now = f"{current['averageUtilization']}%" if "averageUtilization" in current else "<unknown>"
+                goal = f"{target['averageUtilization']}%" if "averageUtilization" in target else "<auto>"
+                shown.append(f"{prefix}: {now}/{goal}")
+        if len(shown) > 2:
+            shown = shown[:2]
+            return ", ".join(shown) + f" + {len(specs) - count} more..."
+        count += 1
+    return ", ".join(shown)
+
+
+def _hpa_row(hpa: Obj, now: float) -> list[Any]:
+    spec, status = hpa.get("spec", {}), hpa.get("status", {})
+    ref = spec.get("scaleTargetRef") or {}
+    if "targetCPUUtilizationPercentage" in spec or hpa.get("apiVersion") == "autoscaling/v1":  # v1's one target
+        current = status.get("currentCPUUtilizationPercentage")
+        target = spec.get("targetCPUUtilizationPercentage")
+        targets = f"{f'{current}%' if current is not None else '<unknown>'}/" \
+                  f"{f'{target}%' if target is not None else '<auto>'}"
+    else:
+        targets = _hpa_targets(spec, status)
+    return [hpa["metadata"]["name"], f"{ref.get('kind', '')}/{ref.get('name', '')}", targets,
+            spec.get("minReplicas", "<unset>"), spec.get("maxReplicas", 0), status.get("currentReplicas", 0),
+            _age(hpa, now)]
+
+
 def _seconds(stamp: str) -> float:
     return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
@@ -487,6 +534,9 @@ _WORKLOAD_PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, f
                       ("Containers", "string", 1), ("Images", "string", 1)], _statefulset_row),
     "controllerrevisions": ([("Name", "string", 0), ("Controller", "string", 0), ("Revision", "integer", 0),
                              ("Age", "string", 0)], _controllerrevision_row),
+    "horizontalpodautoscalers": ([("Name", "string", 0), ("Reference", "string", 0), ("Targets", "string", 0),
+                                  ("MinPods", "string", 0), ("MaxPods", "integer", 0), ("Replicas", "integer", 0),
+                                  ("Age", "string", 0)], _hpa_row),
     "replicationcontrollers": ([("Name", "string", 0), ("Desired", "integer", 0), ("Current", "integer", 0),
                                 ("Ready", "integer", 0), ("Age", "string", 0), *_WIDE],
                                _replicationcontroller_row),

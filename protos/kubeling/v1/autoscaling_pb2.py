@@ -22,20 +22,67 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from protos.kubeling.v1 import meta_pb2 as protos_dot_kubeling_dot_v1_dot_meta__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$protos/kubeling/v1/autoscaling.proto\x12\x0bkubeling.v1\x1a\x1dprotos/kubeling/v1/meta.proto\"\x1d\n\tScaleSpec\x12\x10\n\x08replicas\x18\x01 \x01(\x05\"1\n\x0bScaleStatus\x12\x10\n\x08replicas\x18\x01 \x01(\x05\x12\x10\n\x08selector\x18\x02 \x01(\t\"\x82\x01\n\x05Scale\x12)\n\x08metadata\x18\x01 \x01(\x0b\x32\x17.kubeling.v1.ObjectMeta\x12$\n\x04spec\x18\x02 \x01(\x0b\x32\x16.kubeling.v1.ScaleSpec\x12(\n\x06status\x18\x03 \x01(\x0b\x32\x18.kubeling.v1.ScaleStatusb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$protos/kubeling/v1/autoscaling.proto\x12\x0bkubeling.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dprotos/kubeling/v1/meta.proto\"\x1d\n\tScaleSpec\x12\x10\n\x08replicas\x18\x01 \x01(\x05\"1\n\x0bScaleStatus\x12\x10\n\x08replicas\x18\x01 \x01(\x05\x12\x10\n\x08selector\x18\x02 \x01(\t\"\x82\x01\n\x05Scale\x12)\n\x08metadata\x18\x01 \x01(\x0b\x32\x17.kubeling.v1.ObjectMeta\x12$\n\x04spec\x18\x02 \x01(\x0b\x32\x16.kubeling.v1.ScaleSpec\x12(\n\x06status\x18\x03 \x01(\x0b\x32\x18.kubeling.v1.ScaleStatus\"M\n\x1b\x43rossVersionObjectReference\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\napiVersion\x18\x03 \x01(\t\"\x9e\x01\n\x0cMetricTarget\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x12\n\x05value\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x19\n\x0c\x61verageValue\x18\x03 \x01(\tH\x01\x88\x01\x01\x12\x1f\n\x12\x61verageUtilization\x18\x04 \x01(\x05H\x02\x88\x01\x01\x42\x08\n\x06_valueB\x0f\n\r_averageValueB\x15\n\x13_averageUtilization\"N\n\x10MetricIdentifier\x12\x0c\n\x04name\x18\x01 \x01(\t\x12,\n\x08selector\x18\x02 \x01(\x0b\x32\x1a.kubeling.v1.LabelSelector\"O\n\x14ResourceMetricSource\x12\x0c\n\x04name\x18\x01 \x01(\t\x12)\n\x06target\x18\x02 \x01(\x0b\x32\x19.kubeling.v1.MetricTarget\"k\n\x1d\x43ontainerResourceMetricSource\x12\x0c\n\x04name\x18\x01 \x01(\t\x12)\n\x06target\x18\x02 \x01(\x0b\x32\x19.kubeling.v1.MetricTarget\x12\x11\n\tcontainer\x18\x03 \x01(\t\"l\n\x10PodsMetricSource\x12-\n\x06metric\x18\x01 \x01(\x0b\x32\x1d.kubeling.v1.MetricIdentifier\x12)\n\x06target\x18\x02 \x01(\x0b\x32\x19.kubeling.v1.MetricTarget\"\xb1\x01\n\x12ObjectMetricSource\x12\x41\n\x0f\x64\x65scribedObject\x18\x01 \x01(\x0b\x32(.kubeling.v1.CrossVersionObjectReference\x12)\n\x06target\x18\x02 \x01(\x0b\x32\x19.kubeling.v1.MetricTarget\x12-\n\x06metric\x18\x03 \x01(\x0b\x32\x1d.kubeling.v1.MetricIdentifier\"p\n\x14\x45xternalMetricSource\x12-\n\x06metric\x18\x01 \x01(\x0b\x32\x1d.kubeling.v1.MetricIdentifier\x12)\n\x06target\x18\x02 \x01(\x0b\x32\x19.kubeling.v1.MetricTarget\"\xa9\x02\n\nMetricSpec\x12\x0c\n\x04type\x18\x01 \x01(\t\x12/\n\x06object\x18\x02 \x01(\x0b\x32\x1f.kubeling.v1.ObjectMetricSource\x12+\n\x04pods\x18\x03 \x01(\x0b\x32\x1d.kubeling.v1.PodsMetricSource\x12\x33\n\x08resource\x18\x04 \x01(\x0b\x32!.kubeling.v1.ResourceMetricSource\x12\x33\n\x08\x65xternal\x18\x05 \x01(\x0b\x32!.kubeling.v1.ExternalMetricSource\x12\x45\n\x11\x63ontainerResource\x18\x07 \x01(\x0b\x32*.kubeling.v1.ContainerResourceMetricSource\"F\n\x10HPAScalingPolicy\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05\x12\x15\n\rperiodSeconds\x18\x03 \x01(\x05\"\xdc\x01\n\x0fHPAScalingRules\x12\x19\n\x0cselectPolicy\x18\x01 \x01(\tH\x00\x88\x01\x01\x12/\n\x08policies\x18\x02 \x03(\x0b\x32\x1d.kubeling.v1.HPAScalingPolicy\x12\'\n\x1astabilizationWindowSeconds\x18\x03 \x01(\x05H\x01\x88\x01\x01\x12\x16\n\ttolerance\x18\x04 \x01(\tH\x02\x88\x01\x01\x42\x0f\n\r_selectPolicyB\x1d\n\x1b_stabilizationWindowSecondsB\x0c\n\n_tolerance\"\x81\x01\n\x1fHorizontalPodAutoscalerBehavior\x12-\n\x07scaleUp\x18\x01 \x01(\x0b\x32\x1c.kubeling.v1.HPAScalingRules\x12/\n\tscaleDown\x18\x02 \x01(\x0b\x32\x1c.kubeling.v1.HPAScalingRules\"\x88\x02\n\x1bHorizontalPodAutoscalerSpec\x12@\n\x0escaleTargetRef\x18\x01 \x01(\x0b\x32(.kubeling.v1.CrossVersionObjectReference\x12\x18\n\x0bminReplicas\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\x13\n\x0bmaxReplicas\x18\x03 \x01(\x05\x12(\n\x07metrics\x18\x04 \x03(\x0b\x32\x17.kubeling.v1.MetricSpec\x12>\n\x08\x62\x65havior\x18\x05 \x01(\x0b\x32,.kubeling.v1.HorizontalPodAutoscalerBehaviorB\x0e\n\x0c_minReplicas\"\x95\x01\n\x11MetricValueStatus\x12\x12\n\x05value\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x19\n\x0c\x61verageValue\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\x1f\n\x12\x61verageUtilization\x18\x03 \x01(\x05H\x02\x88\x01\x01\x42\x08\n\x06_valueB\x0f\n\r_averageValueB\x15\n\x13_averageUtilization\"U\n\x14ResourceMetricStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12/\n\x07\x63urrent\x18\x02 \x01(\x0b\x32\x1e.kubeling.v1.MetricValueStatus\"q\n\x1d\x43ontainerResourceMetricStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12/\n\x07\x63urrent\x18\x02 \x01(\x0b\x32\x1e.kubeling.v1.MetricValueStatus\x12\x11\n\tcontainer\x18\x03 \x01(\t\"\x98\x01\n\x0cMetricStatus\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x33\n\x08resource\x18\x04 \x01(\x0b\x32!.kubeling.v1.ResourceMetricStatus\x12\x45\n\x11\x63ontainerResource\x18\x07 \x01(\x0b\x32*.kubeling.v1.ContainerResourceMetricStatus\"\x99\x01\n HorizontalPodAutoscalerCondition\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x36\n\x12lastTransitionTime\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x0f\n\x07message\x18\x05 \x01(\t\"\xb2\x02\n\x1dHorizontalPodAutoscalerStatus\x12\x1f\n\x12observedGeneration\x18\x01 \x01(\x03H\x00\x88\x01\x01\x12\x31\n\rlastScaleTime\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0f\x63urrentReplicas\x18\x03 \x01(\x05\x12\x17\n\x0f\x64\x65siredReplicas\x18\x04 \x01(\x05\x12\x31\n\x0e\x63urrentMetrics\x18\x05 \x03(\x0b\x32\x19.kubeling.v1.MetricStatus\x12\x41\n\nconditions\x18\x06 \x03(\x0b\x32-.kubeling.v1.HorizontalPodAutoscalerConditionB\x15\n\x13_observedGeneration\"\xb8\x01\n\x17HorizontalPodAutoscaler\x12)\n\x08metadata\x18\x01 \x01(\x0b\x32\x17.kubeling.v1.ObjectMeta\x12\x36\n\x04spec\x18\x02 \x01(\x0b\x32(.kubeling.v1.HorizontalPodAutoscalerSpec\x12:\n\x06status\x18\x03 \x01(\x0b\x32*.kubeling.v1.HorizontalPodAutoscalerStatus\"\xf0\x01\n\x1dHorizontalPodAutoscalerSpecV1\x12@\n\x0escaleTargetRef\x18\x01 \x01(\x0b\x32(.kubeling.v1.CrossVersionObjectReference\x12\x18\n\x0bminReplicas\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\x13\n\x0bmaxReplicas\x18\x03 \x01(\x05\x12+\n\x1etargetCPUUtilizationPercentage\x18\x04 \x01(\x05H\x01\x88\x01\x01\x42\x0e\n\x0c_minReplicasB!\n\x1f_targetCPUUtilizationPercentage\"\x90\x02\n\x1fHorizontalPodAutoscalerStatusV1\x12\x1f\n\x12observedGeneration\x18\x01 \x01(\x03H\x00\x88\x01\x01\x12\x31\n\rlastScaleTime\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0f\x63urrentReplicas\x18\x03 \x01(\x05\x12\x17\n\x0f\x64\x65siredReplicas\x18\x04 \x01(\x05\x12,\n\x1f\x63urrentCPUUtilizationPercentage\x18\x05 \x01(\x05H\x01\x88\x01\x01\x42\x15\n\x13_observedGenerationB\"\n _currentCPUUtilizationPercentage\"\xbe\x01\n\x19HorizontalPodAutoscalerV1\x12)\n\x08metadata\x18\x01 \x01(\x0b\x32\x17.kubeling.v1.ObjectMeta\x12\x38\n\x04spec\x18\x02 \x01(\x0b\x32*.kubeling.v1.HorizontalPodAutoscalerSpecV1\x12<\n\x06status\x18\x03 \x01(\x0b\x32,.kubeling.v1.HorizontalPodAutoscalerStatusV1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'protos.kubeling.v1.autoscaling_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SCALESPEC']._serialized_start=84
-  _globals['_SCALESPEC']._serialized_end=113
-  _globals['_SCALESTATUS']._serialized_start=115
-  _globals['_SCALESTATUS']._serialized_end=164
-  _globals['_SCALE']._serialized_start=167
-  _globals['_SCALE']._serialized_end=297
+  _globals['_SCALESPEC']._serialized_start=117
+  _globals['_SCALESPEC']._serialized_end=146
+  _globals['_SCALESTATUS']._serialized_start=148
+  _globals['_SCALESTATUS']._serialized_end=197
+  _globals['_SCALE']._serialized_start=200
+  _globals['_SCALE']._serialized_end=330
+  _globals['_CROSSVERSIONOBJECTREFERENCE']._serialized_start=332
+  _globals['_CROSSVERSIONOBJECTREFERENCE']._serialized_end=409
+  _globals['_METRICTARGET']._serialized_start=412
+  _globals['_METRICTARGET']._serialized_end=570
+  _globals['_METRICIDENTIFIER']._serialized_start=572
+  _globals['_METRICIDENTIFIER']._serialized_end=650
+  _globals['_RESOURCEMETRICSOURCE']._serialized_start=652
+  _globals['_RESOURCEMETRICSOURCE']._serialized_end=731
+  _globals['_CONTAINERRESOURCEMETRICSOURCE']._serialized_start=733
+  _globals['_CONTAINERRESOURCEMETRICSOURCE']._serialized_end=840
+  _globals['_PODSMETRICSOURCE']._serialized_start=842
+  _globals['_PODSMETRICSOURCE']._serialized_end=950
+  _globals['_OBJECTMETRICSOURCE']._serialized_start=953
+  _globals['_OBJECTMETRICSOURCE']._serialized_end=1130
+  _globals['_EXTERNALMETRICSOURCE']._serialized_start=1132
+  _globals['_EXTERNALMETRICSOURCE']._serialized_end=1244
+  _globals['_METRICSPEC']._serialized_start=1247
+  _globals['_METRICSPEC']._serialized_end=1544
+  _globals['_HPASCALINGPOLICY']._serialized_start=1546
+  _globals['_HPASCALINGPOLICY']._serialized_end=1616
+  _globals['_HPASCALINGRULES']._serialized_start=1619
+  _globals['_HPASCALINGRULES']._serialized_end=1839
+  _globals['_HORIZONTALPODAUTOSCALERBEHAVIOR']._serialized_start=1842
+  _globals['_HORIZONTALPODAUTOSCALERBEHAVIOR']._serialized_end=1971
+  _globals['_HORIZONTALPODAUTOSCALERSPEC']._serialized_start=1974
+  _globals['_HORIZONTALPODAUTOSCALERSPEC']._serialized_end=2238
+  _globals['_METRICVALUESTATUS']._serialized_start=2241
+  _globals['_METRICVALUESTATUS']._serialized_end=2390
+  _globals['_RESOURCEMETRICSTATUS']._serialized_start=2392
+  _globals['_RESOURCEMETRICSTATUS']._serialized_end=2477
+  _globals['_CONTAINERRESOURCEMETRICSTATUS']._serialized_start=2479
+  _globals['_CONTAINERRESOURCEMETRICSTATUS']._serialized_end=2592
+  _globals['_METRICSTATUS']._serialized_start=2595
+  _globals['_METRICSTATUS']._serialized_end=2747
+  _globals['_HORIZONTALPODAUTOSCALERCONDITION']._serialized_start=2750
+  _globals['_HORIZONTALPODAUTOSCALERCONDITION']._serialized_end=2903
+  _globals['_HORIZONTALPODAUTOSCALERSTATUS']._serialized_start=2906
+  _globals['_HORIZONTALPODAUTOSCALERSTATUS']._serialized_end=3212
+  _globals['_HORIZONTALPODAUTOSCALER']._serialized_start=3215
+  _globals['_HORIZONTALPODAUTOSCALER']._serialized_end=3399
+  _globals['_HORIZONTALPODAUTOSCALERSPECV1']._serialized_start=3402
+  _globals['_HORIZONTALPODAUTOSCALERSPECV1']._serialized_end=3642
+  _globals['_HORIZONTALPODAUTOSCALERSTATUSV1']._serialized_start=3645
+  _globals['_HORIZONTALPODAUTOSCALERSTATUSV1']._serialized_end=3917
+  _globals['_HORIZONTALPODAUTOSCALERV1']._serialized_start=3920
+  _globals['_HORIZONTALPODAUTOSCALERV1']._serialized_end=4110
 # @@protoc_insertion_point(module_scope)
