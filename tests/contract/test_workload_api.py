@@ -210,8 +210,8 @@ async def test_scale_subresource_over_grpc(api: Client) -> None:
 
 def _hpa_v2(name: str, **spec: Any) -> autoscaling_pb2.HorizontalPodAutoscaler:
     ref = autoscaling_pb2.CrossVersionObjectReference(apiVersion="apps/v1", kind="Deployment", name="web")
-    return autoscaling_pb2.HorizontalPodAutoscaler(metadata=_meta(name), spec=autoscaling_pb2.HorizontalPodAutoscalerSpec(
-        scaleTargetRef=ref, **spec))
+    spec = autoscaling_pb2.HorizontalPodAutoscalerSpec(scaleTargetRef=ref, **spec)
+    return autoscaling_pb2.HorizontalPodAutoscaler(metadata=_meta(name), spec=spec)
 
 
 async def test_hpa_v2_stored_and_v1_served_from_it(api: Client, rest: APIServer) -> None:
