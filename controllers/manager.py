@@ -2,8 +2,8 @@
 leader election on kube-system/kube-controller-manager (the informers stay warm on a
 standby; only the leader's controllers act), and each controller's loop or workers:
 node lifecycle, NoExecute taint eviction, ReplicaSet, ReplicationController, Deployment,
-DaemonSet, StatefulSet, Job, CronJob, disruption (PodDisruptionBudget status),
-EndpointSlice, Endpoints, ClusterRole aggregation and the garbage collector (which follows
+DaemonSet, StatefulSet, Job, CronJob, HorizontalPodAutoscaler, disruption
+(PodDisruptionBudget status), EndpointSlice, Endpoints, ClusterRole aggregation and the garbage collector (which follows
 custom resources too), the persistent volume binder and the pvc- and pv-protection
 controllers, the attach/detach controller."""
 
@@ -30,6 +30,7 @@ from controllers.garbagecollector import GarbageCollector, Watched
 from controllers.job import JobController
 from controllers.nodelifecycle import LEASE_NAMESPACE, NodeLifecycleController
 from controllers.persistentvolume import PersistentVolumeController
+from controllers.podautoscaler import SYNC_PERIOD, HorizontalController
 from controllers.replicaset import REPLICATION_CONTROLLER, ReplicaSetController
 from controllers.statefulset import StatefulSetController
 from controllers.tainteviction import TaintEviction
@@ -63,6 +64,8 @@ class ManagerConfig:
     election: ElectionConfig = field(default_factory=lambda: ElectionConfig(name="kube-controller-manager"))
     metrics_listen: str = flag("", "HTTP address for /metrics, /healthz, /readyz (default: off)")
     job_backoff_base: float = 10.0  # a failed Job pod is replaced after 10 s, doubling (upstream's)
+    horizontal_pod_autoscaler_sync_period: float = flag(SYNC_PERIOD, "seconds between a HorizontalPodAutoscaler's "
+                                                        "syncs (default %(default)s)", type=float)
     workers: int = 3  # per controller, as upstream's --concurrent-*-syncs
 
 
@@ -102,6 +105,11 @@ class ControllerManager:
                                                  workload_events, config.workers)
         self.job = JobController(client, self.jobs, self.pods, workload_events, backoff_base=config.job_backoff_base,
                                  workers=config.workers)
+        self.horizontal = HorizontalController(client, informers.get(scheme.HORIZONTALPODAUTOSCALERS), self.pods,
+                                               EventRecorder(client, "horizontal-pod-autoscaler",
+                                                             instance=self.identity),
+                                               sync_period=config.horizontal_pod_autoscaler_sync_period,
+                                               workers=config.workers)
         self.cronjob = CronJobController(client, self.cronjobs, self.jobs, workload_events, config.workers)
         self.disruption = DisruptionController(client, self.pdbs, self.pods, self.replicasets, self.deployments)
         self.endpointslice = EndpointSliceController(client, self.services, self.pods, self.endpointslices, self.nodes,
@@ -128,10 +136,11 @@ class ControllerManager:
                                                        self.garbage_collector)
         self._workers: list[Workers] = [c.workers for c in (
             self.replicaset, self.replication, self.deployment, self.daemonset, self.statefulset, self.job,
-            self.cronjob, self.disruption, self.endpointslice, self.endpoints_controller, self.garbage_collector,
-            self.clusterrole_aggregation, self.pvc_protection, self.pv_protection, self.attach_detach)]
+            self.cronjob, self.horizontal, self.disruption, self.endpointslice, self.endpoints_controller,
+            self.garbage_collector, self.clusterrole_aggregation, self.pvc_protection, self.pv_protection,
+            self.attach_detach)]
         self._workers += self.persistentvolume.workers
-        self._events = (self.recorder, workload_events, volume_events)
+        self._events = (self.recorder, workload_events, volume_events, self.horizontal.recorder)
         self.node_lifecycle = NodeLifecycleController(client, self.nodes, self.leases, self.pods,
                                                       config.node_monitor_grace_period)
         self.eviction = TaintEviction(client, self.nodes, self.pods, self.recorder)

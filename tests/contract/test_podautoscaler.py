@@ -1,0 +1,85 @@
+"""The HorizontalPodAutoscaler controller (controllers/podautoscaler.py) against a real
+apiserver, where no kubelet reports metrics: its conditions and events in upstream's
+words for a target without a scale subresource, a target scaled to zero, pods without
+metrics; and minReplicas enforced through the scale subresource. Scaling on real cpu
+usage is tests/e2e/test_workloads_more.py's."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from controllers.manager import ControllerManager, ManagerConfig
+from kubeling.client import Client
+from protos.kubeling.v1 import apps_pb2, autoscaling_pb2, core_pb2, meta_pb2
+from tests.objects import pod
+from tests.wait import until
+
+
+@pytest.fixture
+async def fast(client: Client) -> AsyncIterator[ControllerManager]:
+    made = ControllerManager(Client(client.address), ManagerConfig(leader_elect=False,
+                                                                    horizontal_pod_autoscaler_sync_period=0.3))
+    await made.start()
+    try:
+        yield made
+    finally:
+        await made.stop()
+
+
+def hpa(name: str, kind: str, target: str, api_version: str = "apps/v1", **spec: int) -> \
+        autoscaling_pb2.HorizontalPodAutoscaler:
+    ref = autoscaling_pb2.CrossVersionObjectReference(apiVersion=api_version, kind=kind, name=target)
+    return autoscaling_pb2.HorizontalPodAutoscaler(
+        metadata=meta_pb2.ObjectMeta(name=name, namespace="default"),
+        spec=autoscaling_pb2.HorizontalPodAutoscalerSpec(scaleTargetRef=ref, maxReplicas=spec.pop("max", 5), **spec))
+
+
+def condition(h: autoscaling_pb2.HorizontalPodAutoscaler, kind: str) -> tuple[str, str, str]:
+    c = next((c for c in h.status.conditions if c.type == kind), None)
+    return (c.status, c.reason, c.message) if c is not None else ("", "", "")
+
+
+async def get(client: Client, name: str) -> autoscaling_pb2.HorizontalPodAutoscaler:
+    return await client.horizontalpodautoscalers.get(name, "default")
+
+
+def deployment(name: str, replicas: int) -> apps_pb2.Deployment:
+    template = core_pb2.PodTemplateSpec(metadata=meta_pb2.ObjectMeta(labels={"app": name}),
+                                        spec=core_pb2.PodSpec(containers=pod("t", cpu="100m").spec.containers))
+    return apps_pb2.Deployment(metadata=meta_pb2.ObjectMeta(name=name, namespace="default"), spec=(
+        apps_pb2.DeploymentSpec(replicas=replicas, selector=meta_pb2.LabelSelector(matchLabels={"app": name}),
+                                template=template)))
+
+
+async def test_a_target_without_scale(client: Client, fast: ControllerManager) -> None:
+    await client.configmaps.create(core_pb2.ConfigMap(metadata=meta_pb2.ObjectMeta(name="cm", namespace="default")))
+    await client.horizontalpodautoscalers.create(hpa("cm", "ConfigMap", "cm", api_version="v1"))
+    h = await until(lambda: get(client, "cm"), "AbleToScale False", check=lambda h: condition(h, "AbleToScale")[0])
+    assert condition(h, "AbleToScale") == (
+        "False", "FailedGetScale", "the HPA controller was unable to get the target's current scale: the server "
+                                   "could not find the requested resource")
+    await client.horizontalpodautoscalers.create(hpa("nope", "Widget", "w", api_version="example.com/v1"))
+    h = await until(lambda: get(client, "nope"), "no such kind", check=lambda h: condition(h, "AbleToScale")[0])
+    assert condition(h, "AbleToScale")[2].endswith('no matches for kind "Widget" in group "example.com"')
+    events = (await client.events.list_all("default"))[0]
+    assert any(e.reason == "FailedGetScale" and e.involvedObject.name == "cm" for e in events)
+
+
+async def test_zero_replicas_disable_scaling_and_no_metrics_stop_it(client: Client, fast: ControllerManager) -> None:
+    await client.deployments.create(deployment("idle", 0))
+    await client.horizontalpodautoscalers.create(hpa("idle", "Deployment", "idle"))
+    h = await until(lambda: get(client, "idle"), "ScalingActive", check=lambda h: condition(h, "ScalingActive")[0])
+    assert condition(h, "ScalingActive") == (
+        "False", "ScalingDisabled", "scaling is disabled since the replica count of the target is zero")
+    assert h.status.desiredReplicas == 0 and h.status.observedGeneration == 1
+
+    await client.deployments.create(deployment("busy", 2))
+    await client.horizontalpodautoscalers.create(hpa("busy", "Deployment", "busy"))
+    h = await until(lambda: get(client, "busy"), "ScalingActive False",
+                    check=lambda h: condition(h, "ScalingActive")[0] == "False")
+    status, reason, message = condition(h, "ScalingActive")
+    assert reason == "FailedGetResourceMetric"
+    assert message.startswith("the HPA was unable to compute the replica count: failed to get cpu utilization: ")
+    assert condition(h, "AbleToScale")[:2] == ("True", "SucceededGetScale") and h.status.currentReplicas == 2
