@@ -28,12 +28,11 @@ async def fast(client: Client) -> AsyncIterator[ControllerManager]:
         await made.stop()
 
 
-def hpa(name: str, kind: str, target: str, api_version: str = "apps/v1", **spec: int) -> \
-        autoscaling_pb2.HorizontalPodAutoscaler:
+def hpa(name: str, kind: str, target: str, api_version: str = "apps/v1") -> autoscaling_pb2.HorizontalPodAutoscaler:
     ref = autoscaling_pb2.CrossVersionObjectReference(apiVersion=api_version, kind=kind, name=target)
     return autoscaling_pb2.HorizontalPodAutoscaler(
         metadata=meta_pb2.ObjectMeta(name=name, namespace="default"),
-        spec=autoscaling_pb2.HorizontalPodAutoscalerSpec(scaleTargetRef=ref, maxReplicas=spec.pop("max", 5), **spec))
+        spec=autoscaling_pb2.HorizontalPodAutoscalerSpec(scaleTargetRef=ref, maxReplicas=5))
 
 
 def condition(h: autoscaling_pb2.HorizontalPodAutoscaler, kind: str) -> tuple[str, str, str]:
