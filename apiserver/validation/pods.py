@@ -140,6 +140,9 @@ def _validate_container(c: core_pb2.Container, path: str, seen: set[str], check:
         seen.add(c.name)
     check.required(f"{path}.image", c.image.strip())
     check.unsupported(f"{path}.imagePullPolicy", c.imagePullPolicy, _PULL)
+    if c.terminationMessagePolicy:
+        check.unsupported(f"{path}.terminationMessagePolicy", c.terminationMessagePolicy,
+                          ("FallbackToLogsOnError", "File"))
     port_names: set[str] = set()
     for i, p in enumerate(c.ports):
         pp = f"{path}.ports[{i}]"

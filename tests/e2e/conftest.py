@@ -26,8 +26,11 @@ from cluster.hosts import choose_subnet, host_ip
 from clusterdns.addon import publish
 from clusterdns.server import DNSConfig, DNSServer
 from cni import netns
+from controllers.controllerref import update_with_retry
+from controllers.jobutil import TRACKING_FINALIZER
 from controllers.manager import ControllerManager, ManagerConfig
 from cri.runc import Runc
+from csi.service import HostpathService, ServiceConfig
 from kubelet.agent import Kubelet, bridge_name
 from kubelet.config import KubeletConfig
 from kubeling import errors, pki
@@ -40,6 +43,7 @@ from tests.conftest import apiserver_config
 from tests.e2e.kubectl import Kubectl
 from tests.wait import settle, until
 
+HOSTPATH_DRIVER = "hostpath.csi.kubeling.io"
 CLUSTER_CIDR = f"10.{180 + os.getpid() % 10}.0.0/16"
 SERVICE_CIDR = "10.96.0.0/16"  # the apiserver's default range
 DNS_IP = "10.96.0.10"
@@ -221,17 +225,32 @@ async def controllers(cluster: Cluster) -> AsyncIterator[ControllerManager]:
     """The controller manager on the cluster, with its own certificate; stopped before the
     cluster's teardown (which then deletes what is left). Job backoff shortened for tests."""
     manager = ControllerManager(Client(cluster.apiserver.address, tls=tls_of(cluster.pki, "controller-manager")),
-                                ManagerConfig(leader_elect=False, job_backoff_base=1.0))
+                                ManagerConfig(leader_elect=False, job_backoff_base=1.0,
+                                              horizontal_pod_autoscaler_sync_period=1.0))
     await manager.start()
     try:
         yield manager
     finally:
         await manager.stop()
         # What the controllers made goes with its owners, as the garbage collector would.
-        for resource in (cluster.client.deployments, cluster.client.replicasets, cluster.client.jobs):
+        client = cluster.client
+        for resource in (client.horizontalpodautoscalers, client.cronjobs, client.deployments, client.replicasets,
+                         client.replicationcontrollers, client.daemonsets, client.statefulsets, client.jobs):
             items, _ = await resource.list_all()
             for obj in items:
                 await resource.delete(obj.metadata.name, obj.metadata.namespace)
+        # Job pods keep the Job controller's tracking finalizer: nothing would remove it now
+        pods, _ = await client.pods.list_all()
+        for p in pods:
+            if TRACKING_FINALIZER in p.metadata.finalizers:
+                await update_with_retry(client.pods, p, _without_tracking)
+
+
+def _without_tracking(p: core_pb2.Pod) -> bool:
+    kept = [f for f in p.metadata.finalizers if f != TRACKING_FINALIZER]
+    del p.metadata.finalizers[:]
+    p.metadata.finalizers.extend(kept)
+    return True
 
 
 @dataclass
@@ -280,3 +299,57 @@ async def service_network(cluster: Cluster) -> AsyncIterator[ServiceNetwork]:
         assert "KUBE-" not in saved, "kube-proxy left rules behind"
     finally:
         subprocess.run(["ip", "link", "del", bridge], check=False)
+
+
+# ---------------------------------------------------------------- storage
+
+@dataclass
+class Storage:
+    """The hostpath CSI driver on the nodes that want one (a process of its own under
+    `kubeling up`; here in the test's), for the tests with claims (the `storage` fixture)."""
+
+    cluster: Cluster
+    drivers: dict[str, HostpathService] = field(default_factory=dict)
+
+    async def add_node(self, index: int) -> Kubelet:
+        kubelet = await self.cluster.add_node(index)
+        await self.start_driver(kubelet)
+        return kubelet
+
+    async def start_driver(self, kubelet: Kubelet) -> HostpathService:
+        name = kubelet.config.node_name
+        service = HostpathService(ServiceConfig(
+            node_id=name, state_dir=self.cluster.base / "csi" / name,
+            registration_dir=kubelet.config.state_dir / "plugins_registry"),
+            Client(self.cluster.apiserver.address, tls=tls_of(self.cluster.pki, "csi-hostpath")))
+        await service.start()
+        self.drivers[name] = service
+        await until(lambda: self.cluster.client.csinodes.get(name), f"{HOSTPATH_DRIVER} registered on {name}",
+                    check=lambda n: any(d.name == HOSTPATH_DRIVER for d in n.spec.drivers), retry_on=(errors.NotFound,))
+        return service
+
+    def volume_dir(self, node: str, pv: core_pb2.PersistentVolume) -> Path:
+        return self.cluster.base / "csi" / node / "volumes" / pv.spec.csi.volumeHandle
+
+
+@pytest.fixture
+async def storage(cluster: Cluster, controllers: ControllerManager) -> AsyncIterator[Storage]:
+    made = Storage(cluster)
+    try:
+        yield made
+    finally:
+        client = cluster.client
+        for p in (await client.pods.list_all())[0]:
+            await client.pods.delete(p.metadata.name, p.metadata.namespace, grace_period_seconds=0)
+        for c in (await client.persistentvolumeclaims.list_all())[0]:
+            await client.persistentvolumeclaims.delete(c.metadata.name, c.metadata.namespace)
+        # Provisioned volumes go with their claims (Delete); what a Retain class kept, here.
+        await until(lambda: client.persistentvolumeclaims.list_all(), "the claims gone", timeout=60,
+                    check=lambda found: not found[0])
+        for v in (await client.persistentvolumes.list_all())[0]:
+            if v.spec.persistentVolumeReclaimPolicy != "Delete":
+                await client.persistentvolumes.delete(v.metadata.name)
+        await until(lambda: client.persistentvolumes.list_all(), "the volumes gone", timeout=60,
+                    check=lambda found: not found[0])
+        for service in made.drivers.values():
+            await service.stop()

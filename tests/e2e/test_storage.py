@@ -8,77 +8,23 @@ symlink-escape check, read-only claims."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import grpc
-import pytest
 
-from controllers.manager import ControllerManager
 from csi.hostpath import TOPOLOGY_KEY, Driver, DriverConfig, Server
 from csi.hostpath.node import NodeServicer
 from csi.registrar import Registrar
 from csi.service import HostpathService, ServiceConfig
 from kubelet.agent import Kubelet
-from kubeling import errors, mounts
+from kubeling import mounts
 from kubeling.client import Client
 from protos.csi.v1 import csi_pb2, csi_pb2_grpc
 from protos.kubeling.v1 import core_pb2, meta_pb2, storage_pb2
-from tests.e2e.conftest import Cluster, container, pod, tls_of
+from tests.e2e.conftest import HOSTPATH_DRIVER as DRIVER
+from tests.e2e.conftest import Cluster, Storage, container, pod, tls_of
 from tests.wait import until
-
-DRIVER = "hostpath.csi.kubeling.io"
-
-
-@dataclass
-class Storage:
-    cluster: Cluster
-    drivers: dict[str, HostpathService] = field(default_factory=dict)
-
-    async def add_node(self, index: int) -> Kubelet:
-        kubelet = await self.cluster.add_node(index)
-        await self.start_driver(kubelet)
-        return kubelet
-
-    async def start_driver(self, kubelet: Kubelet) -> HostpathService:
-        name = kubelet.config.node_name
-        service = HostpathService(ServiceConfig(
-            node_id=name, state_dir=self.cluster.base / "csi" / name,
-            registration_dir=kubelet.config.state_dir / "plugins_registry"),
-            Client(self.cluster.apiserver.address, tls=tls_of(self.cluster.pki, "csi-hostpath")))
-        await service.start()
-        self.drivers[name] = service
-        await until(lambda: self.cluster.client.csinodes.get(name), f"{DRIVER} registered on {name}",
-                    check=lambda n: any(d.name == DRIVER for d in n.spec.drivers), retry_on=(errors.NotFound,))
-        return service
-
-    def volume_dir(self, node: str, pv: core_pb2.PersistentVolume) -> Path:
-        return self.cluster.base / "csi" / node / "volumes" / pv.spec.csi.volumeHandle
-
-
-@pytest.fixture
-async def storage(cluster: Cluster, controllers: ControllerManager) -> AsyncIterator[Storage]:
-    made = Storage(cluster)
-    try:
-        yield made
-    finally:
-        client = cluster.client
-        for p in (await client.pods.list_all())[0]:
-            await client.pods.delete(p.metadata.name, p.metadata.namespace, grace_period_seconds=0)
-        for c in (await client.persistentvolumeclaims.list_all())[0]:
-            await client.persistentvolumeclaims.delete(c.metadata.name, c.metadata.namespace)
-        # Provisioned volumes go with their claims (Delete); what a Retain class kept, here.
-        await until(lambda: client.persistentvolumeclaims.list_all(), "the claims gone", timeout=60,
-                    check=lambda found: not found[0])
-        for v in (await client.persistentvolumes.list_all())[0]:
-            if v.spec.persistentVolumeReclaimPolicy != "Delete":
-                await client.persistentvolumes.delete(v.metadata.name)
-        await until(lambda: client.persistentvolumes.list_all(), "the volumes gone", timeout=60,
-                    check=lambda found: not found[0])
-        for service in made.drivers.values():
-            await service.stop()
 
 
 async def make_class(client: Client, name: str, **fields: Any) -> None:

@@ -85,6 +85,7 @@ class PodStrategy(Strategy[core_pb2.Pod]):
             c = as_container(ec)
             _default_container(c)
             ec.terminationMessagePath, ec.imagePullPolicy = c.terminationMessagePath, c.imagePullPolicy
+            ec.terminationMessagePolicy = c.terminationMessagePolicy
 
     def validate_ephemeral_update(self, new: core_pb2.Pod, old: core_pb2.Pod, check: Checker) -> None:
         validate_ephemeral_update(new, old, check)
@@ -147,6 +148,7 @@ def _default_container(c: core_pb2.Container) -> None:
         untagged_or_latest = (":" not in tag or tag.endswith(":latest")) and "@" not in tag
         c.imagePullPolicy = "Always" if untagged_or_latest else "IfNotPresent"
     c.terminationMessagePath = c.terminationMessagePath or "/dev/termination-log"
+    c.terminationMessagePolicy = c.terminationMessagePolicy or "File"
     # Limits without requests: the requests are the limits (upstream defaulting).
     for name, value in c.resources.limits.items():
         if name not in c.resources.requests:

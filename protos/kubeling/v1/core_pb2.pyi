@@ -215,7 +215,7 @@ class VolumeMount(_message.Message):
     def __init__(self, name: _Optional[str] = ..., readOnly: _Optional[bool] = ..., mountPath: _Optional[str] = ..., subPath: _Optional[str] = ..., mountPropagation: _Optional[str] = ..., subPathExpr: _Optional[str] = ...) -> None: ...
 
 class Container(_message.Message):
-    __slots__ = ("name", "image", "command", "args", "workingDir", "ports", "env", "resources", "volumeMounts", "livenessProbe", "readinessProbe", "startupProbe", "imagePullPolicy", "terminationMessagePath", "stdin", "stdinOnce", "tty", "envFrom", "securityContext")
+    __slots__ = ("name", "image", "command", "args", "workingDir", "ports", "env", "resources", "volumeMounts", "livenessProbe", "readinessProbe", "startupProbe", "terminationMessagePath", "imagePullPolicy", "securityContext", "stdin", "stdinOnce", "tty", "envFrom", "terminationMessagePolicy")
     NAME_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
@@ -228,13 +228,14 @@ class Container(_message.Message):
     LIVENESSPROBE_FIELD_NUMBER: _ClassVar[int]
     READINESSPROBE_FIELD_NUMBER: _ClassVar[int]
     STARTUPPROBE_FIELD_NUMBER: _ClassVar[int]
-    IMAGEPULLPOLICY_FIELD_NUMBER: _ClassVar[int]
     TERMINATIONMESSAGEPATH_FIELD_NUMBER: _ClassVar[int]
+    IMAGEPULLPOLICY_FIELD_NUMBER: _ClassVar[int]
+    SECURITYCONTEXT_FIELD_NUMBER: _ClassVar[int]
     STDIN_FIELD_NUMBER: _ClassVar[int]
     STDINONCE_FIELD_NUMBER: _ClassVar[int]
     TTY_FIELD_NUMBER: _ClassVar[int]
     ENVFROM_FIELD_NUMBER: _ClassVar[int]
-    SECURITYCONTEXT_FIELD_NUMBER: _ClassVar[int]
+    TERMINATIONMESSAGEPOLICY_FIELD_NUMBER: _ClassVar[int]
     name: str
     image: str
     command: _containers.RepeatedScalarFieldContainer[str]
@@ -247,14 +248,15 @@ class Container(_message.Message):
     livenessProbe: Probe
     readinessProbe: Probe
     startupProbe: Probe
-    imagePullPolicy: str
     terminationMessagePath: str
+    imagePullPolicy: str
+    securityContext: SecurityContext
     stdin: bool
     stdinOnce: bool
     tty: bool
     envFrom: _containers.RepeatedCompositeFieldContainer[EnvFromSource]
-    securityContext: SecurityContext
-    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., workingDir: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., volumeMounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., livenessProbe: _Optional[_Union[Probe, _Mapping]] = ..., readinessProbe: _Optional[_Union[Probe, _Mapping]] = ..., startupProbe: _Optional[_Union[Probe, _Mapping]] = ..., imagePullPolicy: _Optional[str] = ..., terminationMessagePath: _Optional[str] = ..., stdin: _Optional[bool] = ..., stdinOnce: _Optional[bool] = ..., tty: _Optional[bool] = ..., envFrom: _Optional[_Iterable[_Union[EnvFromSource, _Mapping]]] = ..., securityContext: _Optional[_Union[SecurityContext, _Mapping]] = ...) -> None: ...
+    terminationMessagePolicy: str
+    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., workingDir: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., volumeMounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., livenessProbe: _Optional[_Union[Probe, _Mapping]] = ..., readinessProbe: _Optional[_Union[Probe, _Mapping]] = ..., startupProbe: _Optional[_Union[Probe, _Mapping]] = ..., terminationMessagePath: _Optional[str] = ..., imagePullPolicy: _Optional[str] = ..., securityContext: _Optional[_Union[SecurityContext, _Mapping]] = ..., stdin: _Optional[bool] = ..., stdinOnce: _Optional[bool] = ..., tty: _Optional[bool] = ..., envFrom: _Optional[_Iterable[_Union[EnvFromSource, _Mapping]]] = ..., terminationMessagePolicy: _Optional[str] = ...) -> None: ...
 
 class SecurityContext(_message.Message):
     __slots__ = ("runAsUser", "runAsGroup", "runAsNonRoot", "readOnlyRootFilesystem")
@@ -285,7 +287,7 @@ class PodSecurityContext(_message.Message):
     def __init__(self, runAsUser: _Optional[int] = ..., runAsGroup: _Optional[int] = ..., runAsNonRoot: _Optional[bool] = ..., supplementalGroups: _Optional[_Iterable[int]] = ..., fsGroup: _Optional[int] = ..., fsGroupChangePolicy: _Optional[str] = ...) -> None: ...
 
 class EphemeralContainer(_message.Message):
-    __slots__ = ("name", "image", "command", "args", "workingDir", "ports", "env", "resources", "volumeMounts", "livenessProbe", "readinessProbe", "startupProbe", "imagePullPolicy", "terminationMessagePath", "stdin", "stdinOnce", "tty", "envFrom", "securityContext", "targetContainerName")
+    __slots__ = ("name", "image", "command", "args", "workingDir", "ports", "env", "resources", "volumeMounts", "livenessProbe", "readinessProbe", "startupProbe", "terminationMessagePath", "imagePullPolicy", "securityContext", "stdin", "stdinOnce", "tty", "envFrom", "terminationMessagePolicy", "targetContainerName")
     NAME_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
@@ -298,13 +300,14 @@ class EphemeralContainer(_message.Message):
     LIVENESSPROBE_FIELD_NUMBER: _ClassVar[int]
     READINESSPROBE_FIELD_NUMBER: _ClassVar[int]
     STARTUPPROBE_FIELD_NUMBER: _ClassVar[int]
-    IMAGEPULLPOLICY_FIELD_NUMBER: _ClassVar[int]
     TERMINATIONMESSAGEPATH_FIELD_NUMBER: _ClassVar[int]
+    IMAGEPULLPOLICY_FIELD_NUMBER: _ClassVar[int]
+    SECURITYCONTEXT_FIELD_NUMBER: _ClassVar[int]
     STDIN_FIELD_NUMBER: _ClassVar[int]
     STDINONCE_FIELD_NUMBER: _ClassVar[int]
     TTY_FIELD_NUMBER: _ClassVar[int]
     ENVFROM_FIELD_NUMBER: _ClassVar[int]
-    SECURITYCONTEXT_FIELD_NUMBER: _ClassVar[int]
+    TERMINATIONMESSAGEPOLICY_FIELD_NUMBER: _ClassVar[int]
     TARGETCONTAINERNAME_FIELD_NUMBER: _ClassVar[int]
     name: str
     image: str
@@ -318,15 +321,16 @@ class EphemeralContainer(_message.Message):
     livenessProbe: Probe
     readinessProbe: Probe
     startupProbe: Probe
-    imagePullPolicy: str
     terminationMessagePath: str
+    imagePullPolicy: str
+    securityContext: SecurityContext
     stdin: bool
     stdinOnce: bool
     tty: bool
     envFrom: _containers.RepeatedCompositeFieldContainer[EnvFromSource]
-    securityContext: SecurityContext
+    terminationMessagePolicy: str
     targetContainerName: str
-    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., workingDir: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., volumeMounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., livenessProbe: _Optional[_Union[Probe, _Mapping]] = ..., readinessProbe: _Optional[_Union[Probe, _Mapping]] = ..., startupProbe: _Optional[_Union[Probe, _Mapping]] = ..., imagePullPolicy: _Optional[str] = ..., terminationMessagePath: _Optional[str] = ..., stdin: _Optional[bool] = ..., stdinOnce: _Optional[bool] = ..., tty: _Optional[bool] = ..., envFrom: _Optional[_Iterable[_Union[EnvFromSource, _Mapping]]] = ..., securityContext: _Optional[_Union[SecurityContext, _Mapping]] = ..., targetContainerName: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., workingDir: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., volumeMounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., livenessProbe: _Optional[_Union[Probe, _Mapping]] = ..., readinessProbe: _Optional[_Union[Probe, _Mapping]] = ..., startupProbe: _Optional[_Union[Probe, _Mapping]] = ..., terminationMessagePath: _Optional[str] = ..., imagePullPolicy: _Optional[str] = ..., securityContext: _Optional[_Union[SecurityContext, _Mapping]] = ..., stdin: _Optional[bool] = ..., stdinOnce: _Optional[bool] = ..., tty: _Optional[bool] = ..., envFrom: _Optional[_Iterable[_Union[EnvFromSource, _Mapping]]] = ..., terminationMessagePolicy: _Optional[str] = ..., targetContainerName: _Optional[str] = ...) -> None: ...
 
 class HostPathVolumeSource(_message.Message):
     __slots__ = ("path", "type")
