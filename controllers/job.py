@@ -137,11 +137,24 @@ class JobController:
             return None
         return object_key(job)
 
+    def _orphan_owners(self, pod: core_pb2.Pod) -> None:
+        """An orphan: the Jobs whose selector picks it may adopt it."""
+        if controller_of(pod) is not None or _deleting(pod):
+            return
+        for job in self.jobs.store.by_index(INDEX_NAMESPACE, pod.metadata.namespace):
+            try:
+                selector = from_label_selector_proto(job.spec.selector)
+            except SelectorError:
+                continue
+            if selector is not None and not selector.empty() and selector.matches(pod.metadata.labels):
+                self._enqueue(job)
+
     def _pod_added(self, pod: core_pb2.Pod) -> None:
         key = self._owner_key(pod)
         if key is not None:
             self.expectations.creation_observed(key)
             self.queue.add(key)
+        self._orphan_owners(pod)
 
     def _pod_updated(self, old: core_pb2.Pod, new: core_pb2.Pod) -> None:
         key = self._owner_key(new)
@@ -149,6 +162,10 @@ class JobController:
             if _deleting(new):
                 self.expectations.deletion_observed(key, object_key(new))
             self.queue.add(key)
+        old_key = self._owner_key(old)
+        if old_key is not None and old_key != key:
+            self.queue.add(old_key)  # released (or given away): the Job counts again
+        self._orphan_owners(new)
 
     def _pod_deleted(self, pod: core_pb2.Pod) -> None:
         key = self._owner_key(pod)

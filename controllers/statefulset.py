@@ -229,15 +229,18 @@ class StatefulSetController:
             failed = [r for r in results if isinstance(r, Exception)]
             if failed:
                 raise failed[0]
-        # Scale down: the highest ordinal first
-        unhealthy = [o for o in state.wanted if (p := state.replicas.get(o)) is None or not self._healthy(sts, p)]
+        # Scale down: the highest ordinal first, and (OrderedReady) only while every pod of
+        # a lower ordinal is healthy (upstream's firstUnhealthyPod)
+        members = sorted([*((o, state.replicas.get(o)) for o in state.wanted),
+                          *((ordinal_of(p, name) or 0, p) for p in state.condemned)], key=lambda m: m[0])
+        first_unhealthy = next((o for o, p in members if p is None or not self._healthy(sts, p)), None)
         for pod in state.condemned:
             if _terminating(pod):
                 if monotonic:
                     return  # one at a time: wait until it is gone
                 continue
-            if monotonic and unhealthy:
-                return  # upstream: no scale-down while a pod is unhealthy
+            if monotonic and first_unhealthy is not None and first_unhealthy != ordinal_of(pod, name):
+                return  # upstream: no scale-down while another pod is unhealthy
             await self._release_claims(sts, pod)
             await self._delete_pod(sts, pod)
             if monotonic:

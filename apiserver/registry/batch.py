@@ -178,6 +178,16 @@ class JobStrategy(Strategy[batch_pb2.Job]):
                     new.spec.HasField(name) != old.spec.HasField(name):
                 check.add(f"spec.{name}", "Invalid value: field is immutable")
 
+    def prepare_for_status_update(self, new: batch_pb2.Job, old: batch_pb2.Job) -> None:
+        """upstream's jobStatusStrategy: the spec is the stored one; labels and annotations
+        may change with the status (the conformance test "Jobs, apply changes to status")."""
+        labels, annotations = dict(new.metadata.labels), dict(new.metadata.annotations)
+        super().prepare_for_status_update(new, old)
+        new.metadata.labels.clear()
+        new.metadata.labels.update(labels)
+        new.metadata.annotations.clear()
+        new.metadata.annotations.update(annotations)
+
     def validate_status(self, new: batch_pb2.Job, check: Checker) -> None:
         for name in ("active", "succeeded", "failed", "ready", "terminating"):
             validate_count(f"status.{name}", getattr(new.status, name), check)

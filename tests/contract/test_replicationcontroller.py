@@ -38,6 +38,7 @@ async def test_replication_controller_keeps_its_count(client: Client, manager: C
     current.spec.replicas = 1
     await client.replicationcontrollers.update(current)
     await until(lambda: pods_of(client), "scaled down to one", check=lambda ps: len(ps) == 1)
-    events = (await client.events.list_all("default"))[0]
-    assert {e.reason for e in events if e.involvedObject.kind == "ReplicationController"} >= {
-        "SuccessfulCreate", "SuccessfulDelete"}
+    async def reasons() -> set[str]:
+        events = (await client.events.list_all("default"))[0]
+        return {e.reason for e in events if e.involvedObject.kind == "ReplicationController"}
+    await until(reasons, "its events", check=lambda r: r >= {"SuccessfulCreate", "SuccessfulDelete"})
