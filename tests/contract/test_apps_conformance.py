@@ -309,7 +309,7 @@ async def test_daemonset_rollback(api: Api) -> None:
 async def test_daemonset_nodeselection(api: Api) -> None:
     """[sig-apps] Daemon set [Serial] should run and stop complex daemon"""
     await _nodes(api, "n1", "n2")
-    await api.call("POST", f"{APPS}/daemonsets", _daemonset("complex", **{"updateStrategy": {"type": "RollingUpdate"}}))
+    await api.call("POST", f"{APPS}/daemonsets", _daemonset("complex"))
     await api.call("PATCH", f"{APPS}/daemonsets/complex", {"spec": {"template": {"spec": {
         "nodeSelector": {"color": "blue"}}}}}, content_type=STRATEGIC)
     await until(lambda: pods(api, "ds=complex"), "no daemon pod without the label", check=lambda ps: not ps)
@@ -591,8 +591,9 @@ async def test_statefulset_scaling(api: Api) -> None:
     for i in range(3):
         found = await count(api, "sts=order", i + 1)
         assert sorted(p.metadata.name for p in found) == [f"order-{k}" for k in range(i + 1)]
-        await holds(lambda: pods(api, "sts=order"), "halted while the newest is unhealthy", 0.3,
-                    check=lambda ps, n=i + 1: len(ps) == n)
+        def halted(ps: list[core_pb2.Pod], n: int = i + 1) -> bool:
+            return len(ps) == n
+        await holds(lambda: pods(api, "sts=order"), "halted while the newest is unhealthy", 0.3, check=halted)
         await run(api, [p for p in found if p.metadata.name == f"order-{i}"])
     unhealthy = await api.client.pods.get("order-0", NS)
     del unhealthy.status.conditions[:]
@@ -668,8 +669,9 @@ async def test_statefulset_rolling_update_with_partition(api: Api) -> None:
     await api.call("PATCH", f"{APPS}/statefulsets/canary", {"spec": {"updateStrategy": {"rollingUpdate": {
         "partition": 0}}}}, content_type=MERGE)
     for name in ("canary-1", "canary-0"):  # phased: down from the highest
-        await until(lambda n=name: _images(api, "sts=canary"), f"{name} updated",
-                    check=lambda im, n=name: im.get(n) == "busybox:1.36")
+        def updated(im: dict[str, str], n: str = name) -> bool:
+            return im.get(n) == "busybox:1.36"
+        await until(lambda: _images(api, "sts=canary"), f"{name} updated", check=updated)
         await run(api, [await api.client.pods.get(name, NS)])
 
 
@@ -685,8 +687,9 @@ async def test_statefulset_rolling_update(api: Api) -> None:
         await api.call("PATCH", f"{APPS}/statefulsets/rb", {"spec": {"template": {"spec": {"containers": [
             {"name": "app", "image": image}]}}}}, content_type=STRATEGIC)
         for name in ("rb-2", "rb-1", "rb-0"):
-            await until(lambda: _images(api, "sts=rb"), f"{name} at {image}",
-                        check=lambda im, n=name, want=image: im.get(n) == want)
+            def at(im: dict[str, str], n: str = name, want: str = image) -> bool:
+                return im.get(n) == want
+            await until(lambda: _images(api, "sts=rb"), f"{name} at {image}", check=at)
             await run(api, [await api.client.pods.get(name, NS)])
         sts = await until(lambda: api.get(f"{APPS}/statefulsets/rb"), "the update complete",
                           check=lambda s: s["status"].get("currentRevision") == s["status"].get("updateRevision")
