@@ -82,8 +82,15 @@ class HollowNode:
             await asyncio.sleep(LEASE_INTERVAL)
 
     async def _pods(self) -> None:
-        async for ev in self.client.pods.watch(field_selector=f"spec.nodeName={self.name}"):
-            await self._run(ev)
+        # A watch the apiserver ends (a slow consumer's, on a busy machine) is opened again,
+        # as a kubelet's informer would: its first events list what is bound now.
+        while True:
+            try:
+                async for ev in self.client.pods.watch(field_selector=f"spec.nodeName={self.name}"):
+                    await self._run(ev)
+            except errors.ApiError:
+                pass
+            await asyncio.sleep(1.0)
 
     async def _run(self, ev: WatchEvent[core_pb2.Pod]) -> None:
         pod = ev.object

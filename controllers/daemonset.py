@@ -204,31 +204,33 @@ class DaemonSetController:
         for pod in pods:
             by_node[target_node(pod)].append(pod)
         nodes = self.nodes.store.list()
+        # where the pods should run, judged once per sync (the template's spec, copied per node, is the cost)
+        placement = {n.metadata.name: should_run(ds.spec.template, n) for n in nodes}
         if deleting:
-            await self._update_status(ds, nodes, by_node, "")
+            await self._update_status(ds, nodes, by_node, "", placement)
             return
         collisions = ds.status.collisionCount if ds.status.HasField("collisionCount") else 0
         current, collisions = await self.history.current(ds, API_VERSION, KIND, template_patch(ds.spec.template),
                                                          collisions)
         digest = revision_hash(current)
         if self.expectations.satisfied(key):
-            plan = self._manage(ds, key, nodes, by_node)
+            plan = self._manage(ds, key, nodes, by_node, placement)
             if ds.spec.updateStrategy.type == "RollingUpdate":
-                self._roll(ds, nodes, by_node, digest, plan)
+                self._roll(ds, nodes, by_node, digest, plan, placement)
             await self._apply(ds, key, plan, digest)
             live = {p.metadata.labels.get(CONTROLLER_REVISION_HASH, "") for p in pods} | {digest}
             await self.history.truncate(ds, live, ds.spec.revisionHistoryLimit)
-        await self._update_status(ds, nodes, by_node, digest, collisions)
+        await self._update_status(ds, nodes, by_node, digest, placement, collisions)
 
     def _manage(self, ds: apps_pb2.DaemonSet, key: str, nodes: list[core_pb2.Node],
-                by_node: dict[str, list[core_pb2.Pod]]) -> _Plan:
+                by_node: dict[str, list[core_pb2.Pod]], placement: dict[str, tuple[bool, bool]]) -> _Plan:
         """Pods where they should be and nowhere else (upstream's podsShouldBeOnNode)."""
         plan = _Plan()
         now = time.time()
         surge = ds.spec.updateStrategy.type == "RollingUpdate" and self._fenceposts(ds, 1)[0] > 0
         for node in nodes:
             name = node.metadata.name
-            run, keep = should_run(ds.spec.template, node)
+            run, keep = placement[name]
             pods = by_node.get(name, [])
             if run and not pods:
                 count, last = self._failures.get((key, name), (0, 0.0))
@@ -276,11 +278,11 @@ class DaemonSetController:
         return surge, unavailable
 
     def _roll(self, ds: apps_pb2.DaemonSet, nodes: list[core_pb2.Node], by_node: dict[str, list[core_pb2.Pod]],
-              digest: str, plan: _Plan) -> None:
+              digest: str, plan: _Plan, placement: dict[str, tuple[bool, bool]]) -> None:
         """Replace old pods within the budget (upstream's rollingUpdate)."""
         now = time.time()
         min_ready = ds.spec.minReadySeconds
-        eligible = [n.metadata.name for n in nodes if should_run(ds.spec.template, n)[1]]
+        eligible = [n.metadata.name for n in nodes if placement[n.metadata.name][1]]
         surge, max_unavailable = self._fenceposts(ds, len(eligible))
         deleting = {p.metadata.uid for p in plan.delete}
 
@@ -386,13 +388,14 @@ class DaemonSetController:
                                    f"Deleted pod: {pod.metadata.name}")
 
     async def _update_status(self, ds: apps_pb2.DaemonSet, nodes: list[core_pb2.Node],
-                             by_node: dict[str, list[core_pb2.Pod]], digest: str, collisions: int = 0) -> None:
+                             by_node: dict[str, list[core_pb2.Pod]], digest: str,
+                             placement: dict[str, tuple[bool, bool]], collisions: int = 0) -> None:
         now = time.time()
         status = apps_pb2.DaemonSetStatus()
         status.CopyFrom(ds.status)
         counts = dict.fromkeys(("desired", "current", "misscheduled", "ready", "updated", "available"), 0)
         for node in nodes:
-            run, _ = should_run(ds.spec.template, node)
+            run, _ = placement[node.metadata.name]
             pods = [p for p in by_node.get(node.metadata.name, []) if not p.metadata.HasField("deletionTimestamp")]
             if run:
                 counts["desired"] += 1
