@@ -71,11 +71,15 @@ class HorizontalController:
         self.now: Callable[[], float] = time.time  # a test may move the clock
         self.queue = WorkQueue("horizontalpodautoscaler")
         self.workers = Workers(self.queue, self.sync, workers)
-        hpas.add_handler(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new),
-                         on_delete=self._enqueue)
+        hpas.add_handler(on_add=self._enqueue, on_update=self._updated, on_delete=self._enqueue)
 
     def _enqueue(self, hpa: pb.HorizontalPodAutoscaler) -> None:
         self.queue.add(object_key(hpa))
+
+    def _updated(self, old: pb.HorizontalPodAutoscaler, new: pb.HorizontalPodAutoscaler) -> None:
+        # its spec changed; a status write (ours) waits for the next period, as upstream's resync
+        if old.metadata.generation != new.metadata.generation:
+            self._enqueue(new)
 
     def _event(self, hpa: pb.HorizontalPodAutoscaler, kind: str, reason: str, message: str) -> None:
         self.recorder.object_event(hpa, API_VERSION, KIND, kind, reason, message)
