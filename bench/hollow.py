@@ -98,13 +98,21 @@ class HollowNode:
         if ev.type != "ADDED" or key in self.seen:
             return
         self.seen[key] = time.perf_counter()
-        pod.status.phase = "Running"
-        pod.status.podIP = "10.0.0.1"
-        pod.status.conditions.add(type="Ready", status="True")
-        try:
-            await self.client.pods.update_status(pod)
-        except errors.ApiError:
-            pass
+        for _ in range(5):  # as a kubelet's status manager: a conflict is retried on the pod as it is now
+            pod.status.phase = "Running"
+            pod.status.podIP = "10.0.0.1"
+            del pod.status.conditions[:]
+            pod.status.conditions.add(type="Ready", status="True")
+            try:
+                await self.client.pods.update_status(pod)
+                return
+            except errors.Conflict:
+                try:
+                    pod = await self.client.pods.get(key, pod.metadata.namespace)
+                except errors.ApiError:
+                    return
+            except errors.ApiError:
+                return
 
     async def stop(self) -> None:
         for t in self.tasks:
