@@ -1,5 +1,7 @@
 """The HorizontalPodAutoscaler controller, as upstream's pkg/controller/podautoscaler: every
-sync period (15 s) each HPA reads its target's scale subresource, the pods its selector
+sync period (15 s) each HPA reads its target's scale subresource (a built-in resource's,
+or a custom resource's by its definition: controllers/scaletargets.py); a target out of
+min/maxReplicas is brought into range first; then the pods its selector
 picks and their metrics (the apiserver's metrics.k8s.io PodMetrics, from the kubelets),
 proposes a replica count per metric (the largest wins), stabilizes and rate-limits it by
 the HPA's behavior (upstream's defaults when it has none), clamps it to min/maxReplicas,
@@ -18,15 +20,23 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from controllers.replicacalculator import MetricError, Scaler, Usage, default_rules, millis, resource_replicas
+from controllers.replicacalculator import (
+    TOLERANCE,
+    MetricError,
+    Scaler,
+    Usage,
+    default_rules,
+    millis,
+    resource_replicas,
+)
+from controllers.scaletargets import ScaleTarget, resolve
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.events import NORMAL, WARNING, EventRecorder
 from kubeling.informer import INDEX_NAMESPACE, Informer, object_key
-from kubeling.quantity import Quantity
-from kubeling.scheme import ResourceType, Scheme
+from kubeling.quantity import Quantity, QuantityError, parse_quantity
+from kubeling.scheme import Scheme
 from kubeling.selectors import LabelSelector, SelectorError
 from kubeling.timestamps import now as _now
 from kubeling.workqueue import Workers, WorkQueue
@@ -48,6 +58,17 @@ class _Proposal:
     replicas: int
     metric: str  # what upstream names it in events: "cpu resource utilization (percentage of request)"
     status: pb.MetricStatus
+
+
+def _tolerance(behavior: pb.HorizontalPodAutoscalerBehavior) -> tuple[float, float]:
+    """(down, up): the behavior's tolerances (upstream's HPAConfigurableTolerance), else 0.1."""
+    out = []
+    for rules in (behavior.scaleDown, behavior.scaleUp):
+        try:
+            out.append(float(parse_quantity(rules.tolerance).value) if rules.HasField("tolerance") else TOLERANCE)
+        except QuantityError:
+            out.append(TOLERANCE)
+    return out[0], out[1]
 
 
 def _describe(metric: pb.MetricSpec) -> str:
@@ -106,7 +127,7 @@ class HorizontalController:
         if found is None:
             await self._write(hpa, status)
             return
-        target, scale = found
+        target, scale = found, found.scale
         current = scale.spec.replicas
         status.currentReplicas = current
         spec = hpa.spec
@@ -114,63 +135,55 @@ class HorizontalController:
         now = self.now()
         self._condition(status, "AbleToScale", "True", "SucceededGetScale",
                         "the HPA controller was able to get the target's current scale")
+        behavior = spec.behavior if spec.HasField("behavior") else None
+        up = behavior.scaleUp if behavior is not None and behavior.HasField("scaleUp") else default_rules(True)
+        down = behavior.scaleDown if behavior is not None and behavior.HasField("scaleDown") else default_rules(False)
+        scaler = self.scalers.setdefault(key, Scaler())
         if current == 0 and low != 0:
-            desired = 0
+            desired, reason = 0, ""
             self._condition(status, "ScalingActive", "False", "ScalingDisabled",
                             "scaling is disabled since the replica count of the target is zero")
             del status.currentMetrics[:]
+        elif current > spec.maxReplicas:  # upstream: brought into range before any metric
+            desired, reason = spec.maxReplicas, "Current number of replicas above Spec.MaxReplicas"
+        elif current < low:
+            desired, reason = low, "Current number of replicas below Spec.MinReplicas"
         else:
             proposal = await self._propose(hpa, scale, current, status)
             if proposal is None:
                 await self._write(hpa, status)
                 return
-            behavior = spec.behavior if spec.HasField("behavior") else None
-            up = behavior.scaleUp if behavior is not None and behavior.HasField("scaleUp") else default_rules(True)
-            down = behavior.scaleDown if behavior is not None and behavior.HasField("scaleDown") \
-                else default_rules(False)
-            scaler = self.scalers.setdefault(key, Scaler())
             stabilized = scaler.stabilize(current, proposal.replicas, up, down, now)
             desired, limited = scaler.limit(current, stabilized, low, spec.maxReplicas, up, down, now)
             self._condition(status, "ScalingLimited", limited.status, limited.reason, limited.message)
-            if desired != current:
-                reason = f"{proposal.metric} above target" if desired > current else "All metrics below target"
-                try:
-                    updated = pb.Scale()
-                    updated.CopyFrom(scale)
-                    updated.spec.replicas = desired
-                    await self.client.resource(target).update_scale(updated)
-                except errors.ApiError as err:
-                    self._condition(status, "AbleToScale", "False", "FailedUpdateScale",
-                                    f"the HPA controller was unable to update the target scale: {err.message}")
-                    self._event(hpa, WARNING, "FailedRescale", f"New size: {desired}; reason: {reason}; error: "
-                                                               f"{err.message}")
-                    await self._write(hpa, status)
-                    return
-                keep = max((p.periodSeconds for p in (*up.policies, *down.policies)), default=0)
-                scaler.record(desired - current, now, keep)
-                status.lastScaleTime.CopyFrom(_now())
-                self._condition(status, "AbleToScale", "True", "SucceededRescale",
-                                f"the HPA controller was able to update the target scale to {desired}")
-                self._event(hpa, NORMAL, "SuccessfulRescale", f"New size: {desired}; reason: {reason}")
-                log.info("hpa %s: scaled %s/%s from %d to %d (%s)", key, ref.kind, ref.name, current, desired, reason)
-            else:
-                self._condition(status, "AbleToScale", "True", "ReadyForNewScale",
-                                "recommended size matches current size")
+            reason = f"{proposal.metric} above target" if desired > current else "All metrics below target"
+        if desired != current:
+            try:
+                await target.write(desired)
+            except errors.ApiError as err:
+                self._condition(status, "AbleToScale", "False", "FailedUpdateScale",
+                                f"the HPA controller was unable to update the target scale: {err.message}")
+                self._event(hpa, WARNING, "FailedRescale", f"New size: {desired}; reason: {reason}; error: "
+                                                           f"{err.message}")
+                await self._write(hpa, status)
+                return
+            keep = max((p.periodSeconds for p in (*up.policies, *down.policies)), default=0)
+            scaler.record(desired - current, now, keep)
+            status.lastScaleTime.CopyFrom(_now())
+            self._condition(status, "AbleToScale", "True", "SucceededRescale",
+                            f"the HPA controller was able to update the target scale to {desired}")
+            self._event(hpa, NORMAL, "SuccessfulRescale", f"New size: {desired}; reason: {reason}")
+            log.info("hpa %s: scaled %s/%s from %d to %d (%s)", key, ref.kind, ref.name, current, desired, reason)
+        elif current != 0:
+            self._condition(status, "AbleToScale", "True", "ReadyForNewScale", "recommended size matches current size")
         status.desiredReplicas = desired
         await self._write(hpa, status)
 
     async def _scale(self, hpa: pb.HorizontalPodAutoscaler, status: pb.HorizontalPodAutoscalerStatus) -> \
-            tuple[ResourceType[Any], pb.Scale] | None:
-        """The target's resource and its scale (None: the condition and event say why not)."""
-        ref = hpa.spec.scaleTargetRef
-        rt = self.scheme.for_kind(ref.apiVersion or "v1", ref.kind)
-        group = (ref.apiVersion or "v1").rpartition("/")[0]
+            ScaleTarget | None:
+        """The target's scale (None: the condition and event say why not)."""
         try:
-            if rt is None:
-                raise errors.NotFound(f'no matches for kind "{ref.kind}" in group "{group}"')
-            if rt.subresource("scale") is None or rt.custom:
-                raise errors.NotFound("the server could not find the requested resource")
-            return rt, await self.client.resource(rt).get_scale(ref.name, hpa.metadata.namespace)
+            return await resolve(self.client, self.scheme, hpa.spec.scaleTargetRef, hpa.metadata.namespace)
         except errors.ApiError as err:
             message = f"the HPA controller was unable to get the target's current scale: {err.message}"
             self._condition(status, "AbleToScale", "False", "FailedGetScale", message)
@@ -212,7 +225,8 @@ class HorizontalController:
                     measured = usage[(source.name, container)] = await self._usage(namespace, selector, source.name,
                                                                                    container)
                 replicas, utilization, raw = resource_replicas(current, pods, measured, source.target, source.name,
-                                                               container, now=self.now())
+                                                               container, now=self.now(),
+                                                               tolerance=_tolerance(hpa.spec.behavior))
             except (MetricError, errors.ApiError) as err:
                 text = str(err) if isinstance(err, MetricError) else err.message
                 reason = "FailedGetResourceMetric" if metric.type == "Resource" else \

@@ -109,12 +109,19 @@ def _ratio(metrics: Mapping[str, int], requests: Mapping[str, int], target: int)
     return utilization / target, utilization, used // count
 
 
+def _within(ratio: float, tolerance: tuple[float, float]) -> bool:
+    down, up = tolerance
+    return 1.0 - down <= ratio <= 1.0 + up
+
+
 def resource_replicas(current: int, pods: Sequence[core_pb2.Pod], metrics: Mapping[str, Usage],
                       target: autoscaling_pb2.MetricTarget, resource: str, container: str = "",
-                      now: float | None = None, tolerance: float = TOLERANCE) -> tuple[int, int | None, int]:
+                      now: float | None = None, tolerance: tuple[float, float] = (TOLERANCE, TOLERANCE),
+                      ) -> tuple[int, int | None, int]:
     """(replicas proposed, utilization % or None for a value target, average usage in
     milli-units) for a Resource or ContainerResource metric (upstream's GetResourceReplicas
-    and GetRawResourceReplicas)."""
+    and GetRawResourceReplicas). `tolerance`: (down, up), the ratio's band around 1 that
+    changes nothing (the behavior's scaleDown and scaleUp tolerance, else 0.1 each)."""
     now = time.time() if now is None else now
     if not pods:
         raise MetricError("no pods returned by selector while calculating replica count")
@@ -140,7 +147,7 @@ def resource_replicas(current: int, pods: Sequence[core_pb2.Pod], metrics: Mappi
     shown = utilization if target.type == "Utilization" else None
     scale_up_with_unready = bool(unready) and ratio > 1.0
     if not scale_up_with_unready and not missing:
-        if abs(1.0 - ratio) <= tolerance:
+        if _within(ratio, tolerance):
             return current, shown, raw
         return math.ceil(ratio * ready), shown, raw
     # Missing metrics: assume the most conservative usage (100% of the request when scaling
@@ -153,7 +160,7 @@ def resource_replicas(current: int, pods: Sequence[core_pb2.Pod], metrics: Mappi
         for name in unready:
             filled[name] = 0
     new_ratio, _, _ = compute(filled)
-    if abs(1.0 - new_ratio) <= tolerance or (ratio < 1.0 < new_ratio) or (ratio > 1.0 > new_ratio):
+    if _within(new_ratio, tolerance) or (ratio < 1.0 < new_ratio) or (ratio > 1.0 > new_ratio):
         return current, shown, raw
     proposed = math.ceil(new_ratio * len(filled))
     if (new_ratio < 1.0 and proposed > current) or (new_ratio > 1.0 and proposed < current):

@@ -11,7 +11,8 @@ from kubeling.kjson import canonical_json, custom_json, from_json
 from kubeling.scheme import ResourceType, Subresource
 from protos.kubeling.v1 import custom_pb2
 
-__all__ = ["new", "to_dict", "content_of", "set_content", "served_versions", "served_versions_of", "version_priority"]
+__all__ = ["new", "to_dict", "content_of", "set_content", "served_versions", "served_versions_of", "version_priority",
+           "value_at", "set_value_at"]
 
 
 def new(body: dict[str, Any]) -> custom_pb2.CustomResource:
@@ -34,6 +35,27 @@ def content_of(obj: custom_pb2.CustomResource) -> dict[str, Any]:
 
 def set_content(obj: custom_pb2.CustomResource, value: dict[str, Any]) -> None:
     obj.content = canonical_json(value) if value else ""
+
+
+def value_at(content: dict[str, Any], path: str) -> Any:
+    """The value at a simple JSON path (`.spec.replicas`, a scale subresource's paths), or
+    None when anything on the way is missing."""
+    node: Any = content
+    for part in path.split(".")[1:] if path else []:
+        node = node.get(part) if isinstance(node, dict) else None
+    return node if path else None
+
+
+def set_value_at(content: dict[str, Any], path: str, value: Any) -> None:
+    """Set the value at a simple JSON path, making the objects on the way; ValueError when
+    something on the way is not an object."""
+    node = content
+    parts = path.split(".")[1:]
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ValueError(f"{path}: {part} is not an object")
+    node[parts[-1]] = value
 
 
 def version_priority(name: str) -> tuple[int, int, int, str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubeling import errors
-from kubeling.dynamic import content_of, set_content
+from kubeling.dynamic import content_of, set_content, set_value_at, value_at
 from kubeling.kjson import format_time
 from kubeling.selectors import from_label_selector_proto
 from protos.kubeling.v1 import apps_pb2, core_pb2, meta_pb2
@@ -30,9 +30,9 @@ class Scales:
         if self.paths is None:
             return scale_of(obj)
         content = content_of(obj)
-        spec = _at(content, self.paths.get("specReplicasPath", ""))
-        status = _at(content, self.paths.get("statusReplicasPath", ""))
-        selector = _at(content, self.paths.get("labelSelectorPath", "") or "")
+        spec = value_at(content, self.paths.get("specReplicasPath", ""))
+        status = value_at(content, self.paths.get("statusReplicasPath", ""))
+        selector = value_at(content, self.paths.get("labelSelectorPath", "") or "")
         out = _scale(obj.metadata, spec if isinstance(spec, int) else 0, status if isinstance(status, int) else 0,
                      selector if isinstance(selector, str) else "")
         return out
@@ -42,21 +42,11 @@ class Scales:
             obj.spec.replicas = replicas
             return
         content = content_of(obj)
-        node = content
-        parts = self.paths["specReplicasPath"].split(".")[1:]
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise errors.BadRequest(f"{self.paths['specReplicasPath']}: {part} is not an object")
-        node[parts[-1]] = replicas
+        try:
+            set_value_at(content, self.paths["specReplicasPath"], replicas)
+        except ValueError as err:
+            raise errors.BadRequest(str(err)) from None
         set_content(obj, content)
-
-
-def _at(content: dict[str, Any], path: str) -> Any:
-    node: Any = content
-    for part in path.split(".")[1:] if path else []:
-        node = node.get(part) if isinstance(node, dict) else None
-    return node if path else None
 
 
 def _scale(meta: Any, replicas: int, status: int, selector: str) -> dict[str, Any]:

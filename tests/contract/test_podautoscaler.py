@@ -1,7 +1,8 @@
 """The HorizontalPodAutoscaler controller (controllers/podautoscaler.py) against a real
 apiserver, where no kubelet reports metrics: its conditions and events in upstream's
 words for a target without a scale subresource, a target scaled to zero, pods without
-metrics; and minReplicas enforced through the scale subresource. Scaling on real cpu
+metrics; a Deployment and a custom resource brought into min/maxReplicas through their
+scale subresources. Scaling on real cpu
 usage is tests/e2e/test_workloads_more.py's."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from controllers.manager import ControllerManager, ManagerConfig
+from kubeling import dynamic, errors
 from kubeling.client import Client
 from protos.kubeling.v1 import apps_pb2, autoscaling_pb2, core_pb2, meta_pb2
 from tests.objects import pod
@@ -82,3 +84,38 @@ async def test_zero_replicas_disable_scaling_and_no_metrics_stop_it(client: Clie
     assert reason == "FailedGetResourceMetric"
     assert message.startswith("the HPA was unable to compute the replica count: failed to get cpu utilization: ")
     assert condition(h, "AbleToScale")[:2] == ("True", "SucceededGetScale") and h.status.currentReplicas == 2
+
+
+async def test_replicas_brought_into_range_for_a_deployment_and_a_custom_resource(
+        client: Client, fast: ControllerManager) -> None:
+    await client.deployments.create(deployment("wide", 7))
+    await client.horizontalpodautoscalers.create(hpa("wide", "Deployment", "wide"))  # maxReplicas 5
+    await until(lambda: client.deployments.get("wide", "default"), "scaled down to maxReplicas",
+                check=lambda d: d.spec.replicas == 5)
+    events = (await client.events.list_all("default"))[0]
+    assert any(e.reason == "SuccessfulRescale" and e.message == "New size: 5; reason: Current number of replicas "
+               "above Spec.MaxReplicas" for e in events if e.involvedObject.name == "wide")
+
+    # a custom resource with a scale subresource, as its definition's paths say
+    await client.customresourcedefinitions.create(dynamic.new({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "pools.example.com"}, "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "pools", "singular": "pool", "kind": "Pool"},
+            "versions": [{"name": "v1", "served": True, "storage": True,
+                          "subresources": {"scale": {"specReplicasPath": ".spec.size",
+                                                     "statusReplicasPath": ".status.size",
+                                                     "labelSelectorPath": ".status.selector"}},
+                          "schema": {"openAPIV3Schema": {"type": "object",
+                                                         "x-kubernetes-preserve-unknown-fields": True}}}]}}))
+    pools = client.dynamic("example.com/v1", "pools", "Pool")
+    await until(lambda: pools.list("default"), "the Pool resource served", retry_on=(errors.NotFound,
+                                                                                      errors.ServiceUnavailable))
+    await pools.create(dynamic.new({"apiVersion": "example.com/v1", "kind": "Pool",
+                                    "metadata": {"name": "p", "namespace": "default"}, "spec": {"size": 1}}))
+    made = hpa("pool", "Pool", "p", api_version="example.com/v1")
+    made.spec.minReplicas = 3
+    await client.horizontalpodautoscalers.create(made)
+    scaled = await until(lambda: pools.get("p", "default"), "the Pool scaled to minReplicas",
+                         check=lambda p: dynamic.content_of(p)["spec"]["size"] == 3)
+    assert dynamic.content_of(scaled)["spec"]["size"] == 3

@@ -45,6 +45,14 @@ def test_within_tolerance_nothing_changes() -> None:
     assert (replicas, shown) == (2, 53)
 
 
+def test_a_tolerance_per_direction() -> None:
+    pods = [pod("a"), pod("b")]
+    # 60% against a 50% target: 1.2, outside the default band, inside a 0.25 scale-up band
+    assert resource_replicas(2, pods, usage(a=60, b=60), utilization(50), "cpu", now=NOW)[0] == 3
+    assert resource_replicas(2, pods, usage(a=60, b=60), utilization(50), "cpu", now=NOW,
+                             tolerance=(0.1, 0.25))[0] == 2
+
+
 def test_missing_metrics_count_against_the_direction() -> None:
     pods = [pod("a"), pod("b"), pod("c")]
     # a and b idle, c unmeasured: scaling down assumes c uses its whole request
