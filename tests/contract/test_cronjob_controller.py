@@ -10,7 +10,8 @@ from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from controllers.cronjob import SCHEDULED_TIMESTAMP
+from controllers.controllerref import controller_ref
+from controllers.cronjob import SCHEDULED_TIMESTAMP, job_name
 from controllers.manager import ControllerManager
 from kubeling.client import Client
 from protos.kubeling.v1 import batch_pb2, core_pb2, meta_pb2
@@ -149,3 +150,22 @@ async def test_deadline_suspend_and_history_limits(client: Client, manager: Cont
     await holds(lambda: jobs_of(client, "keep"), "too late to start: no run", 0.5, check=lambda js: len(js) == 2)
     clock.next_minute("keep")
     await until(lambda: jobs_of(client, "keep"), "the next run on time", check=lambda js: len(js) == 3)
+
+
+async def test_a_run_made_before_the_controller_died_is_not_made_again(client: Client,
+                                                                        manager: ControllerManager) -> None:
+    """The controller made the Job, then died before writing the CronJob's status: its
+    successor finds the run's Job by its name and makes no second one."""
+    made = await client.cronjobs.create(cronjob("once"))
+    clock = Clock(manager, _created(made))
+    clock.at = clock.at.replace(second=0, microsecond=0) + dt.timedelta(minutes=1, seconds=5)
+    scheduled = clock.at.replace(second=0)
+    job = batch_pb2.Job(metadata=meta_pb2.ObjectMeta(
+        name=job_name(made, scheduled), namespace="default", labels={"cron": "once"},
+        ownerReferences=[controller_ref(made, "batch/v1", "CronJob")]), spec=made.spec.jobTemplate.spec)
+    await client.jobs.create(job)
+    clock.move(0, "once")
+    cj = await until(lambda: client.cronjobs.get("once", "default"), "the run recorded",
+                     check=lambda c: c.status.lastScheduleTime.seconds == int(scheduled.timestamp()))
+    assert [r.name for r in cj.status.active] == [job.metadata.name]
+    await holds(lambda: jobs_of(client, "once"), "no second Job for the run", 0.5, check=lambda js: len(js) == 1)

@@ -10,13 +10,14 @@ faked, so that a test decides how each pod ends)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from controllers.jobutil import COMPLETION_INDEX, TRACKING_FINALIZER
-from controllers.manager import ControllerManager
+from controllers.manager import ControllerManager, ManagerConfig
 from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import batch_pb2, core_pb2, meta_pb2
@@ -207,3 +208,33 @@ async def test_job_api_validation(client: Client) -> None:
     assert "at least one of succeededCount or succeededIndexes must be specified" in await invalid(job(
         "f", completionMode="Indexed", completions=2, successPolicy=batch_pb2.SuccessPolicy(
             rules=[batch_pb2.SuccessPolicyRule()])))
+
+
+async def test_a_controller_manager_killed_mid_run_loses_no_count_and_makes_no_extra_pod(
+        client: Client, manager: ControllerManager) -> None:
+    made: set[str] = set()
+    rv = (await client.pods.list("default")).metadata.resourceVersion
+
+    async def record() -> None:
+        async for ev in client.pods.watch("default", resource_version=rv):
+            if ev.type == "ADDED":
+                made.add(ev.object.metadata.name)
+    watcher = asyncio.create_task(record())
+    await client.jobs.create(job("crash", completions=6, parallelism=3))
+    first = await until(lambda: pods_of(client, "crash"), "three pods", check=lambda ps: len(ps) == 3)
+    await manager.stop(release=False)  # dies: its expectations and memory are gone
+    await finish(client, first[:2])  # two end while no controller runs
+    await client.pods.delete(first[2].metadata.name, "default")  # one is deleted meanwhile
+    successor = ControllerManager(Client(client.address), ManagerConfig(leader_elect=False, job_backoff_base=0.1))
+    await successor.start()
+    try:
+        async def drive() -> batch_pb2.Job | None:
+            await finish(client, await pods_of(client, "crash"))
+            current = await get(client, "crash")
+            return current if condition(current, "Complete") is not None else None
+        done = await until(drive, "complete after the restart")
+    finally:
+        await successor.stop()
+        watcher.cancel()
+    assert (done.status.succeeded, done.status.failed) == (6, 1)  # the deleted pod counted as failed
+    assert len(made) == 7, sorted(made)  # 6 that succeeded and the one deleted: nothing more
