@@ -95,7 +95,8 @@ class HollowNode:
     async def _run(self, ev: WatchEvent[core_pb2.Pod]) -> None:
         pod = ev.object
         key = pod.metadata.name
-        if ev.type != "ADDED" or key in self.seen:
+        # ADDED, or (as an informer takes it) MODIFIED for a pod not seen yet
+        if ev.type not in ("ADDED", "MODIFIED") or key in self.seen or pod.status.phase == "Running":
             return
         self.seen[key] = time.perf_counter()
         for _ in range(5):  # as a kubelet's status manager: a conflict is retried on the pod as it is now
@@ -106,13 +107,14 @@ class HollowNode:
             try:
                 await self.client.pods.update_status(pod)
                 return
-            except errors.Conflict:
+            except errors.NotFound:
+                return
+            except errors.ApiError:  # a conflict, or a busy apiserver's timeout: again, on the pod as it is
+                await asyncio.sleep(0.2)
                 try:
                     pod = await self.client.pods.get(key, pod.metadata.namespace)
                 except errors.ApiError:
                     return
-            except errors.ApiError:
-                return
 
     async def stop(self) -> None:
         for t in self.tasks:
