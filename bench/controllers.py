@@ -254,6 +254,7 @@ async def _daemonset(count: int, work: Path, timeout: float) -> dict[str, Any]:
         status = (await client.daemonsets.get("daemon", "default")).status
         await watch.stop()
         return {"nodes": count, "all_running_s": round(took, 2), "pods_created": len(watch.created),
+                "pods_missed_by_node_watches": sum(n.relisted for n in nodes),
                 "pods_per_s": round(count / took, 1), "status_desired": status.desiredNumberScheduled}
     finally:
         for n in nodes:
