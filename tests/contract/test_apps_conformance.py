@@ -525,8 +525,12 @@ async def test_replication_controller_adopt_matching_pods(api: Api) -> None:
     await api.call("POST", f"{CORE}/pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {
         "name": "pod-adoption", "labels": {"name": "pod-adoption"}}, "spec": _template({})["spec"]})
     await api.call("POST", f"{CORE}/replicationcontrollers", _rc("pod-adoption"))
-    await until(lambda: api.client.pods.get("pod-adoption", NS), "the pod adopted",
-                check=lambda p: any(r.kind == "ReplicationController" for r in p.metadata.ownerReferences))
+
+    def settled(found: list[core_pb2.Pod]) -> bool:
+        # upstream: the RC MUST either adopt the pod or delete and replace it
+        return len(found) == 1 and any(r.kind == "ReplicationController" and r.controller
+                                       for r in found[0].metadata.ownerReferences)
+    await until(lambda: pods(api, "name=pod-adoption"), "the pod adopted (or replaced)", check=settled)
 
 
 async def test_replication_controller_get_and_update_replicationcontroller_scale(api: Api) -> None:
