@@ -10,7 +10,7 @@ from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from controllers.controllerref import controller_ref
+from controllers.controllerref import controller_ref, update_with_retry
 from controllers.cronjob import SCHEDULED_TIMESTAMP, job_name
 from controllers.manager import ControllerManager
 from kubeling.client import Client
@@ -66,6 +66,14 @@ async def complete(client: Client, job: batch_pb2.Job, kind: str = "Complete") -
         job.status.completionTime.CopyFrom(now)
         job.status.succeeded = 1
     await client.jobs.update_status(job)
+
+
+async def _suspend(client: Client, name: str, suspend: bool) -> None:
+    """As kubectl does it: again on a conflict (the controller writes the status)."""
+    def change(cj: batch_pb2.CronJob) -> bool:
+        cj.spec.suspend = suspend
+        return True
+    await update_with_retry(client.cronjobs, await client.cronjobs.get(name, "default"), change)
 
 
 def _created(cj: batch_pb2.CronJob) -> dt.datetime:
@@ -138,15 +146,11 @@ async def test_deadline_suspend_and_history_limits(client: Client, manager: Cont
     assert sorted(j.status.conditions[0].type for j in kept) == ["Complete", "Failed"]
     assert "SuccessfulDelete" in await reasons(client, "keep")
 
-    cj = await client.cronjobs.get("keep", "default")
-    cj.spec.suspend = True
-    await client.cronjobs.update(cj)
+    await _suspend(client, "keep", True)
     clock.next_minute("keep")
     await holds(lambda: jobs_of(client, "keep"), "suspended: no run", 0.5, check=lambda js: len(js) == 2)
     clock.next_minute("keep", past=45)  # resumed 45 s after the due time, past startingDeadlineSeconds
-    cj = await client.cronjobs.get("keep", "default")
-    cj.spec.suspend = False
-    await client.cronjobs.update(cj)
+    await _suspend(client, "keep", False)
     await holds(lambda: jobs_of(client, "keep"), "too late to start: no run", 0.5, check=lambda js: len(js) == 2)
     clock.next_minute("keep")
     await until(lambda: jobs_of(client, "keep"), "the next run on time", check=lambda js: len(js) == 3)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from controllers.controllerref import update_with_retry
 from controllers.jobutil import COMPLETION_INDEX, TRACKING_FINALIZER
 from controllers.manager import ControllerManager, ManagerConfig
 from kubeling import errors
@@ -162,18 +163,24 @@ async def test_success_policy_ends_the_job_early(client: Client, manager: Contro
     assert j.status.failed == 0
 
 
+async def _suspend(client: Client, name: str, suspend: bool) -> None:
+    """As kubectl does it: again on a conflict (the controller writes the status)."""
+    def change(j: batch_pb2.Job) -> bool:
+        j.spec.suspend = suspend
+        return True
+    await update_with_retry(client.jobs, await get(client, name), change)
+
+
 async def test_suspend_and_resume(client: Client, manager: ControllerManager) -> None:
     await client.jobs.create(job("later", suspend=True, parallelism=2, completions=2))
     j = await until(lambda: get(client, "later"), "suspended", check=lambda j: condition(j, "Suspended") is not None)
     assert not j.status.HasField("startTime") and not await pods_of(client, "later")
-    j.spec.suspend = False
-    await client.jobs.update(j)
+    await _suspend(client, "later", False)
     pods = await until(lambda: pods_of(client, "later"), "started", check=lambda ps: len(ps) == 2)
     j = await until(lambda: get(client, "later"), "resumed", check=lambda j: j.status.HasField("startTime"))
     resumed = next(c for c in j.status.conditions if c.type == "Suspended")
     assert (resumed.status, resumed.reason) == ("False", "JobResumed")
-    j.spec.suspend = True
-    await client.jobs.update(j)
+    await _suspend(client, "later", True)
     await until(lambda: pods_of(client, "later"), "its pods deleted", check=lambda ps: not ps)
     j = await until(lambda: get(client, "later"), "suspended again", check=lambda j: j.status.active == 0 and
                     condition(j, "Suspended") is not None)

@@ -4,6 +4,7 @@ RC as their controller, orphans adopted by the label map, scale down, status."""
 
 from __future__ import annotations
 
+from controllers.controllerref import update_with_retry
 from controllers.manager import ControllerManager
 from kubeling.client import Client
 from protos.kubeling.v1 import core_pb2, meta_pb2
@@ -34,9 +35,11 @@ async def test_replication_controller_keeps_its_count(client: Client, manager: C
     await until(lambda: client.replicationcontrollers.get("rc", "default"), "status",
                 check=lambda r: r.status.replicas == 3 and r.status.fullyLabeledReplicas == 3
                 and r.status.observedGeneration == 1)
-    current = await client.replicationcontrollers.get("rc", "default")
-    current.spec.replicas = 1
-    await client.replicationcontrollers.update(current)
+    def scale_down(rc: core_pb2.ReplicationController) -> bool:
+        rc.spec.replicas = 1
+        return True
+    await update_with_retry(client.replicationcontrollers, await client.replicationcontrollers.get("rc", "default"),
+                            scale_down)
     await until(lambda: pods_of(client), "scaled down to one", check=lambda ps: len(ps) == 1)
     async def reasons() -> set[str]:
         events = (await client.events.list_all("default"))[0]
