@@ -21,7 +21,7 @@ from apiserver.server import APIServer
 from controllers.manager import ControllerManager, ManagerConfig
 from kubeling.client import Client
 from protos.kubeling.v1 import core_pb2
-from tests.objects import node
+from tests.objects import node, update_status
 from tests.wait import holds, until
 
 NS = "default"
@@ -97,23 +97,23 @@ async def pods(api: Api, selector: str) -> list[core_pb2.Pod]:
 
 async def run(api: Api, found: Sequence[core_pb2.Pod]) -> None:
     """As a kubelet reports them: Running and Ready."""
-    for p in found:
-        current = await api.client.pods.get(p.metadata.name, NS)
+    def running(current: core_pb2.Pod) -> None:
         current.status.phase = "Running"
         current.status.startTime.GetCurrentTime()
         del current.status.conditions[:]
         current.status.conditions.add(type="Ready", status="True").lastTransitionTime.GetCurrentTime()
-        await api.client.pods.update_status(current)
+    for p in found:
+        await update_status(api.client.pods, p.metadata.name, NS, running)
 
 
 async def end(api: Api, found: Sequence[core_pb2.Pod], exit_code: int = 0) -> None:
-    for p in found:
-        current = await api.client.pods.get(p.metadata.name, NS)
+    def ended(current: core_pb2.Pod) -> None:
         current.status.phase = "Succeeded" if exit_code == 0 else "Failed"
         status = current.status.containerStatuses.add(name="app", image="busybox")
         status.state.terminated.exitCode = exit_code
         status.state.terminated.finishedAt.GetCurrentTime()
-        await api.client.pods.update_status(current)
+    for p in found:
+        await update_status(api.client.pods, p.metadata.name, NS, ended)
 
 
 async def count(api: Api, selector: str, n: int) -> list[core_pb2.Pod]:

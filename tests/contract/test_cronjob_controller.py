@@ -15,7 +15,7 @@ from controllers.cronjob import SCHEDULED_TIMESTAMP, job_name
 from controllers.manager import ControllerManager
 from kubeling.client import Client
 from protos.kubeling.v1 import batch_pb2, core_pb2, meta_pb2
-from tests.objects import pod
+from tests.objects import pod, update_status
 from tests.wait import holds, until
 
 
@@ -57,15 +57,16 @@ async def reasons(client: Client, name: str) -> list[str]:
 
 
 async def complete(client: Client, job: batch_pb2.Job, kind: str = "Complete") -> None:
-    job = await client.jobs.get(job.metadata.name, "default")
     now = Timestamp()
     now.GetCurrentTime()
-    job.status.conditions.add(type=kind, status="True", lastTransitionTime=now)
-    job.status.startTime.CopyFrom(now)
-    if kind == "Complete":
-        job.status.completionTime.CopyFrom(now)
-        job.status.succeeded = 1
-    await client.jobs.update_status(job)
+
+    def end(j: batch_pb2.Job) -> None:
+        j.status.conditions.add(type=kind, status="True", lastTransitionTime=now)
+        j.status.startTime.CopyFrom(now)
+        if kind == "Complete":
+            j.status.completionTime.CopyFrom(now)
+            j.status.succeeded = 1
+    await update_status(client.jobs, job.metadata.name, "default", end)
 
 
 async def _suspend(client: Client, name: str, suspend: bool) -> None:

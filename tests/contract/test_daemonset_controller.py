@@ -19,7 +19,7 @@ from controllers.manager import ControllerManager
 from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import apps_pb2, core_pb2, meta_pb2
-from tests.objects import node, pod
+from tests.objects import node, pod, update_status
 from tests.wait import until
 
 
@@ -48,13 +48,12 @@ def by_node(pods: Sequence[core_pb2.Pod]) -> dict[str, list[core_pb2.Pod]]:
 
 async def ready(client: Client, pods: Sequence[core_pb2.Pod]) -> None:
     """As a kubelet would report them: Running and Ready."""
-    for p in pods:
-        current = await client.pods.get(p.metadata.name, "default")
+    def running(current: core_pb2.Pod) -> None:
         current.status.phase = "Running"
         del current.status.conditions[:]
-        cond = current.status.conditions.add(type="Ready", status="True")
-        cond.lastTransitionTime.GetCurrentTime()
-        await client.pods.update_status(current)
+        current.status.conditions.add(type="Ready", status="True").lastTransitionTime.GetCurrentTime()
+    for p in pods:
+        await update_status(client.pods, p.metadata.name, "default", running)
 
 
 async def status(client: Client, name: str = "agent") -> apps_pb2.DaemonSetStatus:

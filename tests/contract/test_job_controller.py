@@ -22,7 +22,7 @@ from controllers.manager import ControllerManager, ManagerConfig
 from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import batch_pb2, core_pb2, meta_pb2
-from tests.objects import pod
+from tests.objects import pod, update_status
 from tests.wait import holds, until
 
 
@@ -43,15 +43,15 @@ async def pods_of(client: Client, name: str, *, live: bool = True) -> list[core_
 async def finish(client: Client, pods: Sequence[core_pb2.Pod], exit_code: int = 0,
                  condition: str = "") -> None:
     """As a kubelet reports a pod's end: its container terminated with this exit code."""
-    for p in pods:
-        current = await client.pods.get(p.metadata.name, "default")
+    def ended(current: core_pb2.Pod) -> None:
         current.status.phase = "Succeeded" if exit_code == 0 else "Failed"
         status = current.status.containerStatuses.add(name="main", image="busybox")
         status.state.terminated.exitCode = exit_code
         status.state.terminated.finishedAt.GetCurrentTime()
         if condition:
             current.status.conditions.add(type=condition, status="True")
-        await client.pods.update_status(current)
+    for p in pods:
+        await update_status(client.pods, p.metadata.name, "default", ended)
 
 
 async def get(client: Client, name: str) -> batch_pb2.Job:

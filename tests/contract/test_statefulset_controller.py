@@ -18,7 +18,7 @@ from controllers.manager import ControllerManager
 from controllers.statefulset import POD_INDEX, POD_NAME
 from kubeling.client import Client
 from protos.kubeling.v1 import apps_pb2, core_pb2, meta_pb2
-from tests.objects import pod
+from tests.objects import pod, update_status
 from tests.wait import gone, holds, until
 
 
@@ -42,12 +42,12 @@ async def pods_of(client: Client, name: str = "web") -> dict[str, core_pb2.Pod]:
 
 async def ready(client: Client, pods: Sequence[core_pb2.Pod]) -> None:
     """As a kubelet would report them: Running and Ready."""
-    for p in pods:
-        current = await client.pods.get(p.metadata.name, "default")
+    def running(current: core_pb2.Pod) -> None:
         current.status.phase = "Running"
         del current.status.conditions[:]
         current.status.conditions.add(type="Ready", status="True").lastTransitionTime.GetCurrentTime()
-        await client.pods.update_status(current)
+    for p in pods:
+        await update_status(client.pods, p.metadata.name, "default", running)
 
 
 async def _names(client: Client, name: str = "web") -> list[str]:
