@@ -24,6 +24,7 @@ from apiserver.admission.priority import PriorityAdmission
 from apiserver.admission.rbac_escalation import EscalationCheck
 from apiserver.admission.serviceaccount import ServiceAccountAdmission
 from apiserver.admission.storage import DefaultStorageClass, PersistentVolumeClaimResize, StorageObjectInUseProtection
+from apiserver.admission.webhook import MutatingWebhooks, ValidatingWebhooks, WebhookClient, WebhookSource
 from apiserver.auth.authentication import Authenticator
 from apiserver.auth.authorization import Authorizer, authorizer_for
 from apiserver.auth.rbac_policy import StoredPolicy, reconcile_bootstrap
@@ -107,6 +108,7 @@ class APIServer:
     _health: health.aio.HealthServicer | None = None
     _admission: Admission | None = None
     _crds: CustomResourceServing | None = None
+    _webhook_client: WebhookClient | None = None
 
     @property
     def allocates_pod_cidrs(self) -> bool:
@@ -180,7 +182,7 @@ class APIServer:
             bookmark_interval=cfg.bookmark_interval, watcher_buffer=cfg.watcher_buffer,
             namespace_check=self._check_namespace if strategy.namespaced else None, expiry=expiry)
         if self._admission is not None:
-            registry.admission = self._admission.for_resource(strategy.plural)
+            registry.admission = self._admission.for_resource(strategy.resource)
         return registry
 
     def _custom_registry(self, strategy: CustomResourceStrategy) -> Registry[Any]:
@@ -243,9 +245,17 @@ class APIServer:
             mutating.append(StorageObjectInUseProtection())
         if "PersistentVolumeClaimResize" in names:
             plugins.append(PersistentVolumeClaimResize(lambda name: self._cached(scheme.STORAGECLASSES)("", name)))
+        self._webhook_client = WebhookClient(self._service_address)
+        webhook_args = (self._webhook_client, self._namespace_labels, lambda: iter(self.scheme))
+        if "MutatingAdmissionWebhook" in names:
+            mutating.append(MutatingWebhooks(
+                WebhookSource(self.registries[scheme.MUTATINGWEBHOOKCONFIGURATIONS].watch_cache), *webhook_args))
+        if "ValidatingAdmissionWebhook" in names:
+            plugins.append(ValidatingWebhooks(
+                WebhookSource(self.registries[scheme.VALIDATINGWEBHOOKCONFIGURATIONS].watch_cache), *webhook_args))
         chain = self._admission = Admission(plugins, mutating)
         for reg in self.registries.values():
-            reg.admission = chain.for_resource(reg.strategy.plural)
+            reg.admission = chain.for_resource(reg.strategy.resource)
 
     async def _start_registries(self) -> None:
         for reg in self.registries.values():
@@ -386,6 +396,8 @@ class APIServer:
             await loop.stop()
         if self._crds is not None:
             await self._crds.stop()
+        if self._webhook_client is not None:
+            await self._webhook_client.close()
         for reg in list(self.registries.values()):
             await reg.stop()
         if self._rest is not None:
@@ -420,6 +432,10 @@ class APIServer:
         registry = self.registries[scheme.PODS]
         items, _ = registry.watch_cache.list(registry.parse_filter("", "", f"spec.nodeName={node}"))
         return items
+
+    def _namespace_labels(self, name: str) -> dict[str, str] | None:
+        namespace = self._cached(scheme.NAMESPACES)("", name)
+        return dict(namespace.metadata.labels) if namespace is not None else None
 
     def _cached(self, resource: ResourceType[Any]) -> Callable[[str, str], Any]:
         """(namespace, name) -> the watch cache's object or None (the authenticator's lookups

@@ -49,7 +49,9 @@ __all__ = ["ApiObject", "ObjectT", "Method", "Subresource", "ResourceType", "Sch
            "PACKAGE", "PODS", "NODES", "NAMESPACES", "EVENTS", "SERVICEACCOUNTS", "CONFIGMAPS", "SECRETS",
            "SERVICES", "ENDPOINTS", "ENDPOINTSLICES", "LEASES", "ROLES", "CLUSTERROLES", "ROLEBINDINGS",
            "CLUSTERROLEBINDINGS", "DEPLOYMENTS", "REPLICASETS", "JOBS", "PRIORITYCLASSES", "POD_DISRUPTION_BUDGETS",
-           "PODTEMPLATES", "CUSTOMRESOURCEDEFINITIONS", "CUSTOM_SERVICE", "deletes_collections", "PERSISTENTVOLUMES",
+           "PODTEMPLATES", "CUSTOMRESOURCEDEFINITIONS", "VALIDATINGWEBHOOKCONFIGURATIONS",
+           "MUTATINGWEBHOOKCONFIGURATIONS", "VALIDATINGADMISSIONPOLICIES", "VALIDATINGADMISSIONPOLICYBINDINGS",
+           "CUSTOM_SERVICE", "deletes_collections", "PERSISTENTVOLUMES",
            "PERSISTENTVOLUMECLAIMS", "STORAGECLASSES", "CSIDRIVERS", "CSINODES", "VOLUMEATTACHMENTS",
            "CSISTORAGECAPACITIES", "CRONJOBS", "DAEMONSETS", "STATEFULSETS", "CONTROLLERREVISIONS",
            "REPLICATIONCONTROLLERS", "HORIZONTALPODAUTOSCALERS", "HORIZONTALPODAUTOSCALERS_V1"]
@@ -460,6 +462,20 @@ VOLUMEATTACHMENTS = ResourceType(_STORAGE, "v1", "VolumeAttachment", "volumeatta
                                  storage_pb2.VolumeAttachment, namespaced=False, subresources=(_STATUS,))
 CSISTORAGECAPACITIES = ResourceType(_STORAGE, "v1", "CSIStorageCapacity", "csistoragecapacities",
                                     storage_pb2.CSIStorageCapacity, service="CSIStorageCapacities")
+_ADMISSIONREGISTRATION = "admissionregistration.k8s.io"
+VALIDATINGWEBHOOKCONFIGURATIONS = ResourceType(
+    _ADMISSIONREGISTRATION, "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations",
+    custom_pb2.CustomResource, namespaced=False, categories=("api-extensions",), custom=True)
+MUTATINGWEBHOOKCONFIGURATIONS = ResourceType(
+    _ADMISSIONREGISTRATION, "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations",
+    custom_pb2.CustomResource, namespaced=False, categories=("api-extensions",), custom=True)
+VALIDATINGADMISSIONPOLICIES = ResourceType(
+    _ADMISSIONREGISTRATION, "v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies",
+    custom_pb2.CustomResource, namespaced=False, categories=("api-extensions",), subresources=(_STATUS,),
+    custom=True)
+VALIDATINGADMISSIONPOLICYBINDINGS = ResourceType(
+    _ADMISSIONREGISTRATION, "v1", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings",
+    custom_pb2.CustomResource, namespaced=False, categories=("api-extensions",), custom=True)
 
 # In discovery's order.
 BUILTIN: tuple[ResourceType[Any], ...] = (
@@ -467,4 +483,6 @@ BUILTIN: tuple[ResourceType[Any], ...] = (
     PERSISTENTVOLUMES, PERSISTENTVOLUMECLAIMS, REPLICATIONCONTROLLERS, ENDPOINTSLICES, LEASES, ROLES, CLUSTERROLES,
     ROLEBINDINGS, CLUSTERROLEBINDINGS, DEPLOYMENTS, REPLICASETS, DAEMONSETS, STATEFULSETS, CONTROLLERREVISIONS,
     HORIZONTALPODAUTOSCALERS, HORIZONTALPODAUTOSCALERS_V1, JOBS, CRONJOBS, PRIORITYCLASSES, POD_DISRUPTION_BUDGETS,
-    STORAGECLASSES, CSIDRIVERS, CSINODES, VOLUMEATTACHMENTS, CSISTORAGECAPACITIES, CUSTOMRESOURCEDEFINITIONS)
+    STORAGECLASSES, CSIDRIVERS, CSINODES, VOLUMEATTACHMENTS, CSISTORAGECAPACITIES, VALIDATINGWEBHOOKCONFIGURATIONS,
+    MUTATINGWEBHOOKCONFIGURATIONS, VALIDATINGADMISSIONPOLICIES, VALIDATINGADMISSIONPOLICYBINDINGS,
+    CUSTOMRESOURCEDEFINITIONS)

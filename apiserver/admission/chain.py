@@ -9,16 +9,43 @@ let through anyway.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from apiserver.auth.authentication import UserInfo, current_user
 from kubeling import errors
+from kubeling.scheme import ResourceType
 
-__all__ = ["AdmissionAttributes", "AdmissionPlugin", "MutatingPlugin", "Admission", "forbidden"]
+__all__ = ["AdmissionAttributes", "AdmissionPlugin", "MutatingPlugin", "Admission", "forbidden", "EVERY_RESOURCE",
+           "add_warning", "request_warnings", "audit_annotations"]
 
 CREATE, UPDATE, DELETE = "CREATE", "UPDATE", "DELETE"
+
+
+class _Every(frozenset[str]):
+    """The `resources` of a plugin that sees every resource (webhooks, policies)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+EVERY_RESOURCE: frozenset[str] = _Every()
+
+# What admission tells the client besides its verdict (upstream's warning.AddWarning, the
+# `Warning` headers) and the audit log (annotations), per request: the front end sets a
+# fresh list for each request and reads it when it answers.
+request_warnings: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("request_warnings",
+                                                                                     default=None)
+audit_annotations: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("audit_annotations",
+                                                                                          default=None)
+
+
+def add_warning(text: str) -> None:
+    warnings = request_warnings.get()
+    if warnings is not None and text not in warnings:
+        warnings.append(text)
 
 
 @dataclass(frozen=True)
@@ -33,6 +60,8 @@ class AdmissionAttributes:
     name: str
     obj: Any | None  # the object to store (None on DELETE)
     old: Any | None  # the stored object (None on CREATE)
+    dry_run: bool = False
+    kind: ResourceType[Any] | None = None  # the scheme entry written through
 
 
 class AdmissionPlugin(Protocol):
@@ -57,34 +86,37 @@ def forbidden(attrs: AdmissionAttributes, group_resource: str, reason: str) -> e
 
 @dataclass(frozen=True)
 class Admission:
-    """The chain one resource's registry runs (only the plugins that handle it)."""
+    """The chain one resource's registry runs (only the plugins that handle it), mutating
+    plugins before the object is validated, validating ones after (upstream's order)."""
 
     plugins: Sequence[AdmissionPlugin]
     mutating: Sequence[MutatingPlugin] = ()
+    kind: ResourceType[Any] | None = None
 
-    @staticmethod
-    def _attributes(operation: str, resource: str, obj: Any | None, old: Any | None,
-                    subresource: str) -> AdmissionAttributes | None:
+    def _attributes(self, operation: str, resource: str, obj: Any | None, old: Any | None,
+                    subresource: str, dry_run: bool) -> AdmissionAttributes | None:
         user = current_user.get()
         if user is None:
             return None  # the apiserver's own write
         meta = (obj if obj is not None else old).metadata  # type: ignore[union-attr]
-        return AdmissionAttributes(user, operation, resource, subresource, meta.namespace, meta.name, obj, old)
+        return AdmissionAttributes(user, operation, resource, subresource, meta.namespace, meta.name, obj, old,
+                                   dry_run, self.kind)
 
-    async def mutate(self, operation: str, resource: str, obj: Any) -> None:
-        attrs = self._attributes(operation, resource, obj, None, "")
+    async def mutate(self, operation: str, resource: str, obj: Any | None, old: Any | None = None, *,
+                     subresource: str = "", dry_run: bool = False) -> None:
+        attrs = self._attributes(operation, resource, obj, old, subresource, dry_run)
         if attrs is not None:
             for plugin in self.mutating:
                 await plugin.mutate(attrs)
 
     async def admit(self, operation: str, resource: str, obj: Any | None, old: Any | None, *,
-                    subresource: str = "") -> None:
-        attrs = self._attributes(operation, resource, obj, old, subresource)
+                    subresource: str = "", dry_run: bool = False) -> None:
+        attrs = self._attributes(operation, resource, obj, old, subresource, dry_run)
         if attrs is not None:
             for plugin in self.plugins:
                 await plugin.validate(attrs)
 
-    def for_resource(self, resource: str) -> Admission | None:
-        plugins = [p for p in self.plugins if resource in p.resources]
-        mutating = [p for p in self.mutating if resource in p.resources]
-        return Admission(plugins, mutating) if plugins or mutating else None
+    def for_resource(self, kind: ResourceType[Any]) -> Admission | None:
+        plugins = [p for p in self.plugins if kind.plural in p.resources]
+        mutating = [p for p in self.mutating if kind.plural in p.resources]
+        return Admission(plugins, mutating, kind) if plugins or mutating else None

@@ -31,11 +31,12 @@ class UserInfo:
     name: str
     uid: str = ""
     groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (key, values), sorted by key
 
     def with_authenticated(self) -> UserInfo:
         if AUTHENTICATED in self.groups:
             return self
-        return UserInfo(self.name, self.uid, (*self.groups, AUTHENTICATED))
+        return UserInfo(self.name, self.uid, (*self.groups, AUTHENTICATED), self.extra)
 
 
 ANONYMOUS = UserInfo("system:anonymous", groups=(UNAUTHENTICATED,))

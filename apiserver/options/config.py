@@ -14,7 +14,8 @@ from kubeling.options import boolean, flag
 __all__ = ["Config", "ADMISSION_PLUGINS"]
 
 ADMISSION_PLUGINS = ("NodeRestriction", "ServiceAccount", "DefaultTolerationSeconds", "Priority", "DefaultStorageClass",
-                     "StorageObjectInUseProtection", "PersistentVolumeClaimResize")
+                     "StorageObjectInUseProtection", "PersistentVolumeClaimResize", "MutatingAdmissionWebhook",
+                     "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook")
 
 
 def _endpoints(text: str) -> str:

@@ -12,6 +12,7 @@ import kubernetes.client as k8s
 import lightkube
 from kubernetes import config as k8s_config
 from lightkube.resources import (
+    admissionregistration_v1,
     apiextensions_v1,
     apps_v1,
     autoscaling_v1,
@@ -138,6 +139,22 @@ _OBJECTS: list[tuple[scheme.ResourceType[Any], Any, Any]] = [
             source=storage_pb2.VolumeAttachmentSource(persistentVolumeName="pv"))), storage_v1.VolumeAttachment),
     (scheme.CSISTORAGECAPACITIES, storage_pb2.CSIStorageCapacity(metadata=_meta("cap"), storageClassName="sc",
                                                                  capacity="1Gi"), storage_v1.CSIStorageCapacity),
+    (scheme.VALIDATINGWEBHOOKCONFIGURATIONS, dynamic.new({"metadata": {"name": "vwc"}, "webhooks": [
+        {"name": "deny.example.com", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+         "clientConfig": {"url": "https://127.0.0.1:1/deny"}}]}),
+     admissionregistration_v1.ValidatingWebhookConfiguration),
+    (scheme.MUTATINGWEBHOOKCONFIGURATIONS, dynamic.new({"metadata": {"name": "mwc"}, "webhooks": [
+        {"name": "label.example.com", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+         "clientConfig": {"url": "https://127.0.0.1:1/label"}}]}),
+     admissionregistration_v1.MutatingWebhookConfiguration),
+    (scheme.VALIDATINGADMISSIONPOLICIES, dynamic.new({"metadata": {"name": "vap"}, "spec": {
+        "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                                "resources": ["deployments"]}]},
+        "validations": [{"expression": "object.spec.replicas < 100"}]}}),
+     admissionregistration_v1.ValidatingAdmissionPolicy),
+    (scheme.VALIDATINGADMISSIONPOLICYBINDINGS, dynamic.new({"metadata": {"name": "vapb"}, "spec": {
+        "policyName": "vap", "validationActions": ["Warn"]}}),
+     admissionregistration_v1.ValidatingAdmissionPolicyBinding),
     (scheme.CUSTOMRESOURCEDEFINITIONS, dynamic.new({"metadata": {"name": "things.x.example.com"}, "spec": {
         "group": "x.example.com", "scope": "Namespaced", "names": {"plural": "things", "kind": "Thing"},
         "versions": [{"name": "v1", "served": True, "storage": True,

@@ -10,9 +10,9 @@ import pytest
 
 from apiserver.endpoints.rest.apply import apply, record_update
 from apiserver.endpoints.rest.codec import from_json, to_json
-from apiserver.endpoints.rest.patch import json_patch, merge_patch, strategic_merge_patch
 from apiserver.endpoints.rest.tables import human_duration, pod_status, table
 from kubeling import errors
+from kubeling.patches import json_patch, merge_patch, strategic_merge_patch
 from protos.kubeling.v1 import core_pb2
 
 # ------------------------------------------------------------------ codec

@@ -23,9 +23,9 @@ import copy
 import json
 from typing import Any
 
-from apiserver.endpoints.rest.patch import merge_key as list_merge_key
-from apiserver.endpoints.rest.patch import strategic_merge_patch
 from kubeling import errors
+from kubeling.patches import merge_key as list_merge_key
+from kubeling.patches import strategic_merge_patch
 
 __all__ = ["apply", "record_update", "field_paths"]
 

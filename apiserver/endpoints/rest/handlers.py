@@ -8,7 +8,6 @@ from typing import Any
 
 from aiohttp import web
 
-from apiserver.endpoints.rest import patch as patches
 from apiserver.endpoints.rest.apply import apply, record_update
 from apiserver.endpoints.rest.codec import from_json, to_json
 from apiserver.endpoints.rest.protobuf import PROTOBUF, decode_envelope
@@ -29,7 +28,7 @@ from apiserver.endpoints.rest.status import UnsupportedMediaType
 from apiserver.endpoints.rest.tables import table
 from apiserver.registry.apiextensions.customresources import CustomResourceStrategy
 from apiserver.registry.generic.store import Registry
-from kubeling import errors
+from kubeling import errors, patches
 from kubeling.scheme import ResourceType
 from protos.kubeling.v1 import meta_pb2
 

@@ -19,7 +19,7 @@ from typing import Any
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from apiserver.endpoints.discovery import VERSION
-from apiserver.endpoints.rest.patch import FIELD_MERGE_KEYS, MERGE_KEYS
+from kubeling.patches import FIELD_MERGE_KEYS, MERGE_KEYS
 from kubeling.scheme import ResourceType, Scheme
 from protos.kubeling.v1 import meta_pb2
 

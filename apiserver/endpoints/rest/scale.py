@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from apiserver.endpoints.rest import patch as patches
 from apiserver.registry.scale import Scales, scale_of
-from kubeling import errors
+from kubeling import errors, patches
 
 __all__ = ["scale_of", "replicas_from", "patched_scale", "Scales"]
 

@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from apiserver.admission.chain import request_warnings
 from apiserver.auth.authentication import current_user
 from apiserver.endpoints import pipeline as pipelines
 from apiserver.endpoints.discovery import VERSION, Discovery, aggregated_version
@@ -24,7 +25,15 @@ from apiserver.endpoints.pipeline import Pipeline
 from apiserver.endpoints.request import Credentials, SubresourceHandler
 from apiserver.endpoints.rest import handlers
 from apiserver.endpoints.rest.openapi import OpenAPI
-from apiserver.endpoints.rest.request import MAX_BODY, Target, dry_run, dumps, json_response, negotiate_output
+from apiserver.endpoints.rest.request import (
+    MAX_BODY,
+    Target,
+    dry_run,
+    dumps,
+    json_response,
+    negotiate_output,
+    warning_header,
+)
 from apiserver.endpoints.rest.reviews import access_review, self_subject_review
 from apiserver.endpoints.rest.routes import (
     ACCESS_REVIEWS,
@@ -103,6 +112,8 @@ class RestServer:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         resource = ""
+        warnings: list[str] = []
+        request_warnings.set(warnings)  # what admission has to tell the client (Warning headers)
         try:
             with self.pipeline.serve(f"REST_{request.method}", "-", code_of=_http_code) as served:
                 try:
@@ -115,9 +126,10 @@ class RestServer:
                     served.code = "499"  # the client went away
                     raise
                 served.code = str(response.status)
-                return response
+                return _with_warnings(response, warnings)
         except errors.ApiError as err:
-            return json_response(status_json(err, resource if resource != "-" else ""), http_code(err))
+            return _with_warnings(json_response(status_json(err, resource if resource != "-" else ""),
+                                                http_code(err)), warnings)
 
     async def _serve(self, request: web.Request, found: Route) -> web.StreamResponse:
         path = found.path
@@ -226,6 +238,14 @@ class RestServer:
         if name:
             return json_response({"kind": kind, "apiVersion": version, **items[0]})
         return json_response({"kind": f"{kind}List", "apiVersion": version, "metadata": {}, "items": items})
+
+
+def _with_warnings(response: web.StreamResponse, warnings: list[str]) -> web.StreamResponse:
+    if warnings and not response.prepared:
+        added = ", ".join(warning_header(w) for w in warnings)
+        before = response.headers.get("Warning")
+        response.headers["Warning"] = f"{before}, {added}" if before else added
+    return response
 
 
 def _peer_user(request: web.Request) -> Any:

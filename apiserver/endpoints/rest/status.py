@@ -25,6 +25,9 @@ class UnsupportedMediaType(errors.ApiError):
 
 
 def http_code(err: errors.ApiError) -> int:
+    code = err.metadata.get("code", "")
+    if code.isdigit():  # the code a webhook refused with
+        return int(code)
     return _CODES.get(err.reason, 500)
 
 

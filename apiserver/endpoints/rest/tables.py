@@ -547,6 +547,44 @@ _WORKLOAD_PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, f
                               ("Age", "string", 0)], _pdb_row),
 }
 
+def _param_ref(binding: Obj) -> str:
+    ref = (binding.get("spec") or {}).get("paramRef")
+    if not ref:
+        return "<unset>"
+    if ref.get("selector") is not None:
+        return f"{ref['namespace']}/*" if ref.get("namespace") else f"*/{_selector(ref['selector'])}"
+    return f"{ref['namespace']}/{ref.get('name', '')}" if ref.get("namespace") else str(ref.get("name", ""))
+
+
+def _param_kind(policy: Obj) -> str:
+    kind = (policy.get("spec") or {}).get("paramKind")
+    return f"{kind.get('apiVersion', '')}/{kind.get('kind', '')}" if kind else "<unset>"
+
+
+def _webhook_row(config: Obj, now: float) -> list[Any]:
+    return [config["metadata"]["name"], len(config.get("webhooks") or []), _age(config, now)]
+
+
+def _policy_row(policy: Obj, now: float) -> list[Any]:
+    return [policy["metadata"]["name"], len((policy.get("spec") or {}).get("validations") or []),
+            _param_kind(policy), _age(policy, now)]
+
+
+def _policy_binding_row(binding: Obj, now: float) -> list[Any]:
+    return [binding["metadata"]["name"], (binding.get("spec") or {}).get("policyName", ""), _param_ref(binding),
+            _age(binding, now)]
+
+
+_WEBHOOK_COLUMNS = [("Name", "string", 0), ("Webhooks", "integer", 0), ("Age", "string", 0)]
+_ADMISSION_PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], list[Any]]]] = {
+    "validatingwebhookconfigurations": (_WEBHOOK_COLUMNS, _webhook_row),
+    "mutatingwebhookconfigurations": (_WEBHOOK_COLUMNS, _webhook_row),
+    "validatingadmissionpolicies": ([("Name", "string", 0), ("Validations", "integer", 0),
+                                     ("ParamKind", "string", 0), ("Age", "string", 0)], _policy_row),
+    "validatingadmissionpolicybindings": ([("Name", "string", 0), ("PolicyName", "string", 0),
+                                           ("ParamRef", "string", 0), ("Age", "string", 0)], _policy_binding_row),
+}
+
 _PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], list[Any]]]] = {
     "pods": (_POD_COLUMNS, _pod_row),
     "nodes": (_NODE_COLUMNS, _node_row),
@@ -567,6 +605,7 @@ _PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], li
     **_WORKLOAD_PRINTERS,
     **_SERVICE_PRINTERS,
     **_STORAGE_PRINTERS,
+    **_ADMISSION_PRINTERS,
 }
 
 

@@ -51,6 +51,10 @@ NamespaceCheck = Callable[[str], Awaitable[None]]
 Finish = Callable[[bool], Awaitable[None]]
 
 
+def _subresource(status: bool, ephemeral: bool) -> str:
+    return "status" if status else "ephemeralcontainers" if ephemeral else ""
+
+
 async def _nothing_to_finish(stored: bool) -> None:
     return None
 
@@ -205,7 +209,8 @@ class Registry(Generic[T]):
         self.strategy.prepare_for_create(obj)
         self.strategy.default(obj)
         if self.admission is not None:
-            await self.admission.mutate(CREATE, self.strategy.plural, obj)
+            await self.admission.mutate(CREATE, self.strategy.plural, obj, dry_run=dry_run)
+            self.strategy.default(obj)  # what a mutating webhook added is defaulted too (upstream decodes it)
         finish = await self.hooks.begin_create(obj, dry_run) if self.hooks is not None else _nothing_to_finish
         stored = False
         try:
@@ -227,7 +232,7 @@ class Registry(Generic[T]):
             self.strategy.validate_create(obj, check)
             self._invalid(obj, check)
             if self.admission is not None:
-                await self.admission.admit(CREATE, self.strategy.plural, obj, None)
+                await self.admission.admit(CREATE, self.strategy.plural, obj, None, dry_run=dry_run)
             if dry_run:
                 existing, _ = await self.storage.get(self.key(namespace, meta.name))
                 if existing is None:
@@ -310,11 +315,10 @@ class Registry(Generic[T]):
                     continue
                 raise self._conflict(name)
             try:
-                new = self._updated(obj, old, status, ephemeral)
+                new = await self._updated(obj, old, status, ephemeral, dry_run)
                 if self.admission is not None:
                     await self.admission.admit(UPDATE, self.strategy.plural, new, old,
-                                               subresource="status" if status else
-                                               "ephemeralcontainers" if ephemeral else "")
+                                               subresource=_subresource(status, ephemeral), dry_run=dry_run)
             except errors.ApiError:
                 if fresh:
                     raise
@@ -355,21 +359,27 @@ class Registry(Generic[T]):
             return new
         raise self._conflict(name, "too many concurrent writers; try again")
 
-    def _updated(self, obj: T, old: T, status: bool, ephemeral: bool = False) -> T:
-        """obj as it would be stored over old: prepared, defaulted, validated (Invalid)."""
+    async def _updated(self, obj: T, old: T, status: bool, ephemeral: bool = False, dry_run: bool = False) -> T:
+        """obj as it would be stored over old: prepared, defaulted, mutated by admission,
+        validated (Invalid)."""
         new = type(obj)()
         new.CopyFrom(obj)
         check = Checker()
         if ephemeral:
             self.strategy.prepare_for_ephemeral_update(new, old)
+            await self._mutate_update(new, old, "ephemeralcontainers", dry_run)
             self.strategy.validate_ephemeral_update(new, old, check)
         elif status:
             self.strategy.prepare_for_status_update(new, old)
+            await self._mutate_update(new, old, "status", dry_run)
             self.strategy.validate_status(new, check)
         else:
             self._prepare_meta_update(new, old, check)
             self.strategy.prepare_for_update(new, old)
             self.strategy.default(new)
+            if self.admission is not None and self.admission.mutating:
+                await self._mutate_update(new, old, "", dry_run)
+                self.strategy.default(new)
             self._validate_meta(new, check)
             self.strategy.validate(new, check)
             self.strategy.validate_update(new, old, check)
@@ -377,6 +387,11 @@ class Registry(Generic[T]):
                 new.metadata.generation = old.metadata.generation + 1
         self._invalid(new, check)
         return new
+
+    async def _mutate_update(self, new: T, old: T, subresource: str, dry_run: bool) -> None:
+        if self.admission is not None and self.admission.mutating:
+            await self.admission.mutate(UPDATE, self.strategy.plural, new, old, subresource=subresource,
+                                        dry_run=dry_run)
 
     # A write starts from the watch cache's copy of the object, not from a read of etcd:
     # the write is a compare-and-swap on the copy's revision, and when etcd refuses it,
@@ -467,7 +482,7 @@ class Registry(Generic[T]):
                     continue
             if self.admission is not None:
                 try:
-                    await self.admission.admit(DELETE, self.strategy.plural, None, obj)
+                    await self.admission.admit(DELETE, self.strategy.plural, None, obj, dry_run=dry_run)
                 except errors.ApiError:
                     if fresh:
                         raise
