@@ -20,6 +20,7 @@ from grpc_reflection.v1alpha import reflection
 from apiserver.admission.chain import Admission, AdmissionPlugin, MutatingPlugin
 from apiserver.admission.defaulttolerationseconds import DefaultTolerationSeconds
 from apiserver.admission.noderestriction import NodeRestriction
+from apiserver.admission.policy import ValidatingPolicies
 from apiserver.admission.priority import PriorityAdmission
 from apiserver.admission.rbac_escalation import EscalationCheck
 from apiserver.admission.serviceaccount import ServiceAccountAdmission
@@ -250,6 +251,11 @@ class APIServer:
         if "MutatingAdmissionWebhook" in names:
             mutating.append(MutatingWebhooks(
                 WebhookSource(self.registries[scheme.MUTATINGWEBHOOKCONFIGURATIONS].watch_cache), *webhook_args))
+        if "ValidatingAdmissionPolicy" in names:
+            plugins.append(ValidatingPolicies(
+                self.registries[scheme.VALIDATINGADMISSIONPOLICIES].watch_cache,
+                self.registries[scheme.VALIDATINGADMISSIONPOLICYBINDINGS].watch_cache, self._param_objects,
+                lambda name: self._cached(scheme.NAMESPACES)("", name), lambda: iter(self.scheme)))
         if "ValidatingAdmissionWebhook" in names:
             plugins.append(ValidatingWebhooks(
                 WebhookSource(self.registries[scheme.VALIDATINGWEBHOOKCONFIGURATIONS].watch_cache), *webhook_args))
@@ -432,6 +438,14 @@ class APIServer:
         registry = self.registries[scheme.PODS]
         items, _ = registry.watch_cache.list(registry.parse_filter("", "", f"spec.nodeName={node}"))
         return items
+
+    def _param_objects(self, api_version: str, kind: str) -> list[Any] | None:
+        """A policy's parameters: the objects of a kind now, from its watch cache."""
+        resource = next((r for r in self.scheme if r.api_version == api_version and r.kind == kind), None)
+        registry = self.registries.get(resource) if resource is not None else None
+        if registry is None or registry.cache is None:
+            return None
+        return [e.obj for e in registry.cache.store.values()]
 
     def _namespace_labels(self, name: str) -> dict[str, str] | None:
         namespace = self._cached(scheme.NAMESPACES)("", name)

@@ -104,6 +104,11 @@ def cluster_roles() -> list[Role]:
             _rule(("create",), (AUTHORIZATION,), ("selfsubjectaccessreviews", "selfsubjectrulesreviews")),
             _rule(("create",), (AUTHENTICATION,), ("selfsubjectreviews",)),
         )),
+        # what an extension apiserver or a webhook needs to delegate its decisions (upstream's)
+        Role("system:auth-delegator", (
+            _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
+            _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews",)),
+        )),
         Role("system:kube-scheduler", (
             _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),
             _rule(("create",), (COORDINATION,), ("leases",)),

@@ -27,6 +27,7 @@ from opentelemetry import propagate, trace
 
 from apiserver.auth.authentication import ANONYMOUS, Authenticator, UserInfo, current_user, user_from_certificate
 from apiserver.auth.authorization import Authorizer, require
+from apiserver.endpoints.impersonation import impersonate
 from apiserver.endpoints.metrics import Metrics
 from apiserver.endpoints.request import Credentials, RequestInfo
 from kubeling import errors
@@ -82,6 +83,8 @@ class Pipeline:
         request's user for admission and the registries (`current_user`)."""
         user = ANONYMOUS if self.authenticator is None else \
             self.authenticator.authenticate(credentials.certificate_user, credentials.authorization)
+        if credentials.impersonation is not None:
+            user = impersonate(user, credentials.impersonation, self.authorizer)
         current_user.set(user)
         span = trace.get_current_span()
         if span.is_recording():

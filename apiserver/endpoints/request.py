@@ -11,6 +11,7 @@ from typing import Any
 
 from apiserver.auth.authentication import UserInfo
 from apiserver.auth.rbac import Attributes
+from apiserver.endpoints.impersonation import Impersonation
 from kubeling.scheme import ResourceType
 
 __all__ = ["Credentials", "RequestInfo", "SubresourceHandler", "dry_run_requested"]
@@ -28,6 +29,7 @@ class Credentials:
 
     certificate_user: UserInfo | None = None
     authorization: str | None = None
+    impersonation: Impersonation | None = None  # who the caller asks to act as
 
 
 @dataclass(frozen=True, slots=True)

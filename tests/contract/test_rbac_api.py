@@ -10,6 +10,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -328,3 +329,73 @@ async def test_custom_resources_by_group_and_resource_and_the_aggregated_roles(
 
 async def _denied_widgets(kubectl: Kubectl) -> bool:
     return not await _can(kubectl, "create", "widgets.example.com", "default")
+
+
+async def test_kubectl_as_impersonates_only_with_the_impersonate_verb(secured: tuple[APIServer, Path],
+                                                                     tmp_path: Path) -> None:
+    """`kubectl auth can-i --as=jane` answers for jane, not for the caller; impersonating
+    needs the impersonate verb, as upstream's filter checks it."""
+    server, root = secured
+    admin, bob = (_kubectl(server, root, tmp_path, w) for w in ("admin", "bob"))
+    assert (await admin("auth", "can-i", "list", "pods", ok=False))[:2] == (0, "yes\n")
+    assert (await admin("auth", "can-i", "list", "pods", "--as=jane", ok=False))[:2] == (1, "no\n")
+    await admin("create", "namespace", "ns")
+    await admin("create", "serviceaccount", "sa", "-n", "ns")
+    await admin("create", "rolebinding", "sa-view", "--clusterrole=view", "--serviceaccount=ns:sa", "-n", "ns")
+
+    async def sa_lists() -> bool:
+        code, out, err = await admin("get", "pods", "-n", "ns", "--as=system:serviceaccount:ns:sa", ok=False)
+        return code == 0
+    await _eventually(sa_lists, "the ServiceAccount's view binding")
+    code, _, err = await admin("get", "secrets", "-n", "ns", "--as=system:serviceaccount:ns:sa", ok=False)
+    assert code != 0 and 'User "system:serviceaccount:ns:sa" cannot list resource "secrets"' in err, err
+    code, _, err = await bob("get", "--raw", "/api/v1/namespaces/default/pods", "--as=jane", ok=False)
+    assert code != 0 and err.strip() == 'Error from server (Forbidden): users "jane" is forbidden: User "bob" cannot ' \
+                                        'impersonate resource "users" in API group "" at the cluster scope', err
+    await admin("create", "clusterrole", "impersonator", "--verb=impersonate", "--resource=users,groups")
+    await admin("create", "clusterrolebinding", "bob-impersonates", "--clusterrole=impersonator", "--user=bob")
+
+    async def bob_is_jane() -> bool:
+        code, out, _ = await bob("auth", "whoami", "--as=jane", "--as-group=devs", "-o", "json", ok=False)
+        return code == 0 and json.loads(out)["status"]["userInfo"] == {
+            "username": "jane", "groups": ["devs", "system:authenticated"]}
+    await _eventually(bob_is_jane, "bob impersonating jane")
+
+
+async def test_token_and_subject_access_reviews(secured: tuple[APIServer, Path], tmp_path: Path) -> None:
+    """TokenReview of a ServiceAccount token and of a forged one; SubjectAccessReview and
+    LocalSubjectAccessReview answered for another user ([sig-auth] SubjectReview)."""
+    server, root = secured
+    admin = _kubectl(server, root, tmp_path, "admin")
+    await admin("create", "serviceaccount", "robot")
+    token = (await admin("create", "token", "robot"))[1].strip()
+
+    async def review(token: str) -> dict[str, Any]:
+        body = json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}})
+        out = (await admin("create", "--raw", "/apis/authentication.k8s.io/v1/tokenreviews", "-f", "-",
+                           stdin=body))[1]
+        return dict(json.loads(out)["status"])
+    status = await review(token)
+    assert status["authenticated"] is True and status["user"]["username"] == "system:serviceaccount:default:robot"
+    forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+    status = await review(forged)
+    assert "authenticated" not in status and status["error"], status
+
+    async def access(path: str, spec: dict[str, Any]) -> dict[str, Any]:
+        kind = "LocalSubjectAccessReview" if "namespaces" in path else "SubjectAccessReview"
+        body = json.dumps({"apiVersion": "authorization.k8s.io/v1", "kind": kind, "spec": spec})
+        return dict(json.loads((await admin("create", "--raw", path, "-f", "-", stdin=body))[1]))
+    sar = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+    answer = await access(sar, {"user": "jane", "resourceAttributes": {"verb": "list", "resource": "pods",
+                                                                        "namespace": "default"}})
+    assert answer["status"] == {"allowed": False}, answer
+    answer = await access(sar, {"user": "x", "groups": ["system:masters"], "nonResourceAttributes": {
+        "verb": "get", "path": "/healthz"}})
+    assert answer["status"]["allowed"] is True
+    await admin("create", "rolebinding", "jane-view", "--clusterrole=view", "--user=jane", "-n", "default")
+
+    async def jane_may() -> bool:
+        answer = await access("/apis/authorization.k8s.io/v1/namespaces/default/localsubjectaccessreviews",
+                              {"user": "jane", "resourceAttributes": {"verb": "list", "resource": "pods"}})
+        return bool(answer["status"]["allowed"]) and answer["spec"]["resourceAttributes"]["namespace"] == "default"
+    await _eventually(jane_may, "jane's binding in the local review")

@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
+from apiserver.endpoints.impersonation import impersonation_of
 from apiserver.endpoints.pipeline import Pipeline, certificate_user_pem
 from apiserver.endpoints.request import Credentials, RequestInfo, SubresourceHandler, dry_run_requested
 from apiserver.registry.generic.store import Registry
@@ -55,8 +56,9 @@ def _credentials(context: grpc.aio.ServicerContext, pipeline: Pipeline) -> Crede
     if pipeline.authenticator is None:
         return _NONE
     pem = context.auth_context().get("x509_pem_cert")
-    authorization = next((str(v) for k, v in context.invocation_metadata() or () if k == "authorization"), None)
-    return Credentials(certificate_user_pem(pem[0]) if pem else None, authorization)
+    metadata = [(str(k), str(v)) for k, v in context.invocation_metadata() or ()]
+    authorization = next((v for k, v in metadata if k == "authorization"), None)
+    return Credentials(certificate_user_pem(pem[0]) if pem else None, authorization, impersonation_of(metadata))
 
 
 def _dry_run(context: grpc.aio.ServicerContext) -> bool:

@@ -1,7 +1,9 @@
-"""The self-reviews (`kubectl auth whoami`, `kubectl auth can-i`): SelfSubjectReview
-(who the server takes the caller for), SelfSubjectAccessReview (may I do this?) and
-SelfSubjectRulesReview (what may I do here?), answered by the authorizer that decides the
-requests themselves."""
+"""The reviews. The self-reviews (`kubectl auth whoami`, `kubectl auth can-i`):
+SelfSubjectReview (who the server takes the caller for), SelfSubjectAccessReview (may I
+do this?) and SelfSubjectRulesReview (what may I do here?). And those extension servers
+and webhooks ask about others: TokenReview (whose token is this?), SubjectAccessReview and
+LocalSubjectAccessReview (may this user do this?). Answered by the authenticator and the
+authorizer that decide the requests themselves."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from apiserver.auth.authentication import ANONYMOUS, UserInfo, current_user
+from apiserver.auth.authentication import ANONYMOUS, Authenticator, UserInfo, current_user
 from apiserver.auth.authorization import EVERYTHING, Authorizer
 from apiserver.auth.rbac import Attributes
 from apiserver.endpoints.rest.handlers import body_of
@@ -17,7 +19,7 @@ from apiserver.endpoints.rest.request import json_response
 from apiserver.endpoints.rest.routes import ACCESS_REVIEWS, RULES_REVIEWS
 from kubeling import errors
 
-__all__ = ["access_review", "self_subject_review"]
+__all__ = ["access_review", "self_subject_review", "token_review", "subject_access_review"]
 
 
 def self_subject_review() -> web.Response:
@@ -59,6 +61,72 @@ async def access_review(request: web.Request, path: str, authorizer: Authorizer 
         status = {"allowed": allowed, **({"reason": reason} if reason else {})}
     return json_response({"kind": kind, "apiVersion": "authorization.k8s.io/v1",
                           "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}, 201)
+
+
+def _user_json(user: UserInfo) -> dict[str, Any]:
+    out: dict[str, Any] = {"username": user.name}
+    if user.uid:
+        out["uid"] = user.uid
+    if user.groups:
+        out["groups"] = list(user.groups)
+    if user.extra:
+        out["extra"] = {k: list(v) for k, v in user.extra}
+    return out
+
+
+async def token_review(request: web.Request, authenticator: Authenticator | None) -> web.Response:
+    """authentication.k8s.io/v1 TokenReview: the token's user, or why it is none."""
+    body = await body_of(request, None)
+    spec = body.get("spec") if isinstance(body, dict) else None
+    token = spec.get("token") if isinstance(spec, dict) else None
+    if not isinstance(token, str) or not token:
+        raise errors.Invalid("TokenReview.authentication.k8s.io \"\" is invalid: spec.token: Required value",
+                             violations=[errors.FieldViolation("spec.token", "Required value")])
+    status: dict[str, Any] = {"user": {}}
+    try:
+        user = authenticator.authenticate(None, f"Bearer {token}") if authenticator is not None else None
+    except errors.Unauthorized:
+        user = None
+        status["error"] = "[invalid bearer token, token lookup failed]"
+    if user is not None and user.name != ANONYMOUS.name:
+        status = {"authenticated": True, "user": _user_json(user)}
+        if isinstance(spec, dict) and spec.get("audiences"):
+            status["audiences"] = list(spec["audiences"])
+    return json_response({"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
+                          "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}, 201)
+
+
+async def subject_access_review(request: web.Request, namespace: str, authorizer: Authorizer | None) -> web.Response:
+    """authorization.k8s.io/v1 SubjectAccessReview (namespace ""), or a namespace's
+    LocalSubjectAccessReview: may spec.user (with spec.groups) do this?"""
+    body = await body_of(request, None)
+    spec = body.get("spec") if isinstance(body, dict) else None
+    kind = "LocalSubjectAccessReview" if namespace else "SubjectAccessReview"
+    if not isinstance(spec, dict):
+        raise errors.BadRequest("spec: Required value: the review needs a spec object")
+    name, groups = spec.get("user") or "", spec.get("groups") or []
+    if not isinstance(name, str) or not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise errors.BadRequest("spec.user must be a string and spec.groups a list of strings")
+    if not name and not groups:
+        raise errors.Invalid(f'{kind}.authorization.k8s.io "" is invalid: spec.user: Invalid value: "": at least '
+                             "one of user or group must be specified",
+                             violations=[errors.FieldViolation("spec.user", 'Invalid value: "": at least one of '
+                                                                            "user or group must be specified")])
+    resource = spec.get("resourceAttributes")
+    if namespace and isinstance(resource, dict):
+        if resource.get("namespace", "") not in ("", namespace):
+            raise errors.Invalid(f'{kind}.authorization.k8s.io "" is invalid: spec.resourceAttributes.namespace: '
+                                 f'Invalid value: "{resource["namespace"]}": must match metadata.namespace')
+        resource["namespace"] = namespace
+    extra: dict[str, Any] = spec["extra"] if isinstance(spec.get("extra"), dict) else {}
+    user = UserInfo(name, str(spec.get("uid") or ""), tuple(groups),
+                    tuple(sorted((str(k), tuple(v)) for k, v in extra.items() if isinstance(v, list))))
+    attrs = _review_attributes(user, spec)
+    allowed, reason = authorizer.authorize(attrs) if authorizer is not None else (True, "")
+    status = {"allowed": allowed, **({"reason": reason} if reason else {})}
+    meta: dict[str, Any] = {"creationTimestamp": None, **({"namespace": namespace} if namespace else {})}
+    return json_response({"kind": kind, "apiVersion": "authorization.k8s.io/v1", "metadata": meta,
+                          "spec": spec, "status": status}, 201)
 
 
 def _review_attributes(user: UserInfo, spec: dict[str, Any]) -> Attributes:

@@ -13,15 +13,23 @@ from apiserver.endpoints.rest.request import Target, flag
 from kubeling.scheme import Scheme
 
 __all__ = ["Route", "route", "SELF_SUBJECT_REVIEWS", "ACCESS_REVIEWS", "RULES_REVIEWS", "METRICS_GROUP",
-           "METRICS_PREFIX"]
+           "METRICS_PREFIX", "TOKEN_REVIEWS", "SUBJECT_ACCESS_REVIEWS", "local_review_namespace"]
 
 SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"  # `kubectl auth whoami`
 # `kubectl auth can-i VERB RESOURCE` and `kubectl auth can-i --list`
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 RULES_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
+# What extension servers and webhooks ask: is this token good (TokenReview), may this user
+# do this (SubjectAccessReview, and LocalSubjectAccessReview within one namespace).
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+LOCAL_ACCESS_REVIEWS = "localsubjectaccessreviews"
 _REVIEWS = {SELF_SUBJECT_REVIEWS: ("authentication.k8s.io", "selfsubjectreviews"),
             ACCESS_REVIEWS: ("authorization.k8s.io", "selfsubjectaccessreviews"),
-            RULES_REVIEWS: ("authorization.k8s.io", "selfsubjectrulesreviews")}
+            RULES_REVIEWS: ("authorization.k8s.io", "selfsubjectrulesreviews"),
+            TOKEN_REVIEWS: ("authentication.k8s.io", "tokenreviews"),
+            SUBJECT_ACCESS_REVIEWS: ("authorization.k8s.io", "subjectaccessreviews")}
+_LOCAL_PREFIX = "/apis/authorization.k8s.io/v1/namespaces/"
 METRICS_GROUP = "metrics.k8s.io"
 METRICS_PREFIX = f"/apis/{METRICS_GROUP}/v1beta1"
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
@@ -54,6 +62,10 @@ def route(scheme: Scheme, request: web.Request, *, metrics_api: bool) -> Route:
     if path in _REVIEWS:
         group, resource = _REVIEWS[path]
         return Route(RequestInfo(_VERBS.get(method, method.lower()), True, group, resource), path)
+    namespace = local_review_namespace(path)
+    if namespace:
+        return Route(RequestInfo(_VERBS.get(method, method.lower()), True, "authorization.k8s.io",
+                                 LOCAL_ACCESS_REVIEWS, "", namespace), path)
     target = resource_target(scheme, path)
     if target is None:
         return Route(RequestInfo.non_resource(method.lower(), path), path)
@@ -66,6 +78,14 @@ def route(scheme: Scheme, request: web.Request, *, metrics_api: bool) -> Route:
         verb = _VERBS.get(method, method.lower())
     return Route(RequestInfo(verb, True, r.group, r.plural, target.sub, target.namespace, target.name), path,
                  target=target)
+
+
+def local_review_namespace(path: str) -> str:
+    """The namespace of a LocalSubjectAccessReview's path ("": not one)."""
+    if not path.startswith(_LOCAL_PREFIX):
+        return ""
+    namespace, _, rest = path[len(_LOCAL_PREFIX):].partition("/")
+    return namespace if rest == LOCAL_ACCESS_REVIEWS else ""
 
 
 def _read_verb(request: web.Request, name: str) -> str:

@@ -21,6 +21,7 @@ from apiserver.admission.chain import request_warnings
 from apiserver.auth.authentication import current_user
 from apiserver.endpoints import pipeline as pipelines
 from apiserver.endpoints.discovery import VERSION, Discovery, aggregated_version
+from apiserver.endpoints.impersonation import impersonation_of
 from apiserver.endpoints.pipeline import Pipeline
 from apiserver.endpoints.request import Credentials, SubresourceHandler
 from apiserver.endpoints.rest import handlers
@@ -34,13 +35,16 @@ from apiserver.endpoints.rest.request import (
     negotiate_output,
     warning_header,
 )
-from apiserver.endpoints.rest.reviews import access_review, self_subject_review
+from apiserver.endpoints.rest.reviews import access_review, self_subject_review, subject_access_review, token_review
 from apiserver.endpoints.rest.routes import (
     ACCESS_REVIEWS,
     METRICS_GROUP,
     RULES_REVIEWS,
     SELF_SUBJECT_REVIEWS,
+    SUBJECT_ACCESS_REVIEWS,
+    TOKEN_REVIEWS,
     Route,
+    local_review_namespace,
     route,
 )
 from apiserver.endpoints.rest.status import MethodNotAllowed, http_code, status_json
@@ -117,7 +121,8 @@ class RestServer:
         try:
             with self.pipeline.serve(f"REST_{request.method}", "-", code_of=_http_code) as served:
                 try:
-                    served.authenticate(Credentials(_peer_user(request), request.headers.get("Authorization")))
+                    served.authenticate(Credentials(_peer_user(request), request.headers.get("Authorization"),
+                                                    impersonation_of(request.headers.items())))
                     found = route(self.scheme, request, metrics_api=self.metrics_api is not None)
                     served.resource = resource = found.label
                     served.authorize(found.info)
@@ -137,6 +142,10 @@ class RestServer:
             return await self._metrics(request, *found.metrics)
         if request.method == "POST" and path in (ACCESS_REVIEWS, RULES_REVIEWS):
             return await access_review(request, path, self.pipeline.authorizer)
+        if request.method == "POST" and path == TOKEN_REVIEWS:
+            return await token_review(request, self.pipeline.authenticator)
+        if request.method == "POST" and (path == SUBJECT_ACCESS_REVIEWS or local_review_namespace(path)):
+            return await subject_access_review(request, local_review_namespace(path), self.pipeline.authorizer)
         t = found.target
         if t is None:
             document = self._document(request, path)
