@@ -25,7 +25,7 @@ from apiserver.auth.authentication import ANONYMOUS, AUTHENTICATED, UserInfo, cu
 from apiserver.auth.rbac import Attributes
 from kubeling.quantity import Quantity, QuantityError, parse_quantity
 
-__all__ = ["compile_error", "program", "evaluate", "FUNCTIONS", "AUTHORIZER", "EVAL_ERRORS"]
+__all__ = ["compile_error", "program", "evaluate", "context", "FUNCTIONS", "AUTHORIZER", "EVAL_ERRORS"]
 
 # What an evaluation may raise: a missing field, an index out of range, a division by
 # zero, an overflow, a bad regular expression, a function on the wrong types.
@@ -52,9 +52,15 @@ def compile_error(expression: str, *, params: bool = False) -> str | None:
     return None
 
 
-def evaluate(expression: str, variables: dict[str, Any]) -> Any:
-    """The expression's value (raises one of EVAL_ERRORS)."""
-    return program(expression).execute(cel.Context(variables, FUNCTIONS))
+def context(variables: dict[str, Any]) -> Any:
+    """An evaluation context: the variables converted to CEL once, for every expression
+    evaluated in it."""
+    return cel.Context(variables, FUNCTIONS)
+
+
+def evaluate(expression: str, variables: dict[str, Any] | Any) -> Any:
+    """The expression's value (raises one of EVAL_ERRORS), in a context or on variables."""
+    return program(expression).execute(context(variables) if isinstance(variables, dict) else variables)
 
 
 # ------------------------------------------------------------------ tagged values

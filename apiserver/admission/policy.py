@@ -177,17 +177,20 @@ class ValidatingPolicies:
         raise _ParamsMissing("failed to configure binding: no params found for policy binding with `Deny` "
                              "parameterNotFoundAction")
 
-    def _evaluate(self, spec: dict[str, Any], variables: dict[str, Any], name: str) -> list[_Failure]:
-        for cond in spec.get("matchConditions") or []:
-            if _value(cond.get("expression", ""), variables, f"match condition {cond.get('name')!r}") is not True:
-                return []
+    def _evaluate(self, spec: dict[str, Any], variables: Any, name: str) -> list[_Failure]:
         computed: dict[str, Any] = {}
         variables["variables"] = computed
+        context = celenv.context(variables)  # the object converted to CEL once for all expressions
+        for cond in spec.get("matchConditions") or []:
+            if _value(cond.get("expression", ""), context, f"match condition {cond.get('name')!r}") is not True:
+                return []
         for variable in spec.get("variables") or []:
             try:
-                computed[variable["name"]] = celenv.evaluate(variable["expression"], variables)
+                computed[variable["name"]] = celenv.evaluate(variable["expression"], context)
             except celenv.EVAL_ERRORS:
-                pass  # evaluated when used, upstream: an expression that uses it fails
+                continue  # evaluated when used, upstream: an expression that uses it fails
+            context.add_variable("variables", computed)
+        variables = context
         failures = []
         for v in spec.get("validations") or []:
             expression = v.get("expression", "")
@@ -238,7 +241,7 @@ class _EvalFailed(Exception):
     pass
 
 
-def _value(expression: str, variables: dict[str, Any], what: str) -> Any:
+def _value(expression: str, variables: Any, what: str) -> Any:
     try:
         return celenv.evaluate(expression, variables)
     except celenv.EVAL_ERRORS as err:
