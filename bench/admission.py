@@ -48,13 +48,14 @@ async def _call(http: aiohttp.ClientSession, method: str, url: str, body: Any = 
 async def _creates(http: aiohttp.ClientSession, base: str, phase: str, creates: int,
                    concurrency: int) -> dict[str, float]:
     url = f"{base}/api/v1/namespaces/default/configmaps"
+    prefix = f"cm-{phase.replace('_', '-')}"
     latencies: list[float] = []
     counter = iter(range(creates))
 
     async def worker() -> None:
         for i in counter:
             start = time.perf_counter()
-            await _call(http, "POST", url, {"metadata": {"name": f"cm-{phase.replace('_', '-')}-{i}"}, "data": {"k": "v"}})
+            await _call(http, "POST", url, {"metadata": {"name": f"{prefix}-{i}"}, "data": {"k": "v"}})
             latencies.append(time.perf_counter() - start)
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
