@@ -74,8 +74,9 @@ class AdmissionPlugin(Protocol):
 class MutatingPlugin(Protocol):
     resources: frozenset[str]
 
-    async def mutate(self, attrs: AdmissionAttributes) -> None:
-        """Change attrs.obj (a new object, before validation), or raise to refuse."""
+    async def mutate(self, attrs: AdmissionAttributes) -> bool | None:
+        """Change attrs.obj (a new object, before validation), or raise to refuse; True:
+        the change came from outside (a webhook's patch) and is to be defaulted again."""
 
 
 def forbidden(attrs: AdmissionAttributes, group_resource: str, reason: str) -> errors.Forbidden:
@@ -103,11 +104,14 @@ class Admission:
                                    dry_run, self.kind)
 
     async def mutate(self, operation: str, resource: str, obj: Any | None, old: Any | None = None, *,
-                     subresource: str = "", dry_run: bool = False) -> None:
+                     subresource: str = "", dry_run: bool = False) -> bool:
+        """Whether an extension (a webhook) changed the object: it is to be defaulted again."""
         attrs = self._attributes(operation, resource, obj, old, subresource, dry_run)
+        patched = False
         if attrs is not None:
             for plugin in self.mutating:
-                await plugin.mutate(attrs)
+                patched = await plugin.mutate(attrs) is True or patched
+        return patched
 
     async def admit(self, operation: str, resource: str, obj: Any | None, old: Any | None, *,
                     subresource: str = "", dry_run: bool = False) -> None:

@@ -149,10 +149,10 @@ def _request(attrs: AdmissionAttributes) -> dict[str, Any]:
 
 @dataclass
 class MutatingWebhooks(_Base):
-    async def mutate(self, attrs: AdmissionAttributes) -> None:
+    async def mutate(self, attrs: AdmissionAttributes) -> bool:
         hooks = self._hooks_for(attrs)
         if not hooks:
-            return
+            return False
         request = _request(attrs)
         current = request["object"]
         called_before_change: list[Webhook] = []
@@ -167,6 +167,8 @@ class MutatingWebhooks(_Base):
             await self._mutate_once(hook, attrs, request)
         if request["object"] is not current and attrs.operation != DELETE and attrs.obj is not None:
             self._store(attrs, request["object"])
+            return True
+        return False
 
     async def _mutate_once(self, hook: Webhook, attrs: AdmissionAttributes, request: dict[str, Any]) -> bool:
         if not self._conditions(hook, attrs, request):

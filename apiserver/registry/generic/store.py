@@ -209,8 +209,8 @@ class Registry(Generic[T]):
         self.strategy.prepare_for_create(obj)
         self.strategy.default(obj)
         if self.admission is not None:
-            await self.admission.mutate(CREATE, self.strategy.plural, obj, dry_run=dry_run)
-            self.strategy.default(obj)  # what a mutating webhook added is defaulted too (upstream decodes it)
+            if await self.admission.mutate(CREATE, self.strategy.plural, obj, dry_run=dry_run):
+                self.strategy.default(obj)  # what a webhook added is defaulted too (upstream decodes it again)
         finish = await self.hooks.begin_create(obj, dry_run) if self.hooks is not None else _nothing_to_finish
         stored = False
         try:
@@ -377,8 +377,7 @@ class Registry(Generic[T]):
             self._prepare_meta_update(new, old, check)
             self.strategy.prepare_for_update(new, old)
             self.strategy.default(new)
-            if self.admission is not None and self.admission.mutating:
-                await self._mutate_update(new, old, "", dry_run)
+            if await self._mutate_update(new, old, "", dry_run):
                 self.strategy.default(new)
             self._validate_meta(new, check)
             self.strategy.validate(new, check)
@@ -388,10 +387,12 @@ class Registry(Generic[T]):
         self._invalid(new, check)
         return new
 
-    async def _mutate_update(self, new: T, old: T, subresource: str, dry_run: bool) -> None:
-        if self.admission is not None and self.admission.mutating:
-            await self.admission.mutate(UPDATE, self.strategy.plural, new, old, subresource=subresource,
-                                        dry_run=dry_run)
+    async def _mutate_update(self, new: T, old: T, subresource: str, dry_run: bool) -> bool:
+        """Mutating admission of an update; True: a webhook changed the object."""
+        if self.admission is None or not self.admission.mutating:
+            return False
+        return await self.admission.mutate(UPDATE, self.strategy.plural, new, old, subresource=subresource,
+                                           dry_run=dry_run)
 
     # A write starts from the watch cache's copy of the object, not from a read of etcd:
     # the write is a compare-and-swap on the copy's revision, and when etcd refuses it,
