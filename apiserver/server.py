@@ -26,10 +26,12 @@ from apiserver.admission.rbac_escalation import EscalationCheck
 from apiserver.admission.serviceaccount import ServiceAccountAdmission
 from apiserver.admission.storage import DefaultStorageClass, PersistentVolumeClaimResize, StorageObjectInUseProtection
 from apiserver.admission.webhook import MutatingWebhooks, ValidatingWebhooks, WebhookClient, WebhookSource
+from apiserver.aggregator import AggregatorProxy, APIServiceStatus, LocalAPIServices, ProxyIdentity, RemoteAPIs
 from apiserver.auth.authentication import Authenticator
 from apiserver.auth.authorization import Authorizer, authorizer_for
 from apiserver.auth.rbac_policy import StoredPolicy, reconcile_bootstrap
 from apiserver.auth.tokens import ServiceAccountTokens
+from apiserver.controllers.cluster_authentication import AuthenticationTrust, publish_authentication_trust
 from apiserver.controllers.crd_finalizer import CRDFinalizer
 from apiserver.controllers.crd_naming import CRDNaming
 from apiserver.controllers.election import Controller, ControllerElection
@@ -110,6 +112,7 @@ class APIServer:
     _admission: Admission | None = None
     _crds: CustomResourceServing | None = None
     _webhook_client: WebhookClient | None = None
+    _remote_apis: RemoteAPIs | None = None
 
     @property
     def allocates_pod_cidrs(self) -> bool:
@@ -277,6 +280,10 @@ class APIServer:
         self._service_accounts = ServiceAccountsController(self.registries[scheme.NAMESPACES],
                                                            self.registries[scheme.SERVICEACCOUNTS])
         await self._service_accounts.sync()  # the system namespaces' before anyone asks
+        cfg = self.config
+        await publish_authentication_trust(self.registries[scheme.CONFIGMAPS], AuthenticationTrust(
+            cfg.client_ca_file, cfg.requestheader_client_ca_file,
+            tuple(n.strip() for n in cfg.requestheader_allowed_names.split(",") if n.strip())))
 
     def _subresources(self, options: Completed) -> Subresources:
         """What serves the subresources that have a gRPC method, for both front ends."""
@@ -341,9 +348,15 @@ class APIServer:
 
     async def _serve_rest(self, options: Completed, subresources: Subresources, pipeline: Pipeline) -> None:
         tls = options.serving_tls
+        cfg = self.config
+        self._remote_apis = RemoteAPIs(
+            self.registries[scheme.APISERVICES], self.registries[scheme.SERVICES],
+            self.registries[scheme.ENDPOINTSLICES],
+            ProxyIdentity(cfg.proxy_client_cert_file, cfg.proxy_client_key_file), routing=cfg.enable_aggregator_routing)
+        self._remote_apis.start()
         self._rest = RestServer(self.scheme, self.registries, pipeline, subresources, PodStreams(self._locator),
                                 self._ready, ssl_context=tls.ssl_context() if tls is not None else None,
-                                metrics_api=self._metrics_api(options))
+                                metrics_api=self._metrics_api(options), aggregator=AggregatorProxy(self._remote_apis))
         self.rest_port = await self._rest.start(self.config.rest_listen)
         log.info("apiserver serving the REST API on %s", self.rest_address)
 
@@ -362,7 +375,10 @@ class APIServer:
         definitions = self.registries[scheme.CUSTOMRESOURCEDEFINITIONS]
         loops: list[Controller] = [
             NamespaceFinalizer(self.registries[scheme.NAMESPACES], namespaced, cfg.namespace_finalize_interval),
-            self._service_accounts, CRDNaming(definitions, crds), CRDFinalizer(definitions, crds)]
+            self._service_accounts, CRDNaming(definitions, crds), CRDFinalizer(definitions, crds),
+            LocalAPIServices(self.registries[scheme.APISERVICES], lambda: iter(self.scheme))]
+        if self._remote_apis is not None:
+            loops.append(APIServiceStatus(self.registries[scheme.APISERVICES], self._remote_apis))
         if options.pod_cidrs is not None:
             loops.append(NodeIPAM(self.registries[scheme.NODES], options.pod_cidrs))
         loops.append(AllocationRepair(self.registries[scheme.SERVICES], self._service_ips, self._node_ports,
@@ -404,6 +420,8 @@ class APIServer:
             await self._crds.stop()
         if self._webhook_client is not None:
             await self._webhook_client.close()
+        if self._remote_apis is not None:
+            await self._remote_apis.stop()
         for reg in list(self.registries.values()):
             await reg.stop()
         if self._rest is not None:

@@ -254,6 +254,9 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
             "--kubelet-client-certificate", str(certs / "apiserver-kubelet-client.crt"),
             "--kubelet-client-key", str(certs / "apiserver-kubelet-client.key"),
             "--kubelet-certificate-authority", str(certs / "ca.crt"),
+            "--proxy-client-cert-file", str(certs / "front-proxy-client.crt"),
+            "--proxy-client-key-file", str(certs / "front-proxy-client.key"),
+            "--requestheader-client-ca-file", str(certs / "front-proxy-ca.crt"),
             "--default-unreachable-toleration-seconds", str(plan.default_unreachable_toleration_seconds),
             "--service-cluster-ip-range", SERVICE_CIDR, "--advertise-address", plan.api_host,
             "--advertise-port", str(plan.rest_port))

@@ -413,6 +413,7 @@ class Client:
     mutatingwebhookconfigurations = _typed(scheme.MUTATINGWEBHOOKCONFIGURATIONS)
     validatingadmissionpolicies = _typed(scheme.VALIDATINGADMISSIONPOLICIES)
     validatingadmissionpolicybindings = _typed(scheme.VALIDATINGADMISSIONPOLICYBINDINGS)
+    apiservices = _typed(scheme.APISERVICES)
     persistentvolumes = _typed(scheme.PERSISTENTVOLUMES)
     persistentvolumeclaims = _typed(scheme.PERSISTENTVOLUMECLAIMS)
     storageclasses = _typed(scheme.STORAGECLASSES)

@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["PKI", "Identity", "ensure", "node_identities"]
+__all__ = ["PKI", "Identity", "ensure", "node_identities", "FRONT_PROXY_CA", "FRONT_PROXY_CLIENT"]
 
 CA_DAYS = 3650
 LEAF_DAYS = 365
@@ -101,6 +101,13 @@ def node_identities(node: str, addresses: Iterable[str] = ()) -> list[Identity]:
     ]
 
 
+# The aggregator's own CA and the client certificate it presents to extension apiservers
+# (upstream's front-proxy-ca and front-proxy-client, kubeadm's names): an extension
+# server trusts the headers naming the user only from a certificate of this CA.
+FRONT_PROXY_CA = "front-proxy-ca"
+FRONT_PROXY_CLIENT = Identity("front-proxy-client", "front-proxy-client")
+
+
 def ensure(root: Path, nodes: dict[str, list[str]], server_names: Iterable[str] = ()) -> PKI:
     """The PKI under root for these nodes (name -> its addresses): made or brought up to
     date. A CA that is missing or expiring is made anew, and every certificate with it."""
@@ -115,6 +122,10 @@ def ensure(root: Path, nodes: dict[str, list[str]], server_names: Iterable[str] 
         if not _current(pki, identity, ca_cert):
             _issue(pki, identity, ca_cert, ca_key)
             pki.issued.append(identity.path)
+    proxy_cert, proxy_key = _ensure_ca(pki, FRONT_PROXY_CA, "front-proxy-ca")
+    if not _current(pki, FRONT_PROXY_CLIENT, proxy_cert):
+        _issue(pki, FRONT_PROXY_CLIENT, proxy_cert, proxy_key)
+        pki.issued.append(FRONT_PROXY_CLIENT.path)
     _ensure_service_account_key(pki)
     return pki
 
@@ -151,12 +162,13 @@ def _load(pki: PKI, path: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivat
     return cert, key
 
 
-def _ensure_ca(pki: PKI) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    loaded = _load(pki, "ca")
+def _ensure_ca(pki: PKI, path: str = "ca", common_name: str = "kubernetes"
+               ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    loaded = _load(pki, path)
     if loaded is not None and loaded[0].not_valid_after_utc - RENEW_BEFORE > _now():
         return loaded
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = _now()
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
@@ -168,9 +180,9 @@ def _ensure_ca(pki: PKI) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
                                          crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
             .sign(key, hashes.SHA256()))
-    _write_key(pki.key("ca"), key)
-    _write_cert(pki.ca, cert)
-    pki.issued.append("ca")
+    _write_key(pki.key(path), key)
+    _write_cert(pki.cert(path), cert)
+    pki.issued.append(path)
     return cert, key
 
 

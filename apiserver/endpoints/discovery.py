@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kubeling.dynamic import version_priority
 from kubeling.scheme import VERBS, ResourceType, Scheme, deletes_collections
 
 __all__ = ["Discovery", "VERSION", "aggregated_version"]
@@ -23,14 +24,15 @@ VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-kubeling", "gitCo
            "buildDate": "2026-01-01T00:00:00Z", "goVersion": "python", "compiler": "cpython",
            "platform": "linux/amd64"}
 
-# group -> (version, its APIResourceList)
-ExtraGroups = Mapping[str, tuple[str, Callable[[], dict[str, Any]]]]
+# group -> version -> its APIResourceList: groups served beside the scheme (the metrics
+# API, the extension apiservers behind APIServices), as they are now.
+ExtraGroups = Mapping[str, Mapping[str, dict[str, Any]]]
 
 
 class Discovery:
-    def __init__(self, scheme: Scheme, extra: ExtraGroups | None = None) -> None:
+    def __init__(self, scheme: Scheme, extra: Callable[[], ExtraGroups] | None = None) -> None:
         self.scheme = scheme
-        self.extra = dict(extra or {})
+        self.extra = extra or (lambda: {})
 
     def api_versions(self, server_address: str) -> dict[str, Any]:
         """/api: the core group's versions."""
@@ -40,8 +42,8 @@ class Discovery:
     def _versions(self) -> dict[str, list[str]]:
         """The named groups, by name, with their versions."""
         groups = {g: v for g, v in self.scheme.groups().items() if g}
-        for group, (version, _) in self.extra.items():
-            groups.setdefault(group, [version])
+        for group, versions in self.extra().items():
+            groups.setdefault(group, sorted(versions, key=version_priority))
         return dict(sorted(groups.items()))
 
     def api_group(self, group: str) -> dict[str, Any] | None:
@@ -81,9 +83,9 @@ class Discovery:
 
     def resource_list(self, group: str, version: str) -> dict[str, Any] | None:
         """/api/<version> or /apis/<group>/<version>, None when no resource is there."""
-        extra = self.extra.get(group)
-        if extra is not None and extra[0] == version:
-            return extra[1]()
+        extra = self.extra().get(group, {}).get(version)
+        if extra is not None:
+            return dict(extra)
         items: list[dict[str, Any]] = []
         for rt in self.scheme:
             if rt.group == group and rt.version == version:

@@ -99,6 +99,18 @@ class Config:
     kubelet_client_key: str = flag("", "its private key")
     kubelet_certificate_authority: str = flag("", "verify the kubelets' serving certificates against this CA (all "
                                               "three: HTTPS)")
+    # To extension apiservers (aggregation): the front-proxy client certificate, and what
+    # they are told (the extension-apiserver-authentication ConfigMap) to trust it by.
+    proxy_client_cert_file: str = flag("", "the client certificate the aggregator presents to extension apiservers "
+                                       "(the PKI's front-proxy-client.crt)")
+    proxy_client_key_file: str = flag("", "its private key")
+    requestheader_client_ca_file: str = flag("", "the CA of the front-proxy client certificate (front-proxy-ca.crt),"
+                                             " published to extension apiservers")
+    requestheader_allowed_names: str = flag("front-proxy-client", "the common names of client certificates "
+                                            "allowed to name the user in headers, comma-separated "
+                                            "(default %(default)s)")
+    enable_aggregator_routing: bool = flag(False, "proxy aggregated requests to an endpoint of the APIService's "
+                                           "Service instead of its ClusterIP (default false)", type=boolean)
     # To etcd: TLS with this client certificate, etcd's verified against the CA (all three, or none).
     etcd_cafile: str = flag("", "verify etcd's serving certificate against this CA")
     etcd_certfile: str = flag("", "the apiserver's client certificate for etcd")

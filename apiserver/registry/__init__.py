@@ -9,6 +9,7 @@ from typing import Any
 from apiserver.registry import (
     admissionregistration,
     apiextensions,
+    apiregistration,
     apps,
     autoscaling,
     batch,
@@ -27,7 +28,7 @@ __all__ = ["Strategy", "DeletePlan", "STRATEGIES", "strategy_for", "CONVERSIONS"
 
 STRATEGIES: dict[ResourceType[Any], type[Strategy[Any]]] = {
     s.resource: s for group in (core, apps, autoscaling, batch, coordination, discovery, policy, rbac, scheduling,
-                                storage, admissionregistration, apiextensions)
+                                storage, admissionregistration, apiextensions, apiregistration)
     for s in group.STRATEGIES}
 # A second version of a resource (scheme entry with view_of): (to its version, to the storage version's).
 CONVERSIONS: dict[ResourceType[Any], tuple[Any, Any]] = {**autoscaling.CONVERSIONS}

@@ -11,7 +11,9 @@ import aiohttp
 import pytest
 
 from apiserver.server import APIServer
+from tests.contract.test_admission_webhooks import in_force
 from tests.contract.test_crds import Rest
+from tests.wait import until
 
 GROUP = "/apis/admissionregistration.k8s.io/v1"
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
@@ -45,6 +47,7 @@ def _binding(name: str, policy: str, actions: list[str], **spec: Any) -> dict[st
 async def _make(http: Rest, plural: str, body: dict[str, Any]) -> dict[str, Any]:
     code, made, _ = await http.call("POST", f"{GROUP}/{plural}", body)
     assert code == 201, made
+    await in_force(http, f"{GROUP}/{plural}", made)
     return made
 
 
@@ -68,8 +71,12 @@ async def test_should_validate_against_a_deployment(http: Rest) -> None:
     assert code == 201, body
     # the parameter gone: parameterNotFoundAction Deny refuses
     await http.call("DELETE", "/api/v1/namespaces/default/configmaps/limits")
-    code, body, _ = await http.call("POST", DEPLOYMENTS, _deployment("small-2", 1))
-    assert code == 422 and "no params found for policy binding with `Deny` parameterNotFoundAction" in body["message"]
+
+    async def refused() -> str | None:  # once the apiserver's cache has seen the delete
+        code, body, _ = await http.call("POST", DEPLOYMENTS, _deployment("small-2", 1), query={"dryRun": "All"})
+        return body["message"] if code == 422 else None
+    message = await until(refused, timeout=10, what="the parameter's absence in force")
+    assert "no params found for policy binding with `Deny` parameterNotFoundAction" in message
 
 
 async def test_should_allow_expressions_to_refer_variables(http: Rest) -> None:
@@ -106,6 +113,7 @@ async def test_warn_and_audit_actions_and_failure_policy(http: Rest) -> None:
     policy["spec"]["failurePolicy"] = "Ignore"
     code, body, _ = await http.call("PUT", f"{GROUP}/validatingadmissionpolicies/broken", policy)
     assert code == 200, body
+    await in_force(http, f"{GROUP}/validatingadmissionpolicies", body)
     code, body, _ = await http.call("POST", DEPLOYMENTS, _deployment("ok-y", 1))
     assert code == 201, body
 

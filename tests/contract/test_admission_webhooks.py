@@ -45,10 +45,20 @@ def _hook(server: AdmissionWebhookServer, path: str, name: str, **extra: Any) ->
             "rules": _ALL, **extra}
 
 
+async def in_force(http: Rest, collection: str, made: dict[str, Any]) -> None:
+    """Wait until the apiserver's watch cache holds what was just written (admission reads
+    configurations from it, as upstream's from its informers): a list at that
+    resourceVersion answers only then."""
+    code, body, _ = await http.call("GET", collection, query={
+        "resourceVersion": made["metadata"]["resourceVersion"], "resourceVersionMatch": "NotOlderThan"})
+    assert code == 200, body
+
+
 async def _configure(http: Rest, kind: str, name: str, hooks: list[dict[str, Any]]) -> None:
-    code, body, _ = await http.call("POST", VWC if kind.startswith("Validating") else MWC,
-                                    webhook_config(kind, name, hooks))
+    collection = VWC if kind.startswith("Validating") else MWC
+    code, body, _ = await http.call("POST", collection, webhook_config(kind, name, hooks))
     assert code == 201, body
+    await in_force(http, collection, body)
 
 
 def _configmap(name: str, **labels: str) -> dict[str, Any]:

@@ -161,8 +161,8 @@ async def test_discovery_and_openapi(http: tuple[aiohttp.ClientSession, str]) ->
     assert (await _get(http, "/api"))[1]["versions"] == ["v1"]
     groups = (await _get(http, "/apis"))[1]
     assert [g["name"] for g in groups["groups"]] == [
-        "admissionregistration.k8s.io", "apiextensions.k8s.io", "apps", "autoscaling", "batch",
-        "coordination.k8s.io", "discovery.k8s.io", "metrics.k8s.io", "policy", "rbac.authorization.k8s.io",
+        "admissionregistration.k8s.io", "apiextensions.k8s.io", "apiregistration.k8s.io", "apps", "autoscaling",
+        "batch", "coordination.k8s.io", "discovery.k8s.io", "metrics.k8s.io", "policy", "rbac.authorization.k8s.io",
         "scheduling.k8s.io", "storage.k8s.io"]
     v1 = (await _get(http, "/api/v1"))[1]
     names = {r["name"]: r for r in v1["resources"]}

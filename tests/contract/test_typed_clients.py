@@ -14,6 +14,7 @@ from kubernetes import config as k8s_config
 from lightkube.resources import (
     admissionregistration_v1,
     apiextensions_v1,
+    apiregistration_v1,
     apps_v1,
     autoscaling_v1,
     autoscaling_v2,
@@ -160,6 +161,9 @@ _OBJECTS: list[tuple[scheme.ResourceType[Any], Any, Any]] = [
         "versions": [{"name": "v1", "served": True, "storage": True,
                       "schema": {"openAPIV3Schema": {"type": "object"}}}]}}),
      apiextensions_v1.CustomResourceDefinition),
+    (scheme.APISERVICES, dynamic.new({"metadata": {"name": "v1alpha1.wardle.example.com"}, "spec": {
+        "group": "wardle.example.com", "version": "v1alpha1", "groupPriorityMinimum": 2000, "versionPriority": 200,
+        "service": {"namespace": "wardle", "name": "api"}}}), apiregistration_v1.APIService),
 ]
 
 

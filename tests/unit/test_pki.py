@@ -61,7 +61,11 @@ def test_identities_as_upstream_names_them(tmp_path: Path) -> None:
     assert {"node-1", "172.28.0.11"} <= _sans(_cert(tmp_path, "kubelet/node-1"))
     assert stat.S_IMODE((tmp_path / "ca.key").stat().st_mode) == 0o600
     assert stat.S_IMODE((tmp_path / "sa.key").stat().st_mode) == 0o600 and (tmp_path / "sa.pub").exists()
-    assert "ca" in made.issued and len(made.issued) == 2 + len(expected) + 2  # ca, sa, leaves, 2 node servings
+    # ca, sa, leaves, 2 node servings, the front-proxy CA and its client
+    assert "ca" in made.issued and len(made.issued) == 2 + len(expected) + 2 + 2
+    proxy_ca, proxy_client = _cert(tmp_path, "front-proxy-ca"), _cert(tmp_path, "front-proxy-client")
+    proxy_client.verify_directly_issued_by(proxy_ca)  # its own CA, not the cluster's: only it may name users
+    assert _names(proxy_client) == ("front-proxy-client", []) and proxy_ca.subject != ca.subject
 
 
 def _handshake(tmp_path: Path, server_cert: str, client_cert: str | None, host: str,

@@ -113,9 +113,11 @@ class OpenAPI:
     """The documents of a scheme's group-versions, built once per scheme generation (they
     follow entries registered at run time)."""
 
-    def __init__(self, scheme: Scheme, custom_schema: CustomSchema | None = None) -> None:
+    def __init__(self, scheme: Scheme, custom_schema: CustomSchema | None = None,
+                 extra: Callable[[], dict[str, dict[str, Any]]] | None = None) -> None:
         self.scheme = scheme
         self.custom_schema = custom_schema or (lambda r: None)
+        self.extra = extra or (lambda: {})  # documents served beside the scheme (extension apiservers')
         self._generation = -1
         self._documents: dict[str, dict[str, Any]] = {}
         self._index: dict[str, Any] = {}
@@ -128,22 +130,30 @@ class OpenAPI:
             by_path.setdefault(rt.path_prefix.lstrip("/"), []).append(rt)
         self._documents = {path: _document(path, resources, self.custom_schema)
                            for path, resources in by_path.items()}
-        paths = {}
-        for path, doc in self._documents.items():
-            digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32].upper()
-            paths[path] = {"serverRelativeURL": f"/openapi/v3/{path}?hash={digest}"}
+        paths = {path: {"serverRelativeURL": f"/openapi/v3/{path}?hash={_digest(doc)}"}
+                 for path, doc in self._documents.items()}
         self._index = {"paths": paths}
         self._generation = self.scheme.generation
 
     def index(self) -> dict[str, Any]:
         """/openapi/v3: where each group-version's document is (the hash lets clients cache)."""
         self._fresh()
-        return self._index
+        extra = self.extra()
+        if not extra:
+            return self._index
+        paths = dict(self._index["paths"])
+        for path, doc in extra.items():
+            paths.setdefault(path, {"serverRelativeURL": f"/openapi/v3/{path}?hash={_digest(doc)}"})
+        return {"paths": paths}
 
     def document(self, gv_path: str) -> dict[str, Any] | None:
         """/openapi/v3/<api/v1 | apis/<group>/<version>>, None for a group-version not served."""
         self._fresh()
-        return self._documents.get(gv_path)
+        return self._documents.get(gv_path) or self.extra().get(gv_path)
+
+
+def _digest(document: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:32].upper()
 
 
 def _document(gv_path: str, resources: list[ResourceType[Any]], custom_schema: CustomSchema) -> dict[str, Any]:

@@ -18,7 +18,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from apiserver.admission.chain import request_warnings
-from apiserver.auth.authentication import current_user
+from apiserver.aggregator import AggregatorProxy, Backend, aggregated_request_info, group_version_of
+from apiserver.auth.authentication import ANONYMOUS, current_user
 from apiserver.endpoints import pipeline as pipelines
 from apiserver.endpoints.discovery import VERSION, Discovery, aggregated_version
 from apiserver.endpoints.impersonation import impersonation_of
@@ -31,6 +32,7 @@ from apiserver.endpoints.rest.request import (
     Target,
     dry_run,
     dumps,
+    flag,
     json_response,
     negotiate_output,
     warning_header,
@@ -78,17 +80,25 @@ class RestServer:
     ready: Callable[[], tuple[bool, str]] = field(default=lambda: (True, "ok"))
     ssl_context: ssl.SSLContext | None = None  # HTTPS (and client certificates) when set
     metrics_api: MetricsAPI | None = None  # metrics.k8s.io (kubectl top)
+    aggregator: AggregatorProxy | None = None  # the group-versions extension apiservers serve
     port: int = 0
     _runner: web.AppRunner | None = None
 
     def __post_init__(self) -> None:
-        extra = {METRICS_GROUP: (metrics.VERSION, metrics.resource_list)} if self.metrics_api is not None else {}
-        self.discovery = Discovery(self.scheme, extra)
-        self.openapi = OpenAPI(self.scheme, self._custom_schema)
+        self.discovery = Discovery(self.scheme, self._extra_groups)
+        self.openapi = OpenAPI(self.scheme, self._custom_schema,
+                               self.aggregator.remote.openapi_documents if self.aggregator is not None else None)
         self._subresources = Subresources(self.subresources, self.pod_streams)
         # each registry's recent watch events as JSON lines, shared by its watchers (a
         # custom resource's registry goes with its definition: weakly held)
         self._event_lines: weakref.WeakKeyDictionary[Registry[Any], EventLines] = weakref.WeakKeyDictionary()
+
+    def _extra_groups(self) -> dict[str, dict[str, Any]]:
+        """The groups served beside the scheme: the metrics API, the extension apiservers."""
+        out: dict[str, dict[str, Any]] = self.aggregator.remote.groups() if self.aggregator is not None else {}
+        if self.metrics_api is not None:
+            out.setdefault(METRICS_GROUP, {})[metrics.VERSION] = metrics.resource_list()
+        return out
 
     def _custom_schema(self, r: ResourceType[Any]) -> dict[str, Any] | None:
         registry = self.registries.get(r)
@@ -124,6 +134,15 @@ class RestServer:
                     served.authenticate(Credentials(_peer_user(request), request.headers.get("Authorization"),
                                                     impersonation_of(request.headers.items())))
                     found = route(self.scheme, request, metrics_api=self.metrics_api is not None)
+                    backend = self._aggregated(found)
+                    if backend is not None:  # an extension apiserver's: authorized here, answered there
+                        served.resource = backend.name
+                        served.authorize(aggregated_request_info(found.path, request.method,
+                                                                 flag(request.query.get("watch"))))
+                        assert self.aggregator is not None
+                        response = await self.aggregator.serve(request, backend, current_user.get() or ANONYMOUS)
+                        served.code = str(response.status)
+                        return response
                     served.resource = resource = found.label
                     served.authorize(found.info)
                     response = await self._serve(request, found)
@@ -135,6 +154,13 @@ class RestServer:
         except errors.ApiError as err:
             return _with_warnings(json_response(status_json(err, resource if resource != "-" else ""),
                                                 http_code(err)), warnings)
+
+    def _aggregated(self, found: Route) -> Backend | None:
+        """The extension apiserver a request is for, if any (what the scheme serves is never)."""
+        if self.aggregator is None or found.target is not None or found.metrics is not None:
+            return None
+        group_version = group_version_of(found.path)
+        return self.aggregator.remote.backend_for(*group_version) if group_version is not None else None
 
     async def _serve(self, request: web.Request, found: Route) -> web.StreamResponse:
         path = found.path

@@ -575,12 +575,24 @@ def _policy_binding_row(binding: Obj, now: float) -> list[Any]:
             _age(binding, now)]
 
 
+def _apiservice_row(apiservice: Obj, now: float) -> list[Any]:
+    spec, status = apiservice.get("spec") or {}, apiservice.get("status") or {}
+    service = spec.get("service")
+    where = f"{service.get('namespace', '')}/{service.get('name', '')}" if service else "Local"
+    available = next((c for c in status.get("conditions") or [] if c.get("type") == "Available"), None)
+    shown = "Unknown" if available is None else available.get("status", "Unknown") if \
+        available.get("status") == "True" else f"{available.get('status')} ({available.get('reason', '')})"
+    return [apiservice["metadata"]["name"], where, shown, _age(apiservice, now)]
+
+
 _WEBHOOK_COLUMNS = [("Name", "string", 0), ("Webhooks", "integer", 0), ("Age", "string", 0)]
 _ADMISSION_PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], list[Any]]]] = {
     "validatingwebhookconfigurations": (_WEBHOOK_COLUMNS, _webhook_row),
     "mutatingwebhookconfigurations": (_WEBHOOK_COLUMNS, _webhook_row),
     "validatingadmissionpolicies": ([("Name", "string", 0), ("Validations", "integer", 0),
                                      ("ParamKind", "string", 0), ("Age", "string", 0)], _policy_row),
+    "apiservices": ([("Name", "string", 0), ("Service", "string", 0), ("Available", "string", 0),
+                     ("Age", "string", 0)], _apiservice_row),
     "validatingadmissionpolicybindings": ([("Name", "string", 0), ("PolicyName", "string", 0),
                                            ("ParamRef", "string", 0), ("Age", "string", 0)], _policy_binding_row),
 }
