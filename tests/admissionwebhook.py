@@ -2,7 +2,12 @@
 contract and e2e tests and the benchmark. Paths:
 
 - `/mutate`: adds the label `webhook: mutated` and, to pods, a `sidecar` container (JSON patch);
-- `/deny`: refuses objects named `deny-*` (`the name is not allowed: <name>`), allows the rest;
+- `/deny`: refuses objects named `deny-*` (`the name is not allowed: <name>`) or with a
+  `data` or `spec` value `webhook-disallow`, and deleting one labelled
+  `webhook-e2e-test: webhook-nondeletable`; allows the rest;
+- `/stage-1`, `/stage-2`: add `mutation-stage-1` to the `data` of an object whose data has
+  `mutation-start`, and `mutation-stage-2` to one that has `mutation-stage-1` (ordered mutation);
+- `/add-fields`: adds `spec.mutated: true` and `spec.extra: true` to custom resources (pruning);
 - `/allow`: allows, with a warning and an audit annotation;
 - `/append`: appends `+` to the annotation `trail` (for reinvocation);
 - `/slow`: answers after `slow_seconds`; `/garbage`: answers HTML; `/status-500`: an HTTP 500.
@@ -72,6 +77,7 @@ class AdmissionWebhookServer:
         self.reviews.append((path, req))
         response: dict[str, Any] = {"uid": req["uid"], "allowed": True}
         obj = req.get("object") or {}
+        ops: list[dict[str, Any]] = []
         if path == "/slow":
             await asyncio.sleep(self.slow_seconds)
         elif path == "/garbage":
@@ -79,16 +85,24 @@ class AdmissionWebhookServer:
         elif path == "/status-500":
             return web.Response(status=500, text="broken")
         elif path == "/deny":
-            name = (obj or req.get("oldObject") or {}).get("metadata", {}).get("name", "")
-            if name.startswith("deny-"):
-                response = {"uid": req["uid"], "allowed": False,
-                            "status": {"code": 403, "reason": "Forbidden",
-                                       "message": f"the name is not allowed: {name}"}}
+            response.update(_judge(req))
+        elif path in ("/stage-1", "/stage-2") and obj:
+            data = obj.get("data") or {}
+            wanted, key = ("mutation-start", "mutation-stage-1") if path == "/stage-1" else \
+                ("mutation-stage-1", "mutation-stage-2")
+            if wanted in data and key not in data:
+                ops.append({"op": "add", "path": f"/data/{key}", "value": "yes"})
+                response.update(patchType="JSONPatch", patch=_patch(ops))
+        elif path == "/add-fields" and obj:
+            if not isinstance(obj.get("spec"), dict):
+                ops.append({"op": "add", "path": "/spec", "value": {}})
+            ops += [{"op": "add", "path": "/spec/mutated", "value": True},
+                    {"op": "add", "path": "/spec/extra", "value": True}]
+            response.update(patchType="JSONPatch", patch=_patch(ops))
         elif path == "/allow":
             response["warnings"] = ["allowed with a warning"]
             response["auditAnnotations"] = {"seen": "yes"}
         elif path == "/mutate" and obj:
-            ops: list[dict[str, Any]] = []
             if "labels" not in obj.get("metadata", {}):
                 ops.append({"op": "add", "path": "/metadata/labels", "value": {}})
             ops.append({"op": "add", "path": "/metadata/labels/webhook", "value": "mutated"})
@@ -100,11 +114,31 @@ class AdmissionWebhookServer:
         elif path == "/append" and obj:
             annotations = obj.get("metadata", {}).get("annotations")
             trail = (annotations or {}).get("trail", "")
-            ops = [] if annotations is not None else [{"op": "add", "path": "/metadata/annotations", "value": {}}]
+            if annotations is None:
+                ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
             ops.append({"op": "add", "path": "/metadata/annotations/trail", "value": trail + "+"})
             response.update(patchType="JSONPatch", patch=_patch(ops))
         return web.json_response({"apiVersion": review["apiVersion"], "kind": "AdmissionReview",
                                   "response": response})
+
+
+def _judge(req: dict[str, Any]) -> dict[str, Any]:
+    """What /deny answers: a refusal (allowed False and its status) or nothing to add."""
+    obj = req.get("object") or {}
+    old = req.get("oldObject") or {}
+    name = (obj or old).get("metadata", {}).get("name", "")
+    values = [*((obj.get("data") or {}).values()), *((obj.get("spec") or {}).values())] \
+        if isinstance(obj.get("spec") or {}, dict) else list((obj.get("data") or {}).values())
+    if req["operation"] == "DELETE" and \
+            (old.get("metadata", {}).get("labels") or {}).get("webhook-e2e-test") == "webhook-nondeletable":
+        why = "the object is not deletable"
+    elif name.startswith("deny-"):
+        why = f"the name is not allowed: {name}"
+    elif "webhook-disallow" in values:
+        why = "the object contains unwanted data"
+    else:
+        return {}
+    return {"allowed": False, "status": {"code": 403, "reason": "Forbidden", "message": why}}
 
 
 def webhook_config(kind: str, name: str, hooks: list[dict[str, Any]]) -> dict[str, Any]:

@@ -4,7 +4,8 @@ conformance tests they mirror ([sig-api-machinery] ValidatingAdmissionPolicy).""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import json
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -51,9 +52,10 @@ async def _make(http: Rest, plural: str, body: dict[str, Any]) -> dict[str, Any]
     return made
 
 
-async def test_should_validate_against_a_deployment(http: Rest) -> None:
-    """ValidatingAdmissionPolicy should validate against a Deployment: a ConfigMap gives the
-    maximum replicas (params), Deny refuses past it with upstream's message."""
+async def test_validatingadmissionpolicy(http: Rest) -> None:
+    """ValidatingAdmissionPolicy ([sig-api-machinery] ValidatingAdmissionPolicy should validate
+    against a Deployment): a ConfigMap gives the maximum replicas (params), Deny refuses past
+    it with upstream's message."""
     code, _, _ = await http.call("POST", "/api/v1/namespaces/default/configmaps", {
         "metadata": {"name": "limits"}, "data": {"maxReplicas": "3"}})
     assert code == 201
@@ -79,8 +81,9 @@ async def test_should_validate_against_a_deployment(http: Rest) -> None:
     assert "no params found for policy binding with `Deny` parameterNotFoundAction" in message
 
 
-async def test_should_allow_expressions_to_refer_variables(http: Rest) -> None:
-    """ValidatingAdmissionPolicy should allow expressions to refer variables."""
+async def test_validatingadmissionpolicy_variables(http: Rest) -> None:
+    """ValidatingAdmissionPolicy ([sig-api-machinery] ValidatingAdmissionPolicy should allow
+    expressions to refer variables)."""
     await _make(http, "validatingadmissionpolicies", _policy(
         "odd", variables=[{"name": "replicas", "expression": "object.spec.replicas"},
                           {"name": "oddReplicas", "expression": "variables.replicas % 2 == 1"}],
@@ -132,3 +135,84 @@ async def test_policies_are_validated_as_upstream(http: Rest) -> None:
     causes = {c["field"]: c["message"] for c in body["details"]["causes"]}
     assert code == 422 and causes["spec.paramRef.parameterNotFoundAction"] == "Required value"
     assert "must not contain both Deny and Warn" in causes["spec.validationActions"]
+
+
+async def _api_operations(http: Rest, plural: str, template: dict[str, Any], patch: dict[str, Any],
+                          update: Callable[[dict[str, Any]], None], status: bool) -> None:
+    """What upstream's API-operations tests do: discovery, create (three), get, list, watch,
+    patch, update, status (read, patch, update), delete, deletecollection."""
+    code, groups, _ = await http.call("GET", "/apis/admissionregistration.k8s.io")
+    assert "v1" in [v["version"] for v in groups["versions"]]
+    code, listing, _ = await http.call("GET", GROUP)
+    names = {r["name"] for r in listing["resources"]}
+    assert plural in names and (not status or f"{plural}/status" in names), names
+    label = {"example-e2e-label": "x1"}
+    template = {**template, "metadata": {"generateName": "e2e-example-", "labels": label}}
+    made = [await _make(http, plural, template) for _ in range(3)]
+    name, base = made[-1]["metadata"]["name"], f"{GROUP}/{plural}"
+    code, read, _ = await http.call("GET", f"{base}/{name}")
+    assert read["metadata"]["uid"] == made[-1]["metadata"]["uid"]
+    code, listed, _ = await http.call("GET", base, query={"labelSelector": "example-e2e-label=x1"})
+    assert len(listed["items"]) == 3
+    async with http.session.get(http.base + base, params={"watch": "1", "labelSelector": "example-e2e-label=x1",
+                                                          "resourceVersion": listed["metadata"]["resourceVersion"]},
+                                timeout=aiohttp.ClientTimeout(total=20)) as watch:
+        code, patched, _ = await http.call("PATCH", f"{base}/{name}", patch,
+                                           content_type="application/merge-patch+json")
+        assert code == 200 and patched["metadata"]["annotations"] == {"patched": "true"}, patched
+        while True:
+            event = json.loads(await watch.content.readline())
+            assert event["type"] == "MODIFIED", event
+            if (event["object"]["metadata"].get("annotations") or {}).get("patched") == "true":
+                break
+    update(patched)
+    patched["metadata"]["annotations"]["updated"] = "true"
+    code, updated, _ = await http.call("PUT", f"{base}/{name}", patched)
+    assert code == 200 and updated["metadata"]["annotations"]["updated"] == "true", updated
+    if status:
+        code, read, _ = await http.call("GET", f"{base}/{name}/status")
+        assert code == 200 and read["kind"] == "ValidatingAdmissionPolicy" and read["metadata"]["name"] == name
+        condition = {"type": "PatchStatusFailed", "status": "False", "reason": "e2e", "message": "Set from an e2e "
+                     "test", "lastTransitionTime": "2024-01-01T00:00:00Z"}
+        code, patched, _ = await http.call("PATCH", f"{base}/{name}/status", {"status": {"conditions": [condition]}},
+                                           content_type="application/merge-patch+json")
+        assert code == 200 and patched["status"]["conditions"][0]["type"] == "PatchStatusFailed", patched
+        patched["status"]["conditions"].append({**condition, "type": "StatusUpdateFailed"})
+        code, updated, _ = await http.call("PUT", f"{base}/{name}/status", patched)
+        assert code == 200 and [c["type"] for c in updated["status"]["conditions"]] == [
+            "PatchStatusFailed", "StatusUpdateFailed"], updated
+    code, _, _ = await http.call("DELETE", f"{base}/{name}")
+    assert code == 200
+    code, _, _ = await http.call("GET", f"{base}/{name}")
+    assert code == 404
+    code, listed, _ = await http.call("GET", base, query={"labelSelector": "example-e2e-label=x1"})
+    assert len(listed["items"]) == 2
+    code, _, _ = await http.call("DELETE", base, query={"labelSelector": "example-e2e-label=x1"})
+    code, listed, _ = await http.call("GET", base, query={"labelSelector": "example-e2e-label=x1"})
+    assert code == 200 and listed["items"] == []
+
+
+async def test_validatingadmissionpolicy_api(http: Rest) -> None:
+    """ValidatingAdmissionPolicy API ([sig-api-machinery] ValidatingAdmissionPolicy should
+    support ValidatingAdmissionPolicy API operations)."""
+    policy = _policy("unused", validations=[{"expression": "object.spec.replicas <= 100"}])
+
+    def update(p: dict[str, Any]) -> None:
+        assert p["spec"]["failurePolicy"] == "Ignore"
+        p["spec"]["failurePolicy"] = "Fail"
+    await _api_operations(http, "validatingadmissionpolicies", policy,
+                          {"metadata": {"annotations": {"patched": "true"}}, "spec": {"failurePolicy": "Ignore"}},
+                          update, status=True)
+
+
+async def test_validatingadmissionpolicybinding_api(http: Rest) -> None:
+    """ValidatingadmissionPolicyBinding API ([sig-api-machinery] ValidatingAdmissionPolicy
+    should support ValidatingAdmissionPolicyBinding API operations)."""
+    binding = _binding("unused", "replicalimit-policy.example.com", ["Deny"])
+
+    def update(b: dict[str, Any]) -> None:
+        assert b["spec"]["validationActions"] == ["Warn"]
+        b["spec"]["validationActions"] = ["Deny"]
+    await _api_operations(http, "validatingadmissionpolicybindings", binding,
+                          {"metadata": {"annotations": {"patched": "true"}}, "spec": {"validationActions": ["Warn"]}},
+                          update, status=False)

@@ -399,3 +399,34 @@ async def test_token_and_subject_access_reviews(secured: tuple[APIServer, Path],
                               {"user": "jane", "resourceAttributes": {"verb": "list", "resource": "pods"}})
         return bool(answer["status"]["allowed"]) and answer["spec"]["resourceAttributes"]["namespace"] == "default"
     await _eventually(jane_may, "jane's binding in the local review")
+
+
+async def test_subjectreview_api_operations(secured: tuple[APIServer, Path], tmp_path: Path) -> None:
+    """SubjectReview ([sig-auth] SubjectReview should support SubjectReview API operations):
+    what a SubjectAccessReview and a LocalSubjectAccessReview answer for a ServiceAccount is
+    what the ServiceAccount's own request (impersonated) gets."""
+    server, root = secured
+    admin = _kubectl(server, root, tmp_path, "admin")
+    await admin("create", "namespace", "reviews")
+    await admin("create", "serviceaccount", "e2e", "-n", "reviews")
+    user = "system:serviceaccount:reviews:e2e"
+    groups = ["system:serviceaccounts", "system:serviceaccounts:reviews", "system:authenticated"]
+
+    async def answers() -> tuple[bool, bool, bool]:
+        code, _, _ = await admin("get", "--raw", "/api/v1/namespaces/reviews/configmaps", f"--as={user}", ok=False)
+        reviews = []
+        for path, kind in (("/apis/authorization.k8s.io/v1/subjectaccessreviews", "SubjectAccessReview"),
+                           ("/apis/authorization.k8s.io/v1/namespaces/reviews/localsubjectaccessreviews",
+                            "LocalSubjectAccessReview")):
+            body = json.dumps({"apiVersion": "authorization.k8s.io/v1", "kind": kind, "spec": {
+                "user": user, "groups": groups,
+                "resourceAttributes": {"verb": "list", "resource": "configmaps", "namespace": "reviews"}}})
+            reviews.append(json.loads((await admin("create", "--raw", path, "-f", "-", stdin=body))[1]))
+        return code == 0, bool(reviews[0]["status"]["allowed"]), bool(reviews[1]["status"]["allowed"])
+    assert await answers() == (False, False, False)
+    await admin("create", "rolebinding", "e2e-view", "--clusterrole=view", "--serviceaccount=reviews:e2e",
+                "-n", "reviews")
+
+    async def all_allowed() -> bool:
+        return await answers() == (True, True, True)
+    await _eventually(all_allowed, "the binding in the request and both reviews")
