@@ -56,17 +56,20 @@ class WebhookClient:
         if self._session is not None:
             await self._session.close()
 
-    async def _url(self, hook: Webhook) -> str:
+    async def _url(self, hook: Webhook) -> tuple[str, str | None]:
+        """The URL to POST to, and the name the serving certificate must have (a Service's
+        `<name>.<namespace>.svc`, as upstream verifies it; a URL's own host)."""
         config = hook.client_config
         if config.get("url"):
-            return str(config["url"])
+            return str(config["url"]), None
         service = config.get("service") or {}
         try:
             address = await self.service_address(service.get("namespace", ""), service.get("name", ""),
                                                  int(service.get("port") or 443))
         except errors.ApiError as err:
             raise CallError(err.message) from None
-        return f"https://{address}{service.get('path') or ''}"
+        return f"https://{address}{service.get('path') or ''}", \
+            f"{service.get('name', '')}.{service.get('namespace', '')}.svc"
 
     @staticmethod
     def review_version(hook: Webhook) -> str:
@@ -76,13 +79,14 @@ class WebhookClient:
         """The webhook's AdmissionResponse to `request`."""
         version = self.review_version(hook)
         review = {"kind": "AdmissionReview", "apiVersion": f"admission.k8s.io/{version}", "request": request}
-        url = await self._url(hook)
+        url, server_name = await self._url(hook)
         context = _ssl_context(hook.client_config.get("caBundle") or "")
         try:
             async with asyncio.timeout(hook.timeout):
                 async with self._http().post(url, data=json.dumps(review, separators=(",", ":")).encode(),
                                              headers={"Content-Type": "application/json",
-                                                      "Accept": "application/json"}, ssl=context) as response:
+                                                      "Accept": "application/json"}, ssl=context,
+                                             server_hostname=server_name) as response:
                     body = await response.read()
                     if response.status >= 300:
                         raise CallError(f"expected webhook response of admission.k8s.io/{version}, Kind=AdmissionReview"
