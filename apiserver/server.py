@@ -21,6 +21,7 @@ from apiserver.admission.chain import Admission, AdmissionPlugin, MutatingPlugin
 from apiserver.admission.defaulttolerationseconds import DefaultTolerationSeconds
 from apiserver.admission.noderestriction import NodeRestriction
 from apiserver.admission.policy import ValidatingPolicies
+from apiserver.admission.policystatus import PolicyTypeChecker
 from apiserver.admission.priority import PriorityAdmission
 from apiserver.admission.rbac_escalation import EscalationCheck
 from apiserver.admission.serviceaccount import ServiceAccountAdmission
@@ -61,6 +62,7 @@ from apiserver.registry.core.pod_log import PodLogProxy
 from apiserver.registry.core.pod_streams import PodStreams
 from apiserver.registry.core.service_allocation import AllocationRepair, ServiceAllocations
 from apiserver.registry.core.serviceaccount_token import TokenRequests
+from apiserver.registry.generic.json_strategy import JsonStrategy
 from apiserver.registry.generic.store import Registry
 from apiserver.registry.generic.view import VersionView
 from apiserver.registry.metrics import MetricsAPI
@@ -376,7 +378,9 @@ class APIServer:
         loops: list[Controller] = [
             NamespaceFinalizer(self.registries[scheme.NAMESPACES], namespaced, cfg.namespace_finalize_interval),
             self._service_accounts, CRDNaming(definitions, crds), CRDFinalizer(definitions, crds),
-            LocalAPIServices(self.registries[scheme.APISERVICES], lambda: iter(self.scheme))]
+            LocalAPIServices(self.registries[scheme.APISERVICES], lambda: iter(self.scheme)),
+            PolicyTypeChecker(self.registries[scheme.VALIDATINGADMISSIONPOLICIES], lambda: iter(self.scheme),
+                              self._schema_of)]
         if self._remote_apis is not None:
             loops.append(APIServiceStatus(self.registries[scheme.APISERVICES], self._remote_apis))
         if options.pod_cidrs is not None:
@@ -464,6 +468,17 @@ class APIServer:
         if registry is None or registry.cache is None:
             return None
         return [e.obj for e in registry.cache.store.values()]
+
+    def _schema_of(self, resource: ResourceType[Any]) -> Any:
+        """The structural schema of a resource kept as JSON (a custom resource's version, or
+        a built-in's), for type checks; None for one kept as protobuf."""
+        registry = self.registries.get(resource)
+        strategy = registry.strategy if registry is not None else None
+        if isinstance(strategy, CustomResourceStrategy):
+            return strategy.schema
+        if isinstance(strategy, JsonStrategy):
+            return strategy.openapi_schema()
+        return None
 
     def _namespace_labels(self, name: str) -> dict[str, str] | None:
         namespace = self._cached(scheme.NAMESPACES)("", name)

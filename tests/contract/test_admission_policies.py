@@ -13,7 +13,7 @@ import pytest
 
 from apiserver.server import APIServer
 from tests.contract.test_admission_webhooks import in_force
-from tests.contract.test_crds import Rest
+from tests.contract.test_crds import Rest, _crd, _define
 from tests.wait import until
 
 GROUP = "/apis/admissionregistration.k8s.io/v1"
@@ -216,3 +216,46 @@ async def test_validatingadmissionpolicybinding_api(http: Rest) -> None:
     await _api_operations(http, "validatingadmissionpolicybindings", binding,
                           {"metadata": {"annotations": {"patched": "true"}}, "spec": {"validationActions": ["Warn"]}},
                           update, status=False)
+
+
+async def _type_checked(http: Rest, name: str) -> list[dict[str, str]]:
+    async def checked() -> list[dict[str, str]] | None:
+        code, policy, _ = await http.call("GET", f"{GROUP}/validatingadmissionpolicies/{name}")
+        typing = (policy.get("status") or {}).get("typeChecking")
+        return None if typing is None else list(typing.get("expressionWarnings") or [])
+    found: list[dict[str, str]] = await until(checked, timeout=10, check=lambda v: v is not None,
+                                              what=f"{name} type-checked")
+    return found
+
+
+async def test_should_type_check_validation_expressions(http: Rest) -> None:
+    """ValidatingAdmissionPolicy should type check validation expressions (upstream's, not
+    in the conformance list): none for a correct policy, one per confused expression."""
+    await _make(http, "validatingadmissionpolicies", _policy(
+        "correct", validations=[{"expression": "object.spec.replicas > 1"}]))
+    assert await _type_checked(http, "correct") == []
+    await _make(http, "validatingadmissionpolicies", _policy("confused", validations=[
+        {"expression": "object.spec.replicas > '1'",
+         "messageExpression": "'wants replicas > 1, got ' + object.spec.replicas"}]))
+    warnings = await _type_checked(http, "confused")
+    assert [w["fieldRef"] for w in warnings] == ["spec.validations[0].expression",
+                                                 "spec.validations[0].messageExpression"], warnings
+    assert "found no matching overload for '_>_' applied to '(int, string)'" in warnings[0]["warning"]
+    assert "found no matching overload for '_+_' applied to '(string, int)'" in warnings[1]["warning"]
+
+
+async def test_should_type_check_a_crd(http: Rest) -> None:
+    """ValidatingAdmissionPolicy should type check a CRD: its schema's types, and a field it lacks."""
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "replicas": {"type": "integer"}, "cronSpec": {"type": "string"}}}}}
+    await _define(http, _crd("crontabs", "CronTab", schema=schema))
+    policy = _policy("crd-policy", validations=[{"expression": "object.spec.replicas > '1'"},
+                                                {"expression": "object.spec.maxRetries < 10"}])
+    policy["spec"]["matchConstraints"]["resourceRules"] = [
+        {"apiGroups": ["example.com"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["crontabs"]}]
+    await _make(http, "validatingadmissionpolicies", policy)
+    warnings = await _type_checked(http, "crd-policy")
+    assert [w["fieldRef"] for w in warnings] == ["spec.validations[0].expression",
+                                                 "spec.validations[1].expression"], warnings
+    assert "found no matching overload for '_>_' applied to '(int, string)'" in warnings[0]["warning"]
+    assert "undefined field 'maxRetries'" in warnings[1]["warning"]

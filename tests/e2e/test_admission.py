@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -58,7 +59,7 @@ async def test_webhooks_behind_a_service_mutate_and_validate_kubectl_writes(
         "ValidatingWebhookConfiguration", "deny", [_via_service(webhook, "/deny", "deny.example.com",
                                                                  ["configmaps"])])))
 
-    async def injected() -> dict[str, object] | None:
+    async def injected() -> dict[str, Any] | None:
         # a first pod may come before kube-proxy programmed the ClusterIP: the webhook then
         # fails closed and the create is refused; try again until it is admitted
         code, _, _ = await kubectl("run", "web", "--image=busybox", "--restart=Never", "--command", "--",
@@ -67,8 +68,8 @@ async def test_webhooks_behind_a_service_mutate_and_validate_kubectl_writes(
             return None
         return dict(json.loads((await kubectl("get", "pod", "web", "-o", "json"))[1]))
     pod = await until(injected, timeout=30, what="a pod admitted through the webhook's Service")
-    names = [c["name"] for c in pod["spec"]["containers"]]  # type: ignore[index]
-    assert names == ["web", "sidecar"] and pod["metadata"]["labels"]["webhook"] == "mutated", pod  # type: ignore[index]
+    names = [c["name"] for c in pod["spec"]["containers"]]
+    assert names == ["web", "sidecar"] and pod["metadata"]["labels"]["webhook"] == "mutated", pod
     assert webhook.requests("/mutate")[-1]["object"]["metadata"]["name"] == "web"
     code, _, err = await kubectl("create", "configmap", "deny-me", ok=False)
     assert code != 0 and 'admission webhook "deny.example.com" denied the request: the name is not allowed: ' \

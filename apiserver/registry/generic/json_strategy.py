@@ -61,6 +61,10 @@ class JsonStrategy(Strategy[CR]):
     def _schema(self) -> Schema:
         return obj(self.schema)
 
+    def openapi_schema(self) -> Schema:
+        """The kind's schema below apiVersion, kind and metadata (what type checks read)."""
+        return self._schema()
+
     def validate_content(self, content: dict[str, Any], check: Checker) -> None:
         """The kind's own rules, on content whose types the schema accepted."""
 
