@@ -28,6 +28,7 @@ from apiserver.admission.serviceaccount import ServiceAccountAdmission
 from apiserver.admission.storage import DefaultStorageClass, PersistentVolumeClaimResize, StorageObjectInUseProtection
 from apiserver.admission.webhook import MutatingWebhooks, ValidatingWebhooks, WebhookClient, WebhookSource
 from apiserver.aggregator import AggregatorProxy, APIServiceStatus, LocalAPIServices, ProxyIdentity, RemoteAPIs
+from apiserver.aggregator.metrics import AggregatedMetrics
 from apiserver.auth.authentication import Authenticator
 from apiserver.auth.authorization import Authorizer, authorizer_for
 from apiserver.auth.rbac_policy import StoredPolicy, reconcile_bootstrap
@@ -65,7 +66,6 @@ from apiserver.registry.core.serviceaccount_token import TokenRequests
 from apiserver.registry.generic.json_strategy import JsonStrategy
 from apiserver.registry.generic.store import Registry
 from apiserver.registry.generic.view import VersionView
-from apiserver.registry.metrics import MetricsAPI
 from apiserver.registry.scheduling import bootstrap_priority_classes
 from apiserver.storage.compaction import Compactor
 from apiserver.storage.etcd import Storage
@@ -331,7 +331,7 @@ class APIServer:
                               {sub: handler for (r, sub), handler in subresources.items() if r is rt})
               for rt in self.scheme if not rt.custom),
             custom_service_handler(self.scheme, self.registries, pipeline),
-            metrics_service_handler(self._metrics_api(options), pipeline)])
+            metrics_service_handler(AggregatedMetrics(self._remote()), pipeline)])
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         names = sorted({resource.service_name for resource in self.scheme} | {METRICS_SERVICE})
@@ -345,20 +345,24 @@ class APIServer:
         for name in ["", *names]:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
-    def _metrics_api(self, options: Completed) -> MetricsAPI:
-        return MetricsAPI(self.registries[scheme.NODES], self.registries[scheme.PODS], options.kubelet_ssl)
+    def _remote(self) -> RemoteAPIs:
+        """The extension apiservers, followed from the first who needs them (the gRPC metrics
+        service, the REST front end's proxy)."""
+        if self._remote_apis is None:
+            cfg = self.config
+            self._remote_apis = RemoteAPIs(
+                self.registries[scheme.APISERVICES], self.registries[scheme.SERVICES],
+                self.registries[scheme.ENDPOINTSLICES], ProxyIdentity(cfg.proxy_client_cert_file,
+                                                                      cfg.proxy_client_key_file),
+                routing=cfg.enable_aggregator_routing)
+            self._remote_apis.start()
+        return self._remote_apis
 
     async def _serve_rest(self, options: Completed, subresources: Subresources, pipeline: Pipeline) -> None:
         tls = options.serving_tls
-        cfg = self.config
-        self._remote_apis = RemoteAPIs(
-            self.registries[scheme.APISERVICES], self.registries[scheme.SERVICES],
-            self.registries[scheme.ENDPOINTSLICES],
-            ProxyIdentity(cfg.proxy_client_cert_file, cfg.proxy_client_key_file), routing=cfg.enable_aggregator_routing)
-        self._remote_apis.start()
         self._rest = RestServer(self.scheme, self.registries, pipeline, subresources, PodStreams(self._locator),
                                 self._ready, ssl_context=tls.ssl_context() if tls is not None else None,
-                                metrics_api=self._metrics_api(options), aggregator=AggregatorProxy(self._remote_apis))
+                                aggregator=AggregatorProxy(self._remote()))
         self.rest_port = await self._rest.start(self.config.rest_listen)
         log.info("apiserver serving the REST API on %s", self.rest_address)
 

@@ -10,6 +10,7 @@ the same files under its state dir (cluster.plan).
   DIR/kube-proxy.conf          system:kube-proxy
   DIR/kube-dns.conf            system:kube-dns
   DIR/csi-hostpath.conf        system:csi-hostpath (the hostpath CSI driver's sidecars)
+  DIR/metrics-server.conf      system:metrics-server
   DIR/super-admin.conf         kubernetes-admin at the components' address (addons)
   DIR/kubelet-<node>.conf      system:node:<node>
 """
@@ -46,6 +47,7 @@ def write_credentials(root: Path, certs: Path, nodes: dict[str, list[str]], *, r
     write_kubeconfig(root / "kube-proxy.conf", rest, grpc, tls=_tls(certs, "kube-proxy"))
     write_kubeconfig(root / "kube-dns.conf", rest, grpc, tls=_tls(certs, "kube-dns"))
     write_kubeconfig(root / "csi-hostpath.conf", rest, grpc, tls=_tls(certs, "csi-hostpath"))
+    write_kubeconfig(root / "metrics-server.conf", rest, grpc, tls=_tls(certs, "metrics-server"))
     for node in nodes:
         write_kubeconfig(root / f"kubelet-{node}.conf", rest, grpc, tls=_tls(certs, f"kubelet/{node}-client"))
     return issued

@@ -29,6 +29,8 @@ COMMANDS = (
     ("python -m proxy", "proxy.__main__"),
     ("python -m clusterdns", "clusterdns.__main__"),
     ("python -m clusterdns.addon", "clusterdns.addon"),
+    ("python -m metricsserver", "metricsserver.__main__"),
+    ("python -m metricsserver.addon", "metricsserver.addon"),
     ("python -m cni", "cni.__main__"),
     ("python -m csi.hostpath", "csi.hostpath.__main__"),
     ("python -m cluster.otlpreceiver", "cluster.otlpreceiver"),

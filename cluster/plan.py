@@ -52,6 +52,7 @@ class ClusterPlan:
     hosts_subnet: str = ""
     hosts: bool = False
     dns_port: int = 0  # the cluster DNS, on the control plane's address (UDP and TCP)
+    metrics_port: int = 0  # the metrics server, on the control plane's address (0: a plan from before it)
     node_monitor_grace_period: float = 40.0  # upstream's defaults; shorter for fault tests
     default_unreachable_toleration_seconds: int = 300
     cluster_cidr: str = CLUSTER_CIDR
@@ -202,7 +203,7 @@ def new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_e
     """Fresh ports, but an etcd cluster's from the previous plan of this state dir: its
     members know each other by their peer URLs, kept in their data."""
     backends = apiservers if apiservers > 1 else 0
-    fresh = iter(_distinct_free_ports(2 * etcd_members + 5 + 2 * backends))
+    fresh = iter(_distinct_free_ports(2 * etcd_members + 6 + 2 * backends))
     ports = [[next(fresh), next(fresh)] for _ in range(etcd_members)]
     if previous is not None and len(previous.etcd_members) == etcd_members > 1 and \
             all((state_dir / name).is_dir() for name, _, _ in previous.etcd_members):
@@ -214,7 +215,7 @@ def new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_e
                        otlp_endpoint=otlp_endpoint, registry_config_dir=registry_config_dir,
                        etcd_more_ports=ports[1:],
                        apiserver_ports=[[next(fresh), next(fresh)] for _ in range(backends)],
-                       hosts_subnet=choose_subnet(), hosts=hosts, dns_port=next(fresh))
+                       hosts_subnet=choose_subnet(), hosts=hosts, dns_port=next(fresh), metrics_port=next(fresh))
 
 
 def _distinct_free_ports(count: int) -> list[int]:
@@ -257,6 +258,9 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
             "--proxy-client-cert-file", str(certs / "front-proxy-client.crt"),
             "--proxy-client-key-file", str(certs / "front-proxy-client.key"),
             "--requestheader-client-ca-file", str(certs / "front-proxy-ca.crt"),
+            # extension apiservers (the metrics server) run outside the pod network, on the
+            # host: reached at their endpoints, not through ClusterIPs
+            "--enable-aggregator-routing", "true",
             "--default-unreachable-toleration-seconds", str(plan.default_unreachable_toleration_seconds),
             "--service-cluster-ip-range", SERVICE_CIDR, "--advertise-address", plan.api_host,
             "--advertise-port", str(plan.rest_port))
@@ -271,6 +275,16 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
         "cluster-dns": _python("clusterdns", "--kubeconfig", str(root / "kube-dns.conf"),
                                "--listen", f"{plan.api_host}:{plan.dns_port}"),
     }
+    if plan.metrics_port:
+        out["metrics-server"] = _python(
+            "metricsserver", "--kubeconfig", str(root / "metrics-server.conf"),
+            "--listen", f"{plan.api_host}:{plan.metrics_port}",
+            "--tls-cert-file", str(certs / "metrics-server-serving.crt"),
+            "--tls-private-key-file", str(certs / "metrics-server-serving.key"),
+            "--requestheader-client-ca-file", str(certs / "front-proxy-ca.crt"),
+            "--kubelet-client-certificate", str(certs / "metrics-server.crt"),
+            "--kubelet-client-key", str(certs / "metrics-server.key"),
+            "--kubelet-certificate-authority", str(certs / "ca.crt"))
     for node in plan.nodes:
         config = plan.kubelet_config(node)
         # on its host: in the host's network namespace only (files and mounts are shared)

@@ -26,6 +26,9 @@ from clusterdns.addon import publish
 from csi.addon import install_default_class
 from csi.hostpath import DRIVER_NAME
 from kubeling import errors
+from kubeling.dynamic import content_of
+from metricsserver.addon import APISERVICE as METRICS_APISERVICE
+from metricsserver.addon import register as register_metrics
 from proxy.proxier import Iptables
 
 __all__ = ["Supervisor"]
@@ -109,6 +112,9 @@ class Supervisor:
                 await self._wait("the controller manager's /healthz", self._controller_manager_healthy, component)
             elif name == "cluster-dns":
                 await self._wait(f"the cluster DNS on {plan.api_host}:{plan.dns_port}", self._dns_serving, component)
+            elif name == "metrics-server":
+                await self._wait(f"the metrics server on {plan.api_host}:{plan.metrics_port} available through the "
+                                 "aggregator", self._metrics_available, component)
             elif name in plan.proxies:
                 await self._wait(f"{name}'s rules", functools.partial(self._proxy_synced, plan.proxies[name]),
                                  component)
@@ -159,6 +165,20 @@ class Supervisor:
         except (errors.ApiError, dns.exception.DNSException, OSError):
             return False
         return bool(reply.answer)
+
+    async def _metrics_available(self) -> bool:
+        """Registered with the aggregator (as metrics-server's manifests do: with the admin's
+        credentials), and its APIService Available."""
+        plan = self.plan
+        try:
+            async with plan.admin_client(timeout=5, wait_for_ready=False) as client:
+                await register_metrics(client, plan.api_host, plan.metrics_port,
+                                       (plan.pki / "ca.crt").read_bytes())
+                apiservice = await client.apiservices.get(METRICS_APISERVICE)
+        except (errors.ApiError, OSError):
+            return False
+        conditions = (content_of(apiservice).get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)
 
     async def _proxy_synced(self, nodes: list[str]) -> bool:
         """Its chains exist in its network namespace: the first sync is done."""
@@ -230,7 +250,7 @@ class Supervisor:
         self._terminate([f"csi-hostpath-{n}" for n in self.plan.nodes])
         # One after the other: the scheduler and the controller manager give their leases
         # up through the apiserver.
-        self._terminate(["scheduler", "controller-manager", "cluster-dns", *self.plan.proxies])
+        self._terminate(["scheduler", "controller-manager", "cluster-dns", "metrics-server", *self.plan.proxies])
         self._terminate(["haproxy", *(name for name, _, _ in self.plan.apiserver_backends)])
         self._terminate([name for name, _, _ in self.plan.etcd_members])
         remove_network(self.plan)

@@ -262,7 +262,12 @@ class HorizontalController:
         """Each pod's usage of the resource (milli-units), summed over its containers or the
         one named (upstream's GetResourceMetric)."""
         out: dict[str, Usage] = {}
-        for item in await self.client.pod_metrics(namespace, label_selector=str(selector)):
+        try:
+            items = await self.client.pod_metrics(namespace, label_selector=str(selector))
+        except errors.ApiError as err:  # no metrics server behind the aggregator, or it failed
+            raise MetricError(f"unable to get metrics for resource {resource}: unable to fetch metrics from resource "
+                              f"metrics API: {err.message}") from None
+        for item in items:
             containers = [c for c in item.containers if not container or c.name == container]
             if container and not containers:
                 continue

@@ -45,6 +45,11 @@ log = logging.getLogger(__name__)
 _POLL = 0.1  # seconds between looks at a followed file
 APISERVER_CLIENT = "kube-apiserver-kubelet-client"  # the one identity that may use the endpoint
 _OPEN = frozenset({"/healthz"})
+# Who may read the node's resource use besides the apiserver: the metrics server (upstream's
+# kubelet asks the apiserver whether the caller may get nodes/stats; here the identity is
+# fixed, as the apiserver's is).
+STATS_READER = "system:metrics-server"
+_STATS_PATHS = ("/stats/", "/metrics/resource")
 
 
 def format_entries(raw: bytes, timestamps: bool) -> list[bytes]:
@@ -157,6 +162,8 @@ class DaemonServer:
         user = peer_common_name(request.transport.get_extra_info("peercert") if request.transport else None)
         if user is None:
             return web.Response(status=401, text="Unauthorized")
+        if user == STATS_READER and request.method == "GET" and request.path.startswith(_STATS_PATHS):
+            return await handler(request)
         if user != APISERVER_CLIENT:
             verb = "create" if request.method == "POST" else "get"
             log.warning("refused %s %s from %s", request.method, request.path, user)

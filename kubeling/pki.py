@@ -90,6 +90,11 @@ def control_plane_identities(server_names: Iterable[str] = ()) -> list[Identity]
         Identity("kube-proxy", "system:kube-proxy"),
         Identity("kube-dns", "system:kube-dns"),
         Identity("csi-hostpath", "system:csi-hostpath"),  # the hostpath CSI driver's sidecars
+        # the metrics server: its client certificate (apiserver and kubelets) and its serving
+        # one, named as the aggregator verifies it (<service>.<namespace>.svc)
+        Identity("metrics-server", "system:metrics-server"),
+        Identity("metrics-server-serving", "metrics-server", usages=(SERVER,), names=tuple(dict.fromkeys((
+            "metrics-server.kube-system.svc", "127.0.0.1", "localhost", *server_names)))),
     ]
 
 

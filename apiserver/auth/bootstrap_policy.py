@@ -191,6 +191,12 @@ def cluster_roles() -> list[Role]:
         # The sidecars of kubeling's hostpath CSI driver (upstream's external-provisioner-runner
         # role of csi-driver-host-path's deployment, made a bootstrap role here because
         # `kubeling up` installs the driver).
+        # metrics-server's own role: the nodes and pods it reports on (their stats it reads
+        # from the kubelets, which let this identity in)
+        Role("system:metrics-server", (
+            _rule(READ, (CORE,), ("nodes", "pods")),
+            _rule(("get",), (CORE,), ("nodes/stats", "nodes/metrics")),
+        )),
         Role("system:csi-hostpath", (
             _rule(READ + ("create", "delete", "patch", "update"), (CORE,), ("persistentvolumes",)),
             _rule(READ + ("patch", "update"), (CORE,), ("persistentvolumeclaims",)),
@@ -246,6 +252,7 @@ def cluster_role_bindings() -> list[Binding]:
         bind("system:node-proxier", Subject("User", "system:kube-proxy")),
         bind("system:kube-dns", Subject("User", "system:kube-dns")),
         bind("system:csi-hostpath", Subject("User", "system:csi-hostpath")),
+        bind("system:metrics-server", Subject("User", "system:metrics-server")),
     ]
 
 

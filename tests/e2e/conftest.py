@@ -35,7 +35,11 @@ from kubelet.agent import Kubelet, bridge_name
 from kubelet.config import KubeletConfig
 from kubeling import errors, pki
 from kubeling.client import Client, TLSConfig
+from kubeling.dynamic import content_of
 from kubeling.kubeconfig import write_kubeconfig
+from metricsserver.addon import APISERVICE as METRICS_APISERVICE
+from metricsserver.addon import register as register_metrics
+from metricsserver.server import MetricsConfig, MetricsServer
 from protos.kubeling.v1 import core_pb2, meta_pb2
 from proxy.proxier import Proxier, ProxyConfig
 from scheduler.service import SchedulerService
@@ -61,7 +65,10 @@ def secured_apiserver_config(etcd: EtcdServer, prefix: str, root: Path, **overri
         client_ca_file=str(root / "ca.crt"), authorization_mode="Node,RBAC",
         kubelet_client_certificate=str(root / "apiserver-kubelet-client.crt"),
         kubelet_client_key=str(root / "apiserver-kubelet-client.key"),
-        kubelet_certificate_authority=str(root / "ca.crt"), **overrides)
+        kubelet_certificate_authority=str(root / "ca.crt"),
+        proxy_client_cert_file=str(root / "front-proxy-client.crt"),
+        proxy_client_key_file=str(root / "front-proxy-client.key"),
+        requestheader_client_ca_file=str(root / "front-proxy-ca.crt"), enable_aggregator_routing=True, **overrides)
 
 
 @dataclass
@@ -218,6 +225,32 @@ def kubectl(cluster: Cluster, tmp_path: Path) -> Kubectl:
     """The real kubectl, configured for the cluster's REST API."""
     return Kubectl(write_kubeconfig(tmp_path / "kubeconfig", cluster.apiserver.rest_address, cluster.apiserver.address,
                                     tls=tls_of(cluster.pki, "admin")))
+
+
+@pytest.fixture
+async def metrics_server(cluster: Cluster) -> AsyncIterator[MetricsServer]:
+    """The metrics server on loopback, registered with the aggregator as `kubeling up` does
+    (`kubectl top`, the HorizontalPodAutoscaler)."""
+    root = cluster.pki
+    server = MetricsServer(Client(cluster.apiserver.address, tls=tls_of(root, "metrics-server")), MetricsConfig(
+        listen="127.0.0.1:0", tls_cert_file=str(root / "metrics-server-serving.crt"),
+        tls_private_key_file=str(root / "metrics-server-serving.key"),
+        requestheader_client_ca_file=str(root / "front-proxy-ca.crt"),
+        kubelet_client_certificate=str(root / "metrics-server.crt"),
+        kubelet_client_key=str(root / "metrics-server.key"), kubelet_certificate_authority=str(root / "ca.crt")))
+    await server.start()
+    try:
+        await register_metrics(cluster.client, "127.0.0.1", server.port, (root / "ca.crt").read_bytes())
+
+        async def available() -> bool:
+            found = await cluster.client.apiservices.get(METRICS_APISERVICE)
+            conditions = (content_of(found).get("status") or {}).get("conditions") or []
+            return any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)
+        await until(available, "the metrics APIService Available", timeout=30)
+        yield server
+    finally:
+        await server.stop()
+        await server.client.close()
 
 
 @pytest.fixture

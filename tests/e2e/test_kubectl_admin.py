@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from controllers.manager import ControllerManager
+from metricsserver.server import MetricsServer
 from tests.e2e.conftest import Cluster
 from tests.e2e.kubectl import Kubectl
 from tests.wait import until
@@ -112,8 +113,9 @@ async def test_diff_server_dry_run_and_delete_collection(cluster: Cluster, kubec
     assert "apiserver_request_total" in out or "apiserver_request_duration_seconds" in out, out[:500]
 
 
-async def test_top_node_and_pod(cluster: Cluster, kubectl: Kubectl) -> None:
-    """metrics.k8s.io from the kubelets' Summary API: a pod spinning a CPU shows about one core."""
+async def test_top_node_and_pod(cluster: Cluster, metrics_server: MetricsServer, kubectl: Kubectl) -> None:
+    """metrics.k8s.io from the kubelets' Summary API, served by the metrics server behind the
+    aggregator: a pod spinning a CPU shows about one core."""
     await cluster.add_node(1)
     busy = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "busy", "labels": {"app": "busy"}},
             "spec": {"terminationGracePeriodSeconds": 1, "containers": [

@@ -186,6 +186,9 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
             assert by_name.status.phase == "Succeeded", by_name.status
             info = await asyncio.to_thread(subprocess.run, kubectl + ["cluster-info"], capture_output=True, text=True)
             assert "CoreDNS is running at" in info.stdout, info.stdout + info.stderr
+            # `kubectl top` through the aggregator: the metrics server `up` started and registered
+            top = await asyncio.to_thread(subprocess.run, kubectl + ["top", "node"], capture_output=True, text=True)
+            assert top.returncode == 0 and nodes[0] in top.stdout, top.stdout + top.stderr
             await asyncio.to_thread(subprocess.run, kubectl + ["delete", "deployment", "web"], capture_output=True)
 
             # Storage as the documentation's claim example: no class named, the default

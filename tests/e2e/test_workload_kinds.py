@@ -20,6 +20,7 @@ from typing import Any
 
 from controllers.manager import ControllerManager, ManagerConfig
 from kubeling.client import Client
+from metricsserver.server import MetricsServer
 from tests.e2e.conftest import Cluster, ServiceNetwork, Storage, tls_of
 from tests.e2e.kubectl import Kubectl
 from tests.e2e.test_storage import make_class
@@ -320,8 +321,8 @@ async def _last_success(kubectl: Kubectl) -> dict[str, Any] | None:
 SPIN = "trap 'exit 0' TERM; if [ -z \"$IDLE\" ]; then while :; do :; done & fi; while true; do sleep 1; done"
 
 
-async def test_hpa_scales_a_deployment_with_kubectl(cluster: Cluster, controllers: ControllerManager,
-                                                    kubectl: Kubectl) -> None:
+async def test_hpa_scales_a_deployment_with_kubectl(cluster: Cluster, metrics_server: MetricsServer,
+                                                    controllers: ControllerManager, kubectl: Kubectl) -> None:
     await cluster.add_node(1)
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {
         "replicas": 1, "selector": {"matchLabels": {"app": "web"}},

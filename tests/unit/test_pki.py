@@ -43,6 +43,7 @@ def test_identities_as_upstream_names_them(tmp_path: Path) -> None:
                 "controller-manager": ("system:kube-controller-manager", []),
                 "kube-proxy": ("system:kube-proxy", []), "kube-dns": ("system:kube-dns", []),
                 "csi-hostpath": ("system:csi-hostpath", []),
+                "metrics-server": ("system:metrics-server", []), "metrics-server-serving": ("metrics-server", []),
                 "kubelet/node-1-client": ("system:node:node-1", ["system:nodes"]),
                 "kubelet/node-2-client": ("system:node:node-2", ["system:nodes"]),
                 "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", ["kubeadm:cluster-admins"]),
@@ -54,7 +55,8 @@ def test_identities_as_upstream_names_them(tmp_path: Path) -> None:
         cert.verify_directly_issued_by(ca)
         assert (tmp_path / f"{path}.key").stat().st_mode & 0o777 == 0o600, path
         usages = set(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
-        server = path in ("apiserver", "etcd/server") or path.startswith("kubelet/") and "client" not in path
+        server = path in ("apiserver", "etcd/server", "metrics-server-serving") or \
+            path.startswith("kubelet/") and "client" not in path
         assert (ExtendedKeyUsageOID.SERVER_AUTH in usages) == server, path
     assert {"127.0.0.1", "localhost", "apiserver", "kubernetes.default.svc", "10.96.0.1"} <= \
         _sans(_cert(tmp_path, "apiserver"))  # 10.96.0.1: the kubernetes Service, for in-cluster clients
@@ -129,7 +131,7 @@ def test_ensure_is_idempotent_and_upgrades(tmp_path: Path, monkeypatch: pytest.M
     (tmp_path / "scheduler.crt").unlink()
     again = pki.ensure(tmp_path, {"node-1": [], "node-2": ["10.0.0.2"]}, ["apiserver"])
     assert sorted(again.issued) == ["apiserver", "etcd/server", "kubelet/node-2", "kubelet/node-2-client",
-                                    "scheduler"]
+                                    "metrics-server-serving", "scheduler"]  # server names are its too
     # A year on, the leaves have expired (the CA lives ten): all are issued again, the CA kept.
     ca = (tmp_path / "ca.crt").read_bytes()
     later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=400)

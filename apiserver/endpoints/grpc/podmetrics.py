@@ -1,6 +1,6 @@
-"""The kubeling.v1.Metrics service: metrics.k8s.io PodMetrics over gRPC (the same
-apiserver.registry.metrics.MetricsAPI that serves `kubectl top pod` over REST), with the
-request pipeline's authentication and authorization (list pods.metrics.k8s.io)."""
+"""The kubeling.v1.Metrics service: metrics.k8s.io PodMetrics over gRPC, read through the
+aggregator from the metrics server (apiserver.aggregator.metrics), with the request
+pipeline's authentication and authorization (list pods.metrics.k8s.io)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 import grpc
 
+from apiserver.aggregator.metrics import GROUP, AggregatedMetrics
 from apiserver.endpoints.grpc.handlers import _abort, _credentials, _decode, _serialize
 from apiserver.endpoints.pipeline import Pipeline
 from apiserver.endpoints.request import RequestInfo
-from apiserver.registry.metrics import GROUP, MetricsAPI
 from kubeling import errors
 from kubeling.kjson import from_json
 from protos.kubeling.v1 import meta_pb2, metrics_pb2
@@ -21,7 +21,7 @@ __all__ = ["metrics_service_handler", "SERVICE"]
 SERVICE = "kubeling.v1.Metrics"
 
 
-def metrics_service_handler(api: MetricsAPI, pipeline: Pipeline) -> grpc.GenericRpcHandler:
+def metrics_service_handler(api: AggregatedMetrics, pipeline: Pipeline) -> grpc.GenericRpcHandler:
     async def list_pod_metrics(body: bytes, context: grpc.aio.ServicerContext) -> Any:
         try:
             with pipeline.serve("LIST", "pods.metrics") as served:

@@ -1,6 +1,7 @@
 """What a REST URL names (upstream's RequestInfoFactory): a resource of the scheme (its
-namespace, name and subresource), a metrics.k8s.io read, one of the self-reviews, or a
-path that names no resource; and the request's verb in authorization's terms."""
+namespace, name and subresource), one of the reviews, or a path that names no resource
+(or one an extension apiserver serves: apiserver.aggregator); and the request's verb in
+authorization's terms."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from apiserver.endpoints.request import RequestInfo
 from apiserver.endpoints.rest.request import Target, flag
 from kubeling.scheme import Scheme
 
-__all__ = ["Route", "route", "SELF_SUBJECT_REVIEWS", "ACCESS_REVIEWS", "RULES_REVIEWS", "METRICS_GROUP",
-           "METRICS_PREFIX", "TOKEN_REVIEWS", "SUBJECT_ACCESS_REVIEWS", "local_review_namespace"]
+__all__ = ["Route", "route", "SELF_SUBJECT_REVIEWS", "ACCESS_REVIEWS", "RULES_REVIEWS", "TOKEN_REVIEWS",
+           "SUBJECT_ACCESS_REVIEWS", "local_review_namespace"]
 
 SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"  # `kubectl auth whoami`
 # `kubectl auth can-i VERB RESOURCE` and `kubectl auth can-i --list`
@@ -30,20 +31,17 @@ _REVIEWS = {SELF_SUBJECT_REVIEWS: ("authentication.k8s.io", "selfsubjectreviews"
             TOKEN_REVIEWS: ("authentication.k8s.io", "tokenreviews"),
             SUBJECT_ACCESS_REVIEWS: ("authorization.k8s.io", "subjectaccessreviews")}
 _LOCAL_PREFIX = "/apis/authorization.k8s.io/v1/namespaces/"
-METRICS_GROUP = "metrics.k8s.io"
-METRICS_PREFIX = f"/apis/{METRICS_GROUP}/v1beta1"
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
 
 
 @dataclass(frozen=True)
 class Route:
-    """The request's RequestInfo, and what serves it: a scheme resource (`target`), the
-    metrics API (`metrics`: resource, namespace, name), or neither (a path)."""
+    """The request's RequestInfo, and what serves it: a scheme resource (`target`), or none
+    (a path)."""
 
     info: RequestInfo
     path: str
     target: Target | None = None
-    metrics: tuple[str, str, str] | None = None
 
     @property
     def label(self) -> str:
@@ -51,14 +49,9 @@ class Route:
         return self.target.resource.plural if self.target is not None else "-"
 
 
-def route(scheme: Scheme, request: web.Request, *, metrics_api: bool) -> Route:
+def route(scheme: Scheme, request: web.Request) -> Route:
     path = request.path.rstrip("/") or "/"
     method = request.method
-    metrics = _metrics_target(path) if metrics_api else None
-    if metrics is not None:
-        resource, namespace, name = metrics
-        return Route(RequestInfo(_read_verb(request, name), True, METRICS_GROUP, resource, "", namespace, name),
-                     path, metrics=metrics)
     if path in _REVIEWS:
         group, resource = _REVIEWS[path]
         return Route(RequestInfo(_VERBS.get(method, method.lower()), True, group, resource), path)
@@ -117,16 +110,3 @@ def resource_target(scheme: Scheme, path: str) -> Target | None:
     if resource.namespaced and name and not namespace:
         return None
     return Target(resource, namespace, name, sub)
-
-
-def _metrics_target(path: str) -> tuple[str, str, str] | None:
-    """(resource, namespace, name) of a metrics.k8s.io path, or None."""
-    if not path.startswith(METRICS_PREFIX + "/"):
-        return None
-    parts = path[len(METRICS_PREFIX) + 1:].split("/")
-    namespace = ""
-    if len(parts) >= 3 and parts[0] == "namespaces":
-        namespace, parts = parts[1], parts[2:]
-    if not parts or parts[0] not in ("nodes", "pods") or len(parts) > 2 or (parts[0] == "nodes" and namespace):
-        return None
-    return parts[0], namespace, parts[1] if len(parts) == 2 else ""

@@ -40,7 +40,6 @@ from apiserver.endpoints.rest.request import (
 from apiserver.endpoints.rest.reviews import access_review, self_subject_review, subject_access_review, token_review
 from apiserver.endpoints.rest.routes import (
     ACCESS_REVIEWS,
-    METRICS_GROUP,
     RULES_REVIEWS,
     SELF_SUBJECT_REVIEWS,
     SUBJECT_ACCESS_REVIEWS,
@@ -52,11 +51,9 @@ from apiserver.endpoints.rest.routes import (
 from apiserver.endpoints.rest.status import MethodNotAllowed, http_code, status_json
 from apiserver.endpoints.rest.subresources import STREAMS, Subresources
 from apiserver.endpoints.rest.watch import EventLines, serve_watch
-from apiserver.registry import metrics
 from apiserver.registry.apiextensions.customresources import CustomResourceStrategy
 from apiserver.registry.core.pod_streams import PodStreams
 from apiserver.registry.generic.store import Registry
-from apiserver.registry.metrics import MetricsAPI
 from kubeling import errors
 from kubeling.http import start_site
 from kubeling.scheme import ResourceType, Scheme, deletes_collections
@@ -79,7 +76,6 @@ class RestServer:
     pod_streams: PodStreams | None = None  # pods/exec, attach, portforward
     ready: Callable[[], tuple[bool, str]] = field(default=lambda: (True, "ok"))
     ssl_context: ssl.SSLContext | None = None  # HTTPS (and client certificates) when set
-    metrics_api: MetricsAPI | None = None  # metrics.k8s.io (kubectl top)
     aggregator: AggregatorProxy | None = None  # the group-versions extension apiservers serve
     port: int = 0
     _runner: web.AppRunner | None = None
@@ -94,11 +90,8 @@ class RestServer:
         self._event_lines: weakref.WeakKeyDictionary[Registry[Any], EventLines] = weakref.WeakKeyDictionary()
 
     def _extra_groups(self) -> dict[str, dict[str, Any]]:
-        """The groups served beside the scheme: the metrics API, the extension apiservers."""
-        out: dict[str, dict[str, Any]] = self.aggregator.remote.groups() if self.aggregator is not None else {}
-        if self.metrics_api is not None:
-            out.setdefault(METRICS_GROUP, {})[metrics.VERSION] = metrics.resource_list()
-        return out
+        """The groups served beside the scheme: the extension apiservers' (the metrics API's too)."""
+        return self.aggregator.remote.groups() if self.aggregator is not None else {}
 
     def _custom_schema(self, r: ResourceType[Any]) -> dict[str, Any] | None:
         registry = self.registries.get(r)
@@ -133,7 +126,7 @@ class RestServer:
                 try:
                     served.authenticate(Credentials(_peer_user(request), request.headers.get("Authorization"),
                                                     impersonation_of(request.headers.items())))
-                    found = route(self.scheme, request, metrics_api=self.metrics_api is not None)
+                    found = route(self.scheme, request)
                     backend = self._aggregated(found)
                     if backend is not None:  # an extension apiserver's: authorized here, answered there
                         served.resource = backend.name
@@ -157,15 +150,13 @@ class RestServer:
 
     def _aggregated(self, found: Route) -> Backend | None:
         """The extension apiserver a request is for, if any (what the scheme serves is never)."""
-        if self.aggregator is None or found.target is not None or found.metrics is not None:
+        if self.aggregator is None or found.target is not None:
             return None
         group_version = group_version_of(found.path)
         return self.aggregator.remote.backend_for(*group_version) if group_version is not None else None
 
     async def _serve(self, request: web.Request, found: Route) -> web.StreamResponse:
         path = found.path
-        if found.metrics is not None:
-            return await self._metrics(request, *found.metrics)
         if request.method == "POST" and path in (ACCESS_REVIEWS, RULES_REVIEWS):
             return await access_review(request, path, self.pipeline.authorizer)
         if request.method == "POST" and path == TOKEN_REVIEWS:
@@ -256,23 +247,6 @@ class RestServer:
                 return answer
         raise MethodNotAllowed(f"the server does not allow this method on the requested resource ({method})")
 
-    async def _metrics(self, request: web.Request, resource: str, namespace: str, name: str) -> web.Response:
-        """metrics.k8s.io/v1beta1 NodeMetrics and PodMetrics (apiserver.registry.metrics)."""
-        if request.method != "GET":
-            raise MethodNotAllowed(f"the server does not allow this method on the requested resource "
-                                   f"({request.method})")
-        assert self.metrics_api is not None
-        selector = request.query.get("labelSelector", "")
-        if resource == "nodes":
-            items = await self.metrics_api.node_metrics(name, selector)
-            kind = "NodeMetrics"
-        else:
-            items = await self.metrics_api.pod_metrics(namespace, name, selector)
-            kind = "PodMetrics"
-        version = f"{METRICS_GROUP}/{metrics.VERSION}"
-        if name:
-            return json_response({"kind": kind, "apiVersion": version, **items[0]})
-        return json_response({"kind": f"{kind}List", "apiVersion": version, "metadata": {}, "items": items})
 
 
 def _with_warnings(response: web.StreamResponse, warnings: list[str]) -> web.StreamResponse:

@@ -1,8 +1,8 @@
-"""`metrics.k8s.io/v1beta1` built into the apiserver (what metrics-server serves as an
-aggregated API): NodeMetrics and PodMetrics from the kubelets' Summary API
-(`/stats/summary`, kubelet.summary), fetched when asked over the apiserver's kubelet
-connection — `kubectl top node` and `kubectl top pod [--containers]`. A kubelet that does
-not answer leaves its node and pods out, as metrics-server does."""
+"""NodeMetrics and PodMetrics (`metrics.k8s.io/v1beta1`, what `kubectl top node` and
+`kubectl top pod [--containers]` and the HorizontalPodAutoscaler read) from the kubelets'
+Summary API (`/stats/summary`, kubelet.summary), fetched when asked with the metrics
+server's kubelet client certificate; nodes and pods read from the apiserver. A kubelet that
+does not answer leaves its node and pods out, as metrics-server does."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from typing import Any
 
 import aiohttp
 
-from apiserver.registry.generic.store import Registry
 from kubeling import errors
+from kubeling.client import Client
 from kubeling.selectors import LabelSelector, SelectorError
 from protos.kubeling.v1 import core_pb2
 
-__all__ = ["MetricsAPI", "GROUP", "VERSION", "resource_list"]
+__all__ = ["Scraper", "GROUP", "VERSION", "resource_list"]
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +46,9 @@ def _now() -> str:
 
 
 @dataclass
-class MetricsAPI:
-    nodes: Registry[core_pb2.Node]
-    pods: Registry[core_pb2.Pod]
-    ssl: ssl.SSLContext | None = None  # the apiserver's kubelet client TLS (--kubelet-client-*)
+class Scraper:
+    client: Client
+    ssl: ssl.SSLContext | None = None  # the kubelet client TLS (--kubelet-client-*)
     timeout: float = 10.0
 
     def _url(self, node: core_pb2.Node) -> str | None:
@@ -89,9 +88,10 @@ class MetricsAPI:
     async def node_metrics(self, name: str = "", label_selector: str = "") -> list[dict[str, Any]]:
         selector = self._selector(label_selector)
         if name:
-            nodes = [await self.nodes.get("", name)]
+            nodes = [await self.client.nodes.get(name)]
         else:
-            nodes = [n for n in await self.nodes.in_namespace("") if selector.matches(n.metadata.labels)]
+            listed = (await self.client.nodes.list(resource_version="0")).items
+            nodes = [n for n in listed if selector.matches(n.metadata.labels)]
         summaries = await self._summaries(nodes)
         out = []
         for node in nodes:
@@ -110,14 +110,12 @@ class MetricsAPI:
     async def pod_metrics(self, namespace: str, name: str = "", label_selector: str = "") -> list[dict[str, Any]]:
         selector = self._selector(label_selector)
         if name:
-            pods = [await self.pods.get(namespace, name)]
-        elif namespace:
-            pods = await self.pods.in_namespace(namespace)
+            pods = [await self.client.pods.get(name, namespace)]
         else:
-            pods, _ = self.pods.watch_cache.list(self.pods.parse_filter("", "", ""))
+            pods = list((await self.client.pods.list(namespace, resource_version="0")).items)
         pods = [p for p in pods if p.spec.nodeName and selector.matches(p.metadata.labels)]
         wanted = {p.spec.nodeName for p in pods}
-        nodes = [n for n in await self.nodes.in_namespace("") if n.metadata.name in wanted]
+        nodes = [n for n in (await self.client.nodes.list(resource_version="0")).items if n.metadata.name in wanted]
         summaries = await self._summaries(nodes)
         by_uid: dict[str, dict[str, Any]] = {}
         for summary in summaries.values():
