@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -133,12 +133,13 @@ async def bench_rest_watch(base: str, grpc: str, watchers: int, rate: float, sec
             "rest_watch_p99_ms": round(_pct(ms, 99), 2)}
 
 
-def _start_apiserver(etcd: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str, str]:
+def _start_apiserver(etcd: str, workdir: Path, extra_args: Sequence[str] = ()
+                     ) -> tuple[subprocess.Popen[bytes], str, str]:
     port_file = workdir / "apiserver.port"
     log = open(workdir / "apiserver.log", "ab")
     proc = subprocess.Popen([sys.executable, "-m", "apiserver", "--etcd", etcd, "--listen", "127.0.0.1:0",
-                             "--rest-listen", "127.0.0.1:0", "--log-level", "WARNING", "--port-file", str(port_file)],
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                             "--rest-listen", "127.0.0.1:0", "--log-level", "WARNING", "--port-file", str(port_file),
+                             *extra_args], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     ports: list[str] = []
     while len(ports) < 2:  # the port file names the gRPC port, then the REST one
@@ -151,14 +152,15 @@ def _start_apiserver(etcd: str, workdir: Path) -> tuple[subprocess.Popen[bytes],
 
 
 @contextlib.contextmanager
-def apiserver_on_etcd(name: str) -> Iterator[tuple[subprocess.Popen[bytes], str, str]]:
-    """etcd in a temporary directory and the apiserver on it, as processes: (the
-    apiserver's process, its gRPC address, its REST base URL); both gone afterwards."""
+def apiserver_on_etcd(name: str, extra_args: Sequence[str] = ()) -> Iterator[tuple[subprocess.Popen[bytes], str, str]]:
+    """etcd in a temporary directory and the apiserver on it (with `extra_args`), as
+    processes: (the apiserver's process, its gRPC address, its REST base URL); both gone
+    afterwards."""
     workdir = Path(tempfile.mkdtemp(prefix=f"kubeling-bench-{name}-"))
     etcd = EtcdServer(data_dir=workdir / "etcd").start()
     proc = None
     try:
-        proc, grpc, base = _start_apiserver(etcd.endpoint, workdir)
+        proc, grpc, base = _start_apiserver(etcd.endpoint, workdir, extra_args)
         yield proc, grpc, base
     finally:
         if proc is not None and proc.poll() is None:
