@@ -126,10 +126,12 @@ def _judge(req: dict[str, Any]) -> dict[str, Any]:
     """What /deny answers: a refusal (allowed False and its status) or nothing to add."""
     obj = req.get("object") or {}
     old = req.get("oldObject") or {}
-    name = (obj or old).get("metadata", {}).get("name", "")
+    name = (obj or old).get("metadata", {}).get("name", "") or req.get("name", "")  # CONNECT: the options
     values = [*((obj.get("data") or {}).values()), *((obj.get("spec") or {}).values())] \
         if isinstance(obj.get("spec") or {}, dict) else list((obj.get("data") or {}).values())
-    if req["operation"] == "DELETE" and \
+    if req["operation"] == "CONNECT" and name.startswith("deny-"):
+        why = f"attaching to pod '{name}' is not allowed"
+    elif req["operation"] == "DELETE" and \
             (old.get("metadata", {}).get("labels") or {}).get("webhook-e2e-test") == "webhook-nondeletable":
         why = "the object is not deletable"
     elif name.startswith("deny-"):

@@ -21,7 +21,7 @@ from kubeling.scheme import ResourceType
 __all__ = ["AdmissionAttributes", "AdmissionPlugin", "MutatingPlugin", "Admission", "forbidden", "EVERY_RESOURCE",
            "add_warning", "request_warnings", "audit_annotations"]
 
-CREATE, UPDATE, DELETE = "CREATE", "UPDATE", "DELETE"
+CREATE, UPDATE, DELETE, CONNECT = "CREATE", "UPDATE", "DELETE", "CONNECT"
 
 
 class _Every(frozenset[str]):
@@ -62,6 +62,9 @@ class AdmissionAttributes:
     old: Any | None  # the stored object (None on CREATE)
     dry_run: bool = False
     kind: ResourceType[Any] | None = None  # the scheme entry written through
+    # CONNECT (pods/exec, attach, portforward): the options' kind (PodExecOptions, ...); obj
+    # is then the options as JSON, not a stored object
+    options_kind: str = ""
 
 
 class AdmissionPlugin(Protocol):
@@ -118,6 +121,19 @@ class Admission:
         attrs = self._attributes(operation, resource, obj, old, subresource, dry_run)
         if attrs is not None:
             for plugin in self.plugins:
+                await plugin.validate(attrs)
+
+    async def connect(self, resource: str, subresource: str, namespace: str, name: str, options_kind: str,
+                      options: dict[str, Any]) -> None:
+        """A CONNECT (pods/exec, attach, portforward): what admits connections is asked
+        (webhooks and policies; upstream's built-in plugins have nothing to say of them)."""
+        user = current_user.get()
+        if user is None:
+            return
+        attrs = AdmissionAttributes(user, CONNECT, resource, subresource, namespace, name, options, None, False,
+                                    self.kind, options_kind)
+        for plugin in self.plugins:
+            if getattr(plugin, "admits_connect", False):
                 await plugin.validate(attrs)
 
     def for_resource(self, kind: ResourceType[Any]) -> Admission | None:

@@ -22,7 +22,14 @@ from typing import Any
 
 from apiserver.admission import celenv
 from apiserver.admission.chain import EVERY_RESOURCE, AdmissionAttributes, add_warning, audit_annotations
-from apiserver.admission.request import admission_request, equivalents, is_exempt, object_json, rule_matches
+from apiserver.admission.request import (
+    admission_request,
+    equivalents,
+    is_exempt,
+    labels_of,
+    object_json,
+    rule_matches,
+)
 from apiserver.registry.admissionregistration.rules import parse_selector
 from apiserver.storage.cacher.watch_cache import WatchCache
 from kubeling import errors
@@ -64,7 +71,7 @@ def _matches(match: dict[str, Any], attrs: AdmissionAttributes, served: Iterable
         return False
     objects = _selector(match.get("objectSelector"))
     if objects is None or objects.requirements and not any(
-            objects.matches(dict(o.metadata.labels)) for o in (attrs.obj, attrs.old) if o is not None):
+            objects.matches(labels_of(o)) for o in (attrs.obj, attrs.old) if o is not None):
         return False
     namespaces = _selector(match.get("namespaceSelector"))
     if namespaces is None:
@@ -72,8 +79,7 @@ def _matches(match: dict[str, Any], attrs: AdmissionAttributes, served: Iterable
     if not namespaces.requirements or not attrs.namespace and attrs.resource != "namespaces":
         return True
     if attrs.resource == "namespaces":
-        obj = attrs.obj if attrs.obj is not None else attrs.old
-        return namespaces.matches(dict(obj.metadata.labels))  # type: ignore[union-attr]
+        return namespaces.matches(labels_of(attrs.obj if attrs.obj is not None else attrs.old))
     return namespace_labels is not None and namespaces.matches(namespace_labels)
 
 
@@ -91,6 +97,7 @@ class ValidatingPolicies:
     namespace: NamespaceObject  # the Namespace object by name, from the watch cache
     served: Callable[[], Iterable[ResourceType[Any]]]
     resources: frozenset[str] = EVERY_RESOURCE
+    admits_connect = True
 
     def _policy(self, name: str) -> dict[str, Any] | None:
         found = next((e.obj for e in self.policies.store.values() if e.obj.metadata.name == name), None)

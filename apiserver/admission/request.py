@@ -11,18 +11,29 @@ from apiserver.admission.chain import CREATE, DELETE, UPDATE, AdmissionAttribute
 from kubeling.kjson import to_json
 from kubeling.scheme import ResourceType
 
-__all__ = ["object_json", "admission_request", "rule_matches", "equivalents", "user_info", "EXEMPT", "is_exempt"]
+__all__ = ["labels_of", "object_json", "admission_request", "rule_matches", "equivalents", "user_info", "EXEMPT",
+           "is_exempt"]
 
 # What admission extensions never see (upstream's rule: a broken webhook or policy must not
 # lock out its own repair).
 EXEMPT = frozenset({"validatingwebhookconfigurations", "mutatingwebhookconfigurations",
                     "validatingadmissionpolicies", "validatingadmissionpolicybindings"})
 _OPTIONS = {CREATE: "CreateOptions", UPDATE: "UpdateOptions", DELETE: "DeleteOptions"}
+CONNECT = "CONNECT"
+
+
+def labels_of(obj: Any | None) -> dict[str, str]:
+    """An object's labels (a CONNECT's options have none)."""
+    if obj is None or isinstance(obj, dict):
+        return {}
+    return dict(obj.metadata.labels)
 
 
 def object_json(kind: ResourceType[Any] | None, obj: Any | None) -> dict[str, Any] | None:
     if obj is None:
         return None
+    if isinstance(obj, dict):
+        return obj  # a CONNECT's options, JSON already
     out = to_json(obj)
     if kind is not None and not kind.custom:
         out = {"kind": kind.kind, "apiVersion": kind.api_version, **out}
@@ -46,15 +57,17 @@ def admission_request(attrs: AdmissionAttributes, uid: str) -> dict[str, Any]:
     kind = attrs.kind
     group = kind.group if kind is not None else ""
     version = kind.version if kind is not None else ""
-    gvk = {"group": group, "version": version, "kind": kind.kind if kind is not None else ""}
+    gvk = {"group": group, "version": version,
+           "kind": attrs.options_kind or (kind.kind if kind is not None else "")}
     gvr = {"group": group, "version": version, "resource": attrs.resource}
     request: dict[str, Any] = {
         "uid": uid, "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
         "name": attrs.name, "operation": attrs.operation, "userInfo": user_info(attrs),
         "object": object_json(kind, attrs.obj) if attrs.operation != DELETE else None,
-        "oldObject": object_json(kind, attrs.old) if attrs.operation != CREATE else None,
+        "oldObject": object_json(kind, attrs.old) if attrs.operation not in (CREATE, CONNECT) else None,
         "dryRun": attrs.dry_run,
-        "options": {"kind": _OPTIONS.get(attrs.operation, "CreateOptions"), "apiVersion": "meta.k8s.io/v1"},
+        "options": attrs.obj if attrs.operation == CONNECT else
+        {"kind": _OPTIONS.get(attrs.operation, "CreateOptions"), "apiVersion": "meta.k8s.io/v1"},
     }
     if attrs.subresource:
         request["subResource"] = request["requestSubResource"] = attrs.subresource

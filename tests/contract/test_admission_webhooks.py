@@ -499,3 +499,21 @@ async def test_admission_webhook_mutate_custom_resource_with_pruning(http: Rest,
     code, made, _ = await http.call("POST", "/apis/example.com/v1/namespaces/default/pruned", {
         "apiVersion": "example.com/v1", "kind": "Pruned", "metadata": {"name": "p"}, "spec": {}})
     assert code == 201 and made["spec"] == {"mutated": True}, made
+
+
+async def test_admission_webhook_deny_attach(http: Rest, hooks: AdmissionWebhookServer) -> None:
+    """Admission webhook, deny attach: a webhook for CONNECT on pods/attach refuses the attach
+    (asked with PodAttachOptions, before the pod's kubelet is looked for)."""
+    await _configure(http, "ValidatingWebhookConfiguration", "deny-attach", [
+        {**_hook(hooks, "/deny", "attach.example.com"), "rules": [
+            {"operations": ["CONNECT"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/attach"]}]}])
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "deny-attach"},
+           "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    code, body, _ = await http.call("POST", PODS, pod)
+    assert code == 201, body
+    code, body, _ = await http.call("POST", f"{PODS}/deny-attach/attach", query={"stdin": "true", "stdout": "true"})
+    assert code == 403 and "attaching to pod 'deny-attach' is not allowed" in body["message"], body
+    review = hooks.requests("/deny")[-1]
+    assert review["operation"] == "CONNECT" and review["subResource"] == "attach", review
+    assert review["kind"] == {"group": "", "version": "v1", "kind": "PodAttachOptions"}
+    assert review["object"]["stdin"] is True and review["name"] == "deny-attach"

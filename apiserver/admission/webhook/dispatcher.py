@@ -23,7 +23,7 @@ from typing import Any
 
 from apiserver.admission import celenv
 from apiserver.admission.chain import DELETE, EVERY_RESOURCE, AdmissionAttributes, add_warning, audit_annotations
-from apiserver.admission.request import admission_request, equivalents, is_exempt
+from apiserver.admission.request import admission_request, equivalents, is_exempt, labels_of
 from apiserver.admission.webhook.client import CallError, WebhookClient
 from apiserver.admission.webhook.source import Webhook
 from kubeling import errors
@@ -84,14 +84,13 @@ class _Base:
         if hook.object_selector is None or hook.namespace_selector is None:
             return False
         if hook.object_selector.requirements:
-            labels = [dict(o.metadata.labels) for o in (attrs.obj, attrs.old) if o is not None]
+            labels = [labels_of(o) for o in (attrs.obj, attrs.old) if o is not None]
             if not any(hook.object_selector.matches(lab) for lab in labels):
                 return False
         if not hook.namespace_selector.requirements:
             return True
         if attrs.resource == "namespaces" and attrs.kind is not None and not attrs.kind.group:
-            obj = attrs.obj if attrs.obj is not None else attrs.old
-            return hook.namespace_selector.matches(dict(obj.metadata.labels))  # type: ignore[union-attr]
+            return hook.namespace_selector.matches(labels_of(attrs.obj if attrs.obj is not None else attrs.old))
         if not attrs.namespace:
             return True  # other cluster-scoped objects: never skipped by a namespace selector
         namespace = self.namespace_labels(attrs.namespace)
@@ -210,6 +209,8 @@ class MutatingWebhooks(_Base):
 
 @dataclass
 class ValidatingWebhooks(_Base):
+    admits_connect = True  # asked of pods/exec, attach and portforward too
+
     async def validate(self, attrs: AdmissionAttributes) -> None:
         hooks = self._hooks_for(attrs)
         if not hooks:

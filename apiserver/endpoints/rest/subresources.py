@@ -26,7 +26,7 @@ from apiserver.endpoints.rest.request import Target, dry_run, flag, int_query, j
 from apiserver.endpoints.rest.scale import Scales, patched_scale, replicas_from
 from apiserver.endpoints.rest.status import MethodNotAllowed, UnsupportedMediaType
 from apiserver.registry.apiextensions.customresources import CustomResourceStrategy
-from apiserver.registry.core.pod_streams import PodStreams
+from apiserver.registry.core.pod_streams import PodStreams, connect_options
 from apiserver.registry.generic.store import Registry
 from kubeling import errors
 from kubeling.upgradeproxy import ProxyError, is_upgrade, proxy_upgrade
@@ -67,7 +67,7 @@ class Subresources:
         if sub == "ephemeralcontainers" and method in ("PUT", "PATCH"):
             return await ephemeral_containers(request, t, registry)
         if sub in STREAMS and method in ("GET", "POST"):
-            return await self.stream(request, t)
+            return await self.stream(request, t, registry)
         if sub == "scale" and method in ("GET", "PUT", "PATCH"):
             return await scale(request, t, registry)
         return None
@@ -140,11 +140,15 @@ class Subresources:
         await response.write_eof()
         return response
 
-    async def stream(self, request: web.Request, t: Target) -> web.StreamResponse:
-        """exec, attach, portforward: relayed to the pod's kubelet once located."""
+    async def stream(self, request: web.Request, t: Target, registry: Registry[Any]) -> web.StreamResponse:
+        """exec, attach, portforward: admitted (CONNECT), then relayed to the pod's kubelet
+        once located."""
         streams = self.pod_streams
         if streams is None:
             raise MethodNotAllowed(f"pods/{t.sub} is not served")
+        if registry.admission is not None:
+            kind, options = connect_options(t.sub, request.query)
+            await registry.admission.connect(t.resource.plural, t.sub, t.namespace, t.name, kind, options)
         locate = {"exec": streams.exec_url, "attach": streams.attach_url,
                   "portforward": streams.port_forward_url}[t.sub]
         url = await locate(t.namespace, t.name, request.query)

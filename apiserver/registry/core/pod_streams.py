@@ -7,6 +7,7 @@ AttachREST and PortForwardREST with their UpgradeAwareHandler)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from multidict import MultiMapping
 
@@ -14,7 +15,7 @@ from apiserver.registry.core.pod_location import PodLocator
 from kubeling import errors
 from protos.kubeling.v1 import core_pb2
 
-__all__ = ["PodStreams", "stream_params", "forward_ports"]
+__all__ = ["PodStreams", "stream_params", "forward_ports", "connect_options"]
 
 Query = MultiMapping[str]
 
@@ -49,6 +50,23 @@ def forward_ports(query: Query) -> list[int]:
                 raise errors.BadRequest(f'ports: Invalid value: "{part}": must be an integer between 1 and 65535')
             ports.append(int(part))
     return ports
+
+
+def connect_options(sub: str, query: Query) -> tuple[str, dict[str, Any]]:
+    """The options of a pods/exec, attach or portforward request as admission sees them
+    (PodExecOptions, PodAttachOptions, PodPortForwardOptions, with their defaults)."""
+    if sub == "portforward":
+        kind = "PodPortForwardOptions"
+        fields: dict[str, Any] = {"ports": [int(p) for v in query.getall("ports", []) for p in v.split(",")
+                                            if p.strip().isdigit()]}
+    else:
+        kind = "PodExecOptions" if sub == "exec" else "PodAttachOptions"
+        fields = {"stdin": _bool(query, "stdin", False), "stdout": _bool(query, "stdout", True),
+                  "stderr": _bool(query, "stderr", True), "tty": _bool(query, "tty", False),
+                  "container": query.get("container", "")}
+        if sub == "exec":
+            fields["command"] = query.getall("command", [])
+    return kind, {"kind": kind, "apiVersion": "v1", **fields}
 
 
 def _check_running(pod: core_pb2.Pod, refusal: str) -> None:
