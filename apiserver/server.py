@@ -24,6 +24,7 @@ from apiserver.admission.policy import ValidatingPolicies
 from apiserver.admission.policystatus import PolicyTypeChecker
 from apiserver.admission.priority import PriorityAdmission
 from apiserver.admission.rbac_escalation import EscalationCheck
+from apiserver.admission.runtimeclass import RuntimeClassAdmission
 from apiserver.admission.serviceaccount import ServiceAccountAdmission
 from apiserver.admission.storage import DefaultStorageClass, PersistentVolumeClaimResize, StorageObjectInUseProtection
 from apiserver.admission.webhook import MutatingWebhooks, ValidatingWebhooks, WebhookClient, WebhookSource
@@ -239,6 +240,10 @@ class APIServer:
             priority = PriorityAdmission(self.registries[scheme.PRIORITYCLASSES])
             plugins.append(priority)
             mutating.append(priority)
+        if "RuntimeClass" in names:
+            runtime = RuntimeClassAdmission(lambda name: self._cached(scheme.RUNTIMECLASSES)("", name))
+            mutating.append(runtime)
+            plugins.append(runtime)
         classes = self.registries[scheme.STORAGECLASSES]
 
         async def storage_classes() -> list[storage_pb2.StorageClass]:

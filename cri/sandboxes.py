@@ -50,7 +50,8 @@ def _validate(config: api_pb2.PodSandboxConfig, runtime_handler: str) -> None:
         raise invalid(f"config.hostname: must be at most {HOST_NAME_MAX} characters (the kernel's limit), "
                       f"got {len(config.hostname)}")
     if runtime_handler not in RUNTIME_HANDLERS:
-        raise invalid(f"runtime_handler {runtime_handler!r} is not configured (known: \"\", \"runc\")")
+        # containerd's words (the handlers here: "" and "runc", the default's name as containerd's)
+        raise invalid(f'failed to get sandbox runtime: no runtime for "{runtime_handler}" is configured')
     for index, mapping in enumerate(config.port_mappings):
         if not 0 <= mapping.host_port <= 65535 or not 0 < mapping.container_port <= 65535:
             raise invalid(f"config.port_mappings[{index}]: ports must be within 1-65535")

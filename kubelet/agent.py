@@ -155,6 +155,7 @@ class Kubelet:
                                 cluster_domain=cfg.cluster_domain, cgroup_parent=cfg.cgroup_root,
                                 env_sources=self.volumes.env_sources, claim_paths=self.volume_manager.host_paths,
                                 service_env=lambda pod: service_env(pod, self._services_for(pod)),
+                                runtime_handler=self._runtime_handler,
                                 dns=DNSSettings(list(cfg.cluster_dns), cfg.cluster_domain, cfg.resolv_conf))
         self.runtime_name = (await runtime.version()).runtime_name
         self.informer.add_handler(on_add=self._on_pod, on_update=lambda old, new: self._on_pod(new),
@@ -183,6 +184,10 @@ class Kubelet:
         found = self.services.store.by_index(INDEX_NAMESPACE, namespace)
         return found if namespace == MASTER_NAMESPACE else \
             [*found, *self.services.store.by_index(INDEX_NAMESPACE, MASTER_NAMESPACE)]
+
+    async def _runtime_handler(self, name: str) -> str:
+        assert self.client is not None  # started: the client exists
+        return (await self.client.runtimeclasses.get(name)).handler
 
     async def stop(self) -> None:
         """Stop the agent; pods keep running (a restarted kubelet adopts them)."""

@@ -211,8 +211,9 @@ class Runtime:
 
     # ---- sandboxes ----
 
-    async def run_sandbox(self, config: api_pb2.PodSandboxConfig) -> str:
-        reply = await self._call(RUNTIME_SERVICE, "RunPodSandbox", api_pb2.RunPodSandboxRequest(config=config))
+    async def run_sandbox(self, config: api_pb2.PodSandboxConfig, runtime_handler: str = "") -> str:
+        reply = await self._call(RUNTIME_SERVICE, "RunPodSandbox",
+                                 api_pb2.RunPodSandboxRequest(config=config, runtime_handler=runtime_handler))
         return reply.pod_sandbox_id
 
     async def sandbox_status(self, sandbox_id: str) -> api_pb2.PodSandboxStatus:

@@ -27,6 +27,7 @@ from kubelet.podconfig import (
 )
 from kubelet.probes import LIVENESS, STARTUP, ProbeManager
 from kubelet.runtime import EXITED, RUNNING, CRICallError, PodRuntimeStatus, Runtime
+from kubeling import errors
 from kubeling.events import NORMAL, WARNING, EventRecorder
 from protos.kubeling.v1 import core_pb2
 from protos.kubeling.v1.core_pb2 import Pod
@@ -81,6 +82,14 @@ class PodSyncer:
     dns: DNSSettings = field(default_factory=DNSSettings)
     # The host paths of a pod's persistentVolumeClaim volumes (kubelet.volumemanager).
     claim_paths: Callable[[Pod], Mapping[str, Path]] | None = None
+    # A RuntimeClass's handler by the class's name (from the apiserver), for RunPodSandbox.
+    runtime_handler: Callable[[str], Awaitable[str]] | None = None
+
+    async def _handler(self, pod: Pod) -> str:
+        """The CRI runtime handler of the pod's RuntimeClass ("": the runtime's default)."""
+        if not pod.spec.HasField("runtimeClassName") or self.runtime_handler is None:
+            return ""
+        return await self.runtime_handler(pod.spec.runtimeClassName)
 
     # ---- SyncPod ----
 
@@ -121,8 +130,15 @@ class PodSyncer:
                 result.hold(left)
                 return result
             try:
+                handler = await self._handler(pod)
+            except errors.ApiError as exc:  # upstream's words: the class is gone, or cannot be read
+                message = f'Failed to create pod sandbox: RuntimeHandler "{pod.spec.runtimeClassName}": {exc.message}'
+                self.recorder.pod_event(pod, WARNING, "FailedCreatePodSandBox", message)
+                result.hold(self.backoff.next(f"sandbox/{uid}"))
+                return result
+            try:
                 self.paths.log_dir(pod).mkdir(parents=True, exist_ok=True)
-                sandbox_id = await self.runtime.run_sandbox(config)
+                sandbox_id = await self.runtime.run_sandbox(config, handler)
                 network = (await self.runtime.sandbox_status(sandbox_id)).network
                 pod_ip = network.ip
             except CRICallError as exc:

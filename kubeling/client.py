@@ -414,6 +414,7 @@ class Client:
     validatingadmissionpolicies = _typed(scheme.VALIDATINGADMISSIONPOLICIES)
     validatingadmissionpolicybindings = _typed(scheme.VALIDATINGADMISSIONPOLICYBINDINGS)
     apiservices = _typed(scheme.APISERVICES)
+    runtimeclasses = _typed(scheme.RUNTIMECLASSES)
     persistentvolumes = _typed(scheme.PERSISTENTVOLUMES)
     persistentvolumeclaims = _typed(scheme.PERSISTENTVOLUMECLAIMS)
     storageclasses = _typed(scheme.STORAGECLASSES)

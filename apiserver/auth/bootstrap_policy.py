@@ -233,6 +233,7 @@ def node_rules() -> tuple[PolicyRule, ...]:
         _rule(("get",), (STORAGE,), ("volumeattachments",)),
         _rule(READ, (STORAGE,), ("csidrivers",)),
         _rule(("create", "delete", "get", "patch", "update"), (STORAGE,), ("csinodes",)),
+        _rule(READ, ("node.k8s.io",), ("runtimeclasses",)),  # the handler of a pod's RuntimeClass
     )
 
 

@@ -13,9 +13,9 @@ from kubeling.options import boolean, flag
 
 __all__ = ["Config", "ADMISSION_PLUGINS"]
 
-ADMISSION_PLUGINS = ("NodeRestriction", "ServiceAccount", "DefaultTolerationSeconds", "Priority", "DefaultStorageClass",
-                     "StorageObjectInUseProtection", "PersistentVolumeClaimResize", "MutatingAdmissionWebhook",
-                     "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook")
+ADMISSION_PLUGINS = ("NodeRestriction", "ServiceAccount", "DefaultTolerationSeconds", "Priority", "RuntimeClass",
+                     "DefaultStorageClass", "StorageObjectInUseProtection", "PersistentVolumeClaimResize",
+                     "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook")
 
 
 def _endpoints(text: str) -> str:

@@ -16,6 +16,7 @@ from apiserver.registry import (
     coordination,
     core,
     discovery,
+    node,
     policy,
     rbac,
     scheduling,
@@ -28,7 +29,7 @@ __all__ = ["Strategy", "DeletePlan", "STRATEGIES", "strategy_for", "CONVERSIONS"
 
 STRATEGIES: dict[ResourceType[Any], type[Strategy[Any]]] = {
     s.resource: s for group in (core, apps, autoscaling, batch, coordination, discovery, policy, rbac, scheduling,
-                                storage, admissionregistration, apiextensions, apiregistration)
+                                storage, admissionregistration, apiextensions, apiregistration, node)
     for s in group.STRATEGIES}
 # A second version of a resource (scheme entry with view_of): (to its version, to the storage version's).
 CONVERSIONS: dict[ResourceType[Any], tuple[Any, Any]] = {**autoscaling.CONVERSIONS}

@@ -58,7 +58,7 @@ def validate_pod(spec: core_pb2.PodSpec, check: Checker) -> None:
     check.labels("spec.nodeSelector", spec.nodeSelector)
     _validate_volumes(spec, check)
     for i, t in enumerate(spec.tolerations):
-        _validate_toleration(t, f"spec.tolerations[{i}]", check)
+        validate_toleration(t, f"spec.tolerations[{i}]", check)
     _validate_affinity(spec.affinity, check)
     for i, tsc in enumerate(spec.topologySpreadConstraints):
         path = f"spec.topologySpreadConstraints[{i}]"
@@ -384,7 +384,7 @@ def _validate_projected(projected: core_pb2.ProjectedVolumeSource, path: str, ch
             _validate_downward(source.downwardAPI.items, f"{at}.downwardAPI.items", check)
 
 
-def _validate_toleration(t: core_pb2.Toleration, path: str, check: Checker) -> None:
+def validate_toleration(t: core_pb2.Toleration, path: str, check: Checker) -> None:
     if t.key:
         check.name(f"{path}.key", t.key, names.qualified_name)
     check.unsupported(f"{path}.operator", t.operator, ("Exists", "Equal"))

@@ -615,7 +615,7 @@ class PodSchedulingGate(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class PodSpec(_message.Message):
-    __slots__ = ("volumes", "initContainers", "containers", "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector", "serviceAccountName", "nodeName", "automountServiceAccountToken", "hostNetwork", "hostname", "subdomain", "affinity", "schedulerName", "tolerations", "priorityClassName", "priority", "preemptionPolicy", "overhead", "topologySpreadConstraints", "schedulingGates", "ephemeralContainers", "dnsConfig", "enableServiceLinks", "setHostnameAsFQDN", "securityContext")
+    __slots__ = ("volumes", "initContainers", "containers", "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector", "serviceAccountName", "nodeName", "automountServiceAccountToken", "hostNetwork", "hostname", "subdomain", "affinity", "schedulerName", "tolerations", "priorityClassName", "priority", "preemptionPolicy", "overhead", "runtimeClassName", "topologySpreadConstraints", "schedulingGates", "ephemeralContainers", "dnsConfig", "enableServiceLinks", "setHostnameAsFQDN", "securityContext")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -651,6 +651,7 @@ class PodSpec(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     PREEMPTIONPOLICY_FIELD_NUMBER: _ClassVar[int]
     OVERHEAD_FIELD_NUMBER: _ClassVar[int]
+    RUNTIMECLASSNAME_FIELD_NUMBER: _ClassVar[int]
     TOPOLOGYSPREADCONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
     SCHEDULINGGATES_FIELD_NUMBER: _ClassVar[int]
     EPHEMERALCONTAINERS_FIELD_NUMBER: _ClassVar[int]
@@ -679,6 +680,7 @@ class PodSpec(_message.Message):
     priority: int
     preemptionPolicy: str
     overhead: _containers.ScalarMap[str, str]
+    runtimeClassName: str
     topologySpreadConstraints: _containers.RepeatedCompositeFieldContainer[TopologySpreadConstraint]
     schedulingGates: _containers.RepeatedCompositeFieldContainer[PodSchedulingGate]
     ephemeralContainers: _containers.RepeatedCompositeFieldContainer[EphemeralContainer]
@@ -686,7 +688,7 @@ class PodSpec(_message.Message):
     enableServiceLinks: bool
     setHostnameAsFQDN: bool
     securityContext: PodSecurityContext
-    def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., initContainers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., restartPolicy: _Optional[str] = ..., terminationGracePeriodSeconds: _Optional[int] = ..., activeDeadlineSeconds: _Optional[int] = ..., dnsPolicy: _Optional[str] = ..., nodeSelector: _Optional[_Mapping[str, str]] = ..., serviceAccountName: _Optional[str] = ..., nodeName: _Optional[str] = ..., automountServiceAccountToken: _Optional[bool] = ..., hostNetwork: _Optional[bool] = ..., hostname: _Optional[str] = ..., subdomain: _Optional[str] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., schedulerName: _Optional[str] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., priorityClassName: _Optional[str] = ..., priority: _Optional[int] = ..., preemptionPolicy: _Optional[str] = ..., overhead: _Optional[_Mapping[str, str]] = ..., topologySpreadConstraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., schedulingGates: _Optional[_Iterable[_Union[PodSchedulingGate, _Mapping]]] = ..., ephemeralContainers: _Optional[_Iterable[_Union[EphemeralContainer, _Mapping]]] = ..., dnsConfig: _Optional[_Union[PodDNSConfig, _Mapping]] = ..., enableServiceLinks: _Optional[bool] = ..., setHostnameAsFQDN: _Optional[bool] = ..., securityContext: _Optional[_Union[PodSecurityContext, _Mapping]] = ...) -> None: ...
+    def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., initContainers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., restartPolicy: _Optional[str] = ..., terminationGracePeriodSeconds: _Optional[int] = ..., activeDeadlineSeconds: _Optional[int] = ..., dnsPolicy: _Optional[str] = ..., nodeSelector: _Optional[_Mapping[str, str]] = ..., serviceAccountName: _Optional[str] = ..., nodeName: _Optional[str] = ..., automountServiceAccountToken: _Optional[bool] = ..., hostNetwork: _Optional[bool] = ..., hostname: _Optional[str] = ..., subdomain: _Optional[str] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., schedulerName: _Optional[str] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., priorityClassName: _Optional[str] = ..., priority: _Optional[int] = ..., preemptionPolicy: _Optional[str] = ..., overhead: _Optional[_Mapping[str, str]] = ..., runtimeClassName: _Optional[str] = ..., topologySpreadConstraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., schedulingGates: _Optional[_Iterable[_Union[PodSchedulingGate, _Mapping]]] = ..., ephemeralContainers: _Optional[_Iterable[_Union[EphemeralContainer, _Mapping]]] = ..., dnsConfig: _Optional[_Union[PodDNSConfig, _Mapping]] = ..., enableServiceLinks: _Optional[bool] = ..., setHostnameAsFQDN: _Optional[bool] = ..., securityContext: _Optional[_Union[PodSecurityContext, _Mapping]] = ...) -> None: ...
 
 class PodDNSConfigOption(_message.Message):
     __slots__ = ("name", "value")
