@@ -111,7 +111,7 @@ async def test_bad_requests(env: Env) -> None:
     cases = [
         (api_pb2.RunPodSandboxRequest(), grpc.StatusCode.INVALID_ARGUMENT, "config.metadata.name"),
         (api_pb2.RunPodSandboxRequest(config=_pod("x"), runtime_handler="kata"),
-         grpc.StatusCode.INVALID_ARGUMENT, "runtime_handler"),
+         grpc.StatusCode.INVALID_ARGUMENT, "no runtime for \"kata\" is configured"),
         (api_pb2.RunPodSandboxRequest(config=_pod("x", port_mappings=[api_pb2.PortMapping(container_port=0)])),
          grpc.StatusCode.INVALID_ARGUMENT, "config.port_mappings[0]"),
     ]
