@@ -17,7 +17,7 @@ import ipaddress
 import re
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import cel
 
@@ -242,7 +242,6 @@ def _url_part(name: str) -> Callable[[Any], str]:
 
 
 def _url_query(u: Any) -> dict[str, list[str]]:
-    from urllib.parse import parse_qs
     return parse_qs(urlsplit(_tagged(u, _URL)).query, keep_blank_values=True)
 
 

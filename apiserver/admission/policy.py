@@ -30,13 +30,12 @@ from apiserver.admission.request import (
     object_json,
     rule_matches,
 )
-from apiserver.registry.admissionregistration.rules import parse_selector
+from apiserver.registry.admissionregistration.rules import compiled_selector
 from apiserver.storage.cacher.watch_cache import WatchCache
 from kubeling import errors
 from kubeling.dynamic import content_of
 from kubeling.kjson import to_json
 from kubeling.scheme import ResourceType
-from kubeling.selectors import LabelSelector, SelectorError, from_label_selector_proto
 
 __all__ = ["ValidatingPolicies", "ParamSource"]
 
@@ -47,13 +46,6 @@ ParamSource = Callable[[str, str], list[Any] | None]
 NamespaceObject = Callable[[str], Any | None]
 _REASONS: dict[str, type[errors.ApiError]] = {"Forbidden": errors.Forbidden, "Invalid": errors.Invalid,
                                               "RequestEntityTooLarge": errors.RequestEntityTooLarge}
-
-
-def _selector(value: Any) -> LabelSelector | None:
-    try:
-        return from_label_selector_proto(parse_selector(value))
-    except (SelectorError, ValueError, errors.ApiError):
-        return None
 
 
 def _matches(match: dict[str, Any], attrs: AdmissionAttributes, served: Iterable[ResourceType[Any]],
@@ -69,11 +61,11 @@ def _matches(match: dict[str, Any], attrs: AdmissionAttributes, served: Iterable
         return any(rule_matches(r, attrs, g, v) for r in rules for g, v in versions)
     if not hit(match.get("resourceRules") or []) or hit(match.get("excludeResourceRules") or []):
         return False
-    objects = _selector(match.get("objectSelector"))
+    objects = compiled_selector(match.get("objectSelector"))
     if objects is None or objects.requirements and not any(
             objects.matches(labels_of(o)) for o in (attrs.obj, attrs.old) if o is not None):
         return False
-    namespaces = _selector(match.get("namespaceSelector"))
+    namespaces = compiled_selector(match.get("namespaceSelector"))
     if namespaces is None:
         return False
     if not namespaces.requirements or not attrs.namespace and attrs.resource != "namespaces":
@@ -167,7 +159,7 @@ class ValidatingPolicies:
                                  f"'{kind.get('apiVersion')}, Kind={kind.get('kind')}'")
         namespace = ref.get("namespace") or attrs.namespace
         found = []
-        selector = _selector(ref["selector"]) if "selector" in ref else None
+        selector = compiled_selector(ref["selector"]) if "selector" in ref else None
         for obj in objects:
             meta = obj.metadata
             if meta.namespace and meta.namespace != namespace:

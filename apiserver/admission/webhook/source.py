@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from apiserver.admission.request import rule_matches
-from apiserver.registry.admissionregistration.rules import parse_selector
+from apiserver.registry.admissionregistration.rules import compiled_selector
 from apiserver.storage.cacher.watch_cache import WatchCache
 from kubeling.dynamic import content_of
-from kubeling.selectors import LabelSelector, SelectorError, from_label_selector_proto
+from kubeling.selectors import LabelSelector
 
 __all__ = ["Webhook", "WebhookSource"]
 
@@ -41,19 +41,12 @@ class Webhook:
         return any(rule_matches(rule, attrs, group, version) for rule in self.rules)
 
 
-def _selector(value: dict[str, Any] | None) -> LabelSelector | None:
-    try:
-        return from_label_selector_proto(parse_selector(value))
-    except (SelectorError, ValueError):
-        return None  # validation refused it on the way in: an old object matches nothing
-
-
 def _webhook(configuration: str, hook: dict[str, Any]) -> Webhook:
     return Webhook(
         configuration=configuration, name=hook.get("name", ""), rules=tuple(hook.get("rules") or ()),
         failure_policy=hook.get("failurePolicy", "Fail"), match_policy=hook.get("matchPolicy", "Equivalent"),
-        namespace_selector=_selector(hook.get("namespaceSelector")),
-        object_selector=_selector(hook.get("objectSelector")), side_effects=hook.get("sideEffects", "Unknown"),
+        namespace_selector=compiled_selector(hook.get("namespaceSelector")),
+        object_selector=compiled_selector(hook.get("objectSelector")), side_effects=hook.get("sideEffects", "Unknown"),
         timeout=float(hook.get("timeoutSeconds", 10)), review_versions=tuple(hook.get("admissionReviewVersions") or ()),
         client_config=hook.get("clientConfig") or {}, match_conditions=tuple(hook.get("matchConditions") or ()),
         reinvoke=hook.get("reinvocationPolicy") == "IfNeeded")

@@ -15,11 +15,13 @@ from apiserver.validation import Checker
 from apiserver.validation.pods import validate_label_selector
 from kubeling import errors, names
 from kubeling.kjson import from_json
+from kubeling.selectors import LabelSelector, SelectorError, from_label_selector_proto
 from protos.kubeling.v1 import meta_pb2
 
 __all__ = ["RULE", "NAMED_RULE", "MATCH_RESOURCES", "MATCH_CONDITIONS", "CLIENT_CONFIG", "validate_rule",
            "validate_named_rule", "validate_match_resources", "validate_match_conditions", "validate_client_config",
-           "validate_selector", "OPERATIONS", "FAILURE_POLICIES", "MATCH_POLICIES", "parse_selector"]
+           "validate_selector", "compiled_selector", "OPERATIONS", "FAILURE_POLICIES", "MATCH_POLICIES",
+           "parse_selector"]
 
 OPERATIONS = ("*", "CONNECT", "CREATE", "DELETE", "UPDATE")
 FAILURE_POLICIES = ("Fail", "Ignore")
@@ -121,6 +123,15 @@ def validate_named_rule(rule: dict[str, Any], path: str, check: Checker) -> None
 
 def parse_selector(value: dict[str, Any] | None) -> meta_pb2.LabelSelector:
     return from_json(value or {}, meta_pb2.LabelSelector).message
+
+
+def compiled_selector(value: dict[str, Any] | None) -> LabelSelector | None:
+    """A stored selector for matching; None (matches nothing) for one that does not compile
+    (validation refuses those on the way in: only an object stored before could have one)."""
+    try:
+        return from_label_selector_proto(parse_selector(value))
+    except (SelectorError, ValueError, errors.ApiError):
+        return None
 
 
 def validate_selector(value: dict[str, Any] | None, path: str, check: Checker) -> None:
