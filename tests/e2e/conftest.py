@@ -29,7 +29,7 @@ from cni import netns
 from controllers.controllerref import update_with_retry
 from controllers.jobutil import TRACKING_FINALIZER
 from controllers.manager import ControllerManager, ManagerConfig
-from cri.runc import Runc
+from cri.runc import Runc, RuncError
 from csi.service import HostpathService, ServiceConfig
 from kubelet.agent import Kubelet, bridge_name
 from kubelet.config import KubeletConfig
@@ -194,8 +194,11 @@ async def cluster(etcd: EtcdServer, prefix: str) -> AsyncIterator[Cluster]:
 
             # A finished pod leaves the API at once; its kubelet removes its containers after.
             async def containers() -> list[Any]:
-                return [c for k in made.kubelets.values()
-                        for c in await Runc(k.config.runc_root or base).list_containers()]
+                try:
+                    return [c for k in made.kubelets.values()
+                            for c in await Runc(k.config.runc_root or base).list_containers()]
+                except RuncError as err:  # a container's state removed while runc listed it: look again
+                    return [err]
             await settle(containers, timeout=15, check=lambda found: not found)
         finally:
             for kubelet in made.kubelets.values():
