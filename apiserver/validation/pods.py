@@ -7,6 +7,7 @@ the Checker, so that a user sees every problem at once.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from apiserver.validation.checker import Checker
@@ -33,10 +34,17 @@ def validate_pod(spec: core_pb2.PodSpec, check: Checker) -> None:
     if check.required("spec.containers", len(spec.containers)):
         pass
     seen: set[str] = set()
+    grace = spec.terminationGracePeriodSeconds if spec.HasField("terminationGracePeriodSeconds") else 30
     for i, c in enumerate(spec.initContainers):
-        _validate_container(c, f"spec.initContainers[{i}]", seen, check, init=True)
+        _validate_container(c, f"spec.initContainers[{i}]", seen, check, init=True, grace=grace)
     for i, c in enumerate(spec.containers):
-        _validate_container(c, f"spec.containers[{i}]", seen, check, init=False)
+        _validate_container(c, f"spec.containers[{i}]", seen, check, init=False, grace=grace)
+    for i, alias in enumerate(spec.hostAliases):
+        check.ip(f"spec.hostAliases[{i}].ip", alias.ip)
+        for j, hostname in enumerate(alias.hostnames):
+            check.name(f"spec.hostAliases[{i}].hostnames[{j}]", hostname, names.dns1123_subdomain)
+    for i, gate in enumerate(spec.readinessGates):
+        check.name(f"spec.readinessGates[{i}].conditionType", gate.conditionType, names.qualified_name)
     _validate_host_ports(spec, check)
     _validate_security_context(spec, check)
     check.unsupported("spec.restartPolicy", spec.restartPolicy, _RESTART)
@@ -132,7 +140,8 @@ def validate_pod_status(new: core_pb2.Pod, check: Checker) -> None:
                           "must match a container in spec.initContainers")
 
 
-def _validate_container(c: core_pb2.Container, path: str, seen: set[str], check: Checker, *, init: bool) -> None:
+def _validate_container(c: core_pb2.Container, path: str, seen: set[str], check: Checker, *, init: bool,
+                        grace: int = 30) -> None:
     if check.required(f"{path}.name", c.name):
         check.name(f"{path}.name", c.name, names.dns1123_label)
         if c.name in seen:
@@ -165,11 +174,14 @@ def _validate_container(c: core_pb2.Container, path: str, seen: set[str], check:
         if e.HasField("valueFrom"):
             source = e.valueFrom
             at = f"{path}.env[{i}].valueFrom"
-            kinds = [k for k in ("fieldRef", "configMapKeyRef", "secretKeyRef") if source.HasField(k)]
+            kinds = [k for k in ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef")
+                     if source.HasField(k)]
             if len(kinds) != 1:
                 check.invalid(at, "", "may not have more than one field specified at a time")
             elif source.HasField("fieldRef"):
                 check.required(f"{at}.fieldRef.fieldPath", source.fieldRef.fieldPath)
+            elif source.HasField("resourceFieldRef"):
+                _validate_resource_field(source.resourceFieldRef, f"{at}.resourceFieldRef", check)
             else:
                 ref = source.configMapKeyRef if source.HasField("configMapKeyRef") else source.secretKeyRef
                 check.required(f"{at}.{kinds[0]}.name", ref.name)
@@ -203,14 +215,97 @@ def _validate_container(c: core_pb2.Container, path: str, seen: set[str], check:
         if m.HasField("mountPropagation"):
             check.unsupported(f"{path}.volumeMounts[{i}].mountPropagation", m.mountPropagation,
                               ("Bidirectional", "HostToContainer", "None"))
+    sidecar = init and c.HasField("restartPolicy") and c.restartPolicy == "Always"
+    if c.HasField("restartPolicy"):
+        if init:
+            check.unsupported(f"{path}.restartPolicy", c.restartPolicy, ("Always",))
+        else:
+            check.add(f"{path}.restartPolicy", "Forbidden: may not be set for non-init containers")
     for kind in ("livenessProbe", "readinessProbe", "startupProbe"):
         probe = getattr(c, kind)
         if probe.ByteSize() == 0:
             continue
-        if init:
+        if init and not sidecar:
             check.add(f"{path}.{kind}", "Forbidden: may not be set for init containers without restartPolicy=Always")
             continue
         _validate_probe(probe, f"{path}.{kind}", check, liveness_like=kind != "readinessProbe")
+    if c.HasField("lifecycle"):
+        if init and not sidecar:
+            check.add(f"{path}.lifecycle", "Forbidden: may not be set for init containers without restartPolicy=Always")
+        else:
+            for hook in ("postStart", "preStop"):
+                if c.lifecycle.HasField(hook):
+                    _validate_handler(getattr(c.lifecycle, hook), f"{path}.lifecycle.{hook}", check, grace)
+    for i, rp in enumerate(c.resizePolicy):
+        check.unsupported(f"{path}.resizePolicy[{i}].resourceName", rp.resourceName, ("cpu", "memory"))
+        check.unsupported(f"{path}.resizePolicy[{i}].restartPolicy", rp.restartPolicy,
+                          ("NotRequired", "RestartContainer"))
+    _validate_container_security(c.securityContext, f"{path}.securityContext", check)
+
+
+_RESOURCE_FIELDS = ("limits.cpu", "limits.ephemeral-storage", "limits.memory", "requests.cpu",
+                    "requests.ephemeral-storage", "requests.memory")
+
+
+def _validate_resource_field(ref: core_pb2.ResourceFieldSelector, path: str, check: Checker) -> None:
+    """upstream's validateContainerResourceFieldSelector (the divisor a quantity)."""
+    if check.required(f"{path}.resource", ref.resource):
+        check.unsupported(f"{path}.resource", ref.resource, _RESOURCE_FIELDS)
+    if ref.divisor:
+        check.quantity(f"{path}.divisor", ref.divisor)
+
+
+def _validate_handler(h: core_pb2.LifecycleHandler, path: str, check: Checker, grace: int) -> None:
+    """A lifecycle hook's handler (upstream's validateLifecycleHandler)."""
+    handlers = [name for name in ("exec", "httpGet", "tcpSocket", "sleep") if h.HasField(name)]
+    if not handlers:
+        check.add(path, "Required value: must specify a handler type")
+    elif len(handlers) > 1:
+        check.add(f"{path}.{handlers[1]}", "Forbidden: may not specify more than 1 handler type")
+    if h.HasField("exec"):
+        check.required(f"{path}.exec.command", len(h.exec.command))
+    if h.HasField("httpGet"):
+        _validate_probe_port(h.httpGet.port, f"{path}.httpGet.port", check)
+        check.unsupported(f"{path}.httpGet.scheme", h.httpGet.scheme, ("HTTP", "HTTPS"))
+    if h.HasField("tcpSocket"):
+        _validate_probe_port(h.tcpSocket.port, f"{path}.tcpSocket.port", check)
+    if h.HasField("sleep") and not 0 <= h.sleep.seconds <= grace:
+        check.invalid(f"{path}.sleep.seconds", h.sleep.seconds,
+                      f"must be non-negative and less than terminationGracePeriodSeconds ({grace})")
+
+
+_SECCOMP_TYPES = ("Localhost", "RuntimeDefault", "Unconfined")
+
+
+def _validate_seccomp(profile: core_pb2.SeccompProfile, path: str, check: Checker) -> None:
+    check.unsupported(f"{path}.type", profile.type, _SECCOMP_TYPES)
+    if profile.type == "Localhost":
+        if not profile.localhostProfile:
+            check.add(f"{path}.localhostProfile", "Required value: must be set when seccomp type is Localhost")
+        else:
+            _relative_path(f"{path}.localhostProfile", profile.localhostProfile, check)
+    elif profile.HasField("localhostProfile"):
+        check.invalid(f"{path}.localhostProfile", profile.localhostProfile,
+                      "can only be set when seccomp type is Localhost")
+
+
+def _validate_container_security(sc: core_pb2.SecurityContext, path: str, check: Checker) -> None:
+    """upstream's ValidateSecurityContext."""
+    for name in ("runAsUser", "runAsGroup"):
+        if sc.HasField(name):
+            _id(f"{path}.{name}", getattr(sc, name), check)
+    if sc.HasField("procMount"):
+        check.unsupported(f"{path}.procMount", sc.procMount, ("Default", "Unmasked"))
+        if sc.procMount == "Unmasked":  # kubeling has no user namespaces (hostUsers: false)
+            check.invalid(f"{path}.procMount", sc.procMount, "`hostUsers` must be false to use `Unmasked`")
+    if sc.HasField("allowPrivilegeEscalation") and not sc.allowPrivilegeEscalation:
+        if sc.privileged:
+            check.invalid(path, "", "cannot set `allowPrivilegeEscalation` to false and `privileged` to true")
+        if "CAP_SYS_ADMIN" in sc.capabilities.add or "SYS_ADMIN" in sc.capabilities.add:
+            check.invalid(path, "", "cannot set `allowPrivilegeEscalation` to false and `capabilities.Add` "
+                                    "CAP_SYS_ADMIN")
+    if sc.HasField("seccompProfile"):
+        _validate_seccomp(sc.seccompProfile, f"{path}.seccompProfile", check)
 
 
 def _validate_probe(p: core_pb2.Probe, path: str, check: Checker, *, liveness_like: bool) -> None:
@@ -262,8 +357,14 @@ def _id(path: str, value: int, check: Checker) -> None:
         check.invalid(path, value, f"must be between 0 and {_MAX_ID}, inclusive")
 
 
+_SYSCTL = re.compile(r"^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$")
+_SYSCTL_MAX = 253
+# The sysctls of the IPC namespace (upstream's namespace groups): not with hostIPC.
+_IPC_SYSCTLS = ("kernel.shm", "kernel.msg", "kernel.sem", "fs.mqueue.")
+
+
 def _validate_security_context(spec: core_pb2.PodSpec, check: Checker) -> None:
-    """upstream's validatePodSpecSecurityContext and ValidateSecurityContext, for the fields kubeling has."""
+    """upstream's validatePodSpecSecurityContext and validateSysctls."""
     sc = spec.securityContext
     for name in ("runAsUser", "runAsGroup", "fsGroup"):
         if sc.HasField(name):
@@ -273,11 +374,23 @@ def _validate_security_context(spec: core_pb2.PodSpec, check: Checker) -> None:
     if sc.HasField("fsGroupChangePolicy"):
         check.unsupported("spec.securityContext.fsGroupChangePolicy", sc.fsGroupChangePolicy,
                           ("OnRootMismatch", "Always"))
-    for kind, containers in (("initContainers", spec.initContainers), ("containers", spec.containers)):
-        for i, c in enumerate(containers):
-            for name in ("runAsUser", "runAsGroup"):
-                if c.securityContext.HasField(name):
-                    _id(f"spec.{kind}[{i}].securityContext.{name}", getattr(c.securityContext, name), check)
+    if sc.HasField("seccompProfile"):
+        _validate_seccomp(sc.seccompProfile, "spec.securityContext.seccompProfile", check)
+    seen: set[str] = set()
+    for i, sysctl in enumerate(sc.sysctls):
+        path = f"spec.securityContext.sysctls[{i}].name"
+        name = sysctl.name
+        if not name:
+            check.add(path, "Required value")
+        elif len(name) > _SYSCTL_MAX or not _SYSCTL.match(name):
+            check.invalid(path, name, f"must have at most {_SYSCTL_MAX} characters and match regex {_SYSCTL.pattern}")
+        elif name in seen:
+            check.add(path, f'Duplicate value: "{name}"')
+        elif spec.hostNetwork and name.replace("/", ".").startswith("net."):
+            check.invalid(path, name, "may not be specified when 'hostNetwork' is true")
+        elif spec.hostIPC and name.replace("/", ".").startswith(_IPC_SYSCTLS):
+            check.invalid(path, name, "may not be specified when 'hostIPC' is true")
+        seen.add(name)
 
 
 def _validate_volumes(spec: core_pb2.PodSpec, check: Checker) -> None:
@@ -348,7 +461,12 @@ def _validate_items(items: Sequence[core_pb2.KeyToPath], path: str, check: Check
 def _validate_downward(items: Sequence[core_pb2.DownwardAPIVolumeFile], path: str, check: Checker) -> None:
     for j, item in enumerate(items):
         _relative_path(f"{path}[{j}].path", item.path, check)
-        if item.fieldRef.fieldPath not in _DOWNWARD_FIELDS and not item.fieldRef.fieldPath.startswith(
+        if item.HasField("resourceFieldRef"):
+            if item.HasField("fieldRef"):
+                check.invalid(f"{path}[{j}]", "", "fieldRef and resourceFieldRef can not be specified simultaneously")
+            check.required(f"{path}[{j}].resourceFieldRef.containerName", item.resourceFieldRef.containerName)
+            _validate_resource_field(item.resourceFieldRef, f"{path}[{j}].resourceFieldRef", check)
+        elif item.fieldRef.fieldPath not in _DOWNWARD_FIELDS and not item.fieldRef.fieldPath.startswith(
                 ("metadata.labels['", "metadata.annotations['")):
             check.unsupported(f"{path}[{j}].fieldRef.fieldPath", item.fieldRef.fieldPath, _DOWNWARD_FIELDS)
 
@@ -492,8 +610,9 @@ def validate_ephemeral_update(new: core_pb2.Pod, old: core_pb2.Pod, check: Check
     for i, ec in enumerate(new_list[len(old_list):], start=len(old_list)):
         path = f"spec.ephemeralContainers[{i}]"
         _validate_container(as_container(ec), path, seen, check, init=False)
-        for field in ("ports", "livenessProbe", "readinessProbe", "startupProbe"):
-            if (field == "ports" and ec.ports) or (field != "ports" and ec.HasField(field)):
+        for field in ("ports", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "resizePolicy",
+                      "restartPolicy"):
+            if (ec.ports if field == "ports" else ec.resizePolicy if field == "resizePolicy" else ec.HasField(field)):
                 check.add(f"{path}.{field}", "Forbidden: cannot be set for an Ephemeral Container")
         if ec.resources.limits or ec.resources.requests:
             check.add(f"{path}.resources", "Forbidden: cannot be set for an Ephemeral Container")

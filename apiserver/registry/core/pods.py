@@ -163,6 +163,10 @@ def _default_container(c: core_pb2.Container) -> None:
         if probe.HasField("httpGet"):
             probe.httpGet.path = probe.httpGet.path or "/"
             probe.httpGet.scheme = probe.httpGet.scheme or "HTTP"
+    for hook in (c.lifecycle.postStart, c.lifecycle.preStop):
+        if hook.HasField("httpGet"):
+            hook.httpGet.path = hook.httpGet.path or "/"
+            hook.httpGet.scheme = hook.httpGet.scheme or "HTTP"
 
 
 def canonicalize_resources(spec: core_pb2.PodSpec) -> None:

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cprotos/kubeling/v1/api.proto\x12\x0bkubeling.v1\"\xc7\x01\n\rPodLogRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\tcontainer\x18\x03 \x01(\t\x12\x0e\n\x06\x66ollow\x18\x04 \x01(\x08\x12\x10\n\x08previous\x18\x05 \x01(\x08\x12\x16\n\ttailLines\x18\x06 \x01(\x03H\x00\x88\x01\x01\x12\x12\n\ntimestamps\x18\x07 \x01(\x08\x12\x17\n\nlimitBytes\x18\x08 \x01(\x03H\x01\x88\x01\x01\x42\x0c\n\n_tailLinesB\r\n\x0b_limitBytes\"\x1b\n\x0bPodLogChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cprotos/kubeling/v1/api.proto\x12\x0bkubeling.v1\"\x86\x02\n\rPodLogRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\tcontainer\x18\x03 \x01(\t\x12\x0e\n\x06\x66ollow\x18\x04 \x01(\x08\x12\x10\n\x08previous\x18\x05 \x01(\x08\x12\x16\n\ttailLines\x18\x06 \x01(\x03H\x00\x88\x01\x01\x12\x12\n\ntimestamps\x18\x07 \x01(\x08\x12\x17\n\nlimitBytes\x18\x08 \x01(\x03H\x01\x88\x01\x01\x12\x19\n\x0csinceSeconds\x18\t \x01(\x03H\x02\x88\x01\x01\x12\x11\n\tsinceTime\x18\n \x01(\tB\x0c\n\n_tailLinesB\r\n\x0b_limitBytesB\x0f\n\r_sinceSeconds\"\x1b\n\x0bPodLogChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,7 +32,7 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'protos.kubeling.v1.api_pb2'
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_PODLOGREQUEST']._serialized_start=46
-  _globals['_PODLOGREQUEST']._serialized_end=245
-  _globals['_PODLOGCHUNK']._serialized_start=247
-  _globals['_PODLOGCHUNK']._serialized_end=274
+  _globals['_PODLOGREQUEST']._serialized_end=308
+  _globals['_PODLOGCHUNK']._serialized_start=310
+  _globals['_PODLOGCHUNK']._serialized_end=337
 # @@protoc_insertion_point(module_scope)

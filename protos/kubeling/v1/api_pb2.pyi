@@ -5,7 +5,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PodLogRequest(_message.Message):
-    __slots__ = ("namespace", "name", "container", "follow", "previous", "tailLines", "timestamps", "limitBytes")
+    __slots__ = ("namespace", "name", "container", "follow", "previous", "tailLines", "timestamps", "limitBytes", "sinceSeconds", "sinceTime")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     CONTAINER_FIELD_NUMBER: _ClassVar[int]
@@ -14,6 +14,8 @@ class PodLogRequest(_message.Message):
     TAILLINES_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMPS_FIELD_NUMBER: _ClassVar[int]
     LIMITBYTES_FIELD_NUMBER: _ClassVar[int]
+    SINCESECONDS_FIELD_NUMBER: _ClassVar[int]
+    SINCETIME_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     name: str
     container: str
@@ -22,7 +24,9 @@ class PodLogRequest(_message.Message):
     tailLines: int
     timestamps: bool
     limitBytes: int
-    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., container: _Optional[str] = ..., follow: _Optional[bool] = ..., previous: _Optional[bool] = ..., tailLines: _Optional[int] = ..., timestamps: _Optional[bool] = ..., limitBytes: _Optional[int] = ...) -> None: ...
+    sinceSeconds: int
+    sinceTime: str
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., container: _Optional[str] = ..., follow: _Optional[bool] = ..., previous: _Optional[bool] = ..., tailLines: _Optional[int] = ..., timestamps: _Optional[bool] = ..., limitBytes: _Optional[int] = ..., sinceSeconds: _Optional[int] = ..., sinceTime: _Optional[str] = ...) -> None: ...
 
 class PodLogChunk(_message.Message):
     __slots__ = ("data",)

@@ -62,15 +62,27 @@ class SecretKeySelector(_message.Message):
     optional: bool
     def __init__(self, name: _Optional[str] = ..., key: _Optional[str] = ..., optional: _Optional[bool] = ...) -> None: ...
 
+class ResourceFieldSelector(_message.Message):
+    __slots__ = ("containerName", "resource", "divisor")
+    CONTAINERNAME_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    DIVISOR_FIELD_NUMBER: _ClassVar[int]
+    containerName: str
+    resource: str
+    divisor: str
+    def __init__(self, containerName: _Optional[str] = ..., resource: _Optional[str] = ..., divisor: _Optional[str] = ...) -> None: ...
+
 class EnvVarSource(_message.Message):
-    __slots__ = ("fieldRef", "configMapKeyRef", "secretKeyRef")
+    __slots__ = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef")
     FIELDREF_FIELD_NUMBER: _ClassVar[int]
+    RESOURCEFIELDREF_FIELD_NUMBER: _ClassVar[int]
     CONFIGMAPKEYREF_FIELD_NUMBER: _ClassVar[int]
     SECRETKEYREF_FIELD_NUMBER: _ClassVar[int]
     fieldRef: ObjectFieldSelector
+    resourceFieldRef: ResourceFieldSelector
     configMapKeyRef: ConfigMapKeySelector
     secretKeyRef: SecretKeySelector
-    def __init__(self, fieldRef: _Optional[_Union[ObjectFieldSelector, _Mapping]] = ..., configMapKeyRef: _Optional[_Union[ConfigMapKeySelector, _Mapping]] = ..., secretKeyRef: _Optional[_Union[SecretKeySelector, _Mapping]] = ...) -> None: ...
+    def __init__(self, fieldRef: _Optional[_Union[ObjectFieldSelector, _Mapping]] = ..., resourceFieldRef: _Optional[_Union[ResourceFieldSelector, _Mapping]] = ..., configMapKeyRef: _Optional[_Union[ConfigMapKeySelector, _Mapping]] = ..., secretKeyRef: _Optional[_Union[SecretKeySelector, _Mapping]] = ...) -> None: ...
 
 class ConfigMapEnvSource(_message.Message):
     __slots__ = ("name", "optional")
@@ -198,6 +210,40 @@ class Probe(_message.Message):
     terminationGracePeriodSeconds: int
     def __init__(self, exec: _Optional[_Union[ExecAction, _Mapping]] = ..., httpGet: _Optional[_Union[HTTPGetAction, _Mapping]] = ..., tcpSocket: _Optional[_Union[TCPSocketAction, _Mapping]] = ..., grpc: _Optional[_Union[GRPCAction, _Mapping]] = ..., initialDelaySeconds: _Optional[int] = ..., timeoutSeconds: _Optional[int] = ..., periodSeconds: _Optional[int] = ..., successThreshold: _Optional[int] = ..., failureThreshold: _Optional[int] = ..., terminationGracePeriodSeconds: _Optional[int] = ...) -> None: ...
 
+class SleepAction(_message.Message):
+    __slots__ = ("seconds",)
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    seconds: int
+    def __init__(self, seconds: _Optional[int] = ...) -> None: ...
+
+class LifecycleHandler(_message.Message):
+    __slots__ = ("exec", "httpGet", "tcpSocket", "sleep")
+    EXEC_FIELD_NUMBER: _ClassVar[int]
+    HTTPGET_FIELD_NUMBER: _ClassVar[int]
+    TCPSOCKET_FIELD_NUMBER: _ClassVar[int]
+    SLEEP_FIELD_NUMBER: _ClassVar[int]
+    exec: ExecAction
+    httpGet: HTTPGetAction
+    tcpSocket: TCPSocketAction
+    sleep: SleepAction
+    def __init__(self, exec: _Optional[_Union[ExecAction, _Mapping]] = ..., httpGet: _Optional[_Union[HTTPGetAction, _Mapping]] = ..., tcpSocket: _Optional[_Union[TCPSocketAction, _Mapping]] = ..., sleep: _Optional[_Union[SleepAction, _Mapping]] = ...) -> None: ...
+
+class Lifecycle(_message.Message):
+    __slots__ = ("postStart", "preStop")
+    POSTSTART_FIELD_NUMBER: _ClassVar[int]
+    PRESTOP_FIELD_NUMBER: _ClassVar[int]
+    postStart: LifecycleHandler
+    preStop: LifecycleHandler
+    def __init__(self, postStart: _Optional[_Union[LifecycleHandler, _Mapping]] = ..., preStop: _Optional[_Union[LifecycleHandler, _Mapping]] = ...) -> None: ...
+
+class ContainerResizePolicy(_message.Message):
+    __slots__ = ("resourceName", "restartPolicy")
+    RESOURCENAME_FIELD_NUMBER: _ClassVar[int]
+    RESTARTPOLICY_FIELD_NUMBER: _ClassVar[int]
+    resourceName: str
+    restartPolicy: str
+    def __init__(self, resourceName: _Optional[str] = ..., restartPolicy: _Optional[str] = ...) -> None: ...
+
 class VolumeMount(_message.Message):
     __slots__ = ("name", "readOnly", "mountPath", "subPath", "mountPropagation", "subPathExpr")
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -215,7 +261,7 @@ class VolumeMount(_message.Message):
     def __init__(self, name: _Optional[str] = ..., readOnly: _Optional[bool] = ..., mountPath: _Optional[str] = ..., subPath: _Optional[str] = ..., mountPropagation: _Optional[str] = ..., subPathExpr: _Optional[str] = ...) -> None: ...
 
 class Container(_message.Message):
-    __slots__ = ("name", "image", "command", "args", "workingDir", "ports", "env", "resources", "volumeMounts", "livenessProbe", "readinessProbe", "startupProbe", "terminationMessagePath", "imagePullPolicy", "securityContext", "stdin", "stdinOnce", "tty", "envFrom", "terminationMessagePolicy")
+    __slots__ = ("name", "image", "command", "args", "workingDir", "ports", "env", "resources", "volumeMounts", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "terminationMessagePath", "imagePullPolicy", "securityContext", "stdin", "stdinOnce", "tty", "envFrom", "terminationMessagePolicy", "resizePolicy", "restartPolicy")
     NAME_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
@@ -228,6 +274,7 @@ class Container(_message.Message):
     LIVENESSPROBE_FIELD_NUMBER: _ClassVar[int]
     READINESSPROBE_FIELD_NUMBER: _ClassVar[int]
     STARTUPPROBE_FIELD_NUMBER: _ClassVar[int]
+    LIFECYCLE_FIELD_NUMBER: _ClassVar[int]
     TERMINATIONMESSAGEPATH_FIELD_NUMBER: _ClassVar[int]
     IMAGEPULLPOLICY_FIELD_NUMBER: _ClassVar[int]
     SECURITYCONTEXT_FIELD_NUMBER: _ClassVar[int]
@@ -236,6 +283,8 @@ class Container(_message.Message):
     TTY_FIELD_NUMBER: _ClassVar[int]
     ENVFROM_FIELD_NUMBER: _ClassVar[int]
     TERMINATIONMESSAGEPOLICY_FIELD_NUMBER: _ClassVar[int]
+    RESIZEPOLICY_FIELD_NUMBER: _ClassVar[int]
+    RESTARTPOLICY_FIELD_NUMBER: _ClassVar[int]
     name: str
     image: str
     command: _containers.RepeatedScalarFieldContainer[str]
@@ -248,6 +297,7 @@ class Container(_message.Message):
     livenessProbe: Probe
     readinessProbe: Probe
     startupProbe: Probe
+    lifecycle: Lifecycle
     terminationMessagePath: str
     imagePullPolicy: str
     securityContext: SecurityContext
@@ -256,38 +306,78 @@ class Container(_message.Message):
     tty: bool
     envFrom: _containers.RepeatedCompositeFieldContainer[EnvFromSource]
     terminationMessagePolicy: str
-    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., workingDir: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., volumeMounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., livenessProbe: _Optional[_Union[Probe, _Mapping]] = ..., readinessProbe: _Optional[_Union[Probe, _Mapping]] = ..., startupProbe: _Optional[_Union[Probe, _Mapping]] = ..., terminationMessagePath: _Optional[str] = ..., imagePullPolicy: _Optional[str] = ..., securityContext: _Optional[_Union[SecurityContext, _Mapping]] = ..., stdin: _Optional[bool] = ..., stdinOnce: _Optional[bool] = ..., tty: _Optional[bool] = ..., envFrom: _Optional[_Iterable[_Union[EnvFromSource, _Mapping]]] = ..., terminationMessagePolicy: _Optional[str] = ...) -> None: ...
+    resizePolicy: _containers.RepeatedCompositeFieldContainer[ContainerResizePolicy]
+    restartPolicy: str
+    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., workingDir: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., volumeMounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., livenessProbe: _Optional[_Union[Probe, _Mapping]] = ..., readinessProbe: _Optional[_Union[Probe, _Mapping]] = ..., startupProbe: _Optional[_Union[Probe, _Mapping]] = ..., lifecycle: _Optional[_Union[Lifecycle, _Mapping]] = ..., terminationMessagePath: _Optional[str] = ..., imagePullPolicy: _Optional[str] = ..., securityContext: _Optional[_Union[SecurityContext, _Mapping]] = ..., stdin: _Optional[bool] = ..., stdinOnce: _Optional[bool] = ..., tty: _Optional[bool] = ..., envFrom: _Optional[_Iterable[_Union[EnvFromSource, _Mapping]]] = ..., terminationMessagePolicy: _Optional[str] = ..., resizePolicy: _Optional[_Iterable[_Union[ContainerResizePolicy, _Mapping]]] = ..., restartPolicy: _Optional[str] = ...) -> None: ...
+
+class Capabilities(_message.Message):
+    __slots__ = ("add", "drop")
+    ADD_FIELD_NUMBER: _ClassVar[int]
+    DROP_FIELD_NUMBER: _ClassVar[int]
+    add: _containers.RepeatedScalarFieldContainer[str]
+    drop: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, add: _Optional[_Iterable[str]] = ..., drop: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SeccompProfile(_message.Message):
+    __slots__ = ("type", "localhostProfile")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    LOCALHOSTPROFILE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    localhostProfile: str
+    def __init__(self, type: _Optional[str] = ..., localhostProfile: _Optional[str] = ...) -> None: ...
+
+class Sysctl(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class SecurityContext(_message.Message):
-    __slots__ = ("runAsUser", "runAsGroup", "runAsNonRoot", "readOnlyRootFilesystem")
+    __slots__ = ("capabilities", "privileged", "runAsUser", "runAsNonRoot", "readOnlyRootFilesystem", "allowPrivilegeEscalation", "runAsGroup", "procMount", "seccompProfile")
+    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    PRIVILEGED_FIELD_NUMBER: _ClassVar[int]
     RUNASUSER_FIELD_NUMBER: _ClassVar[int]
-    RUNASGROUP_FIELD_NUMBER: _ClassVar[int]
     RUNASNONROOT_FIELD_NUMBER: _ClassVar[int]
     READONLYROOTFILESYSTEM_FIELD_NUMBER: _ClassVar[int]
+    ALLOWPRIVILEGEESCALATION_FIELD_NUMBER: _ClassVar[int]
+    RUNASGROUP_FIELD_NUMBER: _ClassVar[int]
+    PROCMOUNT_FIELD_NUMBER: _ClassVar[int]
+    SECCOMPPROFILE_FIELD_NUMBER: _ClassVar[int]
+    capabilities: Capabilities
+    privileged: bool
     runAsUser: int
-    runAsGroup: int
     runAsNonRoot: bool
     readOnlyRootFilesystem: bool
-    def __init__(self, runAsUser: _Optional[int] = ..., runAsGroup: _Optional[int] = ..., runAsNonRoot: _Optional[bool] = ..., readOnlyRootFilesystem: _Optional[bool] = ...) -> None: ...
+    allowPrivilegeEscalation: bool
+    runAsGroup: int
+    procMount: str
+    seccompProfile: SeccompProfile
+    def __init__(self, capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., privileged: _Optional[bool] = ..., runAsUser: _Optional[int] = ..., runAsNonRoot: _Optional[bool] = ..., readOnlyRootFilesystem: _Optional[bool] = ..., allowPrivilegeEscalation: _Optional[bool] = ..., runAsGroup: _Optional[int] = ..., procMount: _Optional[str] = ..., seccompProfile: _Optional[_Union[SeccompProfile, _Mapping]] = ...) -> None: ...
 
 class PodSecurityContext(_message.Message):
-    __slots__ = ("runAsUser", "runAsGroup", "runAsNonRoot", "supplementalGroups", "fsGroup", "fsGroupChangePolicy")
+    __slots__ = ("runAsUser", "runAsNonRoot", "supplementalGroups", "fsGroup", "runAsGroup", "sysctls", "fsGroupChangePolicy", "seccompProfile")
     RUNASUSER_FIELD_NUMBER: _ClassVar[int]
-    RUNASGROUP_FIELD_NUMBER: _ClassVar[int]
     RUNASNONROOT_FIELD_NUMBER: _ClassVar[int]
     SUPPLEMENTALGROUPS_FIELD_NUMBER: _ClassVar[int]
     FSGROUP_FIELD_NUMBER: _ClassVar[int]
+    RUNASGROUP_FIELD_NUMBER: _ClassVar[int]
+    SYSCTLS_FIELD_NUMBER: _ClassVar[int]
     FSGROUPCHANGEPOLICY_FIELD_NUMBER: _ClassVar[int]
+    SECCOMPPROFILE_FIELD_NUMBER: _ClassVar[int]
     runAsUser: int
-    runAsGroup: int
     runAsNonRoot: bool
     supplementalGroups: _containers.RepeatedScalarFieldContainer[int]
     fsGroup: int
+    runAsGroup: int
+    sysctls: _containers.RepeatedCompositeFieldContainer[Sysctl]
     fsGroupChangePolicy: str
-    def __init__(self, runAsUser: _Optional[int] = ..., runAsGroup: _Optional[int] = ..., runAsNonRoot: _Optional[bool] = ..., supplementalGroups: _Optional[_Iterable[int]] = ..., fsGroup: _Optional[int] = ..., fsGroupChangePolicy: _Optional[str] = ...) -> None: ...
+    seccompProfile: SeccompProfile
+    def __init__(self, runAsUser: _Optional[int] = ..., runAsNonRoot: _Optional[bool] = ..., supplementalGroups: _Optional[_Iterable[int]] = ..., fsGroup: _Optional[int] = ..., runAsGroup: _Optional[int] = ..., sysctls: _Optional[_Iterable[_Union[Sysctl, _Mapping]]] = ..., fsGroupChangePolicy: _Optional[str] = ..., seccompProfile: _Optional[_Union[SeccompProfile, _Mapping]] = ...) -> None: ...
 
 class EphemeralContainer(_message.Message):
-    __slots__ = ("name", "image", "command", "args", "workingDir", "ports", "env", "resources", "volumeMounts", "livenessProbe", "readinessProbe", "startupProbe", "terminationMessagePath", "imagePullPolicy", "securityContext", "stdin", "stdinOnce", "tty", "envFrom", "terminationMessagePolicy", "targetContainerName")
+    __slots__ = ("name", "image", "command", "args", "workingDir", "ports", "env", "resources", "volumeMounts", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "terminationMessagePath", "imagePullPolicy", "securityContext", "stdin", "stdinOnce", "tty", "envFrom", "terminationMessagePolicy", "resizePolicy", "restartPolicy", "targetContainerName")
     NAME_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
@@ -300,6 +390,7 @@ class EphemeralContainer(_message.Message):
     LIVENESSPROBE_FIELD_NUMBER: _ClassVar[int]
     READINESSPROBE_FIELD_NUMBER: _ClassVar[int]
     STARTUPPROBE_FIELD_NUMBER: _ClassVar[int]
+    LIFECYCLE_FIELD_NUMBER: _ClassVar[int]
     TERMINATIONMESSAGEPATH_FIELD_NUMBER: _ClassVar[int]
     IMAGEPULLPOLICY_FIELD_NUMBER: _ClassVar[int]
     SECURITYCONTEXT_FIELD_NUMBER: _ClassVar[int]
@@ -308,6 +399,8 @@ class EphemeralContainer(_message.Message):
     TTY_FIELD_NUMBER: _ClassVar[int]
     ENVFROM_FIELD_NUMBER: _ClassVar[int]
     TERMINATIONMESSAGEPOLICY_FIELD_NUMBER: _ClassVar[int]
+    RESIZEPOLICY_FIELD_NUMBER: _ClassVar[int]
+    RESTARTPOLICY_FIELD_NUMBER: _ClassVar[int]
     TARGETCONTAINERNAME_FIELD_NUMBER: _ClassVar[int]
     name: str
     image: str
@@ -321,6 +414,7 @@ class EphemeralContainer(_message.Message):
     livenessProbe: Probe
     readinessProbe: Probe
     startupProbe: Probe
+    lifecycle: Lifecycle
     terminationMessagePath: str
     imagePullPolicy: str
     securityContext: SecurityContext
@@ -329,8 +423,10 @@ class EphemeralContainer(_message.Message):
     tty: bool
     envFrom: _containers.RepeatedCompositeFieldContainer[EnvFromSource]
     terminationMessagePolicy: str
+    resizePolicy: _containers.RepeatedCompositeFieldContainer[ContainerResizePolicy]
+    restartPolicy: str
     targetContainerName: str
-    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., workingDir: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., volumeMounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., livenessProbe: _Optional[_Union[Probe, _Mapping]] = ..., readinessProbe: _Optional[_Union[Probe, _Mapping]] = ..., startupProbe: _Optional[_Union[Probe, _Mapping]] = ..., terminationMessagePath: _Optional[str] = ..., imagePullPolicy: _Optional[str] = ..., securityContext: _Optional[_Union[SecurityContext, _Mapping]] = ..., stdin: _Optional[bool] = ..., stdinOnce: _Optional[bool] = ..., tty: _Optional[bool] = ..., envFrom: _Optional[_Iterable[_Union[EnvFromSource, _Mapping]]] = ..., terminationMessagePolicy: _Optional[str] = ..., targetContainerName: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., workingDir: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., volumeMounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., livenessProbe: _Optional[_Union[Probe, _Mapping]] = ..., readinessProbe: _Optional[_Union[Probe, _Mapping]] = ..., startupProbe: _Optional[_Union[Probe, _Mapping]] = ..., lifecycle: _Optional[_Union[Lifecycle, _Mapping]] = ..., terminationMessagePath: _Optional[str] = ..., imagePullPolicy: _Optional[str] = ..., securityContext: _Optional[_Union[SecurityContext, _Mapping]] = ..., stdin: _Optional[bool] = ..., stdinOnce: _Optional[bool] = ..., tty: _Optional[bool] = ..., envFrom: _Optional[_Iterable[_Union[EnvFromSource, _Mapping]]] = ..., terminationMessagePolicy: _Optional[str] = ..., resizePolicy: _Optional[_Iterable[_Union[ContainerResizePolicy, _Mapping]]] = ..., restartPolicy: _Optional[str] = ..., targetContainerName: _Optional[str] = ...) -> None: ...
 
 class HostPathVolumeSource(_message.Message):
     __slots__ = ("path", "type")
@@ -359,14 +455,16 @@ class ServiceAccountTokenProjection(_message.Message):
     def __init__(self, audience: _Optional[str] = ..., expirationSeconds: _Optional[int] = ..., path: _Optional[str] = ...) -> None: ...
 
 class DownwardAPIVolumeFile(_message.Message):
-    __slots__ = ("path", "fieldRef", "mode")
+    __slots__ = ("path", "fieldRef", "resourceFieldRef", "mode")
     PATH_FIELD_NUMBER: _ClassVar[int]
     FIELDREF_FIELD_NUMBER: _ClassVar[int]
+    RESOURCEFIELDREF_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     path: str
     fieldRef: ObjectFieldSelector
+    resourceFieldRef: ResourceFieldSelector
     mode: int
-    def __init__(self, path: _Optional[str] = ..., fieldRef: _Optional[_Union[ObjectFieldSelector, _Mapping]] = ..., mode: _Optional[int] = ...) -> None: ...
+    def __init__(self, path: _Optional[str] = ..., fieldRef: _Optional[_Union[ObjectFieldSelector, _Mapping]] = ..., resourceFieldRef: _Optional[_Union[ResourceFieldSelector, _Mapping]] = ..., mode: _Optional[int] = ...) -> None: ...
 
 class DownwardAPIProjection(_message.Message):
     __slots__ = ("items",)
@@ -615,7 +713,7 @@ class PodSchedulingGate(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class PodSpec(_message.Message):
-    __slots__ = ("volumes", "initContainers", "containers", "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector", "serviceAccountName", "nodeName", "automountServiceAccountToken", "hostNetwork", "hostname", "subdomain", "affinity", "schedulerName", "tolerations", "priorityClassName", "priority", "preemptionPolicy", "overhead", "runtimeClassName", "topologySpreadConstraints", "schedulingGates", "ephemeralContainers", "dnsConfig", "enableServiceLinks", "setHostnameAsFQDN", "securityContext")
+    __slots__ = ("volumes", "initContainers", "containers", "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector", "serviceAccountName", "nodeName", "automountServiceAccountToken", "hostNetwork", "hostPID", "hostIPC", "shareProcessNamespace", "hostAliases", "readinessGates", "hostname", "subdomain", "affinity", "schedulerName", "tolerations", "priorityClassName", "priority", "preemptionPolicy", "overhead", "runtimeClassName", "topologySpreadConstraints", "schedulingGates", "ephemeralContainers", "dnsConfig", "enableServiceLinks", "setHostnameAsFQDN", "securityContext")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -642,6 +740,11 @@ class PodSpec(_message.Message):
     NODENAME_FIELD_NUMBER: _ClassVar[int]
     AUTOMOUNTSERVICEACCOUNTTOKEN_FIELD_NUMBER: _ClassVar[int]
     HOSTNETWORK_FIELD_NUMBER: _ClassVar[int]
+    HOSTPID_FIELD_NUMBER: _ClassVar[int]
+    HOSTIPC_FIELD_NUMBER: _ClassVar[int]
+    SHAREPROCESSNAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    HOSTALIASES_FIELD_NUMBER: _ClassVar[int]
+    READINESSGATES_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     SUBDOMAIN_FIELD_NUMBER: _ClassVar[int]
     AFFINITY_FIELD_NUMBER: _ClassVar[int]
@@ -671,6 +774,11 @@ class PodSpec(_message.Message):
     nodeName: str
     automountServiceAccountToken: bool
     hostNetwork: bool
+    hostPID: bool
+    hostIPC: bool
+    shareProcessNamespace: bool
+    hostAliases: _containers.RepeatedCompositeFieldContainer[HostAlias]
+    readinessGates: _containers.RepeatedCompositeFieldContainer[PodReadinessGate]
     hostname: str
     subdomain: str
     affinity: Affinity
@@ -688,7 +796,21 @@ class PodSpec(_message.Message):
     enableServiceLinks: bool
     setHostnameAsFQDN: bool
     securityContext: PodSecurityContext
-    def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., initContainers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., restartPolicy: _Optional[str] = ..., terminationGracePeriodSeconds: _Optional[int] = ..., activeDeadlineSeconds: _Optional[int] = ..., dnsPolicy: _Optional[str] = ..., nodeSelector: _Optional[_Mapping[str, str]] = ..., serviceAccountName: _Optional[str] = ..., nodeName: _Optional[str] = ..., automountServiceAccountToken: _Optional[bool] = ..., hostNetwork: _Optional[bool] = ..., hostname: _Optional[str] = ..., subdomain: _Optional[str] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., schedulerName: _Optional[str] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., priorityClassName: _Optional[str] = ..., priority: _Optional[int] = ..., preemptionPolicy: _Optional[str] = ..., overhead: _Optional[_Mapping[str, str]] = ..., runtimeClassName: _Optional[str] = ..., topologySpreadConstraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., schedulingGates: _Optional[_Iterable[_Union[PodSchedulingGate, _Mapping]]] = ..., ephemeralContainers: _Optional[_Iterable[_Union[EphemeralContainer, _Mapping]]] = ..., dnsConfig: _Optional[_Union[PodDNSConfig, _Mapping]] = ..., enableServiceLinks: _Optional[bool] = ..., setHostnameAsFQDN: _Optional[bool] = ..., securityContext: _Optional[_Union[PodSecurityContext, _Mapping]] = ...) -> None: ...
+    def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., initContainers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., restartPolicy: _Optional[str] = ..., terminationGracePeriodSeconds: _Optional[int] = ..., activeDeadlineSeconds: _Optional[int] = ..., dnsPolicy: _Optional[str] = ..., nodeSelector: _Optional[_Mapping[str, str]] = ..., serviceAccountName: _Optional[str] = ..., nodeName: _Optional[str] = ..., automountServiceAccountToken: _Optional[bool] = ..., hostNetwork: _Optional[bool] = ..., hostPID: _Optional[bool] = ..., hostIPC: _Optional[bool] = ..., shareProcessNamespace: _Optional[bool] = ..., hostAliases: _Optional[_Iterable[_Union[HostAlias, _Mapping]]] = ..., readinessGates: _Optional[_Iterable[_Union[PodReadinessGate, _Mapping]]] = ..., hostname: _Optional[str] = ..., subdomain: _Optional[str] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., schedulerName: _Optional[str] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., priorityClassName: _Optional[str] = ..., priority: _Optional[int] = ..., preemptionPolicy: _Optional[str] = ..., overhead: _Optional[_Mapping[str, str]] = ..., runtimeClassName: _Optional[str] = ..., topologySpreadConstraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., schedulingGates: _Optional[_Iterable[_Union[PodSchedulingGate, _Mapping]]] = ..., ephemeralContainers: _Optional[_Iterable[_Union[EphemeralContainer, _Mapping]]] = ..., dnsConfig: _Optional[_Union[PodDNSConfig, _Mapping]] = ..., enableServiceLinks: _Optional[bool] = ..., setHostnameAsFQDN: _Optional[bool] = ..., securityContext: _Optional[_Union[PodSecurityContext, _Mapping]] = ...) -> None: ...
+
+class HostAlias(_message.Message):
+    __slots__ = ("ip", "hostnames")
+    IP_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAMES_FIELD_NUMBER: _ClassVar[int]
+    ip: str
+    hostnames: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, ip: _Optional[str] = ..., hostnames: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PodReadinessGate(_message.Message):
+    __slots__ = ("conditionType",)
+    CONDITIONTYPE_FIELD_NUMBER: _ClassVar[int]
+    conditionType: str
+    def __init__(self, conditionType: _Optional[str] = ...) -> None: ...
 
 class PodDNSConfigOption(_message.Message):
     __slots__ = ("name", "value")
