@@ -65,6 +65,9 @@ def read_log(path: Path) -> Iterator[tuple[str, bytes]]:
             if entry.tag == FULL:
                 yield entry.stream, pending[entry.stream]
                 pending[entry.stream] = b""
+    for stream, rest in pending.items():  # a stream that ended without a newline
+        if rest:
+            yield stream, rest
 
 
 @dataclass
@@ -92,7 +95,7 @@ class _Splitter:
         if self.buffer:
             line = bytes(self.buffer)
             self.buffer.clear()
-            yield FULL, line
+            yield PARTIAL, line  # no newline ended it: a partial line, as containerd writes it
 
 
 class CRILogWriter:
@@ -120,7 +123,8 @@ class CRILogWriter:
             self._emit(stream, self._splitters[stream].feed(data))
 
     def close_stream(self, stream: str) -> None:
-        """The stream reached EOF: write what is left as a full line."""
+        """The stream reached EOF: write what is left, as the partial line it is (readers
+        show it without a newline, as the container wrote it)."""
         with self._lock:
             self._emit(stream, self._splitters[stream].close())
 

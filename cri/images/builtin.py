@@ -19,6 +19,7 @@ import io
 import json
 import subprocess
 import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,26 +118,33 @@ def build_builtins(store: ImageStore, busybox: Path = DEFAULT_BUSYBOX, pause: Pa
     built: list[ImageRecord] = []
     for image in wanted:
         binary, package, make_layer = sources[image.name]
-        if not binary.is_file():
-            raise BuiltinError(f"{image.name} is made from {binary} (Debian package {package}), which is missing")
-        layer = make_layer(binary)
-        diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
-        compressed = _gzip(layer)
-        layer_digest = store.put_blob(compressed)
-        run_config: dict[str, object] = {"Env": [DEFAULT_PATH], "WorkingDir": "/"}
-        if image.entrypoint:
-            run_config["Entrypoint"] = image.entrypoint
-        if image.cmd:
-            run_config["Cmd"] = image.cmd
-        config_digest, config_size = _put_json(store, {
-            "architecture": this_platform()[1], "os": this_platform()[0], "config": run_config,
-            "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-            "history": [{"created_by": f"kubeling image build-builtins from {binary}"}],
-        })
-        manifest_digest, _ = _put_json(store, {
-            "schemaVersion": 2, "mediaType": OCI_MANIFEST,
-            "config": {"mediaType": OCI_CONFIG, "digest": config_digest, "size": config_size},
-            "layers": [{"mediaType": LAYER_GZIP, "digest": layer_digest, "size": len(compressed)}],
-        })
-        built.append(store.tag(image.name, manifest_digest))
+        built.append(build_image(store, image, binary, package, make_layer))
     return built
+
+
+def build_image(store: ImageStore, image: BuiltinImage, binary: Path, package: str,
+                make_layer: Callable[[Path], bytes]) -> ImageRecord:
+    """One image of one layer made from a binary of the node (busybox_layer, pause_layer),
+    with the image's entrypoint and command, tagged in the store."""
+    if not binary.is_file():
+        raise BuiltinError(f"{image.name} is made from {binary} (Debian package {package}), which is missing")
+    layer = make_layer(binary)
+    diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
+    compressed = _gzip(layer)
+    layer_digest = store.put_blob(compressed)
+    run_config: dict[str, object] = {"Env": [DEFAULT_PATH], "WorkingDir": "/"}
+    if image.entrypoint:
+        run_config["Entrypoint"] = image.entrypoint
+    if image.cmd:
+        run_config["Cmd"] = image.cmd
+    config_digest, config_size = _put_json(store, {
+        "architecture": this_platform()[1], "os": this_platform()[0], "config": run_config,
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+        "history": [{"created_by": f"kubeling image build-builtins from {binary}"}],
+    })
+    manifest_digest, _ = _put_json(store, {
+        "schemaVersion": 2, "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": OCI_CONFIG, "digest": config_digest, "size": config_size},
+        "layers": [{"mediaType": LAYER_GZIP, "digest": layer_digest, "size": len(compressed)}],
+    })
+    return store.tag(image.name, manifest_digest)

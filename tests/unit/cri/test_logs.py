@@ -33,7 +33,7 @@ def test_lines_and_partial_lines(tmp_path: Path) -> None:
         (STDERR, FULL, b"oops"),
         (STDOUT, FULL, b"world"),
         (STDOUT, PARTIAL, b"x" * 8), (STDOUT, PARTIAL, b"x" * 8), (STDOUT, FULL, b"x" * 4),
-        (STDOUT, PARTIAL, b"tail-wit"), (STDOUT, PARTIAL, b"hout-new"), (STDOUT, FULL, b"line"),
+        (STDOUT, PARTIAL, b"tail-wit"), (STDOUT, PARTIAL, b"hout-new"), (STDOUT, PARTIAL, b"line"),
     ]
     assert list(read_log(path)) == [(STDOUT, b"hello"), (STDERR, b"oops"), (STDOUT, b"world"),
                                     (STDOUT, b"x" * 20), (STDOUT, b"tail-without-newline")]
