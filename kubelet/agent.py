@@ -31,9 +31,10 @@ from kubelet.probes import READINESS, STARTUP, ProbeManager
 from kubelet.routes import PodRoutes
 from kubelet.runtime import EXITED, RUNNING, CRICallError, PodRuntimeStatus, Runtime
 from kubelet.server import DaemonServer
-from kubelet.status import TERMINAL, StatusInputs, StatusManager, generate_pod_status
+from kubelet.status import TERMINAL, StatusInputs, StatusManager, generate_pod_status, qos_class
 from kubelet.summary import SummaryProvider
 from kubelet.syncpod import PodSyncer
+from kubelet.sysctls import FORBIDDEN_REASON, forbidden_sysctl
 from kubelet.volumemanager import VolumeManager, disk_usage
 from kubelet.volumes import MountError, PodVolumes
 from kubeling import errors
@@ -201,6 +202,7 @@ class Kubelet:
             await self.services.stop()
             await self.workers.stop()
             await self.probes.close()
+            await self.syncer.close()
             await self.recorder.flush()
         if self.routes is not None:
             await self.routes.stop()
@@ -283,12 +285,34 @@ class Kubelet:
             await self.status.set_status(pod, status)
             self.probes.forget(uid)
             return Outcome()
+        deadline_left = self._active_deadline_left(pod, last)
+        if deadline_left is not None and deadline_left <= 0 and pod.status.phase not in TERMINAL and \
+                (last is None or last.phase not in TERMINAL):
+            # upstream's activeDeadlineHandler: the pod ran longer than spec.activeDeadlineSeconds
+            message = "Pod was active on the node longer than the specified deadline"
+            self.recorder.pod_event(pod, "Normal", "DeadlineExceeded", message)
+            state = await runtime.pod_status(uid)
+            await self.syncer.kill_pod(pod, state, grace_period(pod))
+            status = generate_pod_status(pod, await runtime.pod_status(uid), self._inputs(terminal=True), old=last)
+            status.phase, status.reason, status.message = "Failed", "DeadlineExceeded", message
+            await self.status.set_status(pod, status)
+            self.probes.forget(uid)
+            return Outcome()
         if pod.status.phase in TERMINAL or (last is not None and last.phase in TERMINAL):
             # Done: nothing runs again; what is left stays for logs until the pod is deleted.
             state = await runtime.pod_status(uid)
             if any(c.state == RUNNING for c in state.containers) or state.ready_sandbox is not None:
                 await self.syncer.kill_pod(pod, state, grace_period(pod))
             self.probes.forget(uid)
+            return Outcome()
+        if last is None and pod.status.phase in ("", "Pending") and \
+                (rejection := forbidden_sysctl(pod, self.config.allowed_unsafe_sysctls)):
+            # The kubelet's admission (upstream's rejectPod): Failed before anything runs.
+            log.warning("pod %s: rejected: %s", where, rejection)
+            self.recorder.pod_event(pod, "Warning", FORBIDDEN_REASON, rejection)
+            await self.status.set_status(pod, core_pb2.PodStatus(
+                phase="Failed", reason=FORBIDDEN_REASON, message=f"Pod was rejected: {rejection}",
+                qosClass=qos_class(pod), conditions=list(pod.status.conditions)))
             return Outcome()
         if last is None and pod.status.phase in ("", "Pending") and not pod.status.containerStatuses:
             # First sight of the pod: say so before the sandbox and the images take their
@@ -323,7 +347,20 @@ class Kubelet:
             # (`logs --previous` reads it), as upstream's GC runs once a minute.
             self._last_gc[uid] = now
             await self._collect_garbage(pod, result.runtime)
+        if deadline_left is not None and deadline_left > 0:
+            result.hold(deadline_left)  # woken when the deadline passes
         return Outcome(retry_after=result.retry_after)
+
+    @staticmethod
+    def _active_deadline_left(pod: Pod, last: core_pb2.PodStatus | None) -> float | None:
+        """Seconds until spec.activeDeadlineSeconds runs out, counted from the pod's
+        startTime (None: no deadline, or not started)."""
+        if not pod.spec.HasField("activeDeadlineSeconds"):
+            return None
+        status = last if last is not None and last.HasField("startTime") else pod.status
+        if not status.HasField("startTime"):
+            return None
+        return status.startTime.seconds + pod.spec.activeDeadlineSeconds - time.time()
 
     async def _terminate(self, pod: Pod, deleted: bool) -> bool:
         """Stop the pod with its grace period, write its final status, remove it from the

@@ -33,7 +33,7 @@ def _labels(text: str) -> dict[str, str]:
     return out
 
 
-def _ips(text: str) -> list[str]:
+def _csv(text: str) -> list[str]:
     return [ip.strip() for ip in text.split(",") if ip.strip()]
 
 
@@ -81,7 +81,7 @@ class KubeletConfig:
     # The cluster DNS's ClusterIPs (pods' nameservers for dnsPolicy ClusterFirst; none: the
     # node's resolv.conf) and the Services' range (a route to it through the pods' bridge).
     cluster_dns: list[str] = flag(help="comma-separated ClusterIPs of the cluster DNS: pods' nameservers for "
-                                  "dnsPolicy ClusterFirst (default: none, the node's resolv.conf)", type=_ips,
+                                  "dnsPolicy ClusterFirst (default: none, the node's resolv.conf)", type=_csv,
                                   default_factory=list)
     service_cidr: str = flag("", "the Services' range: pods get a route to it through their bridge (default: none)",
                              name="service-cluster-ip-range")
@@ -96,6 +96,9 @@ class KubeletConfig:
     # A kubelet in a container gives its container's own cgroup: the engine removes it,
     # and every pod cgroup under it, with the container.
     cgroup_root: str = flag("", "pods' cgroups go under this path (default: the runtime's)")
+    allowed_unsafe_sysctls: list[str] = flag(help="comma-separated unsafe sysctls (or patterns ending in *) pods may "
+                                             "set besides the safe set (default: none)", type=_csv,
+                                             default_factory=list)
     # Route the other nodes' pod CIDRs through their InternalIPs (flannel's host-gw),
     # for kubelets that each have their own network namespace (compose, separate hosts).
     pod_routes: bool = flag(False, "route other nodes' pod CIDRs through their InternalIPs (kubelets in their own "

@@ -10,12 +10,15 @@ pod's IPs. Host-network pods get a copy of the node's /etc/hosts instead.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from kubeling.atomicfile import replace_file
+from protos.kubeling.v1 import core_pb2
 from protos.kubeling.v1.core_pb2 import Pod
 
-__all__ = ["HOSTNAME_MAX", "HostnameError", "pod_hostname_and_domain", "hosts_file_content", "write_hosts_file"]
+__all__ = ["HOSTNAME_MAX", "HostnameError", "pod_hostname_and_domain", "hosts_file_content", "write_hosts_file",
+           "host_aliases_content"]
 
 HOSTNAME_MAX = 63
 MANAGED_HEADER = "# Kubernetes-managed hosts file.\n"
@@ -59,8 +62,19 @@ def hosts_file_content(ips: list[str], hostname: str, domain: str) -> str:
     return "".join(lines)
 
 
+def host_aliases_content(aliases: Iterable[core_pb2.HostAlias]) -> str:
+    """The pod's hostAliases, one line per IP, after the managed entries (upstream's
+    hostsEntriesFromHostAliases)."""
+    aliases = list(aliases)
+    if not aliases:
+        return ""
+    lines = ["\n", "# Entries added by HostAliases.\n"]
+    lines += [f"{alias.ip}\t" + "\t".join(alias.hostnames) + "\n" for alias in aliases]
+    return "".join(lines)
+
+
 def write_hosts_file(path: Path, ips: list[str], hostname: str, domain: str, host_network: bool,
-                     node_hosts: Path = Path("/etc/hosts")) -> None:
+                     node_hosts: Path = Path("/etc/hosts"), aliases: Iterable[core_pb2.HostAlias] = ()) -> None:
     """Write (atomically) what the pod's containers see as /etc/hosts."""
     if host_network:
         try:
@@ -69,4 +83,4 @@ def write_hosts_file(path: Path, ips: list[str], hostname: str, domain: str, hos
             content = MANAGED_HEADER_HOST_NETWORK
     else:
         content = hosts_file_content(ips, hostname, domain)
-    replace_file(path, content.encode(), 0o644)
+    replace_file(path, (content + host_aliases_content(aliases)).encode(), 0o644)

@@ -13,6 +13,9 @@ from pathlib import Path
 
 from kubelet import labels
 from kubelet.etchosts import HostnameError, pod_hostname_and_domain, write_hosts_file
+from kubelet.node import machine_capacity
+from kubelet.resourcefield import ResourceFieldError, resource_field_value
+from kubelet.termination import message_file
 from kubeling import names
 from kubeling.quantity import QuantityError, parse_quantity
 from protos.kubeling.v1 import core_pb2
@@ -55,6 +58,15 @@ class PodPaths:
         """The kubelet-managed /etc/hosts of the pod's containers."""
         return self.pods_dir / pod.metadata.uid / "etc-hosts"
 
+    def container_dir(self, pod: Pod, name: str) -> Path:
+        """Where a container's termination message files are (upstream's podDir/containers/<name>)."""
+        return self.pods_dir / pod.metadata.uid / "containers" / name
+
+    @property
+    def seccomp_dir(self) -> Path:
+        """Localhost seccomp profiles are named relative to it (the kubelet's <root>/seccomp)."""
+        return self.pods_dir.parent / "seccomp"
+
 
 def pod_log_dir(root: Path, pod: Pod) -> Path:
     m = pod.metadata
@@ -76,12 +88,15 @@ def _pod_labels(pod: Pod) -> dict[str, str]:
 
 
 def _namespaces(pod: Pod, target_id: str = "") -> api_pb2.NamespaceOption:
-    """The pod's network and IPC are shared; each container has its own PID namespace
-    (no shareProcessNamespace), so its command is PID 1 there, as upstream — unless it
-    targets another container's (kubectl debug --target)."""
-    return api_pb2.NamespaceOption(network=api_pb2.NODE if pod.spec.hostNetwork else api_pb2.POD,
-                                   pid=api_pb2.TARGET if target_id else api_pb2.CONTAINER, ipc=api_pb2.POD,
-                                   target_id=target_id)
+    """The pod's network and IPC are shared (or the node's); each container has its own
+    PID namespace, so its command is PID 1 there, as upstream — unless the pod shares
+    one (shareProcessNamespace), uses the node's (hostPID), or the container targets
+    another container's (kubectl debug --target)."""
+    pid = api_pb2.NODE if pod.spec.hostPID else api_pb2.POD if pod.spec.shareProcessNamespace else \
+        api_pb2.TARGET if target_id else api_pb2.CONTAINER
+    return api_pb2.NamespaceOption(network=api_pb2.NODE if pod.spec.hostNetwork else api_pb2.POD, pid=pid,
+                                   ipc=api_pb2.NODE if pod.spec.hostIPC else api_pb2.POD,
+                                   target_id=target_id if pid == api_pb2.TARGET else "")
 
 
 def sandbox_config(pod: Pod, paths: PodPaths, attempt: int, cgroup_parent: str = "",
@@ -107,7 +122,7 @@ def sandbox_config(pod: Pod, paths: PodPaths, attempt: int, cgroup_parent: str =
         port_mappings=ports, labels={**pod.metadata.labels, **_pod_labels(pod)},
         annotations=dict(pod.metadata.annotations),
         linux=api_pb2.LinuxPodSandboxConfig(
-            cgroup_parent=cgroup_parent,
+            cgroup_parent=cgroup_parent, sysctls={s.name: s.value for s in pod.spec.securityContext.sysctls},
             security_context=api_pb2.LinuxSandboxSecurityContext(namespace_options=_namespaces(pod))))
 
 
@@ -129,13 +144,21 @@ def _field_ref(pod: Pod, path: str, pod_ip: str, host_ip: str) -> str:
     raise ConfigError(f"unsupported fieldRef.fieldPath {path!r}")
 
 
-def _security_context(pod: Pod, container: core_pb2.Container,
-                      target_id: str) -> api_pb2.LinuxContainerSecurityContext:
-    """The container's user and groups (its own settings over the pod's, as upstream's
-    determineEffectiveSecurityContext), the pod's fsGroup among the supplemental groups."""
+_SECCOMP = {"RuntimeDefault": api_pb2.SecurityProfile.RuntimeDefault,
+            "Unconfined": api_pb2.SecurityProfile.Unconfined, "Localhost": api_pb2.SecurityProfile.Localhost}
+
+
+def _security_context(pod: Pod, container: core_pb2.Container, target_id: str,
+                      paths: PodPaths) -> api_pb2.LinuxContainerSecurityContext:
+    """The container's security settings, its own over the pod's (upstream's
+    determineEffectiveSecurityContext and convertToRuntimeSecurityContext): user and
+    groups (the pod's fsGroup among the supplemental groups), capabilities, privileged,
+    no_new_privs from allowPrivilegeEscalation: false, the seccomp profile (none set:
+    Unconfined, as the kubelet's default seccompDefault: false)."""
     own, pod_sc = container.securityContext, pod.spec.securityContext
     out = api_pb2.LinuxContainerSecurityContext(namespace_options=_namespaces(pod, target_id),
-                                                readonly_rootfs=own.readOnlyRootFilesystem)
+                                                readonly_rootfs=own.readOnlyRootFilesystem,
+                                                privileged=own.privileged)
     user = own.runAsUser if own.HasField("runAsUser") else pod_sc.runAsUser if pod_sc.HasField("runAsUser") else None
     group = own.runAsGroup if own.HasField("runAsGroup") else \
         pod_sc.runAsGroup if pod_sc.HasField("runAsGroup") else None
@@ -152,6 +175,15 @@ def _security_context(pod: Pod, container: core_pb2.Container,
     if pod_sc.HasField("fsGroup"):
         groups.append(pod_sc.fsGroup)
     out.supplemental_groups.extend(dict.fromkeys(groups))
+    out.capabilities.add_capabilities.extend(own.capabilities.add)
+    out.capabilities.drop_capabilities.extend(own.capabilities.drop)
+    out.no_new_privs = own.HasField("allowPrivilegeEscalation") and not own.allowPrivilegeEscalation
+    profile = own.seccompProfile if own.HasField("seccompProfile") else \
+        pod_sc.seccompProfile if pod_sc.HasField("seccompProfile") else None
+    if profile is not None and profile.type in _SECCOMP:
+        out.seccomp.profile_type = _SECCOMP[profile.type]
+        if profile.type == "Localhost":
+            out.seccomp.localhost_ref = str(paths.seccomp_dir / profile.localhostProfile)
     return out
 
 
@@ -178,7 +210,8 @@ def _hosts_mount(pod: Pod, paths: PodPaths, pod_ip: str, cluster_domain: str) ->
     except HostnameError as exc:
         raise ConfigError(str(exc)) from None
     path = paths.hosts_file(pod)
-    write_hosts_file(path, [pod_ip] if pod_ip else [], hostname, domain, host_network=pod.spec.hostNetwork)
+    write_hosts_file(path, [pod_ip] if pod_ip else [], hostname, domain, host_network=pod.spec.hostNetwork,
+                     aliases=pod.spec.hostAliases)
     return api_pb2.Mount(container_path=ETC_HOSTS, host_path=str(path))
 
 
@@ -274,13 +307,19 @@ def _environment(pod: Pod, container: core_pb2.Container, pod_ip: str, host_ip: 
             if not names.env_var_name(name):  # invalid names are skipped, as upstream
                 values[name] = text
     for env in container.env:
-        value: str | None = env.value
+        # $(VAR) of a variable defined before it (or a Service's) expanded, as upstream's
+        value: str | None = _expand(env.value, {**service_env, **values}) if env.value else env.value
         if env.HasField("valueFrom"):
             source = env.valueFrom
             if source.HasField("configMapKeyRef"):
                 value = _key_ref(pod, "ConfigMap", source.configMapKeyRef, sources)
             elif source.HasField("secretKeyRef"):
                 value = _key_ref(pod, "Secret", source.secretKeyRef, sources)
+            elif source.HasField("resourceFieldRef"):
+                try:
+                    value = resource_field_value(pod, container.name, source.resourceFieldRef, machine_capacity(0))
+                except ResourceFieldError as exc:
+                    raise ConfigError(f"env {env.name}: {exc}") from None
             else:
                 value = _field_ref(pod, source.fieldRef.fieldPath, pod_ip, host_ip)
         if value is not None:
@@ -312,18 +351,28 @@ def container_config(pod: Pod, container: core_pb2.Container, *, init: bool, res
     ephemeral container's targetContainerName); `claims`: the host paths of the pod's
     persistentVolumeClaim volumes (the volume manager's)."""
     envs = _environment(pod, container, pod_ip, host_ip, env_sources or {}, service_env or {})
-    mounts = _mounts(pod, container, paths, claims or {}, {kv.key: kv.value for kv in envs})
+    environment = {kv.key: kv.value for kv in envs}
+    mounts = _mounts(pod, container, paths, claims or {}, environment)
     if pod_ip and all(m.container_path != ETC_HOSTS for m in mounts):  # a volume there wins
         mounts.append(_hosts_mount(pod, paths, pod_ip, cluster_domain))
+    annotations = {labels.RESTART_COUNT: str(restart_count), labels.CONTAINER_HASH: container_hash(container),
+                   labels.TERMINATION_GRACE: str(grace_period(pod))}
+    if container.terminationMessagePath:
+        annotations[labels.TERMINATION_MESSAGE_PATH] = container.terminationMessagePath
+        annotations[labels.TERMINATION_MESSAGE_POLICY] = container.terminationMessagePolicy or "File"
+        mounts.append(api_pb2.Mount(container_path=container.terminationMessagePath,
+                                    host_path=str(message_file(paths.container_dir(pod, container.name)))))
+    if container.HasField("restartPolicy"):
+        annotations[labels.RESTART_POLICY] = container.restartPolicy
     return api_pb2.ContainerConfig(
         metadata=api_pb2.ContainerMetadata(name=container.name, attempt=restart_count),
         image=api_pb2.ImageSpec(image=container.image, user_specified_image=container.image),
-        command=list(container.command), args=list(container.args), working_dir=container.workingDir, envs=envs,
+        command=[_expand(part, environment) for part in container.command],
+        args=[_expand(part, environment) for part in container.args], working_dir=container.workingDir, envs=envs,
         mounts=mounts, log_path=f"{container.name}/{restart_count}.log",
         stdin=container.stdin, stdin_once=container.stdinOnce, tty=container.tty,
         labels={**_pod_labels(pod), labels.CONTAINER_NAME: container.name,
                 labels.CONTAINER_TYPE: labels.INIT if init else labels.APP},
-        annotations={labels.RESTART_COUNT: str(restart_count), labels.CONTAINER_HASH: container_hash(container),
-                     labels.TERMINATION_GRACE: str(grace_period(pod))},
+        annotations=annotations,
         linux=api_pb2.LinuxContainerConfig(resources=_resources(container),
-                                           security_context=_security_context(pod, container, target_id)))
+                                           security_context=_security_context(pod, container, target_id, paths)))

@@ -5,7 +5,8 @@ As upstream: readiness starts as not ready, liveness as healthy; liveness and
 readiness wait for the startup probe to succeed; a verdict changes only after
 successThreshold / failureThreshold results in a row; a probe that fails to run
 (timeout, refused connection) counts as a failure. Exec probes go through the CRI's
-ExecSync, httpGet to the pod IP (2xx/3xx succeed), tcpSocket opens a connection.
+ExecSync, httpGet to the pod IP (2xx/3xx succeed), tcpSocket opens a connection, grpc
+asks the gRPC health protocol's Check (grpc.health.v1) and wants SERVING.
 """
 
 from __future__ import annotations
@@ -17,14 +18,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiohttp
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from kubelet.actions import is_sidecar
 from kubelet.runtime import RUNNING, CRICallError, PodRuntimeStatus, Runtime
 from kubeling.events import WARNING, EventRecorder
 from kubeling.periodic import cancel_and_wait
 from protos.kubeling.v1 import core_pb2
 from protos.kubeling.v1.core_pb2 import Pod
 
-__all__ = ["ProbeManager", "LIVENESS", "READINESS", "STARTUP"]
+__all__ = ["ProbeManager", "LIVENESS", "READINESS", "STARTUP", "container_port", "find_container"]
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +70,9 @@ class ProbeManager:
         ip = self.node_ip if pod.spec.hostNetwork else sandbox.ip if sandbox is not None else ""
         wanted: dict[tuple[str, str, str], tuple[str, int, core_pb2.Probe]] = {}
         if not pod.metadata.HasField("deletionTimestamp"):
-            for container in pod.spec.containers:
-                latest = runtime.latest(container.name)
+            sidecars = [c for c in pod.spec.initContainers if is_sidecar(c)]
+            for init, container in [*((False, c) for c in pod.spec.containers), *((True, c) for c in sidecars)]:
+                latest = runtime.latest(container.name, init=init)
                 if latest is None or latest.state != RUNNING:
                     continue
                 for kind, name in _FIELD.items():
@@ -153,12 +158,14 @@ class ProbeManager:
                 return await self._http(pod, ip, container, probe.httpGet, timeout)
             if probe.HasField("tcpSocket"):
                 host = probe.tcpSocket.host or ip
-                port = _port(pod, container, probe.tcpSocket.port)
+                port = container_port(find_container(pod, container), probe.tcpSocket.port)
                 async with asyncio.timeout(timeout):
                     _, writer = await asyncio.open_connection(host, port)
                 writer.close()
                 return True, ""
-            return False, "unsupported probe handler (exec, httpGet and tcpSocket are)"
+            if probe.HasField("grpc"):
+                return await _grpc(ip, probe.grpc, timeout)
+            return False, "unsupported probe handler (exec, httpGet, tcpSocket and grpc are)"
         except CRICallError as exc:
             return False, exc.details or str(exc)
         except (OSError, asyncio.TimeoutError, aiohttp.ClientError, ValueError) as exc:
@@ -171,7 +178,7 @@ class ProbeManager:
         host = action.host or ip
         scheme = (action.scheme or "HTTP").lower()
         path = action.path if action.path.startswith("/") else f"/{action.path}"
-        url = f"{scheme}://{host}:{_port(pod, container, action.port)}{path}"
+        url = f"{scheme}://{host}:{container_port(find_container(pod, container), action.port)}{path}"
         headers = {"User-Agent": "kube-probe/1.32", **{h.name: h.value for h in action.httpHeaders}}
         async with self._session.get(url, headers=headers, allow_redirects=False, ssl=False,
                                      timeout=aiohttp.ClientTimeout(total=timeout)) as reply:
@@ -181,12 +188,46 @@ class ProbeManager:
             return False, f"HTTP probe failed with statuscode: {reply.status} {body}".strip()
 
 
-def _port(pod: Pod, container: str, port: core_pb2.IntOrString) -> int:
+async def _grpc(ip: str, action: core_pb2.GRPCAction, timeout: int) -> tuple[bool, str]:
+    """upstream's grpc prober: a plaintext connection to the pod IP, Check(service), and
+    its messages."""
+    address = f"{ip}:{action.port}"
+    async with grpc.aio.insecure_channel(address, options=[("grpc.primary_user_agent", "kube-probe/1.35")]) as channel:
+        try:
+            async with asyncio.timeout(timeout):
+                await channel.channel_ready()
+        except TimeoutError:
+            return False, f"timeout: failed to connect service {address!r} within {timeout}s: context deadline exceeded"
+        try:
+            reply = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=action.service), timeout=timeout)
+        except grpc.aio.AioRpcError as err:
+            if err.code() == grpc.StatusCode.UNIMPLEMENTED:
+                return False, ("this server does not implement the grpc health protocol (grpc.health.v1.Health): "
+                               f"{err.details()}")
+            if err.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return False, f"timeout: health rpc did not complete within {timeout}s"
+            code = "".join(word.capitalize() for word in err.code().name.split("_"))  # Go's codes.Code names
+            return False, f"error: health rpc probe failed: rpc error: code = {code} desc = {err.details()}"
+    if reply.status != health_pb2.HealthCheckResponse.SERVING:
+        name = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+        return False, f"service unhealthy (responded with \"{name}\")"
+    return True, ""
+
+
+def find_container(pod: Pod, name: str) -> core_pb2.Container:
+    """The pod's container (app, or init: a sidecar) of that name."""
+    for c in [*pod.spec.containers, *pod.spec.initContainers]:
+        if c.name == name:
+            return c
+    raise ValueError(f"container {name!r} is not in the pod")
+
+
+def container_port(container: core_pb2.Container, port: core_pb2.IntOrString) -> int:
+    """A probe's or hook's port: a number, or the name of one of the container's ports."""
     if port.type == 0:
         return port.intVal
-    for c in pod.spec.containers:
-        if c.name == container:
-            for p in c.ports:
-                if p.name == port.strVal:
-                    return p.containerPort
-    raise ValueError(f"port {port.strVal!r} is not a named port of container {container}")
+    for p in container.ports:
+        if p.name == port.strVal:
+            return p.containerPort
+    raise ValueError(f"port {port.strVal!r} is not a named port of container {container.name}")

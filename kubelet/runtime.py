@@ -24,6 +24,7 @@ from google.protobuf.message import Message
 from opentelemetry import trace
 
 from kubelet import labels
+from kubelet.termination import termination_message
 from kubeling.telemetry import span_if_tracing
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
 
@@ -137,6 +138,7 @@ class ContainerInfo:
     hash: str = ""
     init: bool = False
     log_path: str = ""
+    restart_policy: str = ""  # an init container's (Always: a sidecar), from its annotation
 
 
 @dataclass
@@ -327,13 +329,17 @@ class Runtime:
                     continue  # removed meanwhile
                 raise
             annotations = cs.annotations
+            message = cs.message
+            if cs.state == EXITED and (left := termination_message(cs)):
+                message = f"{message}: {left}" if message else left  # the runtime's words, then the container's
             status.containers.append(ContainerInfo(
                 id=cs.id, name=cs.metadata.name, state=cs.state, created_at=cs.created_at, started_at=cs.started_at,
-                finished_at=cs.finished_at, exit_code=cs.exit_code, reason=cs.reason, message=cs.message,
+                finished_at=cs.finished_at, exit_code=cs.exit_code, reason=cs.reason, message=message,
                 image=cs.image.image, image_ref=cs.image_ref,
                 restart_count=_int(annotations.get(labels.RESTART_COUNT, "")) or cs.metadata.attempt,
                 hash=annotations.get(labels.CONTAINER_HASH, ""),
-                init=cs.labels.get(labels.CONTAINER_TYPE, "") == labels.INIT, log_path=cs.log_path))
+                init=cs.labels.get(labels.CONTAINER_TYPE, "") == labels.INIT, log_path=cs.log_path,
+                restart_policy=annotations.get(labels.RESTART_POLICY, "")))
         status.containers.sort(key=lambda c: c.created_at, reverse=True)
         return status
 

@@ -2,7 +2,7 @@
 sends what it cannot serve from storage (the Node's daemonEndpoints say where):
 
 - `/containerLogs/{namespace}/{pod}/{container}` (follow, tailLines, timestamps,
-  previous, limitBytes), read from the CRI log files;
+  previous, limitBytes, sinceSeconds, sinceTime), read from the CRI log files;
 - `/exec/{namespace}/{pod}/{container}` (command, input, output, error, tty),
   `/attach/{namespace}/{pod}/{container}` and `/portForward/{namespace}/{pod}` (port):
   the runtime is asked for a streaming URL (CRI Exec, Attach, PortForward) and the
@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import grpc
@@ -52,9 +54,19 @@ STATS_READER = "system:metrics-server"
 _STATS_PATHS = ("/stats/", "/metrics/resource")
 
 
-def format_entries(raw: bytes, timestamps: bool) -> list[bytes]:
+def log_time(text: str) -> float:
+    """An RFC 3339 time (a CRI log line's, or sinceTime) as seconds since the epoch;
+    ValueError when it is not one."""
+    head, dot, rest = text.partition(".")
+    if dot:  # Python reads at most microseconds: cut the fraction there, keep the zone
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        text = f"{head}.{rest[:min(digits, 6)]}{rest[digits:]}"
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def format_entries(raw: bytes, timestamps: bool, since: float | None = None) -> list[bytes]:
     """CRI log lines -> what `kubectl logs` prints: one chunk per line, partial lines
-    joined, each prefixed with its time when asked."""
+    joined, each prefixed with its time when asked; lines older than `since` left out."""
     out: list[bytes] = []
     pending = b""
     for line in raw.splitlines():
@@ -62,6 +74,8 @@ def format_entries(raw: bytes, timestamps: bool) -> list[bytes]:
             continue
         try:
             entry = parse_line(line)
+            if since is not None and log_time(entry.timestamp) < since:
+                continue
         except ValueError:
             continue  # a torn line at the end of a file being written
         if not pending and timestamps:
@@ -305,6 +319,14 @@ class DaemonServer:
         pod, container_id, log_path = await self._container(request)
         timestamps, follow = _flag(request, "timestamps"), _flag(request, "follow")
         tail, limit = _int(request, "tailLines"), _int(request, "limitBytes")
+        since_seconds = _int(request, "sinceSeconds")
+        since = time.time() - since_seconds if since_seconds is not None else None
+        if "sinceTime" in request.query:
+            try:
+                since = log_time(request.query["sinceTime"])
+            except ValueError:
+                raise web.HTTPBadRequest(text=f"sinceTime: not an RFC 3339 time: {request.query['sinceTime']!r}") \
+                    from None
         path = Path(log_path)
         response = web.StreamResponse(headers={"Content-Type": "text/plain"})
         await response.prepare(request)
@@ -327,7 +349,7 @@ class DaemonServer:
             raise web.HTTPInternalServerError(text=f"reading {path}: {exc}") from None
         # Only whole lines now; a torn last line is read again with the rest of it.
         offset = data.rfind(b"\n") + 1
-        chunks = format_entries(data[:offset], timestamps)
+        chunks = format_entries(data[:offset], timestamps, since)
         if tail is not None:
             chunks = list(deque(chunks, maxlen=tail)) if tail else []
         try:
@@ -346,7 +368,7 @@ class DaemonServer:
                 end = more.rfind(b"\n") + 1
                 if end:
                     offset += end
-                    going = await send(format_entries(more[:end], timestamps))
+                    going = await send(format_entries(more[:end], timestamps, since))
                     idle = 0.0
                     continue
                 idle += _POLL

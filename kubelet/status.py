@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from kubelet.actions import is_sidecar
 from kubelet.podconfig import ephemeral_as_container
 from kubelet.runtime import CREATED, EXITED, RUNNING, ContainerInfo, PodRuntimeStatus
+from kubelet.termination import limit_messages
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.quantity import parse_quantity
@@ -102,8 +104,11 @@ def _phase(pod: Pod, inits: list[core_pb2.ContainerStatus], apps: list[core_pb2.
            terminal: bool) -> str:
     spec = pod.spec
     pending_init = failed_init = 0
+    sidecar = {c.name for c in spec.initContainers if is_sidecar(c)}
     for s in inits:
-        if s.state.HasField("running"):
+        if s.name in sidecar:  # a sidecar never fails the pod; it holds it Pending until started
+            pending_init += not (s.state.HasField("running") and s.started)
+        elif s.state.HasField("running"):
             pending_init += 1
         elif s.state.HasField("terminated"):
             failed_init += s.state.terminated.exitCode != 0
@@ -148,9 +153,41 @@ def _phase(pod: Pod, inits: list[core_pb2.ContainerStatus], apps: list[core_pb2.
     return "Pending"
 
 
+def _init_done(s: core_pb2.ContainerStatus, sidecar: bool) -> bool:
+    """An init container's part of initialization is done: completed, or (a sidecar) running and started."""
+    if sidecar:
+        return s.state.HasField("running") and s.started
+    return s.state.HasField("terminated") and s.state.terminated.exitCode == 0
+
+
 def _condition(kind: str, ok: bool, reason: str = "", message: str = "") -> core_pb2.PodCondition:
     return core_pb2.PodCondition(type=kind, status="True" if ok else "False",
                                  reason="" if ok else reason, message="" if ok else message)
+
+
+_KUBELET_CONDITIONS = frozenset({"PodScheduled", "PodReadyToStartContainers", "Initialized", "ContainersReady",
+                                 "Ready"})
+
+
+def _ready_condition(pod: Pod, unready: list[core_pb2.ContainerStatus], done: bool) -> core_pb2.PodCondition:
+    """Ready: the containers are, and every readiness gate's condition is True
+    (upstream's GeneratePodReadyCondition)."""
+    if done:
+        return _condition("Ready", False, "PodCompleted")
+    if unready:
+        return _condition("Ready", False, "ContainersNotReady", f"containers with unready status: {_names(unready)}")
+    conditions = {c.type: c for c in pod.status.conditions}
+    problems = []
+    for gate in pod.spec.readinessGates:
+        found = conditions.get(gate.conditionType)
+        if found is None:
+            problems.append(f'corresponding condition of pod readiness gate "{gate.conditionType}" does not exist.')
+        elif found.status != "True":
+            problems.append(f'the status of pod readiness gate "{gate.conditionType}" is not "True", '
+                            f"but {found.status}")
+    if problems:
+        return _condition("Ready", False, "ReadinessGatesNotReady", ", ".join(problems))
+    return _condition("Ready", True)
 
 
 def _names(statuses: Iterable[core_pb2.ContainerStatus]) -> str:
@@ -186,7 +223,8 @@ def generate_pod_status(pod: Pod, runtime: PodRuntimeStatus, inputs: StatusInput
     status = core_pb2.PodStatus()
     inits = [_container_status(pod, c, runtime, inputs, True, old_inits.get(c.name), "PodInitializing"
                                if i else "ContainerCreating") for i, c in enumerate(pod.spec.initContainers)]
-    initialized_now = all(s.state.terminated.exitCode == 0 and s.state.HasField("terminated") for s in inits)
+    sidecar = {c.name for c in pod.spec.initContainers if is_sidecar(c)}
+    initialized_now = all(_init_done(s, s.name in sidecar) for s in inits)
     apps = [_container_status(pod, c, runtime, inputs, False, old_apps.get(c.name),
                               "ContainerCreating" if initialized_now else "PodInitializing")
             for c in pod.spec.containers]
@@ -204,9 +242,10 @@ def generate_pod_status(pod: Pod, runtime: PodRuntimeStatus, inputs: StatusInput
     sandbox = runtime.ready_sandbox
     started_any = any(s.state.HasField("running") or s.state.HasField("terminated") or s.lastState.HasField(
         "terminated") for s in apps)
-    unfinished = [s for s in inits if not (s.state.HasField("terminated") and s.state.terminated.exitCode == 0)]
+    unfinished = [s for s in inits if not _init_done(s, s.name in sidecar)]
     initialized = not unfinished or started_any
-    unready = [s for s in apps if not s.ready]
+    # sidecars count for the pod's readiness as its app containers do (upstream's ContainersReady)
+    unready = [s for s in apps if not s.ready] + [s for s in inits if s.name in sidecar and not s.ready]
     done = phase in TERMINAL
     conditions = [
         _condition("PodReadyToStartContainers", sandbox is not None and (bool(sandbox.ip) or pod.spec.hostNetwork)),
@@ -214,13 +253,14 @@ def generate_pod_status(pod: Pod, runtime: PodRuntimeStatus, inputs: StatusInput
                    f"containers with incomplete status: {_names(unfinished)}"),
         _condition("ContainersReady", not unready and not done, "PodCompleted" if done else "ContainersNotReady",
                    "" if done else f"containers with unready status: {_names(unready)}"),
-        _condition("Ready", not unready and not done, "PodCompleted" if done else "ContainersNotReady",
-                   "" if done else f"containers with unready status: {_names(unready)}"),
+        _ready_condition(pod, unready, done),
     ]
     previous = {c.type: c for c in old.conditions}
     scheduled = {c.type: c for c in pod.status.conditions}.get("PodScheduled") or previous.get("PodScheduled")
     if scheduled is not None:
         status.conditions.append(scheduled)  # the scheduler's
+    # Conditions others own (a readiness gate's, DisruptionTarget) stay as the API has them.
+    status.conditions.extend(c for c in pod.status.conditions if c.type not in _KUBELET_CONDITIONS)
     for condition in conditions:
         before = previous.get(condition.type)
         if before is not None and before.status == condition.status:
@@ -247,6 +287,7 @@ def generate_pod_status(pod: Pod, runtime: PodRuntimeStatus, inputs: StatusInput
     status.observedGeneration = pod.metadata.generation
     if done and not status.reason:
         status.reason, status.message = old.reason, old.message
+    limit_messages(pod.spec, status)
     return status
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from kubelet.actions import PodActions, compute_pod_actions
 from kubelet.backoff import Backoff
 from kubelet.dns import DNSSettings, pod_dns_config
+from kubelet.hooks import HookError, HookRunner
 from kubelet.podconfig import (
     ConfigError,
     PodPaths,
@@ -60,6 +61,28 @@ def _pod_name(pod: Pod) -> str:
     return f"{pod.metadata.namespace}/{pod.metadata.name}"
 
 
+_MIN_GRACE_AFTER_HOOK = 2  # seconds the stop signal always gets after a preStop hook (upstream's minimum)
+
+
+def _spec(pod: Pod, name: str, init: bool) -> core_pb2.Container | None:
+    for c in pod.spec.initContainers if init else pod.spec.containers:
+        if c.name == name:
+            return c
+    if not init:
+        for e in pod.spec.ephemeralContainers:
+            if e.name == name:
+                return ephemeral_as_container(e)
+    return None
+
+
+def _pod_ip(pod: Pod, status: PodRuntimeStatus, node_ip: str) -> str:
+    """Where a hook's httpGet goes by default."""
+    if pod.spec.hostNetwork:
+        return node_ip
+    sandbox = status.ready_sandbox
+    return sandbox.ip if sandbox is not None else ""
+
+
 def _field(container: str, init: bool) -> str:
     return f"spec.{'initContainers' if init else 'containers'}{{{container}}}"
 
@@ -84,6 +107,13 @@ class PodSyncer:
     claim_paths: Callable[[Pod], Mapping[str, Path]] | None = None
     # A RuntimeClass's handler by the class's name (from the apiserver), for RunPodSandbox.
     runtime_handler: Callable[[str], Awaitable[str]] | None = None
+    hooks: HookRunner = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.hooks = HookRunner(self.runtime)
+
+    async def close(self) -> None:
+        await self.hooks.close()
 
     async def _handler(self, pod: Pod) -> str:
         """The CRI runtime handler of the pod's RuntimeClass ("": the runtime's default)."""
@@ -98,7 +128,8 @@ class PodSyncer:
         status = await self.runtime.pod_status(uid)
         running = [c.id for c in status.containers if c.state == RUNNING]
         actions = compute_pod_actions(pod, status, liveness_failed=self.probes.failed(LIVENESS, running),
-                                      startup_failed=self.probes.failed(STARTUP, running))
+                                      startup_failed=self.probes.failed(STARTUP, running),
+                                      started={cid for cid, ok in self.probes.verdicts(STARTUP).items() if ok})
         result = SyncResult(status, actions=actions, before=status)
         if actions.nothing:
             return result
@@ -109,7 +140,10 @@ class PodSyncer:
                 result.runtime = await self.runtime.pod_status(uid)
                 return result
         else:
-            await asyncio.gather(*(self._kill_container(pod, cid, info.name, grace_period(pod), info.message)
+            ip = _pod_ip(pod, status, self.node_ip)
+            await asyncio.gather(*(self._kill_container(pod, cid, _spec(pod, info.name, info.init),
+                                                        info.grace if info.grace is not None else grace_period(pod),
+                                                        info.message, init=info.init, pod_ip=ip, name=info.name)
                                    for cid, info in actions.containers_to_kill.items()))
         if not actions.create_sandbox:
             await self._prune_init_containers(pod, status)
@@ -155,8 +189,11 @@ class PodSyncer:
         if pod.spec.hostNetwork:
             pod_ip = self.node_ip
 
+        inits = {c.name: c for c in pod.spec.initContainers}
+        for name in actions.sidecars_to_start:  # restarted, whatever the pod's restartPolicy
+            await self._start(pod, inits[name], True, status, sandbox_id, config, pod_ip, result)
         if actions.next_init_container:
-            spec = next(c for c in pod.spec.initContainers if c.name == actions.next_init_container)
+            spec = inits[actions.next_init_container]
             await self._start(pod, spec, True, status, sandbox_id, config, pod_ip, result)
         else:
             specs = {c.name: c for c in pod.spec.containers}
@@ -223,6 +260,18 @@ class PodSyncer:
         self.recorder.pod_event(pod, NORMAL, "Started", f"Started container {name}", field_path=where)
         log.info("pod %s: container %s started (%s, restart %d)", _pod_name(pod), name, container_id[:13],
                  restart_count)
+        if spec.lifecycle.HasField("postStart"):
+            try:
+                await self.hooks.run(pod, spec, container_id, spec.lifecycle.postStart, pod_ip)
+            except HookError as exc:
+                # As upstream: the event, then the container is killed (its preStop runs) and
+                # restarted as its restart policy says, with the back-off of a failed start.
+                log.warning("pod %s: container %s: postStart hook failed: %s", _pod_name(pod), name, exc)
+                self.recorder.pod_event(pod, WARNING, "FailedPostStartHook", str(exc), field_path=where)
+                await self._kill_container(pod, container_id, spec, grace_period(pod), "FailedPostStartHook",
+                                           init=init, pod_ip=pod_ip)
+                result.waiting[name] = ("PostStartHookError", str(exc))
+                return False
         return True
 
     async def _ensure_image(self, pod: Pod, spec: core_pb2.Container, where: str,
@@ -276,19 +325,49 @@ class PodSyncer:
 
     # ---- killing ----
 
-    async def _kill_container(self, pod: Pod, container_id: str, name: str, grace: int, message: str = "",
-                              init: bool = False) -> None:
+    async def _kill_container(self, pod: Pod, container_id: str, spec: core_pb2.Container | None, grace: int,
+                              message: str = "", init: bool = False, pod_ip: str = "", name: str = "") -> None:
+        """upstream's killContainer: the Killing event, the preStop hook within the grace
+        period (what it used is taken from it, at least 2 s left for the stop signal),
+        then StopContainer. `spec`: None for a container the pod does not name any more."""
+        name = spec.name if spec is not None else name
         self.recorder.pod_event(pod, NORMAL, "Killing", message or f"Stopping container {name}",
                                 field_path=_field(name, init))
+        if spec is not None and spec.lifecycle.HasField("preStop") and grace > 0:
+            started = time.monotonic()
+            try:
+                async with asyncio.timeout(grace):
+                    await self.hooks.run(pod, spec, container_id, spec.lifecycle.preStop, pod_ip)
+            except TimeoutError:
+                log.info("pod %s: container %s: preStop hook not completed in the grace period (%ds)",
+                         _pod_name(pod), name, grace)
+            except HookError as exc:
+                log.warning("pod %s: container %s: preStop hook failed: %s", _pod_name(pod), name, exc)
+                # upstream leaves the hook's output out of the event: it may hold secrets
+                self.recorder.pod_event(pod, WARNING, "FailedPreStopHook", "PreStopHook failed",
+                                        field_path=_field(name, init))
+            grace = max(_MIN_GRACE_AFTER_HOOK, grace - int(time.monotonic() - started))
         try:
             await self.runtime.stop_container(container_id, grace)
         except CRICallError as exc:
             log.warning("pod %s: stopping container %s failed: %s", _pod_name(pod), name, exc)
 
     async def kill_pod(self, pod: Pod, status: PodRuntimeStatus, grace: int) -> None:
-        """Stop every running container (with the grace period), then the sandboxes."""
-        await asyncio.gather(*(self._kill_container(pod, c.id, c.name, grace, init=c.init) for c in status.containers
-                               if c.state == RUNNING))
+        """Stop every running container (with the grace period): the app containers
+        together, then the sidecars one by one in reverse order with what is left of the
+        grace period, as upstream; then the sandboxes."""
+        ip = _pod_ip(pod, status, self.node_ip)
+        running = [c for c in status.containers if c.state == RUNNING]
+        order = {c.name: i for i, c in enumerate(pod.spec.initContainers)}
+        sidecars = sorted((c for c in running if c.init and c.restart_policy == "Always"),
+                          key=lambda c: order.get(c.name, -1), reverse=True)
+        started = time.monotonic()
+        await asyncio.gather(*(self._kill_container(pod, c.id, _spec(pod, c.name, c.init), grace, init=c.init,
+                                                    pod_ip=ip, name=c.name)
+                               for c in running if c not in sidecars))
+        for c in sidecars:
+            left = max(0, grace - int(time.monotonic() - started))
+            await self._kill_container(pod, c.id, _spec(pod, c.name, True), left, init=True, pod_ip=ip, name=c.name)
         for sandbox in status.sandboxes:
             if sandbox.ready:
                 try:

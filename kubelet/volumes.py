@@ -25,7 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kubelet.atomicwriter import Payload, write_atomically
+from kubelet.node import machine_capacity
 from kubelet.podconfig import API_VOLUMES, PodPaths
+from kubelet.resourcefield import ResourceFieldError, resource_field_value
 from kubelet.volumeownership import set_volume_ownership
 from kubeling import errors
 from kubeling.client import Client
@@ -57,6 +59,15 @@ class _Token:
 
     def stale(self, now: float) -> bool:
         return now >= self.issued + _REFRESH_AT * (self.expires - self.issued) or now - self.issued > _MAX_AGE
+
+
+def _downward_file(pod: core_pb2.Pod, item: core_pb2.DownwardAPIVolumeFile) -> bytes:
+    if item.HasField("resourceFieldRef"):
+        try:
+            return resource_field_value(pod, "", item.resourceFieldRef, machine_capacity(0)).encode()
+        except ResourceFieldError as exc:
+            raise MountError(f"downwardAPI {item.path!r}: {exc}") from None
+    return _downward(pod, item.fieldRef.fieldPath)
 
 
 def _downward(pod: core_pb2.Pod, path: str) -> bytes:
@@ -114,7 +125,7 @@ class PodVolumes:
             return await self._keys(namespace, "secrets", secret.secretName, list(secret.items), mode, secret.optional)
         if kind == "downwardAPI":
             mode = volume.downwardAPI.defaultMode if volume.downwardAPI.HasField("defaultMode") else DEFAULT_MODE
-            return {f.path: (_downward(pod, f.fieldRef.fieldPath), f.mode if f.HasField("mode") else mode)
+            return {f.path: (_downward_file(pod, f), f.mode if f.HasField("mode") else mode)
                     for f in volume.downwardAPI.items}
         return await self._projected(pod, volume)
 
@@ -173,7 +184,7 @@ class PodVolumes:
                 out.update(await self._keys(namespace, "secrets", ref.name, list(ref.items), mode, ref.optional))
             elif source.HasField("downwardAPI"):
                 for f in source.downwardAPI.items:
-                    out[f.path] = (_downward(pod, f.fieldRef.fieldPath), f.mode if f.HasField("mode") else mode)
+                    out[f.path] = (_downward_file(pod, f), f.mode if f.HasField("mode") else mode)
         return out
 
     async def _token(self, pod: core_pb2.Pod, volume: str,

@@ -117,14 +117,16 @@ async def test_node_selector_and_a_tolerated_taint(client: Client, manager: Cont
     await client.daemonsets.create(ds)
     pods = await until(lambda: pods_of(client, "fast"), "pods on the ssd nodes", check=lambda ps: len(ps) == 2)
     assert set(by_node(pods)) == {"ssd1", "ssd2"}
-    hdd = await client.nodes.get("hdd1")
-    hdd.metadata.labels["disk"] = "ssd"
-    await client.nodes.update(hdd)
+    # the node lifecycle controller writes the node too (its taints): retried on conflict
+    await update_with_retry(client.nodes, await client.nodes.get("hdd1"), lambda n: _label(n, "ssd"))
     await until(lambda: pods_of(client, "fast"), "relabelled node gets one", check=lambda ps: len(ps) == 3)
-    hdd = await client.nodes.get("hdd1")
-    hdd.metadata.labels["disk"] = "hdd"
-    await client.nodes.update(hdd)
+    await update_with_retry(client.nodes, await client.nodes.get("hdd1"), lambda n: _label(n, "hdd"))
     await until(lambda: pods_of(client, "fast"), "and loses it", check=lambda ps: set(by_node(ps)) == {"ssd1", "ssd2"})
+
+
+def _label(n: core_pb2.Node, disk: str) -> bool:
+    n.metadata.labels["disk"] = disk
+    return True
 
 
 async def _update_image(client: Client, name: str, image: str) -> None:

@@ -5,8 +5,9 @@ body here and are served by the same handlers as their gRPC methods."""
 
 from __future__ import annotations
 
+import base64
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -121,13 +122,18 @@ class Subresources:
         req = api_pb2.PodLogRequest(namespace=t.namespace, name=t.name, container=q.get("container", ""),
                                     follow=flag(q.get("follow")), previous=flag(q.get("previous")),
                                     timestamps=flag(q.get("timestamps")))
-        for number in ("tailLines", "limitBytes"):
+        for number in ("tailLines", "limitBytes", "sinceSeconds"):
             if number in q:
                 setattr(req, number, int_query(q, number))
+        req.sinceTime = q.get("sinceTime", "")
         chunks = self._handler(t)(req, False).__aiter__()
         try:
             first = await chunks.__anext__()  # errors (no such container, no node) are a Status
         except StopAsyncIteration:
+            first = None
+        if is_websocket(request):
+            return await _log_websocket(request, first, chunks, t)
+        if first is None:
             return web.Response(body=b"", content_type="text/plain")
         response = web.StreamResponse(headers={"Content-Type": "text/plain"})
         await response.prepare(request)
@@ -159,6 +165,39 @@ class Subresources:
         except ProxyError as exc:
             raise errors.ServiceUnavailable(f"cannot reach the kubelet of pod {t.namespace}/{t.name}: {exc}") \
                 from None
+
+
+_LOG_PROTOCOLS = ("binary.k8s.io", "base64.binary.k8s.io")
+
+
+def is_websocket(request: web.Request) -> bool:
+    return request.headers.get("Upgrade", "").lower() == "websocket"
+
+
+async def _log_websocket(request: web.Request, first: api_pb2.PodLogChunk | None,
+                         chunks: AsyncIterator[api_pb2.PodLogChunk], t: Target) -> web.WebSocketResponse:
+    """The log over a WebSocket, as upstream's wsstream reader: each chunk one message,
+    binary (binary.k8s.io, or no protocol) or base64 text (base64.binary.k8s.io)."""
+    ws = web.WebSocketResponse(protocols=_LOG_PROTOCOLS)
+    await ws.prepare(request)
+    encoded = ws.ws_protocol == "base64.binary.k8s.io"
+
+    async def send(data: bytes) -> None:
+        if encoded:
+            await ws.send_str(base64.b64encode(data).decode())
+        else:
+            await ws.send_bytes(data)
+    try:
+        if first is not None:
+            await send(first.data)
+        async for chunk in chunks:
+            await send(chunk.data)
+    except errors.ApiError as err:
+        log.info("log stream of %s/%s ended: %s", t.namespace, t.name, err.message)
+    except ConnectionResetError:
+        return ws  # the reader left
+    await ws.close()
+    return ws
 
 
 async def ephemeral_containers(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:

@@ -36,6 +36,14 @@ class PodLogProxy:
                 if getattr(req, number) < 0:
                     raise errors.BadRequest(f"{number}: must be >= 0")
                 query.append((number, str(getattr(req, number))))
+        if req.HasField("sinceSeconds") and req.sinceTime:  # upstream's ValidatePodLogOptions
+            raise errors.BadRequest("at most one of `sinceTime` or `sinceSeconds` may be specified")
+        if req.HasField("sinceSeconds"):
+            if req.sinceSeconds < 1:
+                raise errors.BadRequest("sinceSeconds: must be greater than 0")
+            query.append(("sinceSeconds", str(req.sinceSeconds)))
+        if req.sinceTime:
+            query.append(("sinceTime", req.sinceTime))
         return await self.locator.container_url("containerLogs", pod, req.container, query)
 
     async def stream(self, req: api_pb2.PodLogRequest) -> AsyncIterator[api_pb2.PodLogChunk]:

@@ -83,3 +83,51 @@ def test_dead_sandbox_is_recreated_with_the_next_attempt_except_under_never() ->
     never = _pod("a", policy="Never")
     actions = compute_pod_actions(never, _runtime(_c(never, "a", EXITED, 1), ready=False, attempt=1))
     assert not actions.create_sandbox and actions.kill_pod
+
+
+def _with_sidecar(policy: str = "Never", startup_probe: bool = False) -> core_pb2.Pod:
+    """init: `side` (a sidecar), then `i2` (a regular init container); app: `a`."""
+    pod = _pod("a", init=("side", "i2"), policy=policy)
+    pod.spec.initContainers[0].restartPolicy = "Always"
+    if startup_probe:
+        pod.spec.initContainers[0].startupProbe.exec.command.append("true")
+    return pod
+
+
+def test_a_sidecar_starts_first_and_the_next_init_container_follows_while_it_runs() -> None:
+    pod = _with_sidecar()
+    assert compute_pod_actions(pod, _runtime()).next_init_container == "side"
+    side = _c(pod, "side", RUNNING, 1, init=True)
+    assert compute_pod_actions(pod, _runtime(side)).next_init_container == "i2"
+    both = compute_pod_actions(pod, _runtime(side, _c(pod, "i2", EXITED, 2, init=True)))
+    assert both.containers_to_start == ["a"] and not both.next_init_container
+
+
+def test_a_sidecar_with_a_startup_probe_holds_the_next_until_started() -> None:
+    pod = _with_sidecar(startup_probe=True)
+    side = _c(pod, "side", RUNNING, 1, init=True, cid="side-1")
+    assert compute_pod_actions(pod, _runtime(side)).nothing
+    assert compute_pod_actions(pod, _runtime(side), started={"side-1"}).next_init_container == "i2"
+
+
+def test_an_exited_sidecar_is_restarted_whatever_the_pods_restart_policy() -> None:
+    pod = _with_sidecar(policy="Never")
+    state = _runtime(_c(pod, "side", EXITED, 1, exit_code=1, init=True), _c(pod, "i2", EXITED, 2, init=True),
+                     _c(pod, "a", RUNNING, 3))
+    actions = compute_pod_actions(pod, state)
+    assert actions.sidecars_to_start == ["side"] and not actions.kill_pod and not actions.containers_to_start
+
+
+def test_the_pod_ends_when_its_app_containers_do_sidecars_running() -> None:
+    pod = _with_sidecar(policy="Never")
+    state = _runtime(_c(pod, "side", RUNNING, 1, init=True), _c(pod, "i2", EXITED, 2, init=True),
+                     _c(pod, "a", EXITED, 3))
+    assert compute_pod_actions(pod, state).kill_pod
+
+
+def test_a_sidecar_failing_its_liveness_probe_is_restarted() -> None:
+    pod = _with_sidecar(policy="Never")
+    side = _c(pod, "side", RUNNING, 1, init=True, cid="side-1")
+    state = _runtime(side, _c(pod, "i2", EXITED, 2, init=True), _c(pod, "a", RUNNING, 3))
+    actions = compute_pod_actions(pod, state, liveness_failed={"side-1"})
+    assert actions.containers_to_kill["side-1"].init and actions.sidecars_to_start == ["side"]

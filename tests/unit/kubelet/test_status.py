@@ -84,3 +84,4 @@ def test_qos_classes() -> None:
     assert qos_class(_pod(requests={"cpu": "100m"})) == "Burstable"
     assert qos_class(_pod(requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1Gi"})) == \
         "Guaranteed"
+
