@@ -62,6 +62,7 @@ from apiserver.registry.core.pod_eviction import Evictions
 from apiserver.registry.core.pod_location import PodLocator
 from apiserver.registry.core.pod_log import PodLogProxy
 from apiserver.registry.core.pod_streams import PodStreams
+from apiserver.registry.core.proxy_location import ProxyLocator
 from apiserver.registry.core.service_allocation import AllocationRepair, ServiceAllocations
 from apiserver.registry.core.serviceaccount_token import TokenRequests
 from apiserver.registry.generic.json_strategy import JsonStrategy
@@ -367,7 +368,9 @@ class APIServer:
         tls = options.serving_tls
         self._rest = RestServer(self.scheme, self.registries, pipeline, subresources, PodStreams(self._locator),
                                 self._ready, ssl_context=tls.ssl_context() if tls is not None else None,
-                                aggregator=AggregatorProxy(self._remote()))
+                                aggregator=AggregatorProxy(self._remote()),
+                                proxy=ProxyLocator(self._locator, self.registries[scheme.SERVICES],
+                                                   self.registries[scheme.ENDPOINTSLICES]))
         self.rest_port = await self._rest.start(self.config.rest_listen)
         log.info("apiserver serving the REST API on %s", self.rest_address)
 

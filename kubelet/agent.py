@@ -23,6 +23,7 @@ from kubelet.csi import CSIDrivers
 from kubelet.dns import DNSSettings
 from kubelet.envvars import MASTER_NAMESPACE, service_env
 from kubelet.node import NodeManager
+from kubelet.nodeendpoints import NodeEndpoints
 from kubelet.pleg import PLEG
 from kubelet.pluginmanager import PluginManager
 from kubelet.podconfig import EMPTY_DIR, PodPaths, grace_period
@@ -129,7 +130,8 @@ class Kubelet:
         tls = ServingTLS(cfg.tls_cert_file, cfg.tls_private_key_file, cfg.client_ca_file) \
             if cfg.tls_cert_file is not None and cfg.tls_private_key_file is not None else None
         self.server = DaemonServer(runtime, self._find_pod, cfg.address, cfg.port, tls,
-                                   summary=SummaryProvider(runtime, cfg.node_name))
+                                   summary=SummaryProvider(runtime, cfg.node_name),
+                                   node=NodeEndpoints(runtime, cfg, lambda: self.informer.store.list()))
         await self.server.start()
 
         self.node = node = NodeManager(client, runtime, cfg.node_name, cfg.node_ip, self.server.port, cfg.state_dir,

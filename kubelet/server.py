@@ -9,7 +9,7 @@ sends what it cannot serve from storage (the Node's daemonEndpoints say where):
   client's upgrade request is relayed there byte for byte, as the kubelet's proxyStream
   does, so whatever protocol the client and the runtime agree on (SPDY, WebSocket v4/v5,
   the port-forward tunnel) passes;
-- `/healthz`.
+- `/healthz`; `/pods`, `/configz`, `/metrics`, `/logs/` (kubelet.nodeendpoints).
 
 With TLS and a client CA (`--tls-cert-file`, `--client-ca-file`), everything but
 `/healthz` is the apiserver's alone: a caller without a verified certificate gets 401, any
@@ -33,6 +33,7 @@ import grpc
 from aiohttp import web
 
 from cri.logs import FULL, parse_line
+from kubelet.nodeendpoints import NodeEndpoints
 from kubelet.runtime import RUNNING, SANDBOX_READY, CRICallError, Runtime
 from kubelet.summary import SummaryProvider
 from kubeling.servingtls import ServingTLS, peer_common_name
@@ -135,11 +136,12 @@ def _int(request: web.Request, name: str) -> int | None:
 class DaemonServer:
     def __init__(self, runtime: Runtime, find_pod: Callable[[str, str], tuple[Pod, core_pb2.PodStatus] | None],
                  address: str, port: int, tls: ServingTLS | None = None,
-                 summary: SummaryProvider | None = None) -> None:
+                 summary: SummaryProvider | None = None, node: NodeEndpoints | None = None) -> None:
         """`find_pod`: this node's pod of that namespace and name, with its latest status;
         `summary`: the node's resource use (/stats/summary, /metrics/resource)."""
         self.tls = tls
         self.summary = summary
+        self.node = node  # /pods, /configz, /metrics, /logs/
         self.runtime = runtime
         self.find_pod = find_pod
         self.address = address
@@ -153,6 +155,8 @@ class DaemonServer:
         if self.summary is not None:
             app.router.add_get("/stats/summary", self._stats_summary)
             app.router.add_get("/metrics/resource", self._resource_metrics)
+        if self.node is not None:
+            self.node.add_routes(app)
         # GET and POST both: WebSocket clients must GET, SPDY ones POST.
         for method in ("GET", "POST"):
             app.router.add_route(method, "/exec/{namespace}/{pod}/{container}", self._exec)

@@ -376,6 +376,7 @@ _SCALE = Subresource("scale", kind="Scale", group="autoscaling", version="v1",
                      more=(Method("UpdateScale", autoscaling_pb2.Scale, autoscaling_pb2.Scale, rbac_verb="update"),))
 # The streams: POST (SPDY) or GET (WebSocket).
 _STREAM_VERBS = ("create", "get")
+_PROXY_VERBS = ("create", "delete", "get", "patch", "update")  # one per HTTP method proxied
 
 PODS = ResourceType(
     "", "v1", "Pod", "pods", core_pb2.Pod, short_names=("po",), categories=("all",), subresources=(
@@ -387,9 +388,10 @@ PODS = ResourceType(
         Subresource("log", ("get",), method=Method("Log", api_pb2.PodLogRequest, api_pb2.PodLogChunk, True)),
         Subresource("exec", _STREAM_VERBS, kind="PodExecOptions"),
         Subresource("attach", _STREAM_VERBS, kind="PodAttachOptions"),
-        Subresource("portforward", _STREAM_VERBS, kind="PodPortForwardOptions")))
+        Subresource("portforward", _STREAM_VERBS, kind="PodPortForwardOptions"),
+        Subresource("proxy", _PROXY_VERBS, kind="PodProxyOptions")))
 NODES = ResourceType("", "v1", "Node", "nodes", core_pb2.Node, namespaced=False, short_names=("no",),
-                     subresources=(_STATUS,))
+                     subresources=(_STATUS, Subresource("proxy", _PROXY_VERBS, kind="NodeProxyOptions")))
 NAMESPACES = ResourceType("", "v1", "Namespace", "namespaces", core_pb2.Namespace, namespaced=False,
                           short_names=("ns",), subresources=(_STATUS,), upstream_protobuf=True)
 EVENTS = ResourceType("", "v1", "Event", "events", core_pb2.Event, short_names=("ev",))
@@ -403,7 +405,8 @@ CONFIGMAPS = ResourceType("", "v1", "ConfigMap", "configmaps", core_pb2.ConfigMa
                           upstream_protobuf=True)
 SECRETS = ResourceType("", "v1", "Secret", "secrets", core_pb2.Secret, upstream_protobuf=True)
 SERVICES = ResourceType("", "v1", "Service", "services", core_pb2.Service, short_names=("svc",),
-                        categories=("all",), subresources=(_STATUS,), upstream_protobuf=True)
+                        categories=("all",), upstream_protobuf=True,
+                        subresources=(_STATUS, Subresource("proxy", _PROXY_VERBS, kind="ServiceProxyOptions")))
 ENDPOINTS = ResourceType("", "v1", "Endpoints", "endpoints", core_pb2.Endpoints, short_names=("ep",),
                          service="EndpointsService", upstream_protobuf=True)
 ENDPOINTSLICES = ResourceType("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices",

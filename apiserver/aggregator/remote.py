@@ -19,11 +19,11 @@ from typing import Any
 
 import aiohttp
 
+from apiserver.registry.core.proxy_location import ready_endpoint
 from apiserver.registry.generic.store import Registry
 from kubeling import errors
 from kubeling.dynamic import content_of
 from kubeling.periodic import Periodic
-from protos.kubeling.v1 import discovery_pb2
 
 __all__ = ["Backend", "RemoteAPIs", "ProxyIdentity"]
 
@@ -167,16 +167,9 @@ class RemoteAPIs:
                 raise errors.ServiceUnavailable(f'service/{backend.service} in "{backend.namespace}" has no '
                                                 "ClusterIP", metadata={"cause": "ServiceNotFound"})
             return _hostport(svc.spec.clusterIP, backend.port)
-        slices = [s for s in self.slices.watch_cache.store.values()
-                  if s.obj.metadata.namespace == backend.namespace
-                  and s.obj.metadata.labels.get("kubernetes.io/service-name") == backend.service]
-        for entry in slices:
-            es: discovery_pb2.EndpointSlice = entry.obj
-            target = next((p.port for p in es.ports if p.name == port.name), None)
-            for endpoint in es.endpoints:
-                ready = not endpoint.conditions.HasField("ready") or endpoint.conditions.ready
-                if ready and endpoint.addresses and target:
-                    return _hostport(endpoint.addresses[0], target)
+        address = ready_endpoint(self.slices, backend.namespace, backend.service, port.name)
+        if address is not None:
+            return address
         raise errors.ServiceUnavailable(f'service/{backend.service} in "{backend.namespace}" has no endpoints',
                                         metadata={"cause": "MissingEndpoints"})
 

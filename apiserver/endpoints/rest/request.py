@@ -50,6 +50,7 @@ class Target:
     namespace: str
     name: str
     sub: str
+    proxy_path: str = ""  # what follows .../NAME/proxy (with its slashes), for the proxy subresources
 
     @property
     def template(self) -> str:

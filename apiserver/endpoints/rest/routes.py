@@ -63,6 +63,13 @@ def route(scheme: Scheme, request: web.Request) -> Route:
     if target is None:
         return Route(RequestInfo.non_resource(method.lower(), path), path)
     r = target.resource
+    if target.sub == "proxy":
+        # the path after /proxy as the client wrote it (a trailing slash matters to the backend)
+        marker = f"/{target.name}/proxy"
+        target.proxy_path = request.path[request.path.index(marker) + len(marker):] or "/"
+        verb = _PROXY_METHOD_VERBS.get(method, method.lower())
+        return Route(RequestInfo(verb, True, r.group, r.plural, target.sub, target.namespace, target.name), path,
+                     target=target)
     if method == "GET":
         verb = _read_verb(request, target.name)
     elif method == "DELETE":
@@ -71,6 +78,11 @@ def route(scheme: Scheme, request: web.Request) -> Route:
         verb = _VERBS.get(method, method.lower())
     return Route(RequestInfo(verb, True, r.group, r.plural, target.sub, target.namespace, target.name), path,
                  target=target)
+
+
+# upstream's RequestInfoFactory for a proxied request: HEAD reads, the others as usual.
+_PROXY_METHOD_VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch",
+                       "DELETE": "delete"}
 
 
 def local_review_namespace(path: str) -> str:
@@ -101,7 +113,7 @@ def resource_target(scheme: Scheme, path: str) -> Target | None:
         if inner is not None and inner.namespaced:
             namespace, rest = rest[1], rest[2:]
     resource = scheme.lookup(group, version, rest[0])
-    if resource is None or len(rest) > 3:
+    if resource is None or (len(rest) > 3 and rest[2] != "proxy"):  # proxy: a path follows
         return None
     name = rest[1] if len(rest) > 1 else ""
     sub = rest[2] if len(rest) > 2 else ""

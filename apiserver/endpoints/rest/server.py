@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -27,6 +28,7 @@ from apiserver.endpoints.pipeline import Pipeline
 from apiserver.endpoints.request import Credentials, SubresourceHandler
 from apiserver.endpoints.rest import handlers
 from apiserver.endpoints.rest.openapi import OpenAPI
+from apiserver.endpoints.rest.proxy import serve_proxy
 from apiserver.endpoints.rest.request import (
     MAX_BODY,
     Target,
@@ -53,6 +55,7 @@ from apiserver.endpoints.rest.subresources import STREAMS, Subresources
 from apiserver.endpoints.rest.watch import EventLines, serve_watch
 from apiserver.registry.apiextensions.customresources import CustomResourceStrategy
 from apiserver.registry.core.pod_streams import PodStreams
+from apiserver.registry.core.proxy_location import ProxyLocator
 from apiserver.registry.generic.store import Registry
 from kubeling import errors
 from kubeling.http import start_site
@@ -77,8 +80,10 @@ class RestServer:
     ready: Callable[[], tuple[bool, str]] = field(default=lambda: (True, "ok"))
     ssl_context: ssl.SSLContext | None = None  # HTTPS (and client certificates) when set
     aggregator: AggregatorProxy | None = None  # the group-versions extension apiservers serve
+    proxy: ProxyLocator | None = None  # pods/proxy, services/proxy, nodes/proxy
     port: int = 0
     _runner: web.AppRunner | None = None
+    _proxy_session: aiohttp.ClientSession | None = None
 
     def __post_init__(self) -> None:
         self.discovery = Discovery(self.scheme, self._extra_groups)
@@ -114,6 +119,9 @@ class RestServer:
             await self._runner.shutdown()
             await self._runner.cleanup()
             self._runner = None
+        if self._proxy_session is not None:
+            await self._proxy_session.close()
+            self._proxy_session = None
 
     # ------------------------------------------------------------------ dispatch
 
@@ -217,6 +225,13 @@ class RestServer:
         return None
 
     async def _resource(self, request: web.Request, t: Target) -> web.StreamResponse:
+        if t.sub == "proxy":
+            if self.proxy is None:
+                raise MethodNotAllowed(f"{t.resource.plural}/proxy is not served")
+            if self._proxy_session is None:
+                self._proxy_session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+                                                            auto_decompress=False)
+            return await serve_proxy(request, t, self.proxy, self._proxy_session)
         if dry_run(request) and t.sub in ("binding", "token", "log", *STREAMS):
             raise errors.BadRequest(f"dryRun is not supported for {t.resource.plural}/{t.sub}")
         if t.sub not in ("log", *STREAMS):
