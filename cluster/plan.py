@@ -271,6 +271,7 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
                              "--metrics-listen", f"127.0.0.1:{plan.scheduler_metrics_port}"),
         "controller-manager": _python("controllers", "--kubeconfig", str(root / "controller-manager.conf"),
                                       "--node-monitor-grace-period", str(plan.node_monitor_grace_period),
+                                      "--root-ca-file", str(certs / "ca.crt"),
                                       "--metrics-listen", f"127.0.0.1:{plan.controller_manager_metrics_port}"),
         "cluster-dns": _python("clusterdns", "--kubeconfig", str(root / "kube-dns.conf"),
                                "--listen", f"{plan.api_host}:{plan.dns_port}"),

@@ -14,6 +14,7 @@ import logging
 import socket
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge
 
@@ -32,6 +33,7 @@ from controllers.nodelifecycle import LEASE_NAMESPACE, NodeLifecycleController
 from controllers.persistentvolume import PersistentVolumeController
 from controllers.podautoscaler import SYNC_PERIOD, HorizontalController
 from controllers.replicaset import REPLICATION_CONTROLLER, ReplicaSetController
+from controllers.rootcacertpublisher import ROOT_CA_CONFIGMAP, RootCACertPublisher
 from controllers.statefulset import StatefulSetController
 from controllers.tainteviction import TaintEviction
 from controllers.volumeprotection import PVCProtectionController, PVProtectionController
@@ -67,6 +69,8 @@ class ManagerConfig:
     horizontal_pod_autoscaler_sync_period: float = flag(SYNC_PERIOD, "seconds between a HorizontalPodAutoscaler's "
                                                         "syncs (default %(default)s)", type=float)
     workers: int = 3  # per controller, as upstream's --concurrent-*-syncs
+    root_ca_file: Path | None = flag(None, "the cluster CA published as the kube-root-ca.crt ConfigMap in every "
+                                     "namespace (default: none published)", type=Path)
 
 
 class ControllerManager:
@@ -123,6 +127,10 @@ class ControllerManager:
              if rt not in GC_IGNORED and rt.view_of is None],
             config.workers)
         self.clusterrole_aggregation = ClusterRoleAggregationController(client, informers.get(scheme.CLUSTERROLES))
+        self.root_ca_publisher = RootCACertPublisher(
+            client, informers.get(scheme.NAMESPACES),
+            informers.get(scheme.CONFIGMAPS, field_selector=f"metadata.name={ROOT_CA_CONFIGMAP}"),
+            config.root_ca_file.read_text()) if config.root_ca_file is not None else None
         volume_events = EventRecorder(client, "persistentvolume-controller", instance=self.identity)
         self.persistentvolume = PersistentVolumeController(client, self.volumes, self.claims, self.storage_classes,
                                                            volume_events, config.workers)
@@ -139,6 +147,8 @@ class ControllerManager:
             self.cronjob, self.horizontal, self.disruption, self.endpointslice, self.endpoints_controller,
             self.garbage_collector, self.clusterrole_aggregation, self.pvc_protection, self.pv_protection,
             self.attach_detach)]
+        if self.root_ca_publisher is not None:
+            self._workers.append(self.root_ca_publisher.workers)
         self._workers += self.persistentvolume.workers
         self._events = (self.recorder, workload_events, volume_events, self.horizontal.recorder)
         self.node_lifecycle = NodeLifecycleController(client, self.nodes, self.leases, self.pods,

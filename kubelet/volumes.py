@@ -10,8 +10,9 @@ pod in ContainerCreating (FailedMount), as upstream.
 
 - serviceAccountToken: a TokenRequest for the pod's ServiceAccount, bound to the pod;
   asked again once 80% of its lifetime has passed or it is older than 24 h, as upstream.
-- configMap `kube-root-ca.crt` (what the ServiceAccount admission plugin projects): the
-  cluster CA this kubelet trusts the apiserver by (no root-CA publisher runs).
+- configMap `kube-root-ca.crt` (what the ServiceAccount admission plugin projects): as
+  published by the controller manager's root-CA publisher; until it is, the
+  cluster CA this kubelet trusts the apiserver by.
 - downwardAPI: metadata.name, namespace, uid, labels and annotations.
 
 Secret values are never logged: errors name the Secret and the key only.
@@ -131,7 +132,12 @@ class PodVolumes:
 
     async def _keys(self, namespace: str, resource: str, name: str, items: list[core_pb2.KeyToPath], mode: int,
                     optional: bool) -> dict[str, tuple[bytes, int]]:
-        data = await self._data(namespace, resource, name)
+        return self._keys_of(await self._data(namespace, resource, name), namespace, resource, name, items, mode,
+                             optional)
+
+    @staticmethod
+    def _keys_of(data: dict[str, bytes] | None, namespace: str, resource: str, name: str,
+                 items: list[core_pb2.KeyToPath], mode: int, optional: bool) -> dict[str, tuple[bytes, int]]:
         kind = resource[:-1]
         if data is None:
             if optional:
@@ -171,14 +177,14 @@ class PodVolumes:
                 out[projection.path] = (token.encode(), mode)
             elif source.HasField("configMap"):
                 ref = source.configMap
-                if ref.name == ROOT_CA:
-                    # No root-CA publisher runs: kube-root-ca.crt is the CA this kubelet trusts the
-                    # apiserver by (and costs no API call per pod sync).
-                    for item in ref.items or [core_pb2.KeyToPath(key="ca.crt", path="ca.crt")]:
-                        if item.key == "ca.crt":
-                            out[item.path] = (self.ca, item.mode if item.HasField("mode") else mode)
-                    continue
-                out.update(await self._keys(namespace, "configmaps", ref.name, list(ref.items), mode, ref.optional))
+                published = await self._data(namespace, "configmaps", ref.name)
+                if ref.name == ROOT_CA and published is None:
+                    # Not published (yet, or a cluster without the controller manager's root-CA
+                    # publisher): the CA this kubelet trusts the apiserver by, rather than a pod
+                    # that cannot start.
+                    published = {"ca.crt": self.ca}
+                out.update(self._keys_of(published, namespace, "configmaps", ref.name, list(ref.items), mode,
+                                         ref.optional))
             elif source.HasField("secret"):
                 ref = source.secret
                 out.update(await self._keys(namespace, "secrets", ref.name, list(ref.items), mode, ref.optional))

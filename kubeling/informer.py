@@ -243,13 +243,16 @@ class SharedInformers:
 
     def __init__(self, client: Client) -> None:
         self.client = client
-        self._informers: dict[tuple[ResourceType[Any], str], Informer[Any]] = {}
+        self._informers: dict[tuple[ResourceType[Any], str, str], Informer[Any]] = {}
 
-    def get(self, resource: ResourceType[ObjectT], namespace: str = "") -> Informer[ObjectT]:
-        key = (resource, namespace)
+    def get(self, resource: ResourceType[ObjectT], namespace: str = "", *,
+            field_selector: str = "") -> Informer[ObjectT]:
+        """`field_selector`: only the objects it selects (one name in every namespace, say)."""
+        key = (resource, namespace, field_selector)
         found = self._informers.get(key)
         if found is None:
-            found = self._informers[key] = Informer(self.client.resource(resource), namespace=namespace)
+            found = self._informers[key] = Informer(self.client.resource(resource), namespace=namespace,
+                                                    field_selector=field_selector)
         return found
 
     def __iter__(self) -> Iterator[Informer[Any]]:

@@ -262,7 +262,8 @@ async def controllers(cluster: Cluster) -> AsyncIterator[ControllerManager]:
     cluster's teardown (which then deletes what is left). Job backoff shortened for tests."""
     manager = ControllerManager(Client(cluster.apiserver.address, tls=tls_of(cluster.pki, "controller-manager")),
                                 ManagerConfig(leader_elect=False, job_backoff_base=1.0,
-                                              horizontal_pod_autoscaler_sync_period=1.0))
+                                              horizontal_pod_autoscaler_sync_period=1.0,
+                                              root_ca_file=cluster.pki / "ca.crt"))
     await manager.start()
     try:
         yield manager
