@@ -4,7 +4,9 @@ condition) for `grace` seconds gets its conditions set to Unknown ("Kubelet stop
 posting node status."), its pods marked not Ready, and upstream's taints by condition:
 Ready Unknown → `node.kubernetes.io/unreachable`, Ready False → `node.kubernetes.io/
 not-ready`, each as NoSchedule (the scheduler keeps new pods away) and NoExecute (the
-taint eviction deletes pods that do not tolerate it). A node Ready again loses them.
+taint eviction deletes pods that do not tolerate it); MemoryPressure, DiskPressure and
+PIDPressure → `node.kubernetes.io/{memory,disk,pid}-pressure` as NoSchedule. A node well
+again loses them.
 
 Heartbeats are judged by when this controller saw them change, not by the timestamps
 they carry, as upstream does (a kubelet's clock may be off).
@@ -32,6 +34,9 @@ NOT_READY = "node.kubernetes.io/not-ready"
 LEASE_NAMESPACE = "kube-node-lease"
 _CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
 _TAINT_FOR = {"Unknown": UNREACHABLE, "False": NOT_READY}
+_PRESSURE_TAINTS = {"MemoryPressure": "node.kubernetes.io/memory-pressure",
+                    "DiskPressure": "node.kubernetes.io/disk-pressure",
+                    "PIDPressure": "node.kubernetes.io/pid-pressure"}
 
 
 @dataclass
@@ -119,11 +124,17 @@ class NodeLifecycleController:
     async def _taint(self, node: core_pb2.Node) -> None:
         ready = _ready(node)
         wanted_key = _TAINT_FOR.get(ready.status) if ready is not None else None
-        ours = {UNREACHABLE, NOT_READY}
-        kept = [t for t in node.spec.taints if t.key not in ours or t.key == wanted_key]
+        # upstream's taints by condition: a node under pressure takes no new pods (NoSchedule)
+        pressed = {_PRESSURE_TAINTS[c.type] for c in node.status.conditions
+                   if c.type in _PRESSURE_TAINTS and c.status == "True"}
+        ours = {UNREACHABLE, NOT_READY, *_PRESSURE_TAINTS.values()}
+        kept = [t for t in node.spec.taints if t.key not in ours or t.key == wanted_key or
+                (t.key in pressed and t.effect == "NoSchedule")]
         have = {(t.key, t.effect) for t in kept}
         added = [core_pb2.Taint(key=wanted_key, effect=effect, timeAdded=_now())
                  for effect in ("NoSchedule", "NoExecute") if wanted_key and (wanted_key, effect) not in have]
+        added += [core_pb2.Taint(key=key, effect="NoSchedule", timeAdded=_now()) for key in sorted(pressed)
+                  if (key, "NoSchedule") not in have]
         if not added and len(kept) == len(node.spec.taints):
             return
         updated = core_pb2.Node()

@@ -22,6 +22,14 @@ from kubelet.config import KubeletConfig
 from kubelet.csi import CSIDrivers
 from kubelet.dns import DNSSettings
 from kubelet.envvars import MASTER_NAMESPACE, service_env
+from kubelet.eviction import (
+    CRITICAL_PRIORITY,
+    EvictionManager,
+    PodUsage,
+    observe,
+    parse_grace_periods,
+    parse_thresholds,
+)
 from kubelet.node import NodeManager
 from kubelet.nodeendpoints import NodeEndpoints
 from kubelet.pleg import PLEG
@@ -38,7 +46,7 @@ from kubelet.syncpod import PodSyncer
 from kubelet.sysctls import FORBIDDEN_REASON, forbidden_sysctl
 from kubelet.volumemanager import VolumeManager, disk_usage
 from kubelet.volumes import MountError, PodVolumes
-from kubeling import errors
+from kubeling import errors, timestamps
 from kubeling.client import Client
 from kubeling.events import EventRecorder
 from kubeling.informer import INDEX_NAMESPACE, Informer
@@ -87,7 +95,7 @@ class Kubelet:
     _last_gc: dict[str, float] = field(default_factory=dict)  # pod UID -> monotonic time
     _seen: dict[str, dict[str, int]] = field(default_factory=dict)  # pod UID -> runtime states at its last sync
     _mount_errors: dict[str, str] = field(default_factory=dict)  # pod UID -> the FailedMount last told
-    _evicted: dict[str, str] = field(default_factory=dict)  # pod UID -> why the kubelet evicts it
+    _evicted: dict[str, tuple[str, int | None]] = field(default_factory=dict)  # pod UID -> (why, grace override)
     # made by start():
     recorder: EventRecorder = field(init=False)
     paths: PodPaths = field(init=False)
@@ -134,9 +142,13 @@ class Kubelet:
                                    node=NodeEndpoints(runtime, cfg, lambda: self.informer.store.list()))
         await self.server.start()
 
+        self.eviction = EvictionManager(
+            parse_thresholds(cfg.eviction_hard),
+            parse_thresholds(cfg.eviction_soft, parse_grace_periods(cfg.eviction_soft_grace_period)),
+            cfg.eviction_pressure_transition_period, cfg.eviction_max_pod_grace_period)
         self.node = node = NodeManager(client, runtime, cfg.node_name, cfg.node_ip, self.server.port, cfg.state_dir,
                                        cfg.max_pods, dict(cfg.node_labels), cfg.node_status_report_frequency,
-                                       cfg.node_lease_duration_seconds)
+                                       cfg.node_lease_duration_seconds, pressure=self.eviction.pressure)
         await node.register()
         cidr = await node.wait_for_pod_cidr()
         await runtime.update_pod_cidr(cidr)
@@ -172,7 +184,8 @@ class Kubelet:
         self.pleg.start()
         loops = [Periodic("node-lease", cfg.node_lease_duration_seconds / 4, node.renew_lease),
                  Periodic("node-status", cfg.node_status_update_frequency, node.update_status),
-                 Periodic("housekeeping", cfg.housekeeping_interval, self._housekeeping)]
+                 Periodic("housekeeping", cfg.housekeeping_interval, self._housekeeping),
+                 Periodic("eviction", cfg.eviction_monitoring_period, self._evict)]
         for loop in loops:
             loop.start()
         self._parts = loops
@@ -279,11 +292,15 @@ class Kubelet:
         last = self.status.last(uid)
         evicted = self._evicted.get(uid)
         if evicted is not None and pod.status.phase not in TERMINAL and (last is None or last.phase not in TERMINAL):
-            # Evicted (its emptyDir grew past sizeLimit): stopped, and Failed with the reason.
+            # Evicted (the node short of a resource, or an emptyDir past its sizeLimit):
+            # stopped, and Failed with the reason and upstream's DisruptionTarget condition.
+            message, grace = evicted
             state = await runtime.pod_status(uid)
-            await self.syncer.kill_pod(pod, state, grace_period(pod))
+            await self.syncer.kill_pod(pod, state, grace if grace is not None else grace_period(pod))
             status = generate_pod_status(pod, await runtime.pod_status(uid), self._inputs(terminal=True), old=last)
-            status.phase, status.reason, status.message = "Failed", "Evicted", evicted
+            status.phase, status.reason, status.message = "Failed", "Evicted", message
+            status.conditions.add(type="DisruptionTarget", status="True", reason="TerminationByKubelet",
+                                  message=message, lastTransitionTime=timestamps.now())
             await self.status.set_status(pod, status)
             self.probes.forget(uid)
             return Outcome()
@@ -314,6 +331,14 @@ class Kubelet:
             self.recorder.pod_event(pod, "Warning", FORBIDDEN_REASON, rejection)
             await self.status.set_status(pod, core_pb2.PodStatus(
                 phase="Failed", reason=FORBIDDEN_REASON, message=f"Pod was rejected: {rejection}",
+                qosClass=qos_class(pod), conditions=list(pod.status.conditions)))
+            return Outcome()
+        if last is None and pod.status.phase in ("", "Pending") and not pod.status.containerStatuses and \
+                (rejection := self._pressure_rejection(pod)):
+            log.warning("pod %s: rejected: %s", where, rejection)
+            self.recorder.pod_event(pod, "Warning", "Evicted", rejection)
+            await self.status.set_status(pod, core_pb2.PodStatus(
+                phase="Failed", reason="Evicted", message=f"Pod was rejected: {rejection}",
                 qosClass=qos_class(pod), conditions=list(pod.status.conditions)))
             return Outcome()
         if last is None and pod.status.phase in ("", "Pending") and not pod.status.containerStatuses:
@@ -432,6 +457,43 @@ class Kubelet:
 
     # ---- housekeeping ----
 
+    def _pressure_rejection(self, pod: Pod) -> str:
+        """upstream's eviction admission: under memory pressure a BestEffort pod is not
+        taken, under disk or PID pressure no pod is (critical pods always are)."""
+        pressure = self.eviction.pressure()
+        if not pressure or pod.spec.priority >= CRITICAL_PRIORITY:
+            return ""
+        if pressure == {"MemoryPressure"} and qos_class(pod) != "BestEffort":
+            return ""
+        return f"The node had condition: [{', '.join(sorted(pressure))}]. "
+
+    async def _evict(self) -> None:
+        """The eviction manager's pass: observe, judge, and evict one pod when a threshold
+        is met (the next pass, if it still is, takes the next)."""
+        runtime = self.runtime
+        assert runtime is not None
+        observed = await asyncio.to_thread(observe, self.paths.pods_dir, runtime_config(self.config).image_root)
+        met = self.eviction.judge(observed)
+        if not met:
+            return
+        active = [p for p in self.informer.store.list() if p.status.phase not in TERMINAL and
+                  not p.metadata.HasField("deletionTimestamp") and p.metadata.uid not in self._evicted]
+        usage = {}
+        for stats in await runtime.list_pod_stats():
+            usage[stats.attributes.metadata.uid] = PodUsage(
+                stats.linux.memory.working_set_bytes.value,
+                {c.attributes.metadata.name: c.memory.working_set_bytes.value for c in stats.linux.containers})
+        chosen = self.eviction.choose(met, active, usage)
+        if chosen is None:
+            log.warning("eviction thresholds met (%s) and no pod to evict",
+                        ", ".join(t.signal for t, _ in met))
+            return
+        pod = chosen.pod
+        log.warning("pod %s/%s: evicted: %s", pod.metadata.namespace, pod.metadata.name, chosen.message)
+        self._evicted[pod.metadata.uid] = (chosen.message, chosen.grace)
+        self.recorder.pod_event(pod, "Warning", "Evicted", chosen.message)
+        self.workers.wake(pod.metadata.uid)
+
     async def _local_storage_eviction(self) -> None:
         """Upstream's eviction manager for local storage: a pod whose emptyDir on disk holds
         more than its sizeLimit is evicted (a Memory emptyDir is bounded by its tmpfs)."""
@@ -451,7 +513,7 @@ class Kubelet:
                 if used > limit:
                     message = f'Usage of EmptyDir volume "{volume.name}" exceeds the limit "{source.sizeLimit}". '
                     log.warning("pod %s/%s: evicted: %s", pod.metadata.namespace, pod.metadata.name, message)
-                    self._evicted[uid] = message
+                    self._evicted[uid] = (message, None)
                     self.recorder.pod_event(pod, "Warning", "Evicted", message)
                     self.workers.wake(uid)
                     break

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from kubelet.eviction import DEFAULT_HARD, parse_grace_periods, parse_thresholds
 from kubeling import options
 from kubeling.options import flag, overrides
 
@@ -31,6 +32,19 @@ def _labels(text: str) -> dict[str, str]:
             raise argparse.ArgumentTypeError(f"expected k=v, got {pair!r}")
         out[key] = value
     return out
+
+
+def _signal_map(separator: str) -> Any:
+    """`memory.available<100Mi,nodefs.available<10%` (or `=` for grace periods) -> a mapping."""
+    def parse(text: str) -> dict[str, str]:
+        out = {}
+        for pair in text.split(","):
+            key, sep, value = pair.strip().partition(separator)
+            if not sep or not key or not value:
+                raise argparse.ArgumentTypeError(f"expected signal{separator}value, got {pair!r}")
+            out[key] = value
+        return out
+    return parse
 
 
 def _csv(text: str) -> list[str]:
@@ -96,6 +110,20 @@ class KubeletConfig:
     # A kubelet in a container gives its container's own cgroup: the engine removes it,
     # and every pod cgroup under it, with the container.
     cgroup_root: str = flag("", "pods' cgroups go under this path (default: the runtime's)")
+    # The eviction manager (kubelet.eviction): thresholds as upstream's flags and keys.
+    eviction_hard: dict[str, str] = flag(help="hard eviction thresholds, e.g. memory.available<100Mi,"
+                                         "nodefs.available<10%% (default: upstream's)", type=_signal_map("<"),
+                                         default_factory=lambda: dict(DEFAULT_HARD))
+    eviction_soft: dict[str, str] = flag(help="soft eviction thresholds, each with a grace period (default: none)",
+                                         type=_signal_map("<"), default_factory=dict)
+    eviction_soft_grace_period: dict[str, str] = flag(help="how long a soft threshold must hold, e.g. "
+                                                      "memory.available=1m30s", type=_signal_map("="),
+                                                      default_factory=dict)
+    eviction_pressure_transition_period: float = flag(300.0, "seconds a pressure condition stays after its "
+                                                      "threshold stopped being met (default 300)", type=float)
+    eviction_max_pod_grace_period: int = flag(0, "at most this many seconds for a pod evicted on a soft threshold "
+                                              "(default 0: its own grace period)", type=int)
+    eviction_monitoring_period: float = 10.0  # seconds between the eviction manager's looks (upstream's 10 s)
     allowed_unsafe_sysctls: list[str] = flag(help="comma-separated unsafe sysctls (or patterns ending in *) pods may "
                                              "set besides the safe set (default: none)", type=_csv,
                                              default_factory=list)
@@ -133,6 +161,11 @@ class KubeletConfig:
                 ipaddress.ip_address(ip)
             except ValueError:
                 raise ConfigError(f"clusterDNS {ip!r}: expected an IP address") from None
+        try:
+            parse_thresholds(self.eviction_hard)
+            parse_thresholds(self.eviction_soft, parse_grace_periods(self.eviction_soft_grace_period))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if self.service_cidr:
             try:
                 ipaddress.ip_network(self.service_cidr, strict=True)

@@ -9,6 +9,7 @@ import logging
 import os
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,9 +27,6 @@ log = logging.getLogger(__name__)
 
 LEASE_NAMESPACE = "kube-node-lease"
 # Upstream's hard eviction defaults: memory.available<100Mi, nodefs.available<10%.
-_MEMORY_AVAILABLE_MIN = 100 * 1024 * 1024
-_NODEFS_AVAILABLE_MIN = 0.10
-_PID_AVAILABLE_MIN = 0.05
 
 
 def _meminfo() -> dict[str, int]:
@@ -85,6 +83,7 @@ class NodeManager:
     labels: dict[str, str] = field(default_factory=dict)
     report_frequency: float = 60.0
     lease_duration: int = 40
+    pressure: Callable[[], set[str]] = set  # the eviction manager's conditions under pressure
     node: core_pb2.Node | None = None
     _last_report: float = 0.0
     _runtime_version: str = ""
@@ -194,13 +193,9 @@ class NodeManager:
                     why += f"{kind}=false reason:{c.reason if c else ''} message:{c.message if c else ''}"
         except CRICallError as exc:
             runtime_ok, why = False, f"container runtime is down: {exc}"
-        mem = _meminfo()
-        memory_pressure = mem.get("MemAvailable", mem["MemTotal"]) < _MEMORY_AVAILABLE_MIN
-        fs = os.statvfs(self.state_dir)
-        disk_pressure = fs.f_bavail < fs.f_blocks * _NODEFS_AVAILABLE_MIN
-        pid_max = int(_read("/proc/sys/kernel/pid_max", "32768"))
-        pids = sum(1 for p in os.listdir("/proc") if p.isdigit())
-        pid_pressure = pids > pid_max * (1 - _PID_AVAILABLE_MIN)
+        pressure = self.pressure()
+        memory_pressure, disk_pressure = "MemoryPressure" in pressure, "DiskPressure" in pressure
+        pid_pressure = "PIDPressure" in pressure
         ready = runtime_ok and network_ok
 
         return [

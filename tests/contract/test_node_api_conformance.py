@@ -219,3 +219,32 @@ async def test_pods_patching_status_and_the_lifecycle_of_pods_and_podstatus(http
     assert [i["metadata"]["name"] for i in listed["items"]] == ["pod-test"]
     assert (await http.call("DELETE", f"{NS}/pods/pod-test", query={"gracePeriodSeconds": "0"}))[0] == 200
     assert (await http.call("GET", f"{NS}/pods/pod-test"))[0] == 404
+
+
+@pytest.mark.parametrize("resource", ["configmaps", "secrets"])
+async def test_configmap_and_secrets_volume_immutability(http: Rest, resource: str) -> None:
+    """ConfigMap Volume, immutability / Secrets Volume, immutability ('[sig-storage]
+    ConfigMap|Secrets should be immutable if `immutable` field is set'): data updates
+    until marked immutable, then refused, as is marking it mutable again; labels still
+    change; deletion works."""
+    def value(text: str) -> str:
+        return base64.b64encode(text.encode()).decode() if resource == "secrets" else text
+    collection = f"{NS}/{resource}"
+    code, made, _ = await http.call("POST", collection, {"metadata": {"name": "immutable"},
+                                                         "data": {"data-1": value("value-1")}})
+    assert code == 201, made
+    made["data"]["data-2"] = value("value-2")
+    code, updated, _ = await http.call("PUT", f"{collection}/immutable", made)
+    assert code == 200, updated
+    updated["immutable"] = True
+    code, frozen, _ = await http.call("PUT", f"{collection}/immutable", updated)
+    assert code == 200 and frozen["immutable"] is True, frozen
+    code, body, _ = await http.call("PATCH", f"{collection}/immutable", {"data": {"data-3": value("value-3")}},
+                                    content_type=MERGE)
+    assert code == 422 and "field is immutable when `immutable` is set" in body["message"], body
+    code, body, _ = await http.call("PATCH", f"{collection}/immutable", {"immutable": False}, content_type=MERGE)
+    assert code == 422, body
+    code, labelled, _ = await http.call("PATCH", f"{collection}/immutable", {"metadata": {"labels": {"a": "b"}}},
+                                        content_type=MERGE)
+    assert code == 200 and labelled["metadata"]["labels"] == {"a": "b"}
+    assert (await http.call("DELETE", f"{collection}/immutable"))[0] == 200

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import ssl
+from pathlib import Path
 
 import aiohttp
 
@@ -400,3 +401,67 @@ async def test_probes(cluster: Cluster, kubectl: Kubectl) -> None:
     assert not status.ready and status.restartCount == 0 and status.state.HasField("running")
     assert {c.type: c.status for c in never_ready.status.conditions}["Ready"] == "False"
 
+
+
+def _subpath_pod(name: str, expr: str, script: str, **env: str) -> core_pb2.Pod:
+    c = container("dapi-container", "sh", "-c", script, env=[
+        _env("POD_NAME", value) if key == "POD_NAME" else _env(key, fieldRef=_field(value))
+        for key, value in env.items()])
+    c.volumeMounts.add(name="workdir1", mountPath="/volume_mount")
+    c.volumeMounts.add(name="workdir1", mountPath="/subpath_mount", subPathExpr=expr)
+    made = pod(name, c, restart_policy="Never")
+    made.spec.volumes.add(name="workdir1", emptyDir=core_pb2.EmptyDirVolumeSource())
+    return made
+
+
+async def test_variable_expansion_in_subpaths_and_managed_etc_hosts(cluster: Cluster, kubectl: Kubectl) -> None:
+    """VolumeSubpathEnvExpansion, subpath expansion / subpath with absolute path / subpath
+    with backticks / subpath test writes / subpath ready from failed state ('[sig-node]
+    Variable Expansion should allow substituting values in a volume subpath | should fail
+    substituting values in a volume subpath with absolute path | with backticks | should
+    succeed in writing subpaths in container | should verify that a failing subpath
+    expansion can be modified during the lifecycle of a container'); Kubelet, managed etc
+    hosts ('[sig-node] KubeletManagedEtcHosts should test kubelet managed /etc/hosts file')."""
+    await cluster.add_node(1)
+    client = cluster.client
+    await client.pods.create(_subpath_pod("var-expansion-subpath", "$(POD_NAME)", "test -d /volume_mount/foo",
+                                          POD_NAME="foo"))
+    await client.pods.create(_subpath_pod("var-expansion-absolute", "$(POD_NAME)", "true", POD_NAME="/tmp"))
+    await client.pods.create(_subpath_pod("var-expansion-backticks", "$(POD_NAME)", "true", POD_NAME=".."))
+    writes = _subpath_pod("var-expansion-writes", "$(ANNOTATION)", "echo written > /subpath_mount/test.log; "
+                          "test -f /volume_mount/mypath/foo/test.log", ANNOTATION="metadata.annotations['mysubpath']")
+    writes.metadata.annotations["mysubpath"] = "mypath/foo"
+    await client.pods.create(writes)
+    fixed = _subpath_pod("var-expansion-modified", "$(ANNOTATION)", "true",
+                         ANNOTATION="metadata.annotations['mysubpath']")
+    fixed.metadata.annotations["mysubpath"] = "mypath/../../.."  # out of the volume: refused until changed
+    await client.pods.create(fixed)
+
+    managed = [container(f"busybox-{i}", "sleep", "3600") for i in (1, 2)]
+    own_hosts = container("busybox-3", "sleep", "3600")
+    own_hosts.volumeMounts.add(name="host-etc-hosts", mountPath="/etc/hosts", readOnly=True)
+    etc_pod = pod("test-pod", *managed, own_hosts)
+    etc_pod.spec.volumes.add(name="host-etc-hosts", hostPath=core_pb2.HostPathVolumeSource(path="/etc/hosts"))
+    await client.pods.create(etc_pod)
+    await client.pods.create(pod("test-host-network-pod", container("busybox-1", "sleep", "3600"),
+                                 container("busybox-2", "sleep", "3600"), hostNetwork=True))
+
+    assert (await _finished(cluster, "var-expansion-subpath")).status.phase == "Succeeded"
+    assert (await _finished(cluster, "var-expansion-writes")).status.phase == "Succeeded"
+    for name in ("var-expansion-absolute", "var-expansion-backticks", "var-expansion-modified"):
+        failing = await cluster.wait_pod(name, lambda p: bool(p.status.containerStatuses) and p.status
+                                         .containerStatuses[0].state.waiting.reason == "CreateContainerConfigError")
+        assert failing.status.phase == "Pending"
+    current = await client.pods.get("var-expansion-modified", "default")
+    current.metadata.annotations["mysubpath"] = "mypath/tmp"
+    await client.pods.update(current)
+    assert (await _finished(cluster, "var-expansion-modified")).status.phase == "Succeeded"
+
+    async def hosts(name: str, container_name: str) -> str:
+        return (await kubectl("exec", name, "-c", container_name, "--", "cat", "/etc/hosts"))[1]
+    await cluster.wait_pod("test-pod", lambda p: p.status.phase == "Running")
+    await cluster.wait_pod("test-host-network-pod", lambda p: p.status.phase == "Running")
+    for name in ("busybox-1", "busybox-2"):
+        assert (await hosts("test-pod", name)).startswith("# Kubernetes-managed hosts file.")
+        assert not (await hosts("test-host-network-pod", name)).startswith("# Kubernetes-managed hosts file.")
+    assert (await hosts("test-pod", "busybox-3")) == Path("/etc/hosts").read_text()
