@@ -20,6 +20,7 @@ from grpc_reflection.v1alpha import reflection
 from apiserver.admission.chain import Admission, AdmissionPlugin, MutatingPlugin
 from apiserver.admission.defaulttolerationseconds import DefaultTolerationSeconds
 from apiserver.admission.noderestriction import NodeRestriction
+from apiserver.admission.podsecurity import PodSecurityAdmission
 from apiserver.admission.policy import ValidatingPolicies
 from apiserver.admission.policystatus import PolicyTypeChecker
 from apiserver.admission.priority import PriorityAdmission
@@ -241,6 +242,8 @@ class APIServer:
             priority = PriorityAdmission(self.registries[scheme.PRIORITYCLASSES])
             plugins.append(priority)
             mutating.append(priority)
+        if "PodSecurity" in names:
+            plugins.append(PodSecurityAdmission(self._namespace_labels, self._namespace_pods))
         if "RuntimeClass" in names:
             runtime = RuntimeClassAdmission(lambda name: self._cached(scheme.RUNTIMECLASSES)("", name))
             mutating.append(runtime)
@@ -491,6 +494,11 @@ class APIServer:
         if isinstance(strategy, JsonStrategy):
             return strategy.openapi_schema()
         return None
+
+    def _namespace_pods(self, namespace: str) -> list[core_pb2.Pod]:
+        """A namespace's pods as the watch cache has them."""
+        return [entry.obj for entry in self.registries[scheme.PODS].watch_cache.store.values()
+                if entry.obj.metadata.namespace == namespace]
 
     def _namespace_labels(self, name: str) -> dict[str, str] | None:
         namespace = self._cached(scheme.NAMESPACES)("", name)

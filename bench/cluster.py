@@ -37,10 +37,12 @@ class BenchCluster:
 
 @asynccontextmanager
 async def running_cluster(work: Path, node: str, cluster_cidr: str, max_pods: int = 110,
-                          controllers: bool = False, csi: bool = False) -> AsyncIterator[BenchCluster]:
+                          controllers: bool = False, csi: bool = False,
+                          kubelet_args: tuple[str, ...] = ()) -> AsyncIterator[BenchCluster]:
     """Everything started and the node Ready (with `controllers`, the controller manager
-    too; with `csi`, the node's hostpath CSI driver, registered); everything stopped at the
-    end (the pods and claims are the caller's to delete first)."""
+    too; with `csi`, the node's hostpath CSI driver, registered; `kubelet_args`: more of the
+    kubelet's flags); everything stopped at the end (the pods and claims are the caller's
+    to delete first)."""
     etcd = EtcdServer().start()
     address, rest_address = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     logs = open(work / "components.log", "w")
@@ -61,7 +63,7 @@ async def running_cluster(work: Path, node: str, cluster_cidr: str, max_pods: in
             spawn("-m", "controllers", "--apiserver", address, "--leader-elect", "false")
         spawn("-m", "kubelet", "--node-name", node, "--apiserver", address, "--root-dir", str(work / "kubelet"),
               "--pod-logs-dir", str(work / "pod-logs"), "--runc-root", str(work / "runc"),
-              "--cluster-cidr", cluster_cidr, "--max-pods", str(max_pods))
+              "--cluster-cidr", cluster_cidr, "--max-pods", str(max_pods), *kubelet_args)
         if csi:
             spawn("-m", "csi.hostpath", "--node-id", node, "--state-dir", str(work / "csi"), "--registration-dir",
                   str(work / "kubelet" / node / "plugins_registry"), "--apiserver", address)

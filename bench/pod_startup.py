@@ -1,6 +1,8 @@
 """Pod startup latency (not a test): `python -m bench.pod_startup --pods 100 --rate 10
 [--density 110] --json OUT.json`.
 
+`--hooks N` adds N plain pods against N with a postStart exec hook and a readiness probe.
+
 Runs etcd, the apiserver, the scheduler and one kubelet as separate processes, as a
 user would, then creates busybox pods (imagePullPolicy IfNotPresent: no pulls) at
 the given rate and measures, per pod, from its create call to the moment a watch
@@ -61,11 +63,18 @@ SUSTAINED_STEP, SUSTAINED_PODS, SUSTAINED_P99_S, SUSTAINED_MAX = 5.0, 100, 1.0, 
 FLOOR_MAX_PODS, FLOOR_MAX_CONCURRENCY = SUSTAINED_PODS, 8
 
 
-def _pod(name: str) -> core_pb2.Pod:
-    return core_pb2.Pod(metadata=meta_pb2.ObjectMeta(name=name, namespace="default"),
+def _pod(name: str, hooked: bool = False) -> core_pb2.Pod:
+    """`hooked`: with a postStart exec hook and an exec readiness probe (1 s period)."""
+    made = core_pb2.Pod(metadata=meta_pb2.ObjectMeta(name=name, namespace="default"),
                         spec=core_pb2.PodSpec(terminationGracePeriodSeconds=1, containers=[core_pb2.Container(
                             name="main", image="busybox", imagePullPolicy="IfNotPresent",
                             command=["sleep", "3600"])]))
+    if hooked:
+        main = made.spec.containers[0]
+        main.lifecycle.postStart.exec.command.extend(["sh", "-c", "echo started > /tmp/started"])
+        main.readinessProbe.exec.command.extend(["cat", "/tmp/started"])
+        main.readinessProbe.periodSeconds = 1
+    return made
 
 
 def _all_running(pod: Any) -> bool:
@@ -80,6 +89,7 @@ class _Watcher:
         self.client = client
         self.running: dict[str, float] = {}
         self.bound: dict[str, float] = {}
+        self.ready: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -93,6 +103,15 @@ class _Watcher:
                 self.bound.setdefault(pod.metadata.name, time.perf_counter())
             if ev.type in ("ADDED", "MODIFIED") and _all_running(pod):
                 self.running.setdefault(pod.metadata.name, time.perf_counter())
+                if all(s.ready for s in pod.status.containerStatuses):
+                    self.ready.setdefault(pod.metadata.name, time.perf_counter())
+
+    async def wait_ready(self, names: list[str], timeout: float) -> None:
+        deadline = time.perf_counter() + timeout
+        while not all(n in self.ready for n in names):
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"pods not ready after {timeout}s")
+            await asyncio.sleep(0.05)
 
     async def wait(self, names: list[str], timeout: float) -> None:
         deadline = time.perf_counter() + timeout
@@ -181,7 +200,8 @@ async def _revision(client: Client) -> int:
     return int(rv)
 
 
-async def _create_at_rate(client: Client, watcher: _Watcher, names: list[str], rate: float) -> dict[str, float]:
+async def _create_at_rate(client: Client, watcher: _Watcher, names: list[str], rate: float,
+                          hooked: bool = False) -> dict[str, float]:
     """Create the pods at `rate` per second; wait until all run; when each was created."""
     created: dict[str, float] = {}
     start = time.perf_counter()
@@ -189,7 +209,7 @@ async def _create_at_rate(client: Client, watcher: _Watcher, names: list[str], r
     for i, name in enumerate(names):
         await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
         created[name] = time.perf_counter()
-        tasks.append(asyncio.create_task(client.pods.create(_pod(name))))
+        tasks.append(asyncio.create_task(client.pods.create(_pod(name, hooked))))
     await asyncio.gather(*tasks)
     await watcher.wait(names, 600)
     return created
@@ -277,9 +297,29 @@ async def _measure(client: Client, runtime: Runtime, watcher: _Watcher, cluster:
         await watcher.wait(dense, 600)
         result["density_pods"] = args.density
         result["density_all_running_s"] = round(max(watcher.running[n] for n in dense) - start, 2)
+    if args.hooks:
+        result.update(await _hooks_against_plain(client, runtime, watcher, args.hooks, args.rate))
     if args.sustained:
         result.update(await _max_sustained(client, runtime, watcher))
     return result
+
+
+async def _hooks_against_plain(client: Client, runtime: Runtime, watcher: _Watcher, pods: int,
+                               rate: float) -> dict[str, Any]:
+    """`pods` plain pods, then as many with a postStart exec hook and a readiness probe, at
+    the same rate on an emptied node: create -> Running for both, -> Ready for the hooked."""
+    out: dict[str, Any] = {}
+    for kind, hooked in (("plain", False), ("hooked", True)):
+        await _delete_all(client, runtime)
+        names = [f"{kind}-{i}" for i in range(pods)]
+        created = await _create_at_rate(client, watcher, names, rate, hooked)
+        out[f"{kind}_running_p50_ms"] = ms_quantile([watcher.running[n] - created[n] for n in names], 0.5)
+        out[f"{kind}_running_p99_ms"] = ms_quantile([watcher.running[n] - created[n] for n in names], 0.99)
+        if hooked:
+            await watcher.wait_ready(names, 120)
+            out["hooked_ready_p50_ms"] = ms_quantile([watcher.ready[n] - created[n] for n in names], 0.5)
+    out["hooked_over_plain_running_p50"] = round(out["hooked_running_p50_ms"] / out["plain_running_p50_ms"], 2)
+    return out
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -342,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, default=100)
     parser.add_argument("--rate", type=float, default=10.0, help="pods created per second")
     parser.add_argument("--density", type=int, default=0, help="then this many pods at once on the node")
+    parser.add_argument("--hooks", type=int, default=0,
+                        help="then this many plain pods against as many with a postStart hook and a readiness probe")
     parser.add_argument("--sustained", action="store_true",
                         help="then max_sustained_pods_per_s: rates stepped by 5 pods/s, 100 pods each, "
                              "until startup p99 exceeds 1 s")

@@ -13,7 +13,8 @@ from kubeling.options import boolean, flag
 
 __all__ = ["Config", "ADMISSION_PLUGINS"]
 
-ADMISSION_PLUGINS = ("NodeRestriction", "ServiceAccount", "DefaultTolerationSeconds", "Priority", "RuntimeClass",
+ADMISSION_PLUGINS = ("NodeRestriction", "ServiceAccount", "DefaultTolerationSeconds", "Priority", "PodSecurity",
+                     "RuntimeClass",
                      "DefaultStorageClass", "StorageObjectInUseProtection", "PersistentVolumeClaimResize",
                      "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook")
 
