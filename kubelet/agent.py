@@ -478,11 +478,17 @@ class Kubelet:
             return
         active = [p for p in self.informer.store.list() if p.status.phase not in TERMINAL and
                   not p.metadata.HasField("deletionTimestamp") and p.metadata.uid not in self._evicted]
-        usage = {}
-        for stats in await runtime.list_pod_stats():
-            usage[stats.attributes.metadata.uid] = PodUsage(
-                stats.linux.memory.working_set_bytes.value,
-                {c.attributes.metadata.name: c.memory.working_set_bytes.value for c in stats.linux.containers})
+        usage: dict[str, PodUsage] = {}
+        resource = self.eviction.resource_short(met)
+        if resource == "memory":
+            for stats in await runtime.list_pod_stats():
+                usage[stats.attributes.metadata.uid] = PodUsage(
+                    stats.linux.memory.working_set_bytes.value,
+                    {c.attributes.metadata.name: c.memory.working_set_bytes.value for c in stats.linux.containers})
+        elif resource == "ephemeral-storage":
+            for pod in active:  # what the pod wrote on the node: its emptyDirs and its logs
+                written = [self.paths.pods_dir / pod.metadata.uid / "volumes" / EMPTY_DIR, self.paths.log_dir(pod)]
+                usage[pod.metadata.uid] = PodUsage(sum([await asyncio.to_thread(disk_usage, d) for d in written]))
         chosen = self.eviction.choose(met, active, usage)
         if chosen is None:
             log.warning("eviction thresholds met (%s) and no pod to evict",

@@ -210,10 +210,17 @@ class EvictionManager:
         return {condition for condition, at in self._pressure_at.items()
                 if now - at < self.pressure_transition_period}
 
+    @staticmethod
+    def resource_short(met: list[tuple[Threshold, Observation]]) -> str:
+        """The resource the eviction is for: the first met threshold's (memory first, as
+        upstream orders them)."""
+        order = list(SIGNALS)
+        return SIGNALS[min(met, key=lambda m: order.index(m[0].signal))[0].signal][1]
+
     def choose(self, met: list[tuple[Threshold, Observation]], pods: list[core_pb2.Pod],
                usage: Mapping[str, PodUsage]) -> Eviction | None:
-        """The pod to evict for the first threshold met (memory first, as upstream orders
-        them), with upstream's message; None when no pod can be."""
+        """The pod to evict for the first threshold met, with upstream's message; `usage`:
+        each pod's use of that resource (resource_short). None when no pod can be."""
         pods = [p for p in pods if p.spec.priority < CRITICAL_PRIORITY]
         if not met or not pods:
             return None

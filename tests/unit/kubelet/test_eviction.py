@@ -74,3 +74,16 @@ def test_the_pod_over_its_request_goes_first_with_upstreams_message() -> None:
     chosen = manager.choose(met, [high, low], {"low": PodUsage(MI), "high": PodUsage(MI)})
     assert chosen is not None and chosen.pod.metadata.name == "low"
     assert manager.choose(met, [important], usage) is None  # critical pods are never evicted
+
+
+def test_memory_is_reclaimed_first_and_disk_names_ephemeral_storage() -> None:
+    manager = EvictionManager(parse_thresholds({"memory.available": "100Mi", "nodefs.available": "10%"}))
+    both = manager.judge({"memory.available": Observation(50 * MI, 1024 * MI),
+                          "nodefs.available": Observation(5, 100)})
+    assert manager.resource_short(both) == "memory"
+    disk = [m for m in both if m[0].signal == "nodefs.available"]
+    assert manager.resource_short(disk) == "ephemeral-storage"
+    chosen = manager.choose(disk, [_pod("writer"), _pod("quiet")], {"writer": PodUsage(10 * MI),
+                                                                    "quiet": PodUsage(MI)})
+    assert chosen is not None and chosen.pod.metadata.name == "writer"
+    assert chosen.message.startswith("The node was low on resource: ephemeral-storage. Threshold quantity: 10%")
