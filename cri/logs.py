@@ -109,8 +109,13 @@ class CRILogWriter:
         self._splitters = {s: _Splitter(s, max_line) for s in (STDOUT, STDERR)}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: BinaryIO = open(self.path, "ab")
+        self._reopen_requested = False
 
     def _emit(self, stream: str, pieces: Iterator[tuple[str, bytes]]) -> None:
+        if self._reopen_requested:  # (under the lock) the file was rotated: write to the new one
+            self._reopen_requested = False
+            self._file.close()
+            self._file = open(self.path, "ab")
         out = bytearray()
         for tag, content in pieces:
             out += f"{rfc3339nano(self._clock())} {stream} {tag} ".encode() + content + b"\n"
@@ -127,6 +132,11 @@ class CRILogWriter:
         show it without a newline, as the container wrote it)."""
         with self._lock:
             self._emit(stream, self._splitters[stream].close())
+
+    def request_reopen(self) -> None:
+        """From a signal handler: reopen before the next write. (Taking the lock there
+        would deadlock when the signal interrupts a write that holds it.)"""
+        self._reopen_requested = True
 
     def reopen(self) -> None:
         """After the kubelet rotated the file (CRI ReopenContainerLog)."""

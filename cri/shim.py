@@ -123,7 +123,7 @@ def run(args: ShimArgs, report_fd: int = 1) -> int:
     state.mkdir(parents=True, exist_ok=True)
     (state / SHIM_PID_FILE).write_text(str(os.getpid()))
     writer = CRILogWriter(Path(args.log))
-    signal.signal(signal.SIGUSR1, lambda *_: writer.reopen())
+    signal.signal(signal.SIGUSR1, lambda *_: writer.request_reopen())
     action = ["run", "--detach"] if args.run else ["create"]
     runc_log = state / f"runc-{action[0]}.log"
     command = [args.runc, "--root", args.runc_root, "--log", str(runc_log), "--log-format", "json", *action,

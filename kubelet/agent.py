@@ -30,13 +30,16 @@ from kubelet.eviction import (
     parse_grace_periods,
     parse_thresholds,
 )
-from kubelet.node import NodeManager
+from kubelet.imagegc import ImageGC
+from kubelet.logrotation import ContainerLogManager
+from kubelet.node import NodeManager, allocatable, machine_capacity
 from kubelet.nodeendpoints import NodeEndpoints
 from kubelet.pleg import PLEG
 from kubelet.pluginmanager import PluginManager
 from kubelet.podconfig import EMPTY_DIR, PodPaths, grace_period
 from kubelet.podworkers import Outcome, PodWorkers, pods_differ_semantically
 from kubelet.probes import READINESS, STARTUP, ProbeManager
+from kubelet.qos import oom_score_floor
 from kubelet.routes import PodRoutes
 from kubelet.runtime import EXITED, RUNNING, CRICallError, PodRuntimeStatus, Runtime
 from kubelet.server import DaemonServer
@@ -99,6 +102,9 @@ class Kubelet:
     # made by start():
     recorder: EventRecorder = field(init=False)
     paths: PodPaths = field(init=False)
+    eviction: EvictionManager = field(init=False)
+    _image_gc: ImageGC = field(init=False)
+    allocatable: dict[str, str] = field(init=False)
     volumes: PodVolumes = field(init=False)
     csi: CSIDrivers = field(init=False)
     volume_manager: VolumeManager = field(init=False)
@@ -129,7 +135,14 @@ class Kubelet:
             else Client(cfg.apiserver)
         self.recorder = EventRecorder(client, "kubelet", host=cfg.node_name)
         self.paths = PodPaths(cfg.pod_logs_dir, cfg.state_dir / "pods")
-        self.volumes = PodVolumes(client, self.paths, client.tls.ca if client.tls is not None else b"")
+        self.eviction = EvictionManager(
+            parse_thresholds(cfg.eviction_hard),
+            parse_thresholds(cfg.eviction_soft, parse_grace_periods(cfg.eviction_soft_grace_period)),
+            cfg.eviction_pressure_transition_period, cfg.eviction_max_pod_grace_period)
+        # the node's allocatable (the limits a container without its own gets in the downward API)
+        self.allocatable = allocatable(machine_capacity(cfg.max_pods), cfg.reserved, self.eviction.hard_memory)
+        self.volumes = PodVolumes(client, self.paths, client.tls.ca if client.tls is not None else b"",
+                                  self.allocatable)
         self.csi = CSIDrivers(client, cfg.node_name, cfg.state_dir / "plugins", self.paths.pods_dir)
         self.volume_manager = VolumeManager(client, self.paths, self.csi)
         self.plugins = PluginManager(cfg.state_dir / "plugins_registry", self.csi.register, self.csi.deregister)
@@ -142,13 +155,12 @@ class Kubelet:
                                    node=NodeEndpoints(runtime, cfg, lambda: self.informer.store.list()))
         await self.server.start()
 
-        self.eviction = EvictionManager(
-            parse_thresholds(cfg.eviction_hard),
-            parse_thresholds(cfg.eviction_soft, parse_grace_periods(cfg.eviction_soft_grace_period)),
-            cfg.eviction_pressure_transition_period, cfg.eviction_max_pod_grace_period)
+        self._image_gc = ImageGC(runtime, cfg.image_gc_high_threshold_percent, cfg.image_gc_low_threshold_percent,
+                                 cfg.image_minimum_gc_age, on_failure=self._disk_space_failed)
         self.node = node = NodeManager(client, runtime, cfg.node_name, cfg.node_ip, self.server.port, cfg.state_dir,
                                        cfg.max_pods, dict(cfg.node_labels), cfg.node_status_report_frequency,
-                                       cfg.node_lease_duration_seconds, pressure=self.eviction.pressure)
+                                       cfg.node_lease_duration_seconds, pressure=self.eviction.pressure,
+                                       reserved=cfg.reserved, eviction_memory=self.eviction.hard_memory)
         await node.register()
         cidr = await node.wait_for_pod_cidr()
         await runtime.update_pod_cidr(cidr)
@@ -170,7 +182,8 @@ class Kubelet:
                                 cluster_domain=cfg.cluster_domain, cgroup_parent=cfg.cgroup_root,
                                 env_sources=self.volumes.env_sources, claim_paths=self.volume_manager.host_paths,
                                 service_env=lambda pod: service_env(pod, self._services_for(pod)),
-                                runtime_handler=self._runtime_handler,
+                                runtime_handler=self._runtime_handler, allocatable=self.allocatable,
+                                oom_floor=oom_score_floor(),
                                 dns=DNSSettings(list(cfg.cluster_dns), cfg.cluster_domain, cfg.resolv_conf))
         self.runtime_name = (await runtime.version()).runtime_name
         self.informer.add_handler(on_add=self._on_pod, on_update=lambda old, new: self._on_pod(new),
@@ -185,7 +198,11 @@ class Kubelet:
         loops = [Periodic("node-lease", cfg.node_lease_duration_seconds / 4, node.renew_lease),
                  Periodic("node-status", cfg.node_status_update_frequency, node.update_status),
                  Periodic("housekeeping", cfg.housekeeping_interval, self._housekeeping),
-                 Periodic("eviction", cfg.eviction_monitoring_period, self._evict)]
+                 Periodic("eviction", cfg.eviction_monitoring_period, self._evict),
+                 Periodic("image-gc", cfg.image_gc_period, self._collect_images),
+                 Periodic("container-logs", cfg.container_log_monitor_interval, ContainerLogManager(
+                     runtime, parse_quantity(cfg.container_log_max_size).int_value(),
+                     cfg.container_log_max_files).rotate_all)]
         for loop in loops:
             loop.start()
         self._parts = loops
@@ -251,9 +268,16 @@ class Kubelet:
 
     def _reconcile(self, pod: Pod) -> bool:
         """A status change the kubelet has to act on (upstream's HandlePodReconcile): the
-        pod made terminal by someone else."""
+        pod made terminal by someone else, or a readiness gate's condition changed (Ready
+        is the kubelet's to recompute, as upstream's NeedToReconcilePodReadiness)."""
         last = self.status.last(pod.metadata.uid)
-        return pod.status.phase in TERMINAL and (last is None or last.phase != pod.status.phase)
+        if pod.status.phase in TERMINAL and (last is None or last.phase != pod.status.phase):
+            return True
+        if pod.spec.readinessGates and last is not None:
+            gates = {g.conditionType for g in pod.spec.readinessGates}
+            return {c.type: c.status for c in pod.status.conditions if c.type in gates} != \
+                {c.type: c.status for c in last.conditions if c.type in gates}
+        return False
 
     async def _on_pod_deleted(self, pod: Pod) -> None:
         self.workers.update(pod, deleted=True)
@@ -456,6 +480,14 @@ class Kubelet:
                         log.debug("gc: sandbox %s: %s", sandbox.id[:13], exc)
 
     # ---- housekeeping ----
+
+    async def _collect_images(self) -> None:
+        await self._image_gc.collect()
+
+    def _disk_space_failed(self, message: str) -> None:
+        node = self.node.node if self.node is not None else None
+        if node is not None:
+            self.recorder.object_event(node, "v1", "Node", "Warning", "FreeDiskSpaceFailed", message)
 
     def _pressure_rejection(self, pod: Pod) -> str:
         """upstream's eviction admission: under memory pressure a BestEffort pod is not

@@ -16,6 +16,7 @@ import yaml
 from kubelet.eviction import DEFAULT_HARD, parse_grace_periods, parse_thresholds
 from kubeling import options
 from kubeling.options import flag, overrides
+from kubeling.quantity import QuantityError, parse_quantity
 
 __all__ = ["KubeletConfig", "ConfigError", "load_config_file", "from_command_line"]
 
@@ -110,6 +111,24 @@ class KubeletConfig:
     # A kubelet in a container gives its container's own cgroup: the engine removes it,
     # and every pod cgroup under it, with the container.
     cgroup_root: str = flag("", "pods' cgroups go under this path (default: the runtime's)")
+    # Node allocatable: capacity less these (and the hard memory eviction threshold).
+    system_reserved: dict[str, str] = flag(help="resources kept for the system, e.g. cpu=100m,memory=100Mi "
+                                           "(default: none)", type=_labels, default_factory=dict)
+    kube_reserved: dict[str, str] = flag(help="resources kept for the Kubernetes components (default: none)",
+                                         type=_labels, default_factory=dict)
+    # Container log rotation (kubelet.logrotation)
+    container_log_max_size: str = flag("10Mi", "a container's log is rotated past this size (default 10Mi)")
+    container_log_max_files: int = flag(5, "log files kept per container, the live one included (default 5)",
+                                        type=int)
+    container_log_monitor_interval: float = 10.0  # seconds between the log manager's looks (upstream's)
+    # Image garbage collection (kubelet.imagegc)
+    image_gc_high_threshold_percent: int = flag(85, "image filesystem use (percent) above which unused images are "
+                                                "removed (default 85)", type=int, name="image-gc-high-threshold")
+    image_gc_low_threshold_percent: int = flag(80, "...down to this use (default 80)", type=int,
+                                               name="image-gc-low-threshold")
+    image_minimum_gc_age: float = flag(120.0, "seconds an image stays before it may be collected (default 120)",
+                                       type=float)
+    image_gc_period: float = 300.0  # seconds between the collector's looks (upstream's 5 min)
     # The eviction manager (kubelet.eviction): thresholds as upstream's flags and keys.
     eviction_hard: dict[str, str] = flag(help="hard eviction thresholds, e.g. memory.available<100Mi,"
                                          "nodefs.available<10%% (default: upstream's)", type=_signal_map("<"),
@@ -162,6 +181,30 @@ class KubeletConfig:
             except ValueError:
                 raise ConfigError(f"clusterDNS {ip!r}: expected an IP address") from None
         try:
+            if parse_quantity(self.container_log_max_size).int_value() <= 0:
+                raise QuantityError("not positive")
+        except QuantityError:
+            raise ConfigError(f"invalid configuration: containerLogMaxSize {self.container_log_max_size!r} must be "
+                              "a positive quantity") from None
+        if self.container_log_max_files < 2:
+            raise ConfigError(f"invalid configuration: containerLogMaxFiles ({self.container_log_max_files}) must "
+                              "be greater than 1")
+        for key, percent in (("imageGCHighThresholdPercent", self.image_gc_high_threshold_percent),
+                             ("imageGCLowThresholdPercent", self.image_gc_low_threshold_percent)):
+            if not 0 <= percent <= 100:
+                raise ConfigError(f"invalid configuration: {key} ({percent}) must be between 0 and 100, inclusive")
+        if self.image_gc_low_threshold_percent > self.image_gc_high_threshold_percent:
+            raise ConfigError(f"invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) "
+                              f"{self.image_gc_low_threshold_percent} must be less than imageGCHighThresholdPercent "
+                              f"(--image-gc-high-threshold) {self.image_gc_high_threshold_percent}")
+        for key, reserved in (("systemReserved", self.system_reserved), ("kubeReserved", self.kube_reserved)):
+            for name, value in reserved.items():
+                try:
+                    if parse_quantity(value).milli_value() < 0:
+                        raise QuantityError("negative")
+                except QuantityError:
+                    raise ConfigError(f"{key}: {name}={value!r} is not a non-negative quantity") from None
+        try:
             parse_thresholds(self.eviction_hard)
             parse_thresholds(self.eviction_soft, parse_grace_periods(self.eviction_soft_grace_period))
         except ValueError as exc:
@@ -171,6 +214,16 @@ class KubeletConfig:
                 ipaddress.ip_network(self.service_cidr, strict=True)
             except ValueError as err:
                 raise ConfigError(f"serviceCIDR {self.service_cidr!r}: {err}") from None
+
+    @property
+    def reserved(self) -> dict[str, str]:
+        """system-reserved and kube-reserved summed per resource."""
+        out: dict[str, str] = {}
+        for name in {*self.system_reserved, *self.kube_reserved}:
+            total = sum(parse_quantity(r.get(name, "0")).milli_value() for r in (self.system_reserved,
+                                                                                 self.kube_reserved))
+            out[name] = f"{total}m"
+        return out
 
     @property
     def state_dir(self) -> Path:

@@ -184,6 +184,10 @@ class EvictionManager:
     _soft_since: dict[str, float] = field(default_factory=dict)  # soft threshold signal -> first met
     _pressure_at: dict[str, float] = field(default_factory=dict)  # condition -> last time a threshold was met
 
+    def hard_memory(self, capacity: int) -> int:
+        """Bytes the hard memory.available threshold holds back from allocatable."""
+        return max((t.value(capacity) for t in self.hard if t.signal == "memory.available"), default=0)
+
     def judge(self, observed: Mapping[str, Observation]) -> list[tuple[Threshold, Observation]]:
         """The thresholds met now (soft ones that have held for their grace period)."""
         now = self.clock()

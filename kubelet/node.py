@@ -18,10 +18,12 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from kubelet.runtime import CRICallError, Runtime
 from kubeling import errors
 from kubeling.client import Client
+from kubeling.quantity import parse_quantity
 from kubeling.version import KUBELET_VERSION
 from protos.kubeling.v1 import coordination_pb2, core_pb2, meta_pb2
+from protos.runtime.v1 import api_pb2
 
-__all__ = ["NodeManager", "machine_capacity", "LEASE_NAMESPACE"]
+__all__ = ["NodeManager", "machine_capacity", "LEASE_NAMESPACE", "allocatable", "node_images", "MAX_IMAGES"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,30 @@ def _meminfo() -> dict[str, int]:
 
 def machine_capacity(max_pods: int) -> dict[str, str]:
     return {"cpu": str(os.cpu_count() or 1), "memory": f"{_meminfo()['MemTotal'] // 1024}Ki", "pods": str(max_pods)}
+
+
+MAX_IMAGES = 50  # upstream's nodeStatusMaxImages: the largest ones
+
+
+def node_images(images: list[api_pb2.Image]) -> list[core_pb2.ContainerImage]:
+    """status.images: the node's images, largest first, names then digests."""
+    ordered = sorted(images, key=lambda i: i.size, reverse=True)[:MAX_IMAGES]
+    return [core_pb2.ContainerImage(names=[*i.repo_digests, *i.repo_tags], sizeBytes=i.size) for i in ordered]
+
+
+def allocatable(capacity: dict[str, str], reserved: dict[str, str], eviction_memory: Callable[[int], int]) -> dict[
+        str, str]:
+    """capacity less what is reserved (cpu in millicores, memory in Ki), never below zero."""
+    out = dict(capacity)
+    cpu = parse_quantity(capacity["cpu"]).milli_value() - parse_quantity(reserved.get("cpu", "0")).milli_value()
+    out["cpu"] = f"{max(0, cpu)}m" if cpu % 1000 else str(max(0, cpu // 1000))
+    memory = parse_quantity(capacity["memory"]).int_value()
+    held = parse_quantity(reserved.get("memory", "0")).int_value() + eviction_memory(memory)
+    out["memory"] = f"{max(0, memory - held) // 1024}Ki"
+    for name, value in reserved.items():
+        if name not in ("cpu", "memory") and name in out:
+            out[name] = str(max(0, parse_quantity(out[name]).int_value() - parse_quantity(value).int_value()))
+    return out
 
 
 def _read(path: str, default: str = "") -> str:
@@ -84,6 +110,11 @@ class NodeManager:
     report_frequency: float = 60.0
     lease_duration: int = 40
     pressure: Callable[[], set[str]] = set  # the eviction manager's conditions under pressure
+    # what allocatable leaves out of capacity: --system-reserved and --kube-reserved summed,
+    # and memory the hard eviction threshold holds back (upstream's node allocatable)
+    reserved: dict[str, str] = field(default_factory=dict)
+    eviction_memory: Callable[[int], int] = lambda capacity: 0
+    _images: list[core_pb2.ContainerImage] = field(default_factory=list)
     node: core_pb2.Node | None = None
     _last_report: float = 0.0
     _runtime_version: str = ""
@@ -103,7 +134,9 @@ class NodeManager:
         status.capacity.clear()
         status.capacity.update(capacity)
         status.allocatable.clear()
-        status.allocatable.update(capacity)
+        status.allocatable.update(allocatable(capacity, self.reserved, self.eviction_memory))
+        del status.images[:]
+        status.images.extend(self._images)
         del status.addresses[:]
         status.addresses.extend([core_pb2.NodeAddress(type="InternalIP", address=self.node_ip),
                                  core_pb2.NodeAddress(type="Hostname", address=self.node_name)])
@@ -236,6 +269,10 @@ class NodeManager:
                                               before.status == c.status else now)
             del node.status.conditions[:]
             node.status.conditions.extend(new)
+            try:
+                self._images = node_images(await self.runtime.list_images())
+            except CRICallError as exc:
+                log.info("node %s: images not listed: %s", self.node_name, exc)
             self._fill_static_status(node)
             try:
                 self.node = await self.client.nodes.update_status(node)

@@ -14,6 +14,7 @@ from pathlib import Path
 from kubelet import labels
 from kubelet.etchosts import HostnameError, pod_hostname_and_domain, write_hosts_file
 from kubelet.node import machine_capacity
+from kubelet.qos import oom_score_adj
 from kubelet.resourcefield import ResourceFieldError, resource_field_value
 from kubelet.termination import message_file
 from kubeling import names
@@ -187,8 +188,10 @@ def _security_context(pod: Pod, container: core_pb2.Container, target_id: str,
     return out
 
 
-def _resources(container: core_pb2.Container) -> api_pb2.LinuxContainerResources:
+def _resources(pod: Pod, container: core_pb2.Container, oom_floor: int) -> api_pb2.LinuxContainerResources:
     res = api_pb2.LinuxContainerResources()
+    res.oom_score_adj = oom_score_adj(pod, container, parse_quantity(machine_capacity(0)["memory"]).int_value(),
+                                      oom_floor)
     try:
         requests, limits = container.resources.requests, container.resources.limits
         cpu_request = parse_quantity(requests["cpu"]).milli_value() if "cpu" in requests else 0
@@ -290,7 +293,8 @@ def _key_ref(pod: Pod, kind: str, ref: core_pb2.ConfigMapKeySelector | core_pb2.
 
 def _environment(pod: Pod, container: core_pb2.Container, pod_ip: str, host_ip: str,
                  sources: Mapping[tuple[str, str], Mapping[str, str] | None],
-                 service_env: Mapping[str, str]) -> list[api_pb2.KeyValue]:
+                 service_env: Mapping[str, str],
+                 allocatable: Mapping[str, str] | None = None) -> list[api_pb2.KeyValue]:
     """upstream's makeEnvironmentVariables: envFrom first (a later one wins), then env, then
     the Service variables the container does not set itself."""
     values: dict[str, str] = {}
@@ -317,7 +321,8 @@ def _environment(pod: Pod, container: core_pb2.Container, pod_ip: str, host_ip: 
                 value = _key_ref(pod, "Secret", source.secretKeyRef, sources)
             elif source.HasField("resourceFieldRef"):
                 try:
-                    value = resource_field_value(pod, container.name, source.resourceFieldRef, machine_capacity(0))
+                    value = resource_field_value(pod, container.name, source.resourceFieldRef,
+                                                 allocatable if allocatable is not None else machine_capacity(0))
                 except ResourceFieldError as exc:
                     raise ConfigError(f"env {env.name}: {exc}") from None
             else:
@@ -346,11 +351,14 @@ def container_config(pod: Pod, container: core_pb2.Container, *, init: bool, res
                      cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
                      env_sources: Mapping[tuple[str, str], Mapping[str, str] | None] | None = None,
                      target_id: str = "", service_env: Mapping[str, str] | None = None,
-                     claims: Mapping[str, Path] | None = None) -> api_pb2.ContainerConfig:
+                     claims: Mapping[str, Path] | None = None,
+                     allocatable: Mapping[str, str] | None = None, oom_floor: int = -1000) -> api_pb2.ContainerConfig:
     """`target_id`: a running container whose process namespace this one joins (an
     ephemeral container's targetContainerName); `claims`: the host paths of the pod's
-    persistentVolumeClaim volumes (the volume manager's)."""
-    envs = _environment(pod, container, pod_ip, host_ip, env_sources or {}, service_env or {})
+    persistentVolumeClaim volumes (the volume manager's); `allocatable`: the node's (the
+    limits the downward API gives a container without its own); `oom_floor`: the lowest OOM
+    score adjustment the node can give (kubelet.qos.oom_score_floor)."""
+    envs = _environment(pod, container, pod_ip, host_ip, env_sources or {}, service_env or {}, allocatable)
     environment = {kv.key: kv.value for kv in envs}
     mounts = _mounts(pod, container, paths, claims or {}, environment)
     if pod_ip and all(m.container_path != ETC_HOSTS for m in mounts):  # a volume there wins
@@ -374,5 +382,5 @@ def container_config(pod: Pod, container: core_pb2.Container, *, init: bool, res
         labels={**_pod_labels(pod), labels.CONTAINER_NAME: container.name,
                 labels.CONTAINER_TYPE: labels.INIT if init else labels.APP},
         annotations=annotations,
-        linux=api_pb2.LinuxContainerConfig(resources=_resources(container),
+        linux=api_pb2.LinuxContainerConfig(resources=_resources(pod, container, oom_floor),
                                            security_context=_security_context(pod, container, target_id, paths)))

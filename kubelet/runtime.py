@@ -294,6 +294,22 @@ class Runtime:
                                  api_pb2.ImageStatusRequest(image=api_pb2.ImageSpec(image=image)))
         return reply.HasField("image")
 
+    async def reopen_container_log(self, container_id: str) -> None:
+        await self._call(RUNTIME_SERVICE, "ReopenContainerLog",
+                         api_pb2.ReopenContainerLogRequest(container_id=container_id))
+
+    async def list_images(self) -> list[api_pb2.Image]:
+        reply = await self._call(IMAGE_SERVICE, "ListImages", api_pb2.ListImagesRequest())
+        return list(reply.images)
+
+    async def remove_image(self, image_id: str) -> None:
+        await self._call(IMAGE_SERVICE, "RemoveImage", api_pb2.RemoveImageRequest(image=api_pb2.ImageSpec(
+            image=image_id)))
+
+    async def image_fs_info(self) -> list[api_pb2.FilesystemUsage]:
+        reply = await self._call(IMAGE_SERVICE, "ImageFsInfo", api_pb2.ImageFsInfoRequest())
+        return list(reply.image_filesystems)
+
     async def pull_image(self, image: str, sandbox_config: api_pb2.PodSandboxConfig) -> str:
         reply = await self._call(IMAGE_SERVICE, "PullImage", api_pb2.PullImageRequest(
             image=api_pb2.ImageSpec(image=image), sandbox_config=sandbox_config))

@@ -13,11 +13,11 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from kubelet.actions import is_sidecar
 from kubelet.podconfig import ephemeral_as_container
+from kubelet.qos import qos_class
 from kubelet.runtime import CREATED, EXITED, RUNNING, ContainerInfo, PodRuntimeStatus
 from kubelet.termination import limit_messages
 from kubeling import errors
 from kubeling.client import Client
-from kubeling.quantity import parse_quantity
 from protos.kubeling.v1 import core_pb2
 from protos.kubeling.v1.core_pb2 import Pod
 
@@ -192,25 +192,6 @@ def _ready_condition(pod: Pod, unready: list[core_pb2.ContainerStatus], done: bo
 
 def _names(statuses: Iterable[core_pb2.ContainerStatus]) -> str:
     return "[" + " ".join(s.name for s in statuses) + "]"
-
-
-def qos_class(pod: Pod) -> str:
-    """BestEffort, Burstable or Guaranteed (pkg/apis/core/helper/qos), from cpu and memory."""
-    requests: dict[str, int] = {}
-    limits: dict[str, int] = {}
-    for c in [*pod.spec.initContainers, *pod.spec.containers]:
-        for source, target in ((c.resources.requests, requests), (c.resources.limits, limits)):
-            for name in ("cpu", "memory"):
-                if name in source:
-                    value = parse_quantity(source[name]).milli_value()
-                    if value:
-                        target[name] = target.get(name, 0) + value
-    if not requests and not limits:
-        return "BestEffort"
-    complete = all(all(n in c.resources.limits for n in ("cpu", "memory")) for c in pod.spec.containers)
-    if complete and limits.keys() == {"cpu", "memory"} and all(requests.get(k, v) == v for k, v in limits.items()):
-        return "Guaranteed"
-    return "Burstable"
 
 
 def generate_pod_status(pod: Pod, runtime: PodRuntimeStatus, inputs: StatusInputs,

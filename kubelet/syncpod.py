@@ -107,6 +107,8 @@ class PodSyncer:
     claim_paths: Callable[[Pod], Mapping[str, Path]] | None = None
     # A RuntimeClass's handler by the class's name (from the apiserver), for RunPodSandbox.
     runtime_handler: Callable[[str], Awaitable[str]] | None = None
+    allocatable: Mapping[str, str] | None = None  # the node's
+    oom_floor: int = -1000  # the lowest OOM score adjustment this kubelet can give (kubelet.qos)
     hooks: HookRunner = field(init=False)
 
     def __post_init__(self) -> None:
@@ -239,7 +241,8 @@ class PodSyncer:
                                              pod_ip=pod_ip, host_ip=self.node_ip, cluster_domain=self.cluster_domain,
                                              env_sources=sources, target_id=target_id,
                                              service_env=self.service_env(pod) if self.service_env else None,
-                                             claims=self.claim_paths(pod) if self.claim_paths else None)
+                                             claims=self.claim_paths(pod) if self.claim_paths else None,
+                                             allocatable=self.allocatable, oom_floor=self.oom_floor)
         except (ConfigError, OSError) as exc:
             result.waiting[name] = ("CreateContainerConfigError", str(exc))
             self.recorder.pod_event(pod, WARNING, "Failed", f"Error: {exc}", field_path=where)

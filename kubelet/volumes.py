@@ -62,10 +62,10 @@ class _Token:
         return now >= self.issued + _REFRESH_AT * (self.expires - self.issued) or now - self.issued > _MAX_AGE
 
 
-def _downward_file(pod: core_pb2.Pod, item: core_pb2.DownwardAPIVolumeFile) -> bytes:
+def _downward_file(pod: core_pb2.Pod, item: core_pb2.DownwardAPIVolumeFile, allocatable: Mapping[str, str]) -> bytes:
     if item.HasField("resourceFieldRef"):
         try:
-            return resource_field_value(pod, "", item.resourceFieldRef, machine_capacity(0)).encode()
+            return resource_field_value(pod, "", item.resourceFieldRef, allocatable).encode()
         except ResourceFieldError as exc:
             raise MountError(f"downwardAPI {item.path!r}: {exc}") from None
     return _downward(pod, item.fieldRef.fieldPath)
@@ -89,6 +89,7 @@ class PodVolumes:
     client: Client
     paths: PodPaths
     ca: bytes  # the cluster CA (empty: this kubelet talks plain text and has none)
+    allocatable: Mapping[str, str] = field(default_factory=lambda: machine_capacity(0))  # the node's
     _tokens: dict[tuple[str, str, str], _Token] = field(default_factory=dict)  # (pod uid, volume, path)
 
     async def ensure(self, pod: core_pb2.Pod) -> None:
@@ -126,7 +127,7 @@ class PodVolumes:
             return await self._keys(namespace, "secrets", secret.secretName, list(secret.items), mode, secret.optional)
         if kind == "downwardAPI":
             mode = volume.downwardAPI.defaultMode if volume.downwardAPI.HasField("defaultMode") else DEFAULT_MODE
-            return {f.path: (_downward_file(pod, f), f.mode if f.HasField("mode") else mode)
+            return {f.path: (_downward_file(pod, f, self.allocatable), f.mode if f.HasField("mode") else mode)
                     for f in volume.downwardAPI.items}
         return await self._projected(pod, volume)
 
@@ -190,7 +191,7 @@ class PodVolumes:
                 out.update(await self._keys(namespace, "secrets", ref.name, list(ref.items), mode, ref.optional))
             elif source.HasField("downwardAPI"):
                 for f in source.downwardAPI.items:
-                    out[f.path] = (_downward_file(pod, f), f.mode if f.HasField("mode") else mode)
+                    out[f.path] = (_downward_file(pod, f, self.allocatable), f.mode if f.HasField("mode") else mode)
         return out
 
     async def _token(self, pod: core_pb2.Pod, volume: str,

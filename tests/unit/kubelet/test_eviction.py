@@ -87,3 +87,13 @@ def test_memory_is_reclaimed_first_and_disk_names_ephemeral_storage() -> None:
                                                                     "quiet": PodUsage(MI)})
     assert chosen is not None and chosen.pod.metadata.name == "writer"
     assert chosen.message.startswith("The node was low on resource: ephemeral-storage. Threshold quantity: 10%")
+
+
+def test_allocatable_is_capacity_less_reserved_and_the_hard_memory_threshold() -> None:
+    from kubelet.node import allocatable
+    manager = EvictionManager(parse_thresholds({"memory.available": "100Mi"}))
+    capacity = {"cpu": "2", "memory": "8388608Ki", "pods": "110"}
+    assert allocatable(capacity, {}, manager.hard_memory) == {"cpu": "2", "memory": "8286208Ki", "pods": "110"}
+    reserved = {"cpu": "300m", "memory": "200Mi"}
+    assert allocatable(capacity, reserved, manager.hard_memory) == {"cpu": "1700m", "memory": "8081408Ki",
+                                                                    "pods": "110"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kubelet.runtime import EXITED, RUNNING, ContainerInfo, PodRuntimeStatus, SandboxInfo
 from kubelet.status import StatusInputs, generate_pod_status, qos_class
 from protos.kubeling.v1 import core_pb2, meta_pb2
@@ -85,3 +87,28 @@ def test_qos_classes() -> None:
     assert qos_class(_pod(requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1Gi"})) == \
         "Guaranteed"
 
+
+
+def test_oom_score_adjustment_by_qos() -> None:
+    from kubelet.qos import oom_score_adj
+    gi = 1024 ** 3
+    guaranteed = _pod(requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1Gi"})
+    assert oom_score_adj(guaranteed, guaranteed.spec.containers[0], 8 * gi) == -997
+    best_effort = _pod()
+    assert oom_score_adj(best_effort, best_effort.spec.containers[0], 8 * gi) == 1000
+    burstable = _pod(requests={"memory": "2Gi"})
+    assert oom_score_adj(burstable, burstable.spec.containers[0], 8 * gi) == 750
+    huge = _pod(requests={"memory": "16Gi"})
+    assert oom_score_adj(huge, huge.spec.containers[0], 8 * gi) == 2
+
+
+def test_oom_score_floor_without_cap_sys_resource(tmp_path: Path) -> None:
+    from kubelet.qos import oom_score_adj, oom_score_floor
+    status, own = tmp_path / "status", tmp_path / "oom_score_adj"
+    own.write_text("0\n")
+    status.write_text("CapEff:\t000001fffeffffff\n")  # no CAP_SYS_RESOURCE (bit 24)
+    assert oom_score_floor(status, own) == 0
+    status.write_text("CapEff:\t000001ffffffffff\n")
+    assert oom_score_floor(status, own) == -1000
+    guaranteed = _pod(requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1Gi"})
+    assert oom_score_adj(guaranteed, guaranteed.spec.containers[0], 8 * 1024 ** 3, floor=0) == 0
