@@ -66,6 +66,17 @@ log = logging.getLogger(__name__)
 _TRACER = tracer(__name__)
 
 
+def _requests(pod: Pod, resource: str) -> int:
+    """The pod's request of cpu (millicores) or memory (milli-bytes), app containers and sidecars."""
+    total = 0
+    for c in [*pod.spec.containers, *(c for c in pod.spec.initContainers if c.restartPolicy == "Always")]:
+        try:
+            total += parse_quantity(c.resources.requests.get(resource, "0")).milli_value()
+        except QuantityError:
+            pass
+    return total
+
+
 def bridge_name(node: str) -> str:
     """The node's Linux bridge: at most 15 characters (IFNAMSIZ - 1)."""
     name = f"kbl-{node}"
@@ -183,7 +194,7 @@ class Kubelet:
                                 env_sources=self.volumes.env_sources, claim_paths=self.volume_manager.host_paths,
                                 service_env=lambda pod: service_env(pod, self._services_for(pod)),
                                 runtime_handler=self._runtime_handler, allocatable=self.allocatable,
-                                oom_floor=oom_score_floor(),
+                                oom_floor=oom_score_floor(), fits=self._fits,
                                 dns=DNSSettings(list(cfg.cluster_dns), cfg.cluster_domain, cfg.resolv_conf))
         self.runtime_name = (await runtime.version()).runtime_name
         self.informer.add_handler(on_add=self._on_pod, on_update=lambda old, new: self._on_pod(new),
@@ -384,7 +395,8 @@ class Kubelet:
         result = await self.syncer.sync(pod)
         self._seen[uid] = result.runtime.states()
         self.probes.sync(pod, result.runtime)
-        status = generate_pod_status(pod, result.runtime, self._inputs(waiting=result.waiting), old=last)
+        status = generate_pod_status(pod, result.runtime, self._inputs(waiting=result.waiting, resize=result.resize),
+                                     old=last)
         if await self.status.set_status(pod, status) is None:
             log.info("pod %s: gone from the API while syncing", where)
         if status.phase in TERMINAL:
@@ -483,6 +495,24 @@ class Kubelet:
 
     async def _collect_images(self) -> None:
         await self._image_gc.collect()
+
+    def _fits(self, pod: Pod) -> tuple[str, str] | None:
+        """Whether the node can take the pod's (resized) requests: None, or upstream's
+        (Infeasible | Deferred, message) for PodResizePending."""
+        others = [p for p in self.informer.store.list() if p.metadata.uid != pod.metadata.uid and
+                  p.status.phase not in TERMINAL and not p.metadata.HasField("deletionTimestamp")]
+        for resource in ("cpu", "memory"):
+            unit = 1000 if resource == "memory" else 1  # millicores; bytes (from milli-bytes)
+            capacity = parse_quantity(self.allocatable.get(resource, "0")).milli_value() // unit
+            wanted = _requests(pod, resource) // unit
+            if wanted > capacity:
+                return "Infeasible", (f"Node didn't have enough capacity: {resource}, requested: {wanted}, "
+                                      f"capacity: {capacity}")
+            used = sum(_requests(p, resource) for p in others) // unit
+            if used + wanted > capacity:
+                return "Deferred", (f"Node didn't have enough resource: {resource}, requested: {wanted}, "
+                                    f"used: {used}, capacity: {capacity}")
+        return None
 
     def _disk_space_failed(self, message: str) -> None:
         node = self.node.node if self.node is not None else None

@@ -24,6 +24,7 @@ from protos.kubeling.v1.core_pb2 import Pod
 from protos.runtime.v1 import api_pb2
 
 __all__ = ["PodPaths", "sandbox_config", "container_config", "container_hash", "pod_log_dir", "ConfigError",
+           "container_resources",
            "grace_period", "API_VOLUMES", "EMPTY_DIR", "needs_env_sources", "ephemeral_as_container"]
 
 # CRI's cpu shares as the kubelet computes them (MilliCPUToShares): min 2, 1024 per core.
@@ -128,8 +129,13 @@ def sandbox_config(pod: Pod, paths: PodPaths, attempt: int, cgroup_parent: str =
 
 
 def container_hash(container: core_pb2.Container) -> str:
-    """Changes when the container's spec does: a running container with another hash is replaced."""
-    return hashlib.sha256(container.SerializeToString(deterministic=True)).hexdigest()[:16]
+    """Changes when the container's spec does: a running container with another hash is
+    replaced. Its resources are left out: they change in place (pods/resize), as upstream's
+    hash without resources."""
+    hashed = core_pb2.Container()
+    hashed.CopyFrom(container)
+    hashed.ClearField("resources")
+    return hashlib.sha256(hashed.SerializeToString(deterministic=True)).hexdigest()[:16]
 
 
 def _field_ref(pod: Pod, path: str, pod_ip: str, host_ip: str) -> str:
@@ -186,6 +192,12 @@ def _security_context(pod: Pod, container: core_pb2.Container, target_id: str,
         if profile.type == "Localhost":
             out.seccomp.localhost_ref = str(paths.seccomp_dir / profile.localhostProfile)
     return out
+
+
+def container_resources(pod: Pod, container: core_pb2.Container,
+                        oom_floor: int = -1000) -> api_pb2.LinuxContainerResources:
+    """The runtime's resources for the container (ConfigError for a quantity that does not parse)."""
+    return _resources(pod, container, oom_floor)
 
 
 def _resources(pod: Pod, container: core_pb2.Container, oom_floor: int) -> api_pb2.LinuxContainerResources:

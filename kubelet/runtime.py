@@ -139,6 +139,7 @@ class ContainerInfo:
     init: bool = False
     log_path: str = ""
     restart_policy: str = ""  # an init container's (Always: a sidecar), from its annotation
+    applied: api_pb2.LinuxContainerResources | None = None  # the resources the runtime applies now
 
 
 @dataclass
@@ -294,6 +295,11 @@ class Runtime:
                                  api_pb2.ImageStatusRequest(image=api_pb2.ImageSpec(image=image)))
         return reply.HasField("image")
 
+    async def update_container_resources(self, container_id: str,
+                                         resources: api_pb2.LinuxContainerResources) -> None:
+        await self._call(RUNTIME_SERVICE, "UpdateContainerResources", api_pb2.UpdateContainerResourcesRequest(
+            container_id=container_id, linux=resources))
+
     async def reopen_container_log(self, container_id: str) -> None:
         await self._call(RUNTIME_SERVICE, "ReopenContainerLog",
                          api_pb2.ReopenContainerLogRequest(container_id=container_id))
@@ -355,7 +361,8 @@ class Runtime:
                 restart_count=_int(annotations.get(labels.RESTART_COUNT, "")) or cs.metadata.attempt,
                 hash=annotations.get(labels.CONTAINER_HASH, ""),
                 init=cs.labels.get(labels.CONTAINER_TYPE, "") == labels.INIT, log_path=cs.log_path,
-                restart_policy=annotations.get(labels.RESTART_POLICY, "")))
+                restart_policy=annotations.get(labels.RESTART_POLICY, ""),
+                applied=cs.resources.linux if cs.HasField("resources") else None))
         status.containers.sort(key=lambda c: c.created_at, reverse=True)
         return status
 

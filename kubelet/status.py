@@ -38,6 +38,7 @@ class StatusInputs:
     started: dict[str, bool] = field(default_factory=dict)  # container id -> startup probe verdict
     waiting: dict[str, tuple[str, str]] = field(default_factory=dict)  # container name -> (reason, message)
     terminal: bool = False  # the pod was stopped for good (deleted, or done): phase from what is left
+    resize: tuple[str, str, str] | None = None  # a resize condition (type, reason, message), when one holds
 
 
 def _ts(ns: int) -> Timestamp:
@@ -80,6 +81,14 @@ def _container_status(pod: Pod, container: core_pb2.Container, runtime: PodRunti
             status.lastState.terminated.CopyFrom(_terminated(previous, inputs.runtime_name))
         if latest.state == RUNNING:
             status.state.running.startedAt.CopyFrom(_ts(latest.started_at))
+            # what the node admitted and the runtime applies (in-place resize): the spec's,
+            # unless a resize is pending, when the last reported stay
+            if inputs.resize is None or old is None:
+                status.allocatedResources.update(container.resources.requests)
+                status.resources.CopyFrom(container.resources)
+            else:
+                status.allocatedResources.update(old.allocatedResources)
+                status.resources.CopyFrom(old.resources)
             status.started = inputs.started.get(latest.id, not container.HasField("startupProbe"))
             has_readiness = container.HasField("readinessProbe")
             status.ready = bool(status.started) and inputs.ready.get(latest.id, not has_readiness)
@@ -166,7 +175,7 @@ def _condition(kind: str, ok: bool, reason: str = "", message: str = "") -> core
 
 
 _KUBELET_CONDITIONS = frozenset({"PodScheduled", "PodReadyToStartContainers", "Initialized", "ContainersReady",
-                                 "Ready"})
+                                 "Ready", "PodResizePending", "PodResizeInProgress"})
 
 
 def _ready_condition(pod: Pod, unready: list[core_pb2.ContainerStatus], done: bool) -> core_pb2.PodCondition:
@@ -242,6 +251,11 @@ def generate_pod_status(pod: Pod, runtime: PodRuntimeStatus, inputs: StatusInput
         status.conditions.append(scheduled)  # the scheduler's
     # Conditions others own (a readiness gate's, DisruptionTarget) stay as the API has them.
     status.conditions.extend(c for c in pod.status.conditions if c.type not in _KUBELET_CONDITIONS)
+    if inputs.resize is not None:
+        kind, reason, message = inputs.resize
+        before = previous.get(kind)
+        status.conditions.add(type=kind, status="True", reason=reason, message=message,
+                              lastTransitionTime=before.lastTransitionTime if before is not None else _now())
     for condition in conditions:
         before = previous.get(condition.type)
         if before is not None and before.status == condition.status:

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubelet.actions import PodActions, compute_pod_actions
+from kubelet.actions import PodActions, compute_pod_actions, is_sidecar
 from kubelet.backoff import Backoff
 from kubelet.dns import DNSSettings, pod_dns_config
 from kubelet.hooks import HookError, HookRunner
@@ -21,6 +21,7 @@ from kubelet.podconfig import (
     PodPaths,
     container_config,
     container_hash,
+    container_resources,
     ephemeral_as_container,
     grace_period,
     needs_env_sources,
@@ -46,6 +47,7 @@ class SyncResult:
     retry_after: float | None = None  # seconds until a back-off ends: sync again then
     actions: PodActions | None = None
     before: PodRuntimeStatus | None = None  # what the sync acted on
+    resize: tuple[str, str, str] | None = None  # a resize condition: (type, reason, message)
 
     def ended_meanwhile(self) -> bool:
         """A container exited during the sync (one it started and that ended at once):
@@ -83,6 +85,21 @@ def _pod_ip(pod: Pod, status: PodRuntimeStatus, node_ip: str) -> str:
     return sandbox.ip if sandbox is not None else ""
 
 
+def _limits(r: api_pb2.LinuxContainerResources) -> tuple[int, int, int, int]:
+    return r.cpu_shares, r.cpu_quota, r.cpu_period, r.memory_limit_in_bytes
+
+
+def _differing(wanted: api_pb2.LinuxContainerResources, applied: api_pb2.LinuxContainerResources) -> set[str]:
+    """The resources (cpu, memory) whose runtime settings differ."""
+    out = set()
+    if (wanted.cpu_shares, wanted.cpu_quota, wanted.cpu_period) != (applied.cpu_shares, applied.cpu_quota,
+                                                                    applied.cpu_period):
+        out.add("cpu")
+    if wanted.memory_limit_in_bytes != applied.memory_limit_in_bytes:
+        out.add("memory")
+    return out
+
+
 def _field(container: str, init: bool) -> str:
     return f"spec.{'initContainers' if init else 'containers'}{{{container}}}"
 
@@ -108,6 +125,8 @@ class PodSyncer:
     # A RuntimeClass's handler by the class's name (from the apiserver), for RunPodSandbox.
     runtime_handler: Callable[[str], Awaitable[str]] | None = None
     allocatable: Mapping[str, str] | None = None  # the node's
+    # None when the node can take the pod's (resized) requests, else (reason, message)
+    fits: Callable[[Pod], tuple[str, str] | None] | None = None
     oom_floor: int = -1000  # the lowest OOM score adjustment this kubelet can give (kubelet.qos)
     hooks: HookRunner = field(init=False)
 
@@ -133,6 +152,9 @@ class PodSyncer:
                                       startup_failed=self.probes.failed(STARTUP, running),
                                       started={cid for cid, ok in self.probes.verdicts(STARTUP).items() if ok})
         result = SyncResult(status, actions=actions, before=status)
+        if not actions.kill_pod and not actions.create_sandbox and not pod.metadata.HasField("deletionTimestamp"):
+            if await self._resize(pod, status, result):
+                result.runtime = status = await self.runtime.pod_status(uid)
         if actions.nothing:
             return result
         log.debug("pod %s: actions %s", _pod_name(pod), actions)
@@ -275,6 +297,50 @@ class PodSyncer:
                                            init=init, pod_ip=pod_ip)
                 result.waiting[name] = ("PostStartHookError", str(exc))
                 return False
+        return True
+
+    async def _resize(self, pod: Pod, status: PodRuntimeStatus, result: SyncResult) -> bool:
+        """In-place resize (upstream's doPodResizeAction): the running containers whose
+        resources differ from the spec get them through UpdateContainerResources — or a
+        restart, where the container's resizePolicy asks for one — once the node can take
+        the pod's new requests (else PodResizePending, Infeasible or Deferred). True: a
+        container was changed."""
+        changed: list[tuple[core_pb2.Container, bool, str, api_pb2.LinuxContainerResources,
+                            api_pb2.LinuxContainerResources]] = []
+        for spec, init in [*((c, False) for c in pod.spec.containers),
+                           *((c, True) for c in pod.spec.initContainers if is_sidecar(c))]:
+            latest = status.latest(spec.name, init)
+            if latest is None or latest.state != RUNNING or latest.applied is None:
+                continue
+            try:
+                wanted = container_resources(pod, spec, self.oom_floor)
+            except ConfigError:
+                continue
+            if _limits(wanted) != _limits(latest.applied):
+                changed.append((spec, init, latest.id, wanted, latest.applied))
+        if not changed:
+            return False
+        pending = self.fits(pod) if self.fits is not None else None
+        if pending is not None:
+            result.resize = ("PodResizePending", *pending)
+            return False
+        for spec, init, container_id, wanted, applied in changed:
+            restart = any(p.restartPolicy == "RestartContainer" and p.resourceName in _differing(wanted, applied)
+                          for p in spec.resizePolicy)
+            if restart:
+                await self._kill_container(pod, container_id, spec, grace_period(pod),
+                                           f"Container {spec.name} resize requires restart", init=init)
+                continue  # started again by this sync's actions or the next sync
+            try:
+                await self.runtime.update_container_resources(container_id, wanted)
+            except CRICallError as exc:
+                message = f"container {spec.name}: {exc.details or exc}"
+                log.warning("pod %s: resize failed: %s", _pod_name(pod), message)
+                result.resize = ("PodResizeInProgress", "Error", message)
+                continue
+            self.recorder.pod_event(pod, NORMAL, "ResizeCompleted", f"Pod resize completed for container "
+                                    f"{spec.name}", field_path=_field(spec.name, init))
+            log.info("pod %s: container %s resized in place", _pod_name(pod), spec.name)
         return True
 
     async def _ensure_image(self, pod: Pod, spec: core_pb2.Container, where: str,

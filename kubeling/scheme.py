@@ -389,7 +389,8 @@ PODS = ResourceType(
         Subresource("exec", _STREAM_VERBS, kind="PodExecOptions"),
         Subresource("attach", _STREAM_VERBS, kind="PodAttachOptions"),
         Subresource("portforward", _STREAM_VERBS, kind="PodPortForwardOptions"),
-        Subresource("proxy", _PROXY_VERBS, kind="PodProxyOptions")))
+        Subresource("proxy", _PROXY_VERBS, kind="PodProxyOptions"),
+        Subresource("resize")))
 NODES = ResourceType("", "v1", "Node", "nodes", core_pb2.Node, namespaced=False, short_names=("no",),
                      subresources=(_STATUS, Subresource("proxy", _PROXY_VERBS, kind="NodeProxyOptions")))
 NAMESPACES = ResourceType("", "v1", "Namespace", "namespaces", core_pb2.Namespace, namespaced=False,

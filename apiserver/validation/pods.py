@@ -15,7 +15,8 @@ from kubeling import names
 from protos.kubeling.v1 import core_pb2, meta_pb2
 
 __all__ = ["SYSTEM_PRIORITY_CLASSES", "validate_node_selector_term", "validate_pod", "validate_pod_status",
-           "validate_pod_update", "validate_label_selector", "validate_ephemeral_update", "as_container"]
+           "validate_pod_update", "validate_label_selector", "validate_ephemeral_update", "as_container",
+           "validate_pod_resize"]
 
 # The built-in PriorityClasses (the apiserver creates them at start, as upstream).
 SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
@@ -113,6 +114,51 @@ def validate_pod_update(new: core_pb2.Pod, old: core_pb2.Pod, check: Checker) ->
         check.add("spec", "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
                           "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` "
                           "(only additions to existing tolerations), `spec.schedulingGates` (only deletions)")
+
+
+_RESIZABLE = ("cpu", "memory")
+
+
+def validate_pod_resize(new: core_pb2.Pod, old: core_pb2.Pod, check: Checker) -> None:
+    """pods/resize (upstream's ValidatePodResize): only cpu and memory of app containers
+    and sidecars change, within the usual rules, and the pod's QoS class stays."""
+    if old.spec.nodeName and old.status.phase in ("Succeeded", "Failed"):
+        check.add("spec", "Forbidden: pod resize is not allowed for terminal pods")
+    for kind, new_list, old_list in (("containers", new.spec.containers, old.spec.containers),
+                                     ("initContainers", new.spec.initContainers, old.spec.initContainers)):
+        for i, (c, before) in enumerate(zip(new_list, old_list, strict=True)):
+            path = f"spec.{kind}[{i}].resources"
+            if c.resources.SerializeToString(deterministic=True) == before.resources.SerializeToString(
+                    deterministic=True):
+                continue
+            if kind == "initContainers" and not (c.HasField("restartPolicy") and c.restartPolicy == "Always"):
+                check.add(path, "Forbidden: resources for non-sidecar init containers are immutable")
+                continue
+            for part in ("requests", "limits"):
+                now, then = getattr(c.resources, part), getattr(before.resources, part)
+                for name in sorted(set(now) | set(then)):
+                    if name not in _RESIZABLE and now.get(name) != then.get(name):
+                        check.add(f"{path}.{part}[{name}]", "Forbidden: only cpu and memory resources are mutable")
+            requests = check.resource_list(f"{path}.requests", c.resources.requests)
+            limits = check.resource_list(f"{path}.limits", c.resources.limits)
+            for name, req in requests.items():
+                lim = limits.get(name)
+                if lim is not None and req.value > lim.value:
+                    check.invalid(f"{path}.requests", str(req), f"must be less than or equal to {name} limit of {lim}")
+    if _qos(new.spec) != _qos(old.spec):
+        check.add("spec", "Forbidden: Pod QOS Class may not change as a result of resizing")
+
+
+def _qos(spec: core_pb2.PodSpec) -> str:
+    """BestEffort, Burstable or Guaranteed from cpu and memory (the apiserver's own reckoning)."""
+    requests = [c.resources.requests for c in [*spec.containers, *spec.initContainers]]
+    limits = [c.resources.limits for c in [*spec.containers, *spec.initContainers]]
+    if not any(r.get(k) for r in [*requests, *limits] for k in _RESIZABLE):
+        return "BestEffort"
+    if all(k in lim and req.get(k, lim[k]) == lim[k] for req, lim in zip(requests, limits, strict=True)
+           for k in _RESIZABLE):
+        return "Guaranteed"
+    return "Burstable"
 
 
 def validate_pod_status(new: core_pb2.Pod, check: Checker) -> None:

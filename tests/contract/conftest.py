@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import aiohttp
 import pytest
 
 from apiserver.server import APIServer
@@ -11,6 +12,7 @@ from cluster.etcd import EtcdServer
 from controllers.manager import ControllerManager, ManagerConfig
 from kubeling.client import Client
 from tests.conftest import apiserver_config
+from tests.contract.test_crds import Rest
 
 
 @pytest.fixture
@@ -33,3 +35,11 @@ async def manager(client: Client) -> AsyncIterator[ControllerManager]:
         yield made
     finally:
         await made.stop()
+
+
+@pytest.fixture
+async def http(rest: APIServer) -> AsyncIterator[Rest]:
+    """Raw HTTP against the REST API (tests.contract.test_crds.Rest); modules that need
+    another shape define their own."""
+    async with aiohttp.ClientSession() as session:
+        yield Rest(rest, session)

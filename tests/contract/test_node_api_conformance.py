@@ -7,24 +7,15 @@ tests/e2e/test_pods_conformance.py."""
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
 import pytest
 
-from apiserver.server import APIServer
 from tests.contract.test_crds import Rest
 
 NS = "/api/v1/namespaces/default"
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
-
-
-@pytest.fixture
-async def http(rest: APIServer) -> AsyncIterator[Rest]:
-    async with aiohttp.ClientSession() as session:
-        yield Rest(rest, session)
 
 
 async def _lifecycle(http: Rest, collection: str, made: dict[str, Any], patch: dict[str, Any],

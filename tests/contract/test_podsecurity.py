@@ -5,23 +5,12 @@ refused, and enforcing a level on a namespace warns about its pods that violate 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
-import pytest
-
-from apiserver.server import APIServer
 from tests.contract.test_crds import Rest
 from tests.wait import until
 
 NS = "/api/v1/namespaces"
-
-
-@pytest.fixture
-async def http(rest: APIServer) -> AsyncIterator[Rest]:
-    async with aiohttp.ClientSession() as session:
-        yield Rest(rest, session)
 
 
 def _pod(name: str, **container: Any) -> dict[str, Any]:

@@ -355,3 +355,45 @@ async def test_native_sidecars(cluster: Cluster) -> None:
                                    p.status.initContainerStatuses[0].restartCount >= 2, timeout=90)
     assert again.status.phase == "Running"
     assert again.status.containerStatuses[0].restartCount == 0
+
+
+async def test_in_place_pod_resize(cluster: Cluster, kubectl: Kubectl) -> None:
+    """In-place resize (upstream's '[sig-node] Pod InPlace Resize Container' tests, not in the
+    list): `kubectl patch --subresource resize` changes a running container's CPU without a
+    restart (the runtime's UpdateContainerResources), the status tells what is applied; a
+    resize the node can never take is PodResizePending/Infeasible; one that would change the
+    QoS class or another resource is refused."""
+    node = await cluster.add_node(1)
+    c = container("c", "sleep", "3600")
+    c.resources.requests.update({"cpu": "100m", "memory": "64Mi"})
+    c.resources.limits.update({"cpu": "200m", "memory": "128Mi"})
+    await cluster.client.pods.create(pod("resizable", c))
+    running = await cluster.wait_pod("resizable", lambda p: p.status.phase == "Running")
+    container_id = running.status.containerStatuses[0].containerID.split("://")[-1]
+
+    def patch(resources: str) -> list[str]:
+        return ["patch", "pod", "resizable", "--subresource", "resize", "-p",
+                '{"spec":{"containers":[{"name":"c","resources":' + resources + "}]}}"]
+    await kubectl(*patch('{"requests":{"cpu":"150m"},"limits":{"cpu":"300m"}}'))
+    resized = await cluster.wait_pod("resizable", lambda p: p.status.containerStatuses[0].resources.limits.get(
+        "cpu") == "300m")
+    assert resized.status.containerStatuses[0].restartCount == 0
+    assert resized.status.containerStatuses[0].allocatedResources["cpu"] == "150m"
+    assert resized.metadata.generation == 2
+    assert node.runtime is not None
+    applied = (await node.runtime.container_status(container_id)).resources.linux
+    assert (applied.cpu_quota, applied.cpu_period, applied.memory_limit_in_bytes) == (30000, 100000, 128 * 1024 ** 2)
+
+    await kubectl(*patch('{"requests":{"cpu":"100"},"limits":{"cpu":"100"}}'))
+    pending = await cluster.wait_pod("resizable", lambda p: any(
+        c.type == "PodResizePending" for c in p.status.conditions))
+    condition = next(c for c in pending.status.conditions if c.type == "PodResizePending")
+    assert condition.reason == "Infeasible" and condition.message.startswith(
+        "Node didn't have enough capacity: cpu, requested: 100000, capacity: "), condition
+    assert pending.status.containerStatuses[0].resources.limits["cpu"] == "300m"  # still what is applied
+
+    code, _, err = await kubectl(*patch('{"requests":{"cpu":null,"memory":null},"limits":{"cpu":null,"memory":'
+                                        "null}}"), ok=False)
+    assert code != 0 and "Pod QOS Class may not change as a result of resizing" in err, err
+    code, _, err = await kubectl(*patch('{"limits":{"ephemeral-storage":"1Gi"}}'), ok=False)
+    assert code != 0 and "only cpu and memory resources are mutable" in err, err

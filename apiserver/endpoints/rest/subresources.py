@@ -65,6 +65,10 @@ class Subresources:
             return await self.eviction(request, t)
         if sub == "ephemeralcontainers" and method == "GET":
             return object_response(request, t, await registry.get(t.namespace, t.name))
+        if sub == "resize" and method == "GET":
+            return object_response(request, t, await registry.get(t.namespace, t.name), 200)
+        if sub == "resize" and method in ("PUT", "PATCH"):
+            return await ephemeral_containers(request, t, registry, resize=True)
         if sub == "ephemeralcontainers" and method in ("PUT", "PATCH"):
             return await ephemeral_containers(request, t, registry)
         if sub in STREAMS and method in ("GET", "POST"):
@@ -200,13 +204,15 @@ async def _log_websocket(request: web.Request, first: api_pb2.PodLogChunk | None
     return ws
 
 
-async def ephemeral_containers(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
+async def ephemeral_containers(request: web.Request, t: Target, registry: Registry[Any],
+                               resize: bool = False) -> web.Response:
     """pods/ephemeralcontainers (kubectl debug): a PUT or PATCH of the pod of which only
-    spec.ephemeralContainers counts, and only additions to it."""
+    spec.ephemeralContainers counts, and only additions to it; with `resize`, pods/resize:
+    only the containers' resources count."""
     body = await body_of(request, t)
     kind = PATCH_TYPES.get(request.content_type) if request.method == "PATCH" else None
     if request.method == "PATCH" and kind in (None, "apply"):
-        raise UnsupportedMediaType("pods/ephemeralcontainers takes JSON, merge or strategic merge patches")
+        raise UnsupportedMediaType(f"pods/{t.sub} takes JSON, merge or strategic merge patches")
     for _ in range(10):
         current = await registry.get(t.namespace, t.name)
         wanted = body if kind is None else patched(kind, object_json(t.resource, current), body)
@@ -215,7 +221,7 @@ async def ephemeral_containers(request: web.Request, t: Target, registry: Regist
         if kind is not None:
             obj.metadata.resourceVersion = current.metadata.resourceVersion
         try:
-            updated = await registry.update(obj, ephemeral=True, dry_run=dry_run(request))
+            updated = await registry.update(obj, ephemeral=not resize, resize=resize, dry_run=dry_run(request))
         except errors.Conflict:
             if kind is None:
                 raise

@@ -116,7 +116,8 @@ class ConvertingRegistry(Registry[CR]):
     async def in_namespace(self, namespace: str) -> builtins.list[CR]:
         return await self.stored.in_namespace(namespace)
 
-    async def update(self, obj: CR, *, status: bool = False, dry_run: bool = False, ephemeral: bool = False) -> CR:
+    async def update(self, obj: CR, *, status: bool = False, dry_run: bool = False, ephemeral: bool = False,
+                     resize: bool = False) -> CR:
         obj.apiVersion, obj.kind = self.strategy.resource.api_version, self.strategy.resource.kind
         if not status:
             try:
@@ -125,7 +126,8 @@ class ConvertingRegistry(Registry[CR]):
                 old = None
             if old is not None:
                 self._judged(obj, old)
-        updated = await self.stored.update(await self._in(obj), status=status, dry_run=dry_run, ephemeral=ephemeral)
+        updated = await self.stored.update(await self._in(obj), status=status, dry_run=dry_run, ephemeral=ephemeral,
+                                         resize=resize)
         return await self._out(updated)
 
     async def delete(self, namespace: str, name: str, **options: Any) -> CR:

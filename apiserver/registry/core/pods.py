@@ -10,6 +10,7 @@ from apiserver.validation.pods import (
     as_container,
     validate_ephemeral_update,
     validate_pod,
+    validate_pod_resize,
     validate_pod_status,
     validate_pod_update,
 )
@@ -89,6 +90,21 @@ class PodStrategy(Strategy[core_pb2.Pod]):
 
     def validate_ephemeral_update(self, new: core_pb2.Pod, old: core_pb2.Pod, check: Checker) -> None:
         validate_ephemeral_update(new, old, check)
+
+    def prepare_for_resize(self, new: core_pb2.Pod, old: core_pb2.Pod) -> None:
+        """pods/resize: the stored pod with the containers' resources asked for (by name);
+        nothing else of the new object counts, as upstream's podResizeStrategy."""
+        wanted = {c.name: c.resources for c in [*new.spec.containers, *new.spec.initContainers]}
+        new.CopyFrom(old)
+        for c in [*new.spec.containers, *new.spec.initContainers]:
+            if c.name in wanted:
+                c.resources.CopyFrom(wanted[c.name])
+                for name, value in c.resources.limits.items():  # limits without requests: requests
+                    c.resources.requests.setdefault(name, value)
+        canonicalize_resources(new.spec)
+
+    def validate_resize(self, new: core_pb2.Pod, old: core_pb2.Pod, check: Checker) -> None:
+        validate_pod_resize(new, old, check)
 
     def prepare_for_status_update(self, new: core_pb2.Pod, old: core_pb2.Pod) -> None:
         """As upstream's podStatusStrategy: a status write may also change labels and

@@ -51,8 +51,8 @@ NamespaceCheck = Callable[[str], Awaitable[None]]
 Finish = Callable[[bool], Awaitable[None]]
 
 
-def _subresource(status: bool, ephemeral: bool) -> str:
-    return "status" if status else "ephemeralcontainers" if ephemeral else ""
+def _subresource(status: bool, ephemeral: bool, resize: bool = False) -> str:
+    return "status" if status else "ephemeralcontainers" if ephemeral else "resize" if resize else ""
 
 
 async def _nothing_to_finish(stored: bool) -> None:
@@ -290,7 +290,8 @@ class Registry(Generic[T]):
             return namespace or "default"
         return ""
 
-    async def update(self, obj: T, *, status: bool = False, dry_run: bool = False, ephemeral: bool = False) -> T:
+    async def update(self, obj: T, *, status: bool = False, dry_run: bool = False, ephemeral: bool = False,
+                     resize: bool = False) -> T:
         """Update (spec and metadata) or UpdateStatus (status only); with `dry_run`, judged
         against etcd's copy and answered as the write would be, nothing written."""
         namespace = self._namespace_of(obj)
@@ -315,10 +316,10 @@ class Registry(Generic[T]):
                     continue
                 raise self._conflict(name)
             try:
-                new = await self._updated(obj, old, status, ephemeral, dry_run)
+                new = await self._updated(obj, old, status, ephemeral, dry_run, resize)
                 if self.admission is not None:
                     await self.admission.admit(UPDATE, self.strategy.plural, new, old,
-                                               subresource=_subresource(status, ephemeral), dry_run=dry_run)
+                                               subresource=_subresource(status, ephemeral, resize), dry_run=dry_run)
             except errors.ApiError:
                 if fresh:
                     raise
@@ -329,7 +330,7 @@ class Registry(Generic[T]):
                 state = None
                 continue
             finish = await self.hooks.begin_update(new, old, dry_run) \
-                if self.hooks is not None and not status and not ephemeral else _nothing_to_finish
+                if self.hooks is not None and not status and not ephemeral and not resize else _nothing_to_finish
             stored = False
             try:
                 if dry_run:
@@ -359,7 +360,8 @@ class Registry(Generic[T]):
             return new
         raise self._conflict(name, "too many concurrent writers; try again")
 
-    async def _updated(self, obj: T, old: T, status: bool, ephemeral: bool = False, dry_run: bool = False) -> T:
+    async def _updated(self, obj: T, old: T, status: bool, ephemeral: bool = False, dry_run: bool = False,
+                       resize: bool = False) -> T:
         """obj as it would be stored over old: prepared, defaulted, mutated by admission,
         validated (Invalid)."""
         new = type(obj)()
@@ -369,6 +371,12 @@ class Registry(Generic[T]):
             self.strategy.prepare_for_ephemeral_update(new, old)
             await self._mutate_update(new, old, "ephemeralcontainers", dry_run)
             self.strategy.validate_ephemeral_update(new, old, check)
+        elif resize:
+            self.strategy.prepare_for_resize(new, old)
+            await self._mutate_update(new, old, "resize", dry_run)
+            self.strategy.validate_resize(new, old, check)
+            if self.strategy.spec_changed(new, old):
+                new.metadata.generation = old.metadata.generation + 1
         elif status:
             self.strategy.prepare_for_status_update(new, old)
             await self._mutate_update(new, old, "status", dry_run)

@@ -150,6 +150,13 @@ class Strategy(Generic[T]):
     def validate_ephemeral_update(self, new: T, old: T, check: Checker) -> None:
         """Rules for a pods/ephemeralcontainers write."""
 
+    def prepare_for_resize(self, new: T, old: T) -> None:
+        """pods/resize: only the containers' resources of the new object count (pods only)."""
+        raise errors.BadRequest(f"{self.plural} cannot be resized")
+
+    def validate_resize(self, new: T, old: T, check: Checker) -> None:
+        """Rules for a pods/resize write."""
+
     def validate_status(self, new: T, check: Checker) -> None:
         """Rules for a status update."""
 

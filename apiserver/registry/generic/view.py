@@ -94,14 +94,16 @@ class VersionView(Registry[V], Generic[V, S]):
     async def in_namespace(self, namespace: str) -> builtins.list[V]:
         return [self.to_view(i) for i in await self.stored.in_namespace(namespace)]
 
-    async def update(self, obj: V, *, status: bool = False, dry_run: bool = False, ephemeral: bool = False) -> V:
+    async def update(self, obj: V, *, status: bool = False, dry_run: bool = False, ephemeral: bool = False,
+                     resize: bool = False) -> V:
         meta = obj.metadata
         stored = await self.stored.get(meta.namespace or ("default" if self.strategy.namespaced else ""), meta.name)
         if not status:
             self._judged(obj, self.to_view(stored))
         written = self.to_storage(obj, stored)
         written.metadata.resourceVersion = meta.resourceVersion  # the caller's precondition, if any
-        updated = await self.stored.update(written, status=status, dry_run=dry_run, ephemeral=ephemeral)
+        updated = await self.stored.update(written, status=status, dry_run=dry_run, ephemeral=ephemeral,
+                                         resize=resize)
         return self.to_view(updated)
 
     async def delete(self, namespace: str, name: str, **options: Any) -> V:
