@@ -148,6 +148,10 @@ async def test_deadline_suspend_and_history_limits(client: Client, manager: Cont
     assert "SuccessfulDelete" in await reasons(client, "keep")
 
     await _suspend(client, "keep", True)
+    # the controller must know of the suspension before its clock moves (a loaded host's
+    # watch may bring it later than the write returns)
+    await until(lambda: manager.cronjobs.store.get("default/keep"), "the suspension seen",
+                check=lambda cj: cj is not None and cj.spec.suspend)
     clock.next_minute("keep")
     await holds(lambda: jobs_of(client, "keep"), "suspended: no run", 0.5, check=lambda js: len(js) == 2)
     clock.next_minute("keep", past=45)  # resumed 45 s after the due time, past startingDeadlineSeconds
@@ -169,6 +173,9 @@ async def test_a_run_made_before_the_controller_died_is_not_made_again(client: C
         name=job_name(made, scheduled), namespace="default", labels={"cron": "once"},
         ownerReferences=[controller_ref(made, "batch/v1", "CronJob")]), spec=made.spec.jobTemplate.spec)
     await client.jobs.create(job)
+    # a successor starts by listing the Jobs: it knows this one before its first tick
+    await until(lambda: manager.jobs.store.get(f"default/{job.metadata.name}"), "the run's Job seen",
+                check=lambda found: found is not None)
     clock.move(0, "once")
     cj = await until(lambda: client.cronjobs.get("once", "default"), "the run recorded",
                      check=lambda c: c.status.lastScheduleTime.seconds == int(scheduled.timestamp()))
