@@ -16,6 +16,7 @@ import pytest
 from controllers.manager import ControllerManager, ManagerConfig
 from controllers.nodelifecycle import UNREACHABLE
 from controllers.tainteviction import eviction_time
+from kubeling import errors
 from kubeling.client import Client
 from kubeling.leaderelection import ElectionConfig
 from protos.kubeling.v1 import coordination_pb2, core_pb2, meta_pb2
@@ -44,11 +45,16 @@ class FakeKubelet:
                                                                        leaseDurationSeconds=40))
         with contextlib.suppress(Exception):
             await self.client.leases.create(lease)
-        node = await self.client.nodes.get(self.node)
-        del node.status.conditions[:]
-        node.status.conditions.add(type="Ready", status="True", reason="KubeletReady")
-        node.status.conditions[0].lastHeartbeatTime.GetCurrentTime()
-        await self.client.nodes.update_status(node)
+        while True:  # as a kubelet: again on a conflict (the apiserver's node IPAM writes the new node too)
+            node = await self.client.nodes.get(self.node)
+            del node.status.conditions[:]
+            node.status.conditions.add(type="Ready", status="True", reason="KubeletReady")
+            node.status.conditions[0].lastHeartbeatTime.GetCurrentTime()
+            try:
+                await self.client.nodes.update_status(node)
+                break
+            except errors.Conflict:
+                continue
         self.task = asyncio.create_task(self._renew())
 
     async def _renew(self) -> None:
