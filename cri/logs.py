@@ -171,3 +171,38 @@ def copy_stream(source: BinaryIO | int, writer: CRILogWriter, stream: str, chunk
                 on_data(data)
     finally:
         writer.close_stream(stream)
+
+
+def log_time(text: str) -> float:
+    """An RFC 3339 time (a CRI log line's, or sinceTime) as seconds since the epoch;
+    ValueError when it is not one."""
+    head, dot, rest = text.partition(".")
+    if dot:  # Python reads at most microseconds: cut the fraction there, keep the zone
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        text = f"{head}.{rest[:min(digits, 6)]}{rest[digits:]}"
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def format_entries(raw: bytes, timestamps: bool, since: float | None = None) -> list[bytes]:
+    """CRI log lines -> what `kubectl logs` prints: one chunk per line, partial lines
+    joined, each prefixed with its time when asked; lines older than `since` left out."""
+    out: list[bytes] = []
+    pending = b""
+    for line in raw.splitlines():
+        if not line:
+            continue
+        try:
+            entry = parse_line(line)
+            if since is not None and log_time(entry.timestamp) < since:
+                continue
+        except ValueError:
+            continue  # a torn line at the end of a file being written
+        if not pending and timestamps:
+            pending = entry.timestamp.encode() + b" "
+        pending += entry.content
+        if entry.tag == FULL:
+            out.append(pending + b"\n")
+            pending = b""
+    if pending:
+        out.append(pending)
+    return out

@@ -26,13 +26,12 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 import grpc
 from aiohttp import web
 
-from cri.logs import FULL, parse_line
+from cri.logs import format_entries, log_time
 from kubelet.nodeendpoints import NodeEndpoints
 from kubelet.runtime import RUNNING, SANDBOX_READY, CRICallError, Runtime
 from kubelet.summary import SummaryProvider
@@ -41,7 +40,7 @@ from kubeling.upgradeproxy import ProxyError, proxy_upgrade
 from protos.kubeling.v1 import core_pb2
 from protos.kubeling.v1.core_pb2 import Pod
 
-__all__ = ["DaemonServer", "format_entries"]
+__all__ = ["DaemonServer"]
 
 log = logging.getLogger(__name__)
 
@@ -53,41 +52,6 @@ _OPEN = frozenset({"/healthz"})
 # fixed, as the apiserver's is).
 STATS_READER = "system:metrics-server"
 _STATS_PATHS = ("/stats/", "/metrics/resource")
-
-
-def log_time(text: str) -> float:
-    """An RFC 3339 time (a CRI log line's, or sinceTime) as seconds since the epoch;
-    ValueError when it is not one."""
-    head, dot, rest = text.partition(".")
-    if dot:  # Python reads at most microseconds: cut the fraction there, keep the zone
-        digits = len(rest) - len(rest.lstrip("0123456789"))
-        text = f"{head}.{rest[:min(digits, 6)]}{rest[digits:]}"
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-def format_entries(raw: bytes, timestamps: bool, since: float | None = None) -> list[bytes]:
-    """CRI log lines -> what `kubectl logs` prints: one chunk per line, partial lines
-    joined, each prefixed with its time when asked; lines older than `since` left out."""
-    out: list[bytes] = []
-    pending = b""
-    for line in raw.splitlines():
-        if not line:
-            continue
-        try:
-            entry = parse_line(line)
-            if since is not None and log_time(entry.timestamp) < since:
-                continue
-        except ValueError:
-            continue  # a torn line at the end of a file being written
-        if not pending and timestamps:
-            pending = entry.timestamp.encode() + b" "
-        pending += entry.content
-        if entry.tag == FULL:
-            out.append(pending + b"\n")
-            pending = b""
-    if pending:
-        out.append(pending)
-    return out
 
 
 def _flag(request: web.Request, name: str) -> bool:

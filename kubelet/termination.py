@@ -15,7 +15,7 @@ import os
 import secrets
 from pathlib import Path
 
-from cri.logs import FULL, parse_line
+from cri.logs import format_entries
 from kubelet import labels
 from protos.kubeling.v1 import core_pb2
 from protos.runtime.v1 import api_pb2
@@ -70,21 +70,8 @@ def _log_tail(path: Path) -> str:
             raw = handle.read()
     except OSError:
         return ""
-    lines: list[bytes] = []
-    pending = b""
-    for line in raw.split(b"\n")[1 if size > _LOG_WINDOW else 0:]:  # the first may be cut
-        if not line:
-            continue
-        try:
-            entry = parse_line(line)
-        except ValueError:
-            continue
-        pending += entry.content
-        if entry.tag == FULL:
-            lines.append(pending + b"\n")
-            pending = b""
-    if pending:
-        lines.append(pending)
+    first = raw.find(b"\n") + 1 if size > _LOG_WINDOW else 0  # the window's first line may be cut
+    lines = format_entries(raw[first:], False)
     return b"".join(lines[-MAX_LOG_LINES:])[:MAX_LOG_BYTES].decode(errors="replace")
 
 

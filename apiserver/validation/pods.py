@@ -16,7 +16,7 @@ from protos.kubeling.v1 import core_pb2, meta_pb2
 
 __all__ = ["SYSTEM_PRIORITY_CLASSES", "validate_node_selector_term", "validate_pod", "validate_pod_status",
            "validate_pod_update", "validate_label_selector", "validate_ephemeral_update", "as_container",
-           "validate_pod_resize"]
+           "validate_pod_resize", "qos_class"]
 
 # The built-in PriorityClasses (the apiserver creates them at start, as upstream).
 SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
@@ -139,26 +139,26 @@ def validate_pod_resize(new: core_pb2.Pod, old: core_pb2.Pod, check: Checker) ->
                 for name in sorted(set(now) | set(then)):
                     if name not in _RESIZABLE and now.get(name) != then.get(name):
                         check.add(f"{path}.{part}[{name}]", "Forbidden: only cpu and memory resources are mutable")
-            requests = check.resource_list(f"{path}.requests", c.resources.requests)
-            limits = check.resource_list(f"{path}.limits", c.resources.limits)
-            for name, req in requests.items():
-                lim = limits.get(name)
-                if lim is not None and req.value > lim.value:
-                    check.invalid(f"{path}.requests", str(req), f"must be less than or equal to {name} limit of {lim}")
-    if _qos(new.spec) != _qos(old.spec):
+            _validate_resources(c.resources, path, check)
+    if qos_class(new.spec) != qos_class(old.spec):
         check.add("spec", "Forbidden: Pod QOS Class may not change as a result of resizing")
 
 
-def _qos(spec: core_pb2.PodSpec) -> str:
-    """BestEffort, Burstable or Guaranteed from cpu and memory (the apiserver's own reckoning)."""
-    requests = [c.resources.requests for c in [*spec.containers, *spec.initContainers]]
-    limits = [c.resources.limits for c in [*spec.containers, *spec.initContainers]]
-    if not any(r.get(k) for r in [*requests, *limits] for k in _RESIZABLE):
+def qos_class(spec: core_pb2.PodSpec) -> str:
+    """Guaranteed / Burstable / BestEffort from cpu and memory requests and limits."""
+    containers = list(spec.containers) + list(spec.initContainers)
+    any_set = False
+    guaranteed = True
+    for c in containers:
+        req, lim = c.resources.requests, c.resources.limits
+        for r in ("cpu", "memory"):
+            if r in req or r in lim:
+                any_set = True
+            if r not in lim or (r in req and req[r] != lim[r]):
+                guaranteed = False
+    if not any_set:
         return "BestEffort"
-    if all(k in lim and req.get(k, lim[k]) == lim[k] for req, lim in zip(requests, limits, strict=True)
-           for k in _RESIZABLE):
-        return "Guaranteed"
-    return "Burstable"
+    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def validate_pod_status(new: core_pb2.Pod, check: Checker) -> None:
@@ -242,13 +242,7 @@ def _validate_container(c: core_pb2.Container, path: str, seen: set[str], check:
             check.required(f"{at}.{kinds[0]}.name", getattr(ef, kinds[0]).name)
         if ef.prefix:
             check.name(f"{at}.prefix", ef.prefix, names.env_var_name)
-    requests = check.resource_list(f"{path}.resources.requests", c.resources.requests)
-    limits = check.resource_list(f"{path}.resources.limits", c.resources.limits)
-    for name, req in requests.items():
-        lim = limits.get(name)
-        if lim is not None and req.value > lim.value:
-            check.invalid(f"{path}.resources.requests", str(req),
-                          f"must be less than or equal to {name} limit of {lim}")
+    _validate_resources(c.resources, f"{path}.resources", check)
     for i, m in enumerate(c.volumeMounts):
         check.required(f"{path}.volumeMounts[{i}].name", m.name)
         check.required(f"{path}.volumeMounts[{i}].mountPath", m.mountPath)
@@ -303,18 +297,7 @@ def _validate_resource_field(ref: core_pb2.ResourceFieldSelector, path: str, che
 
 def _validate_handler(h: core_pb2.LifecycleHandler, path: str, check: Checker, grace: int) -> None:
     """A lifecycle hook's handler (upstream's validateLifecycleHandler)."""
-    handlers = [name for name in ("exec", "httpGet", "tcpSocket", "sleep") if h.HasField(name)]
-    if not handlers:
-        check.add(path, "Required value: must specify a handler type")
-    elif len(handlers) > 1:
-        check.add(f"{path}.{handlers[1]}", "Forbidden: may not specify more than 1 handler type")
-    if h.HasField("exec"):
-        check.required(f"{path}.exec.command", len(h.exec.command))
-    if h.HasField("httpGet"):
-        _validate_probe_port(h.httpGet.port, f"{path}.httpGet.port", check)
-        check.unsupported(f"{path}.httpGet.scheme", h.httpGet.scheme, ("HTTP", "HTTPS"))
-    if h.HasField("tcpSocket"):
-        _validate_probe_port(h.tcpSocket.port, f"{path}.tcpSocket.port", check)
+    _validate_actions(h, ("exec", "httpGet", "tcpSocket", "sleep"), path, check)
     if h.HasField("sleep") and not 0 <= h.sleep.seconds <= grace:
         check.invalid(f"{path}.sleep.seconds", h.sleep.seconds,
                       f"must be non-negative and less than terminationGracePeriodSeconds ({grace})")
@@ -355,24 +338,40 @@ def _validate_container_security(sc: core_pb2.SecurityContext, path: str, check:
 
 
 def _validate_probe(p: core_pb2.Probe, path: str, check: Checker, *, liveness_like: bool) -> None:
-    handlers = [h for h in ("exec", "httpGet", "tcpSocket", "grpc") if p.HasField(h)]
-    if not handlers:
-        check.add(path, "Required value: must specify a handler type")
-    elif len(handlers) > 1:
-        check.add(f"{path}.{handlers[1]}", "Forbidden: may not specify more than 1 handler type")
+    _validate_actions(p, ("exec", "httpGet", "tcpSocket", "grpc"), path, check)
     for f in ("initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold", "failureThreshold"):
         check.non_negative(f"{path}.{f}", getattr(p, f))
     if liveness_like and p.successThreshold != 1:
         check.invalid(f"{path}.successThreshold", p.successThreshold, "must be 1")
-    if p.HasField("exec"):
-        check.required(f"{path}.exec.command", len(p.exec.command))
-    if p.HasField("httpGet"):
-        _validate_probe_port(p.httpGet.port, f"{path}.httpGet.port", check)
-        check.unsupported(f"{path}.httpGet.scheme", p.httpGet.scheme, ("HTTP", "HTTPS"))
-    if p.HasField("tcpSocket"):
-        _validate_probe_port(p.tcpSocket.port, f"{path}.tcpSocket.port", check)
     if p.HasField("grpc"):
         check.port(f"{path}.grpc.port", p.grpc.port)
+
+
+def _validate_resources(resources: core_pb2.ResourceRequirements, path: str, check: Checker) -> None:
+    """Quantities that parse, each request within its limit."""
+    requests = check.resource_list(f"{path}.requests", resources.requests)
+    limits = check.resource_list(f"{path}.limits", resources.limits)
+    for name, req in requests.items():
+        lim = limits.get(name)
+        if lim is not None and req.value > lim.value:
+            check.invalid(f"{path}.requests", str(req), f"must be less than or equal to {name} limit of {lim}")
+
+
+def _validate_actions(h: core_pb2.Probe | core_pb2.LifecycleHandler, kinds: tuple[str, ...], path: str,
+                      check: Checker) -> None:
+    """One handler of `kinds`, and its exec, httpGet or tcpSocket action (probes and hooks alike)."""
+    handlers = [kind for kind in kinds if h.HasField(kind)]
+    if not handlers:
+        check.add(path, "Required value: must specify a handler type")
+    elif len(handlers) > 1:
+        check.add(f"{path}.{handlers[1]}", "Forbidden: may not specify more than 1 handler type")
+    if h.HasField("exec"):
+        check.required(f"{path}.exec.command", len(h.exec.command))
+    if h.HasField("httpGet"):
+        _validate_probe_port(h.httpGet.port, f"{path}.httpGet.port", check)
+        check.unsupported(f"{path}.httpGet.scheme", h.httpGet.scheme, ("HTTP", "HTTPS"))
+    if h.HasField("tcpSocket"):
+        _validate_probe_port(h.tcpSocket.port, f"{path}.tcpSocket.port", check)
 
 
 def _validate_probe_port(port: core_pb2.IntOrString, path: str, check: Checker) -> None:

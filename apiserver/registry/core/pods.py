@@ -8,6 +8,7 @@ from apiserver.registry.generic.strategy import DeletePlan, Strategy
 from apiserver.validation import Checker
 from apiserver.validation.pods import (
     as_container,
+    qos_class,
     validate_ephemeral_update,
     validate_pod,
     validate_pod_resize,
@@ -51,7 +52,7 @@ class PodStrategy(Strategy[core_pb2.Pod]):
         mark_pod_trace(obj)
         obj.status.Clear()
         obj.status.phase = "Pending"
-        obj.status.qosClass = _qos_class(obj.spec)
+        obj.status.qosClass = qos_class(obj.spec)
 
     def default(self, obj: core_pb2.Pod) -> None:
         default_pod_spec(obj.spec)
@@ -201,18 +202,3 @@ def _canonicalize(resources: Any) -> None:
             pass  # reported by validation
 
 
-def _qos_class(spec: core_pb2.PodSpec) -> str:
-    """Guaranteed / Burstable / BestEffort from cpu and memory requests and limits."""
-    containers = list(spec.containers) + list(spec.initContainers)
-    any_set = False
-    guaranteed = True
-    for c in containers:
-        req, lim = c.resources.requests, c.resources.limits
-        for r in ("cpu", "memory"):
-            if r in req or r in lim:
-                any_set = True
-            if r not in lim or (r in req and req[r] != lim[r]):
-                guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cri.logs import rfc3339nano
-from kubelet.server import format_entries, log_time
+from cri.logs import format_entries, log_time, rfc3339nano
 
 
 def test_log_times_and_since() -> None:
