@@ -194,16 +194,18 @@ def _security_context(pod: Pod, container: core_pb2.Container, target_id: str,
     return out
 
 
-def container_resources(pod: Pod, container: core_pb2.Container,
-                        oom_floor: int = -1000) -> api_pb2.LinuxContainerResources:
-    """The runtime's resources for the container (ConfigError for a quantity that does not parse)."""
-    return _resources(pod, container, oom_floor)
+def container_resources(pod: Pod, container: core_pb2.Container) -> api_pb2.LinuxContainerResources:
+    """The container's cpu and memory settings for the runtime, as a resize compares and
+    applies them (the OOM score adjustment is left out: it is fixed at creation)."""
+    return _resources(pod, container, None)
 
 
-def _resources(pod: Pod, container: core_pb2.Container, oom_floor: int) -> api_pb2.LinuxContainerResources:
+def _resources(pod: Pod, container: core_pb2.Container, oom_floor: int | None) -> api_pb2.LinuxContainerResources:
+    """`oom_floor` None: no OOM score adjustment (spares reading the machine's memory)."""
     res = api_pb2.LinuxContainerResources()
-    res.oom_score_adj = oom_score_adj(pod, container, parse_quantity(machine_capacity(0)["memory"]).int_value(),
-                                      oom_floor)
+    if oom_floor is not None:
+        res.oom_score_adj = oom_score_adj(pod, container, parse_quantity(machine_capacity(0)["memory"]).int_value(),
+                                          oom_floor)
     try:
         requests, limits = container.resources.requests, container.resources.limits
         cpu_request = parse_quantity(requests["cpu"]).milli_value() if "cpu" in requests else 0

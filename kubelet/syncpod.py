@@ -313,7 +313,7 @@ class PodSyncer:
             if latest is None or latest.state != RUNNING or latest.applied is None:
                 continue
             try:
-                wanted = container_resources(pod, spec, self.oom_floor)
+                wanted = container_resources(pod, spec)
             except ConfigError:
                 continue
             if _limits(wanted) != _limits(latest.applied):
