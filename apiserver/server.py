@@ -19,12 +19,14 @@ from grpc_reflection.v1alpha import reflection
 
 from apiserver.admission.chain import Admission, AdmissionPlugin, MutatingPlugin
 from apiserver.admission.defaulttolerationseconds import DefaultTolerationSeconds
+from apiserver.admission.limitranger import LimitRanger
 from apiserver.admission.noderestriction import NodeRestriction
 from apiserver.admission.podsecurity import PodSecurityAdmission
 from apiserver.admission.policy import ValidatingPolicies
 from apiserver.admission.policystatus import PolicyTypeChecker
 from apiserver.admission.priority import PriorityAdmission
 from apiserver.admission.rbac_escalation import EscalationCheck
+from apiserver.admission.resourcequota import ResourceQuotaAdmission
 from apiserver.admission.runtimeclass import RuntimeClassAdmission
 from apiserver.admission.serviceaccount import ServiceAccountAdmission
 from apiserver.admission.storage import DefaultStorageClass, PersistentVolumeClaimResize, StorageObjectInUseProtection
@@ -72,6 +74,7 @@ from apiserver.registry.generic.view import VersionView
 from apiserver.registry.scheduling import bootstrap_priority_classes
 from apiserver.storage.compaction import Compactor
 from apiserver.storage.etcd import Storage
+from apiserver.storage.selection import Filter
 from apiserver.storage.ttl import LeasePool
 from kubeling import errors, scheme
 from kubeling.http import StatusServer
@@ -233,8 +236,14 @@ class APIServer:
             if "NodeRestriction" in names else []
         if auth.authorizer is not None and "RBAC" in options.authorization_modes:
             plugins.append(EscalationCheck(auth.authorizer, auth.policy))  # upstream's RBAC storage does it
-        mutating: list[MutatingPlugin] = [ServiceAccountAdmission(self._service_account)] \
-            if "ServiceAccount" in names else []
+        mutating: list[MutatingPlugin] = []
+        if "LimitRanger" in names:
+            limits = self.registries[scheme.LIMITRANGES]
+            ranger = LimitRanger(limits.in_namespace)
+            mutating.append(ranger)
+            plugins.append(ranger)
+        if "ServiceAccount" in names:
+            mutating.append(ServiceAccountAdmission(self._service_account))
         if "DefaultTolerationSeconds" in names:
             mutating.append(DefaultTolerationSeconds(cfg.default_not_ready_toleration_seconds,
                                                      cfg.default_unreachable_toleration_seconds))
@@ -273,9 +282,23 @@ class APIServer:
         if "ValidatingAdmissionWebhook" in names:
             plugins.append(ValidatingWebhooks(
                 WebhookSource(self.registries[scheme.VALIDATINGWEBHOOKCONFIGURATIONS].watch_cache), *webhook_args))
+        if "ResourceQuota" in names:  # last, as upstream: it charges what every other plugin let through
+            plugins.append(ResourceQuotaAdmission(self._quotas, self._write_quota_status))
         chain = self._admission = Admission(plugins, mutating)
         for reg in self.registries.values():
             reg.admission = chain.for_resource(reg.strategy.resource)
+
+    async def _quotas(self, namespace: str, fresh: bool) -> list[core_pb2.ResourceQuota]:
+        """A namespace's quotas for the quota admission: the watch cache's, or etcd's when
+        the cache's copy was refused as stale."""
+        quotas = self.registries[scheme.RESOURCEQUOTAS]
+        if fresh:
+            return (await quotas.list_from_etcd(Filter(namespace), 0, ""))[0]
+        return await quotas.in_namespace(namespace)
+
+    async def _write_quota_status(self, quota: core_pb2.ResourceQuota) -> core_pb2.ResourceQuota:
+        written: core_pb2.ResourceQuota = await self.registries[scheme.RESOURCEQUOTAS].update(quota, status=True)
+        return written
 
     async def _start_registries(self) -> None:
         for reg in self.registries.values():

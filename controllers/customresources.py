@@ -57,6 +57,12 @@ class CustomResourceFollower:
         await informer.start()
         log.info("garbage collector: following %s (%s)", preferred.group_resource, preferred.api_version)
 
+    def informer_for(self, group_resource: str) -> Informer[Any] | None:
+        """The informer of a custom resource followed now (plural.group), for others that
+        count what it holds (the quota controller)."""
+        return next((f.watched.informer for f in self._followed.values() if f.watched.resource == group_resource),
+                    None)
+
     async def _forget(self, crd: custom_pb2.CustomResource) -> None:
         followed = self._followed.pop(crd.metadata.name, None)
         if followed is None:

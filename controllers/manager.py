@@ -3,9 +3,10 @@ leader election on kube-system/kube-controller-manager (the informers stay warm 
 standby; only the leader's controllers act), and each controller's loop or workers:
 node lifecycle, NoExecute taint eviction, ReplicaSet, ReplicationController, Deployment,
 DaemonSet, StatefulSet, Job, CronJob, HorizontalPodAutoscaler, disruption
-(PodDisruptionBudget status), EndpointSlice, Endpoints, ClusterRole aggregation and the garbage collector (which follows
-custom resources too), the persistent volume binder and the pvc- and pv-protection
-controllers, the attach/detach controller."""
+(PodDisruptionBudget status), resource quota, EndpointSlice, Endpoints, ClusterRole
+aggregation and the garbage collector (which follows custom resources too), the
+persistent volume binder and the pvc- and pv-protection controllers, the attach/detach
+controller."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
@@ -33,6 +35,8 @@ from controllers.nodelifecycle import LEASE_NAMESPACE, NodeLifecycleController
 from controllers.persistentvolume import PersistentVolumeController
 from controllers.podautoscaler import SYNC_PERIOD, HorizontalController
 from controllers.replicaset import REPLICATION_CONTROLLER, ReplicaSetController
+from controllers.resourcequota import SYNC_PERIOD as QUOTA_SYNC_PERIOD
+from controllers.resourcequota import ResourceQuotaController
 from controllers.rootcacertpublisher import ROOT_CA_CONFIGMAP, RootCACertPublisher
 from controllers.statefulset import StatefulSetController
 from controllers.tainteviction import TaintEviction
@@ -41,7 +45,7 @@ from kubeling import scheme
 from kubeling.client import Client
 from kubeling.events import EventRecorder
 from kubeling.http import StatusServer
-from kubeling.informer import SharedInformers
+from kubeling.informer import Informer, SharedInformers
 from kubeling.leaderelection import ElectionConfig, LeaderElector
 from kubeling.options import flag
 from kubeling.periodic import Periodic
@@ -69,6 +73,8 @@ class ManagerConfig:
     horizontal_pod_autoscaler_sync_period: float = flag(SYNC_PERIOD, "seconds between a HorizontalPodAutoscaler's "
                                                         "syncs (default %(default)s)", type=float)
     workers: int = 3  # per controller, as upstream's --concurrent-*-syncs
+    resource_quota_sync_period: float = flag(QUOTA_SYNC_PERIOD, "seconds between recounts of every quota's usage "
+                                             "(default %(default)s)", type=float)
     root_ca_file: Path | None = flag(None, "the cluster CA published as the kube-root-ca.crt ConfigMap in every "
                                      "namespace (default: none published)", type=Path)
 
@@ -142,11 +148,19 @@ class ControllerManager:
         # ... and every custom resource, from when its definition is served
         self.custom_resources = CustomResourceFollower(client, informers.get(scheme.CUSTOMRESOURCEDEFINITIONS),
                                                        self.garbage_collector)
+        builtin = {rt.group_resource: rt for rt in scheme.BUILTIN if rt.view_of is None}
+
+        def counted(group_resource: str) -> Informer[Any] | None:
+            rt = builtin.get(group_resource)
+            return informers.get(rt) if rt is not None else self.custom_resources.informer_for(group_resource)
+
+        self.resource_quota = ResourceQuotaController(client, informers.get(scheme.RESOURCEQUOTAS), counted,
+                                                      config.workers)
         self._workers: list[Workers] = [c.workers for c in (
             self.replicaset, self.replication, self.deployment, self.daemonset, self.statefulset, self.job,
             self.cronjob, self.horizontal, self.disruption, self.endpointslice, self.endpoints_controller,
             self.garbage_collector, self.clusterrole_aggregation, self.pvc_protection, self.pv_protection,
-            self.attach_detach)]
+            self.attach_detach, self.resource_quota)]
         if self.root_ca_publisher is not None:
             self._workers.append(self.root_ca_publisher.workers)
         self._workers += self.persistentvolume.workers
@@ -157,7 +171,9 @@ class ControllerManager:
         self._loops = [Periodic("node-lifecycle", config.node_monitor_period, self.node_lifecycle.monitor),
                        Periodic("taint-eviction", config.eviction_period, self.eviction.sync),
                        # upstream's binder resyncs every 15 s: a claim may wait on any change
-                       Periodic("persistentvolume-resync", 15.0, self.persistentvolume.resync_step)]
+                       Periodic("persistentvolume-resync", 15.0, self.persistentvolume.resync_step),
+                       Periodic("resourcequota-resync", config.resource_quota_sync_period,
+                                self.resource_quota.resync_step)]
         self.elector = LeaderElector(client, self.identity, config.election, on_started=self._lead,
                                      on_stopped=self._follow) if config.leader_elect else None
         self.registry = CollectorRegistry()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kubeling import podresources
 from kubeling.quantity import QuantityError, parse_quantity
 from protos.kubeling.v1 import core_pb2
 from protos.kubeling.v1.core_pb2 import Pod
@@ -20,22 +21,8 @@ _CRITICAL_PRIORITY = 2000000000
 
 
 def qos_class(pod: Pod) -> str:
-    """BestEffort, Burstable or Guaranteed, from cpu and memory."""
-    requests: dict[str, int] = {}
-    limits: dict[str, int] = {}
-    for c in [*pod.spec.initContainers, *pod.spec.containers]:
-        for source, target in ((c.resources.requests, requests), (c.resources.limits, limits)):
-            for name in ("cpu", "memory"):
-                if name in source:
-                    value = parse_quantity(source[name]).milli_value()
-                    if value:
-                        target[name] = target.get(name, 0) + value
-    if not requests and not limits:
-        return "BestEffort"
-    complete = all(all(n in c.resources.limits for n in ("cpu", "memory")) for c in pod.spec.containers)
-    if complete and limits.keys() == {"cpu", "memory"} and all(requests.get(k, v) == v for k, v in limits.items()):
-        return "Guaranteed"
-    return "Burstable"
+    """BestEffort, Burstable or Guaranteed, from cpu and memory (as the apiserver reckons it)."""
+    return podresources.qos_class(pod.spec)
 
 
 def oom_score_floor(status: Path = Path("/proc/self/status"), own: Path = Path("/proc/self/oom_score_adj")) -> int:

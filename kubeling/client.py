@@ -402,6 +402,8 @@ class Client:
     statefulsets = _typed(scheme.STATEFULSETS)
     controllerrevisions = _typed(scheme.CONTROLLERREVISIONS)
     replicationcontrollers = _typed(scheme.REPLICATIONCONTROLLERS)
+    resourcequotas = _typed(scheme.RESOURCEQUOTAS)
+    limitranges = _typed(scheme.LIMITRANGES)
     horizontalpodautoscalers = _typed(scheme.HORIZONTALPODAUTOSCALERS)
     priorityclasses = _typed(scheme.PRIORITYCLASSES)
     poddisruptionbudgets = _typed(scheme.POD_DISRUPTION_BUDGETS)

@@ -55,7 +55,8 @@ __all__ = ["ApiObject", "ObjectT", "Method", "Subresource", "ResourceType", "Sch
            "APISERVICES", "RUNTIMECLASSES", "CUSTOM_SERVICE", "deletes_collections", "PERSISTENTVOLUMES",
            "PERSISTENTVOLUMECLAIMS", "STORAGECLASSES", "CSIDRIVERS", "CSINODES", "VOLUMEATTACHMENTS",
            "CSISTORAGECAPACITIES", "CRONJOBS", "DAEMONSETS", "STATEFULSETS", "CONTROLLERREVISIONS",
-           "REPLICATIONCONTROLLERS", "HORIZONTALPODAUTOSCALERS", "HORIZONTALPODAUTOSCALERS_V1"]
+           "REPLICATIONCONTROLLERS", "HORIZONTALPODAUTOSCALERS", "HORIZONTALPODAUTOSCALERS_V1",
+           "RESOURCEQUOTAS", "LIMITRANGES"]
 
 # The protobuf package of the API's messages and services.
 PACKAGE = "kubeling.v1"
@@ -443,6 +444,10 @@ HORIZONTALPODAUTOSCALERS_V1 = ResourceType(
 REPLICATIONCONTROLLERS = ResourceType("", "v1", "ReplicationController", "replicationcontrollers",
                                       core_pb2.ReplicationController, short_names=("rc",), categories=("all",),
                                       subresources=(_STATUS, _SCALE), upstream_protobuf=True)
+RESOURCEQUOTAS = ResourceType("", "v1", "ResourceQuota", "resourcequotas", core_pb2.ResourceQuota,
+                              short_names=("quota",), subresources=(_STATUS,), upstream_protobuf=True)
+LIMITRANGES = ResourceType("", "v1", "LimitRange", "limitranges", core_pb2.LimitRange, short_names=("limits",),
+                           upstream_protobuf=True)
 PRIORITYCLASSES = ResourceType("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses",
                                scheduling_pb2.PriorityClass, namespaced=False, short_names=("pc",),
                                upstream_protobuf=True)
@@ -489,7 +494,8 @@ APISERVICES = ResourceType("apiregistration.k8s.io", "v1", "APIService", "apiser
 # In discovery's order.
 BUILTIN: tuple[ResourceType[Any], ...] = (
     PODS, NODES, NAMESPACES, EVENTS, SERVICEACCOUNTS, CONFIGMAPS, SECRETS, SERVICES, ENDPOINTS, PODTEMPLATES,
-    PERSISTENTVOLUMES, PERSISTENTVOLUMECLAIMS, REPLICATIONCONTROLLERS, ENDPOINTSLICES, LEASES, ROLES, CLUSTERROLES,
+    PERSISTENTVOLUMES, PERSISTENTVOLUMECLAIMS, REPLICATIONCONTROLLERS, RESOURCEQUOTAS, LIMITRANGES,
+    ENDPOINTSLICES, LEASES, ROLES, CLUSTERROLES,
     ROLEBINDINGS, CLUSTERROLEBINDINGS, DEPLOYMENTS, REPLICASETS, DAEMONSETS, STATEFULSETS, CONTROLLERREVISIONS,
     HORIZONTALPODAUTOSCALERS, HORIZONTALPODAUTOSCALERS_V1, JOBS, CRONJOBS, PRIORITYCLASSES, POD_DISRUPTION_BUDGETS,
     STORAGECLASSES, CSIDRIVERS, CSINODES, VOLUMEATTACHMENTS, CSISTORAGECAPACITIES, RUNTIMECLASSES,

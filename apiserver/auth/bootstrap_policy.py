@@ -37,7 +37,8 @@ _VIEW = (
     _rule(READ, (CORE,), ("pods", "pods/log", "pods/status", "events", "namespaces", "namespaces/status",
                           "serviceaccounts", "configmaps", "services", "services/status", "endpoints",
                           "persistentvolumeclaims", "persistentvolumeclaims/status", "replicationcontrollers",
-                          "replicationcontrollers/scale", "replicationcontrollers/status")),
+                          "replicationcontrollers/scale", "replicationcontrollers/status", "limitranges",
+                          "resourcequotas", "resourcequotas/status")),
     _rule(READ, (EVENTS,), ("events",)),
     _rule(READ, (APPS,), _WORKLOADS),
     _rule(READ, (BATCH,), ("cronjobs", "cronjobs/status", "jobs", "jobs/status")),
@@ -167,6 +168,8 @@ def cluster_roles() -> list[Role]:
             _rule(("patch", "update"), (CORE,), ("persistentvolumes/status", "persistentvolumeclaims/status")),
             _rule(READ, (STORAGE,), ("storageclasses", "csidrivers", "csinodes")),
             _rule(READ + ("create", "delete", "patch", "update"), (STORAGE,), ("volumeattachments",)),
+            # the resource quota controller's (it reads whatever it counts with the collector's rule)
+            _rule(("patch", "update"), (CORE,), ("resourcequotas/status",)),
             # the garbage collector's: whatever has owners
             _rule(READ + ("delete", "patch", "update"), ("*",), ("*",)),
             # the clusterrole-aggregation controller's (escalate: it writes rules it need not hold)

@@ -13,10 +13,11 @@ from kubeling.options import boolean, flag
 
 __all__ = ["Config", "ADMISSION_PLUGINS"]
 
-ADMISSION_PLUGINS = ("NodeRestriction", "ServiceAccount", "DefaultTolerationSeconds", "Priority", "PodSecurity",
-                     "RuntimeClass",
+ADMISSION_PLUGINS = ("LimitRanger", "NodeRestriction", "ServiceAccount", "DefaultTolerationSeconds", "Priority",
+                     "PodSecurity", "RuntimeClass",
                      "DefaultStorageClass", "StorageObjectInUseProtection", "PersistentVolumeClaimResize",
-                     "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook")
+                     "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook",
+                     "ResourceQuota")
 
 
 def _endpoints(text: str) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from apiserver.validation.checker import Checker
 from kubeling import names
+from kubeling.podresources import qos_class
 from protos.kubeling.v1 import core_pb2, meta_pb2
 
 __all__ = ["SYSTEM_PRIORITY_CLASSES", "validate_node_selector_term", "validate_pod", "validate_pod_status",
@@ -142,23 +143,6 @@ def validate_pod_resize(new: core_pb2.Pod, old: core_pb2.Pod, check: Checker) ->
             _validate_resources(c.resources, path, check)
     if qos_class(new.spec) != qos_class(old.spec):
         check.add("spec", "Forbidden: Pod QOS Class may not change as a result of resizing")
-
-
-def qos_class(spec: core_pb2.PodSpec) -> str:
-    """Guaranteed / Burstable / BestEffort from cpu and memory requests and limits."""
-    containers = list(spec.containers) + list(spec.initContainers)
-    any_set = False
-    guaranteed = True
-    for c in containers:
-        req, lim = c.resources.requests, c.resources.limits
-        for r in ("cpu", "memory"):
-            if r in req or r in lim:
-                any_set = True
-            if r not in lim or (r in req and req[r] != lim[r]):
-                guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def validate_pod_status(new: core_pb2.Pod, check: Checker) -> None:

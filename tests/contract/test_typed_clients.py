@@ -85,6 +85,10 @@ _OBJECTS: list[tuple[scheme.ResourceType[Any], Any, Any]] = [
     (scheme.REPLICATIONCONTROLLERS, core_pb2.ReplicationController(metadata=_meta("rc"), spec=(
         core_pb2.ReplicationControllerSpec(selector={"app": "x"}, template=_TEMPLATE))),
      core_v1.ReplicationController),
+    (scheme.RESOURCEQUOTAS, core_pb2.ResourceQuota(metadata=_meta("rq"), spec=core_pb2.ResourceQuotaSpec(
+        hard={"pods": "10"})), core_v1.ResourceQuota),
+    (scheme.LIMITRANGES, core_pb2.LimitRange(metadata=_meta("lr"), spec=core_pb2.LimitRangeSpec(limits=[
+        core_pb2.LimitRangeItem(type="Container", max={"cpu": "1"})])), core_v1.LimitRange),
     (scheme.ENDPOINTSLICES, discovery_pb2.EndpointSlice(metadata=_meta("es"), addressType="IPv4", endpoints=[
         discovery_pb2.Endpoint(addresses=["10.88.0.5"])]), discovery_v1.EndpointSlice),
     (scheme.LEASES, coordination_pb2.Lease(metadata=_meta("l"), spec=coordination_pb2.LeaseSpec(holderIdentity="me")),

@@ -5,7 +5,7 @@ Some kubectl commands (`kubectl create namespace`) send protobuf: the bytes `k8s
 a runtime.Unknown {typeMeta {apiVersion=1, kind=2} = 1, raw = 2, contentEncoding = 3,
 contentType = 4} whose raw is the object. A resource whose scheme entry says its message
 numbers its fields as upstream's (`upstream_protobuf`: Namespace, the RBAC kinds,
-ServiceAccount, ConfigMap, Secret, Deployment, Job, ...) is read this way, so are the
+ServiceAccount, ConfigMap, Secret, Deployment, Job, ResourceQuota, ...) is read this way, so are the
 subresources' Eviction and TokenRequest (`kubectl drain`, `kubectl create token`),
 DeleteOptions, and the access reviews `kubectl auth can-i` sends (their few string fields,
 by upstream's numbers); anything else is refused with 415 so that the client can be told
@@ -116,6 +116,31 @@ def _clear_zero_times(msg: Message) -> None:
             _clear_zero_times(value)
 
 
+# The maps whose values are resource.Quantity upstream: a message {string = 1}, where these
+# messages have the string itself. The wire layouts differ only in that nesting.
+_QUANTITY_MAPS = frozenset({"hard", "used", "max", "min", "default", "defaultRequest", "maxLimitRequestRatio",
+                            "requests", "limits", "capacity", "allocatable", "overhead"})
+
+
+def _unwrap_quantities(msg: Message) -> None:
+    """A Quantity map value read as a string holds the Quantity message's bytes (field 1,
+    length, the amount): keep the amount."""
+    for fd, value in msg.ListFields():
+        if fd.message_type is None:
+            continue
+        if fd.message_type.GetOptions().map_entry:
+            if fd.name in _QUANTITY_MAPS and fd.message_type.fields_by_name["value"].type == fd.TYPE_STRING:
+                for key, text in list(value.items()):
+                    raw = text.encode()
+                    if raw[:1] == b"\n":
+                        length, pos = _varint(raw, 1)
+                        if pos + length == len(raw):
+                            value[key] = raw[pos:].decode()
+            continue
+        for item in (value if fd.is_repeated else [value]):
+            _unwrap_quantities(item)
+
+
 def decode_envelope(body: bytes, resource: ResourceType[Any] | None = None) -> dict[str, Any]:
     """The object of a protobuf request body sent to `resource`'s URL, as Kubernetes JSON."""
     if not body.startswith(_MAGIC):
@@ -140,4 +165,5 @@ def decode_envelope(body: bytes, resource: ResourceType[Any] | None = None) -> d
     obj: Any = message.FromString(unknown.get(2, b""))
     obj.DiscardUnknownFields()  # upstream fields this server does not have (selfLink, managedFields)
     _clear_zero_times(obj)
+    _unwrap_quantities(obj)
     return {"kind": kind, "apiVersion": api_version, **to_json(obj)}

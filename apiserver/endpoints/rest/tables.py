@@ -489,7 +489,20 @@ def _volumeattachment_row(va: Obj, now: float) -> list[Any]:
     return [va["metadata"]["name"], spec.get("attacher", ""), pv, spec.get("nodeName", ""), attached, _age(va, now)]
 
 
+
+def _quota_row(quota: Obj, now: float) -> list[Any]:
+    """Upstream's printResourceQuota: used/hard per resource, limits.* in a column of their own."""
+    status = quota.get("status") or {}
+    hard, used = status.get("hard") or {}, status.get("used") or {}
+    requests: list[str] = []
+    limits: list[str] = []
+    for name in sorted(hard):
+        (limits if name.startswith("limits.") else requests).append(f"{name}: {used.get(name, '0')}/{hard[name]}")
+    return [quota["metadata"]["name"], _age(quota, now), ", ".join(requests), ", ".join(limits)]
+
 _STORAGE_PRINTERS: dict[str, Printer] = {
+    "resourcequotas": ([("Name", "string", 0), ("Age", "string", 0), ("Request", "string", 0),
+                        ("Limit", "string", 0)], _quota_row),
     "persistentvolumes": ([("Name", "string", 0), ("Capacity", "string", 0), ("Access Modes", "string", 0),
                            ("Reclaim Policy", "string", 0), ("Status", "string", 0), ("Claim", "string", 0),
                            ("StorageClass", "string", 0), ("VolumeAttributesClass", "string", 0),
