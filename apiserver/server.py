@@ -557,8 +557,10 @@ class APIServer:
                 raise errors.NotFound(f'namespaces "{namespace}" not found',
                                       metadata={"kind": "Namespace", "name": namespace}) from None
         if ns.metadata.HasField("deletionTimestamp"):
-            raise errors.Forbidden(f"unable to create new content in namespace {namespace} "
-                                   "because it is being terminated")
+            raise errors.Forbidden(f"unable to create new content in namespace {namespace} because it is being "
+                                   "terminated", metadata={"cause": "NamespaceTerminating", "causeField":
+                                                           "metadata.namespace", "causeMessage":
+                                                           f"namespace {namespace} is being terminated"})
 
     async def _bootstrap_namespaces(self) -> None:
         namespaces = self.registries[scheme.NAMESPACES]

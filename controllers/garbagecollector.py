@@ -187,23 +187,17 @@ class GarbageCollector:
         if solid:
             if not dangling and not waiting:
                 return
-            gone = {r.uid for r in dangling}
-            blocking = {r.uid for r in waiting if r.blockOwnerDeletion}
+            # the owners gone and those waiting on their dependents leave the references
+            # (upstream's: a waiting owner kept would wait on this one for ever)
+            gone = {r.uid for r in dangling} | {r.uid for r in waiting}
 
             def tidy(o: Any) -> bool:
-                changed = False
-                kept = []
-                for r in o.metadata.ownerReferences:
-                    if r.uid in gone:
-                        changed = True
-                        continue
-                    if r.uid in blocking and r.blockOwnerDeletion:
-                        r.blockOwnerDeletion = False  # a solid owner keeps it: stop blocking the other
-                        changed = True
-                    kept.append(r)
+                kept = [r for r in o.metadata.ownerReferences if r.uid not in gone]
+                if len(kept) == len(o.metadata.ownerReferences):
+                    return False
                 del o.metadata.ownerReferences[:]
                 o.metadata.ownerReferences.extend(kept)
-                return changed
+                return True
             await update_with_retry(w.client, obj, tidy)
             return
         # Every owner is gone or being deleted in the foreground: the dependent goes too.

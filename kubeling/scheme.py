@@ -395,7 +395,8 @@ PODS = ResourceType(
 NODES = ResourceType("", "v1", "Node", "nodes", core_pb2.Node, namespaced=False, short_names=("no",),
                      subresources=(_STATUS, Subresource("proxy", _PROXY_VERBS, kind="NodeProxyOptions")))
 NAMESPACES = ResourceType("", "v1", "Namespace", "namespaces", core_pb2.Namespace, namespaced=False,
-                          short_names=("ns",), subresources=(_STATUS,), upstream_protobuf=True)
+                          short_names=("ns",), subresources=(_STATUS, Subresource("finalize", ("update",))),
+                          upstream_protobuf=True)
 EVENTS = ResourceType("", "v1", "Event", "events", core_pb2.Event, short_names=("ev",))
 SERVICEACCOUNTS = ResourceType(
     "", "v1", "ServiceAccount", "serviceaccounts", core_pb2.ServiceAccount, short_names=("sa",),

@@ -85,7 +85,9 @@ class MutatingPlugin(Protocol):
 def forbidden(attrs: AdmissionAttributes, group_resource: str, reason: str) -> errors.Forbidden:
     """Upstream's admission.NewForbidden: `pods "p" is forbidden: <reason>`."""
     name = f' "{attrs.name}"' if attrs.name else ""
-    return errors.Forbidden(f"{group_resource}{name} is forbidden: {reason}")
+    plural, _, group = group_resource.partition(".")
+    return errors.Forbidden(f"{group_resource}{name} is forbidden: {reason}",
+                            metadata={"name": attrs.name, "group": group, "resource": plural})
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ async def list_objects(storage: Storage, codec: Codec, prefix: bytes, flt: Filte
         revision, start = _decode_continue(token)
         if not start.startswith(base):
             raise errors.BadRequest("continue token does not belong to this list")
+        revision = max(revision, 0)  # -1: go on at the latest revision (an inconsistent continue)
     selective = not (flt.labels.empty() and flt.fields.empty())
     items: list[Any] = []
     page = limit if limit > 0 else 0
@@ -38,9 +39,11 @@ async def list_objects(storage: Storage, codec: Codec, prefix: bytes, flt: Filte
         try:
             kvs, header, more, count = await storage.range(start, end, revision=revision, limit=page)
         except Compacted:
-            raise errors.Expired(
-                "The provided continue parameter is too old to display a consistent list result. "
-                "You can start a new list without the continue parameter.") from None
+            # upstream's handleCompactedErrorForPaging: 410, and a token that goes on from
+            # the same key at the latest revision, for a client that accepts an
+            # inconsistent list
+            raise errors.Expired(_INCONSISTENT_CONTINUE, metadata={
+                "continue": _encode_continue(-1, start)}) from None
         revision = revision or header
         for i, kv in enumerate(kvs):
             if kv.key == prefix:
@@ -66,6 +69,13 @@ async def list_objects(storage: Storage, codec: Codec, prefix: bytes, flt: Filte
     return items, meta
 
 
+_INCONSISTENT_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new list "
+    "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
+    "results. Continuing with the provided token results in an inconsistent list - objects that were created, "
+    "modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+
+
 def _encode_continue(revision: int, start: bytes) -> str:
     raw = json.dumps({"v": "kubeling/v1", "rv": revision, "start": start.decode("utf-8", "surrogateescape")})
     return base64.urlsafe_b64encode(raw.encode()).decode()
@@ -80,6 +90,6 @@ def _decode_continue(token: str) -> tuple[int, bytes]:
         start = str(data["start"]).encode("utf-8", "surrogateescape")
     except (ValueError, KeyError, TypeError, binascii.Error, json.JSONDecodeError):
         raise errors.BadRequest("continue: invalid value: the continue token is not valid") from None
-    if rv <= 0:
+    if rv <= 0 and rv != -1:
         raise errors.BadRequest("continue: invalid value: the continue token has no resource version")
     return rv, start

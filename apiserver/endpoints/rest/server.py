@@ -50,7 +50,7 @@ from apiserver.endpoints.rest.routes import (
     local_review_namespace,
     route,
 )
-from apiserver.endpoints.rest.status import MethodNotAllowed, http_code, status_json
+from apiserver.endpoints.rest.status import MethodNotAllowed, NotAcceptable, http_code, status_json
 from apiserver.endpoints.rest.subresources import STREAMS, Subresources
 from apiserver.endpoints.rest.watch import EventLines, serve_watch
 from apiserver.registry.apiextensions.customresources import CustomResourceStrategy
@@ -64,6 +64,8 @@ from kubeling.scheme import ResourceType, Scheme, deletes_collections
 __all__ = ["RestServer"]
 
 log = logging.getLogger(__name__)
+
+_REVIEW_PATHS = (ACCESS_REVIEWS, RULES_REVIEWS, SELF_SUBJECT_REVIEWS, SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS)
 
 
 def _http_code(err: errors.ApiError) -> str:
@@ -165,6 +167,12 @@ class RestServer:
 
     async def _serve(self, request: web.Request, found: Route) -> web.StreamResponse:
         path = found.path
+        if path in _REVIEW_PATHS or local_review_namespace(path):
+            # reviews are answered, not stored: nothing to show as a Table (upstream's 406
+            # for a backend without a table convertor)
+            if negotiate_output(request).as_table:
+                raise NotAcceptable("only the following media types are accepted: application/json, "
+                                    "application/yaml, application/vnd.kubernetes.protobuf")
         if request.method == "POST" and path in (ACCESS_REVIEWS, RULES_REVIEWS):
             return await access_review(request, path, self.pipeline.authorizer)
         if request.method == "POST" and path == TOKEN_REVIEWS:

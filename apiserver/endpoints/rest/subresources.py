@@ -69,6 +69,8 @@ class Subresources:
             return object_response(request, t, await registry.get(t.namespace, t.name), 200)
         if sub == "resize" and method in ("PUT", "PATCH"):
             return await ephemeral_containers(request, t, registry, resize=True)
+        if sub == "finalize" and method == "PUT":
+            return await finalize(request, t, registry)
         if sub == "ephemeralcontainers" and method in ("PUT", "PATCH"):
             return await ephemeral_containers(request, t, registry)
         if sub in STREAMS and method in ("GET", "POST"):
@@ -228,6 +230,16 @@ async def ephemeral_containers(request: web.Request, t: Target, registry: Regist
             continue
         return object_response(request, t, updated, 200, warnings)
     raise errors.Conflict(f'Operation cannot be fulfilled on pods "{t.name}": the pod kept changing')
+
+
+async def finalize(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
+    """namespaces/finalize: a PUT of the namespace of which only spec.finalizers counts."""
+    obj, warnings = decode(request, t, await body_of(request, t))
+    check_scope(t, obj)
+    if obj.metadata.name != t.name:
+        raise errors.BadRequest("the name of the object does not match the name on the URL")
+    updated = await registry.update(obj, finalize=True, dry_run=dry_run(request))
+    return object_response(request, t, updated, 200, warnings)
 
 
 async def scale(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:

@@ -46,6 +46,14 @@ class NamespaceStrategy(Strategy[core_pb2.Namespace]):
         # spec.finalizers change only through the finalize step, as upstream's /finalize.
         new.spec.CopyFrom(old.spec)
 
+    def prepare_for_finalize(self, new: core_pb2.Namespace, old: core_pb2.Namespace) -> None:
+        """namespaces/finalize (upstream's finalizeUpdateStrategy): the stored namespace with
+        the new spec.finalizers; a terminating namespace left without any is removed."""
+        finalizers = list(new.spec.finalizers)
+        new.CopyFrom(old)
+        new.spec.ClearField("finalizers")
+        new.spec.finalizers.extend(finalizers)
+
     def validate(self, obj: core_pb2.Namespace, check: Checker) -> None:
         for i, f in enumerate(obj.spec.finalizers):
             check.name(f"spec.finalizers[{i}]", f, names.qualified_name)

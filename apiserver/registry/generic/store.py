@@ -51,8 +51,9 @@ NamespaceCheck = Callable[[str], Awaitable[None]]
 Finish = Callable[[bool], Awaitable[None]]
 
 
-def _subresource(status: bool, ephemeral: bool, resize: bool = False) -> str:
-    return "status" if status else "ephemeralcontainers" if ephemeral else "resize" if resize else ""
+def _subresource(status: bool, ephemeral: bool, resize: bool = False, finalize: bool = False) -> str:
+    return "status" if status else "ephemeralcontainers" if ephemeral else "resize" if resize else \
+        "finalize" if finalize else ""
 
 
 async def _nothing_to_finish(stored: bool) -> None:
@@ -163,23 +164,28 @@ class Registry(Generic[T]):
         return data
 
     def _describe(self, name: str) -> str:
-        return f'{self.strategy.plural} "{name}"'
+        return f'{self.strategy.resource.group_resource} "{name}"'
+
+    def _details(self, name: str) -> dict[str, str]:
+        """What a Status's details say of the object: its name, group and resource."""
+        return {"kind": self.strategy.kind, "name": name, "group": self.strategy.resource.group,
+                "resource": self.strategy.plural}
 
     def _invalid(self, obj: T, check: Checker) -> None:
         if check.violations:
-            detail = ", ".join(str(v) for v in check.violations)
+            # upstream's NewInvalid: one error as it is, several as an aggregate in brackets
+            errs = [str(v) for v in check.violations]
+            detail = errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"
             raise errors.Invalid(f'{self.strategy.qualified_kind} "{obj.metadata.name}" is invalid: {detail}',
-                                 metadata={"kind": self.strategy.kind, "name": obj.metadata.name},
-                                 violations=check.violations)
+                                 metadata=self._details(obj.metadata.name), violations=check.violations)
 
     def _conflict(self, name: str, detail: str = "the object has been modified; please apply your "
                   "changes to the latest version and try again") -> errors.Conflict:
         return errors.Conflict(f"Operation cannot be fulfilled on {self._describe(name)}: {detail}",
-                               metadata={"kind": self.strategy.kind, "name": name})
+                               metadata=self._details(name))
 
     def _not_found(self, name: str) -> errors.NotFound:
-        return errors.NotFound(f"{self._describe(name)} not found",
-                               metadata={"kind": self.strategy.kind, "name": name})
+        return errors.NotFound(f"{self._describe(name)} not found", metadata=self._details(name))
 
     def _namespace_of(self, obj: T) -> str:
         if not self.strategy.namespaced:
@@ -199,7 +205,12 @@ class Registry(Generic[T]):
             raise errors.BadRequest("resourceVersion should not be set on objects to be created")
         namespace = self._namespace_of(obj)
         if namespace and self.namespace_check is not None:
-            await self.namespace_check(namespace)
+            try:
+                await self.namespace_check(namespace)
+            except errors.Forbidden as err:  # worded as upstream's NamespaceLifecycle plugin refuses
+                name = f' "{meta.name}"' if meta.name else ""
+                raise errors.Forbidden(f"{self.strategy.resource.group_resource}{name} is forbidden: {err.message}",
+                                       metadata={**err.metadata, **self._details(meta.name)}) from None
         generated = not meta.name and bool(meta.generateName)
         meta.uid = str(uuid.uuid4())
         meta.creationTimestamp.CopyFrom(now())
@@ -240,7 +251,7 @@ class Registry(Generic[T]):
                 if generated and attempt < 7:
                     continue
                 raise errors.AlreadyExists(f"{self._describe(meta.name)} already exists",
-                                           metadata={"kind": self.strategy.kind, "name": meta.name})
+                                           metadata=self._details(meta.name))
             try:
                 rev = await self.storage.create(self.key(namespace, meta.name), self.encode(obj),
                                                 lease=await self._lease())
@@ -248,7 +259,7 @@ class Registry(Generic[T]):
                 if generated and attempt < 7:
                     continue
                 raise errors.AlreadyExists(f"{self._describe(meta.name)} already exists",
-                                           metadata={"kind": self.strategy.kind, "name": meta.name}) from None
+                                           metadata=self._details(meta.name)) from None
             meta.resourceVersion = str(rev)
             return True
         raise AssertionError("unreachable")
@@ -291,9 +302,10 @@ class Registry(Generic[T]):
         return ""
 
     async def update(self, obj: T, *, status: bool = False, dry_run: bool = False, ephemeral: bool = False,
-                     resize: bool = False) -> T:
+                     resize: bool = False, finalize: bool = False) -> T:
         """Update (spec and metadata) or UpdateStatus (status only); with `dry_run`, judged
-        against etcd's copy and answered as the write would be, nothing written."""
+        against etcd's copy and answered as the write would be, nothing written. The
+        special subresources: pods/ephemeralcontainers, pods/resize, namespaces/finalize."""
         namespace = self._namespace_of(obj)
         name = obj.metadata.name
         if not name:
@@ -316,10 +328,11 @@ class Registry(Generic[T]):
                     continue
                 raise self._conflict(name)
             try:
-                new = await self._updated(obj, old, status, ephemeral, dry_run, resize)
+                new = await self._updated(obj, old, status, ephemeral, dry_run, resize, finalize)
                 if self.admission is not None:
                     await self.admission.admit(UPDATE, self.strategy.plural, new, old,
-                                               subresource=_subresource(status, ephemeral, resize), dry_run=dry_run)
+                                               subresource=_subresource(status, ephemeral, resize, finalize),
+                                               dry_run=dry_run)
             except errors.ApiError:
                 if fresh:
                     raise
@@ -330,7 +343,7 @@ class Registry(Generic[T]):
                 state = None
                 continue
             finish = await self.hooks.begin_update(new, old, dry_run) \
-                if self.hooks is not None and not status and not ephemeral and not resize else _nothing_to_finish
+                if self.hooks is not None and not (status or ephemeral or resize or finalize) else _nothing_to_finish
             stored = False
             try:
                 if dry_run:
@@ -361,7 +374,7 @@ class Registry(Generic[T]):
         raise self._conflict(name, "too many concurrent writers; try again")
 
     async def _updated(self, obj: T, old: T, status: bool, ephemeral: bool = False, dry_run: bool = False,
-                       resize: bool = False) -> T:
+                       resize: bool = False, finalize: bool = False) -> T:
         """obj as it would be stored over old: prepared, defaulted, mutated by admission,
         validated (Invalid)."""
         new = type(obj)()
@@ -371,6 +384,10 @@ class Registry(Generic[T]):
             self.strategy.prepare_for_ephemeral_update(new, old)
             await self._mutate_update(new, old, "ephemeralcontainers", dry_run)
             self.strategy.validate_ephemeral_update(new, old, check)
+        elif finalize:
+            self.strategy.prepare_for_finalize(new, old)
+            await self._mutate_update(new, old, "finalize", dry_run)
+            self.strategy.validate(new, check)
         elif resize:
             self.strategy.prepare_for_resize(new, old)
             await self._mutate_update(new, old, "resize", dry_run)

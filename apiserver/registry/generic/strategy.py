@@ -61,9 +61,9 @@ class Strategy(Generic[T]):
             self.resource = resource  # type: ignore[misc]  # this instance's, over the class's
         entry = self.resource
         self.kind = entry.kind
-        # How errors name the kind: upstream's qualified kind (Widget.example.com); the
-        # built-ins keep the bare kind their messages have always had here.
-        self.qualified_kind = f"{entry.kind}.{entry.group}" if entry.custom and entry.group else entry.kind
+        # How errors name the kind and the resource: upstream's qualified forms
+        # (Deployment.apps "x" is invalid; deployments.apps "x" not found; core ones bare).
+        self.qualified_kind = f"{entry.kind}.{entry.group}" if entry.group else entry.kind
         self.plural = entry.plural
         self.namespaced = entry.namespaced
         self.message: type[T] = entry.message
@@ -153,6 +153,10 @@ class Strategy(Generic[T]):
     def prepare_for_resize(self, new: T, old: T) -> None:
         """pods/resize: only the containers' resources of the new object count (pods only)."""
         raise errors.BadRequest(f"{self.plural} cannot be resized")
+
+    def prepare_for_finalize(self, new: T, old: T) -> None:
+        """namespaces/finalize: only spec.finalizers of the new object counts (namespaces only)."""
+        raise errors.BadRequest(f"{self.plural} have no finalize subresource")
 
     def validate_resize(self, new: T, old: T, check: Checker) -> None:
         """Rules for a pods/resize write."""

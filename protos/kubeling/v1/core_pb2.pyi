@@ -1334,11 +1334,27 @@ class NamespaceSpec(_message.Message):
     finalizers: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, finalizers: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class NamespaceCondition(_message.Message):
+    __slots__ = ("type", "status", "lastTransitionTime", "reason", "message")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LASTTRANSITIONTIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    status: str
+    lastTransitionTime: _timestamp_pb2.Timestamp
+    reason: str
+    message: str
+    def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ..., lastTransitionTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
 class NamespaceStatus(_message.Message):
-    __slots__ = ("phase",)
+    __slots__ = ("phase", "conditions")
     PHASE_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
     phase: str
-    def __init__(self, phase: _Optional[str] = ...) -> None: ...
+    conditions: _containers.RepeatedCompositeFieldContainer[NamespaceCondition]
+    def __init__(self, phase: _Optional[str] = ..., conditions: _Optional[_Iterable[_Union[NamespaceCondition, _Mapping]]] = ...) -> None: ...
 
 class Namespace(_message.Message):
     __slots__ = ("metadata", "spec", "status")
