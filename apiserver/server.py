@@ -41,6 +41,7 @@ from apiserver.controllers.cluster_authentication import AuthenticationTrust, pu
 from apiserver.controllers.crd_finalizer import CRDFinalizer
 from apiserver.controllers.crd_naming import CRDNaming
 from apiserver.controllers.election import Controller, ControllerElection
+from apiserver.controllers.flowschema_status import FlowSchemaStatus
 from apiserver.controllers.kubernetes_service import KubernetesService
 from apiserver.controllers.namespace_finalizer import NamespaceFinalizer
 from apiserver.controllers.nodeipam import NodeIPAM
@@ -54,6 +55,7 @@ from apiserver.endpoints.metrics import Metrics
 from apiserver.endpoints.pipeline import Pipeline
 from apiserver.endpoints.request import SubresourceHandler
 from apiserver.endpoints.rest.server import RestServer
+from apiserver.flowcontrol import FlowControl, ensure_configuration
 from apiserver.options import Completed, Config, complete
 from apiserver.registry import CONVERSIONS, Strategy, strategy_for
 from apiserver.registry.apiextensions.customresources import CustomResourceStrategy
@@ -149,15 +151,17 @@ class APIServer:
         await self._serve_custom_resources()
         subresources = self._subresources(options)
         # gRPC: without certificates or tokens, nothing tells callers apart (all anonymous)
+        flow_control = self._flow_control()
         grpc_pipeline = Pipeline(self.metrics, auth.authenticator if options.grpc_authenticates else None,
-                                 auth.authorizer)
+                                 auth.authorizer, flow_control)
         await self._serve_grpc(options, subresources, grpc_pipeline)
         self._compactor = Compactor(storage, self.config.compaction_interval, self._compacted)
         self._compactor.start()
         if self.config.metrics_listen:
             await self._start_http(self.config.metrics_listen)
         if self.config.rest_listen:
-            await self._serve_rest(options, subresources, Pipeline(self.metrics, auth.authenticator, auth.authorizer))
+            await self._serve_rest(options, subresources, Pipeline(self.metrics, auth.authenticator, auth.authorizer,
+                                                                   flow_control))
         self._start_controllers(options)  # after the listeners: the `kubernetes` Service names the REST port
         log.info("apiserver serving gRPC on %s (etcd %s)", self.address, self.config.etcd)
 
@@ -288,6 +292,21 @@ class APIServer:
         for reg in self.registries.values():
             reg.admission = chain.for_resource(reg.strategy.resource)
 
+    def _flow_control(self) -> FlowControl | None:
+        """Priority and Fairness over both front ends, from the stored configuration."""
+        cfg = self.config
+        if not cfg.enable_priority_and_fairness:
+            return None
+        by_resource = {(rt.group, rt.plural): reg for rt, reg in self.registries.items() if rt.view_of is None}
+
+        def object_count(group: str, plural: str) -> int:
+            registry = by_resource.get((group, plural))
+            return len(registry.watch_cache.store) if registry is not None and registry.cache is not None else 0
+
+        return FlowControl(self.registries[scheme.FLOWSCHEMAS].watch_cache,
+                           self.registries[scheme.PRIORITYLEVELCONFIGURATIONS].watch_cache,
+                           cfg.max_requests_inflight + cfg.max_mutating_requests_inflight, object_count)
+
     async def _quotas(self, namespace: str, fresh: bool) -> list[core_pb2.ResourceQuota]:
         """A namespace's quotas for the quota admission: the watch cache's, or etcd's when
         the cache's copy was refused as stale."""
@@ -311,6 +330,8 @@ class APIServer:
         await self._bootstrap_namespaces()
         await reconcile_bootstrap(self.registries[scheme.CLUSTERROLES], self.registries[scheme.CLUSTERROLEBINDINGS])
         await bootstrap_priority_classes(self.registries[scheme.PRIORITYCLASSES])
+        await ensure_configuration(self.registries[scheme.FLOWSCHEMAS],
+                                   self.registries[scheme.PRIORITYLEVELCONFIGURATIONS])
         self._service_accounts = ServiceAccountsController(self.registries[scheme.NAMESPACES],
                                                            self.registries[scheme.SERVICEACCOUNTS])
         await self._service_accounts.sync()  # the system namespaces' before anyone asks
@@ -416,6 +437,7 @@ class APIServer:
         loops: list[Controller] = [
             NamespaceFinalizer(self.registries[scheme.NAMESPACES], namespaced, cfg.namespace_finalize_interval),
             self._service_accounts, CRDNaming(definitions, crds), CRDFinalizer(definitions, crds),
+            FlowSchemaStatus(self.registries[scheme.FLOWSCHEMAS], self.registries[scheme.PRIORITYLEVELCONFIGURATIONS]),
             LocalAPIServices(self.registries[scheme.APISERVICES], lambda: iter(self.scheme)),
             PolicyTypeChecker(self.registries[scheme.VALIDATINGADMISSIONPOLICIES], lambda: iter(self.scheme),
                               self._schema_of)]

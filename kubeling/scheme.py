@@ -52,6 +52,7 @@ __all__ = ["ApiObject", "ObjectT", "Method", "Subresource", "ResourceType", "Sch
            "CLUSTERROLEBINDINGS", "DEPLOYMENTS", "REPLICASETS", "JOBS", "PRIORITYCLASSES", "POD_DISRUPTION_BUDGETS",
            "PODTEMPLATES", "CUSTOMRESOURCEDEFINITIONS", "VALIDATINGWEBHOOKCONFIGURATIONS",
            "MUTATINGWEBHOOKCONFIGURATIONS", "VALIDATINGADMISSIONPOLICIES", "VALIDATINGADMISSIONPOLICYBINDINGS",
+           "FLOWSCHEMAS", "PRIORITYLEVELCONFIGURATIONS",
            "APISERVICES", "RUNTIMECLASSES", "CUSTOM_SERVICE", "deletes_collections", "PERSISTENTVOLUMES",
            "PERSISTENTVOLUMECLAIMS", "STORAGECLASSES", "CSIDRIVERS", "CSINODES", "VOLUMEATTACHMENTS",
            "CSISTORAGECAPACITIES", "CRONJOBS", "DAEMONSETS", "STATEFULSETS", "CONTROLLERREVISIONS",
@@ -489,6 +490,12 @@ VALIDATINGADMISSIONPOLICYBINDINGS = ResourceType(
     custom_pb2.CustomResource, namespaced=False, categories=("api-extensions",), custom=True)
 RUNTIMECLASSES = ResourceType("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", node_pb2.RuntimeClass,
                               namespaced=False, upstream_protobuf=True)
+_FLOWCONTROL = "flowcontrol.apiserver.k8s.io"
+FLOWSCHEMAS = ResourceType(_FLOWCONTROL, "v1", "FlowSchema", "flowschemas", custom_pb2.CustomResource,
+                           namespaced=False, subresources=(_STATUS,), custom=True)
+PRIORITYLEVELCONFIGURATIONS = ResourceType(_FLOWCONTROL, "v1", "PriorityLevelConfiguration",
+                                           "prioritylevelconfigurations", custom_pb2.CustomResource,
+                                           namespaced=False, subresources=(_STATUS,), custom=True)
 APISERVICES = ResourceType("apiregistration.k8s.io", "v1", "APIService", "apiservices", custom_pb2.CustomResource,
                            namespaced=False, categories=("api-extensions",), subresources=(_STATUS,), custom=True)
 
@@ -502,4 +509,4 @@ BUILTIN: tuple[ResourceType[Any], ...] = (
     STORAGECLASSES, CSIDRIVERS, CSINODES, VOLUMEATTACHMENTS, CSISTORAGECAPACITIES, RUNTIMECLASSES,
     VALIDATINGWEBHOOKCONFIGURATIONS,
     MUTATINGWEBHOOKCONFIGURATIONS, VALIDATINGADMISSIONPOLICIES, VALIDATINGADMISSIONPOLICYBINDINGS,
-    CUSTOMRESOURCEDEFINITIONS, APISERVICES)
+    FLOWSCHEMAS, PRIORITYLEVELCONFIGURATIONS, CUSTOMRESOURCEDEFINITIONS, APISERVICES)

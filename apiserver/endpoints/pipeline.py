@@ -30,6 +30,7 @@ from apiserver.auth.authorization import Authorizer, require
 from apiserver.endpoints.impersonation import impersonate
 from apiserver.endpoints.metrics import Metrics
 from apiserver.endpoints.request import Credentials, RequestInfo
+from apiserver.flowcontrol import Admitted, FlowControl
 from kubeling import errors
 from kubeling.telemetry import tracer
 
@@ -54,6 +55,7 @@ class Served:
     code: str = "OK"
     user: UserInfo | None = None
     info: RequestInfo | None = None
+    admitted: Admitted | None = None  # what Priority and Fairness made of it
     _start: float = field(default_factory=time.perf_counter)
 
     def authenticate(self, credentials: Credentials) -> UserInfo:
@@ -63,6 +65,23 @@ class Served:
     def authorize(self, info: RequestInfo) -> None:
         self.info = info
         self.pipeline.authorize(info)
+
+    async def admit(self, *, long_running: bool = False) -> None:
+        """Priority and Fairness, after authorization: wait for this request's seats (given
+        back when the request ends), or TooManyRequests."""
+        control = self.pipeline.flow_control
+        if control is None or self.info is None:
+            return
+        self.admitted = Admitted()
+        await control.admit(self.user or ANONYMOUS, self.info, self.admitted, long_running=long_running)
+
+    @property
+    def flow_headers(self) -> dict[str, str]:
+        """upstream's X-Kubernetes-PF-* response headers"""
+        if self.admitted is None or not self.admitted.schema_uid:
+            return {}
+        return {"X-Kubernetes-PF-FlowSchema-UID": self.admitted.schema_uid,
+                "X-Kubernetes-PF-PriorityLevel-UID": self.admitted.level_uid}
 
     @property
     def elapsed(self) -> float:
@@ -77,6 +96,7 @@ class Pipeline:
     metrics: Metrics
     authenticator: Authenticator | None = None
     authorizer: Authorizer | None = None
+    flow_control: FlowControl | None = None
 
     def authenticate(self, credentials: Credentials) -> UserInfo:
         """The caller: its verified client certificate, else a bearer token; it is this
@@ -114,6 +134,8 @@ class Pipeline:
             log.exception("%s %s failed", verb, served.resource)
             raise internal from err
         finally:
+            if served.admitted is not None:
+                served.admitted.release()
             elapsed = served.elapsed
             self.metrics.observe(verb, served.resource, served.code, elapsed)
             if log.isEnabledFor(logging.DEBUG):

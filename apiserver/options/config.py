@@ -76,6 +76,14 @@ class Config:
     client_ca_file: str = flag("", "authenticate client certificates signed by this CA (user = CN, groups = O); "
                                "gRPC clients must then present one")
     token_auth_file: str = flag("", "static bearer tokens, upstream's CSV: token,user,uid[,\"group1,group2\"]")
+    enable_priority_and_fairness: bool = flag(True, "API Priority and Fairness: requests classified by the "
+                                              "FlowSchemas, given seats of their priority level, queued fairly or "
+                                              "refused with 429 (default true)", type=boolean)
+    # Fewer than upstream's 400 and 200: one Python process on a few cores serves no more at
+    # once, and fewer seats keep big LISTs from crowding its event loop (bench.flowcontrol).
+    max_requests_inflight: int = flag(60, "with --max-mutating-requests-inflight, the seats Priority and Fairness "
+                                      "shares among the priority levels (default %(default)s)", type=int)
+    max_mutating_requests_inflight: int = flag(30, "see --max-requests-inflight (default %(default)s)", type=int)
     anonymous_auth: bool = flag(True, "serve unauthenticated REST requests as system:anonymous (default true)",
                                 type=boolean)
     authorization_mode: str = flag("AlwaysAllow", "comma-separated, asked in order: AlwaysAllow, Node (kubelets), "

@@ -16,6 +16,7 @@ from apiserver.registry import (
     coordination,
     core,
     discovery,
+    flowcontrol,
     node,
     policy,
     rbac,
@@ -29,7 +30,7 @@ __all__ = ["Strategy", "DeletePlan", "STRATEGIES", "strategy_for", "CONVERSIONS"
 
 STRATEGIES: dict[ResourceType[Any], type[Strategy[Any]]] = {
     s.resource: s for group in (core, apps, autoscaling, batch, coordination, discovery, policy, rbac, scheduling,
-                                storage, admissionregistration, apiextensions, apiregistration, node)
+                                storage, admissionregistration, apiextensions, apiregistration, node, flowcontrol)
     for s in group.STRATEGIES}
 # A second version of a resource (scheme entry with view_of): (to its version, to the storage version's).
 CONVERSIONS: dict[ResourceType[Any], tuple[Any, Any]] = {**autoscaling.CONVERSIONS}

@@ -176,6 +176,9 @@ async def test_a_run_made_before_the_controller_died_is_not_made_again(client: C
     # a successor starts by listing the Jobs: it knows this one before its first tick
     await until(lambda: manager.jobs.store.get(f"default/{job.metadata.name}"), "the run's Job seen",
                 check=lambda found: found is not None)
+    # and the CronJob itself: a tick for a CronJob its informer has not seen yet does nothing
+    await until(lambda: manager.cronjobs.store.get("default/once"), "the CronJob seen",
+                check=lambda found: found is not None)
     clock.move(0, "once")
     cj = await until(lambda: client.cronjobs.get("once", "default"), "the run recorded",
                      check=lambda c: c.status.lastScheduleTime.seconds == int(scheduled.timestamp()))

@@ -22,6 +22,7 @@ from lightkube.resources import (
     coordination_v1,
     core_v1,
     discovery_v1,
+    flowcontrol_apiserver_v1,
     node_v1,
     policy_v1,
     rbac_authorization_v1,
@@ -164,6 +165,14 @@ _OBJECTS: list[tuple[scheme.ResourceType[Any], Any, Any]] = [
     (scheme.VALIDATINGADMISSIONPOLICYBINDINGS, dynamic.new({"metadata": {"name": "vapb"}, "spec": {
         "policyName": "vap", "validationActions": ["Warn"]}}),
      admissionregistration_v1.ValidatingAdmissionPolicyBinding),
+    (scheme.FLOWSCHEMAS, dynamic.new({"metadata": {"name": "fs"}, "spec": {
+        "priorityLevelConfiguration": {"name": "pl"}, "rules": [{"subjects": [{"kind": "User", "user": {"name": "u"}}],
+                                                                "nonResourceRules": [{"verbs": ["get"],
+                                                                                      "nonResourceURLs": ["/x"]}]}]}}),
+     flowcontrol_apiserver_v1.FlowSchema),
+    (scheme.PRIORITYLEVELCONFIGURATIONS, dynamic.new({"metadata": {"name": "pl"}, "spec": {
+        "type": "Limited", "limited": {"limitResponse": {"type": "Reject"}}}}),
+     flowcontrol_apiserver_v1.PriorityLevelConfiguration),
     (scheme.CUSTOMRESOURCEDEFINITIONS, dynamic.new({"metadata": {"name": "things.x.example.com"}, "spec": {
         "group": "x.example.com", "scope": "Namespaced", "names": {"plural": "things", "kind": "Thing"},
         "versions": [{"name": "v1", "served": True, "storage": True,

@@ -51,6 +51,7 @@ def custom_service_handler(scheme: Scheme, registries: Registries, pipeline: Pip
                     served.resource = rt.plural
                     namespace, name = _scope(request)
                     served.authorize(info(rbac_verb, rt, namespace, name, sub))
+                    await served.admit()
                     return await call(request, rt, registry)
             except errors.ApiError as err:
                 await _abort(context, err)
@@ -92,6 +93,7 @@ def custom_service_handler(scheme: Scheme, registries: Registries, pipeline: Pip
                 served.resource = rt.plural
                 req = request.request
                 served.authorize(info("watch", rt, req.namespace, ""))
+                await served.admit(long_running=True)
                 async for data in watch_stream(await registry.watch(req), req):
                     yield data
         except errors.ApiError as err:

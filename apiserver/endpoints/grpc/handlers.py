@@ -107,6 +107,7 @@ class _Resource:
                     dry_run_requested.set(_dry_run(context))
                     request = _decode(request_type, body)
                     served.authorize(self.info(rbac_verb, request, subresource))
+                    await served.admit()
                     return await call(request)
             except errors.ApiError as err:
                 await _abort(context, err)
@@ -122,6 +123,7 @@ class _Resource:
                     served.authenticate(_credentials(context, self.pipeline))
                     request = _decode(request_type, body)
                     served.authorize(self.info(rbac_verb, request, subresource))
+                    await served.admit(long_running=True)  # watches and logs
                     async for item in call(request):
                         yield item
             except errors.ApiError as err:

@@ -28,6 +28,7 @@ def metrics_service_handler(api: AggregatedMetrics, pipeline: Pipeline) -> grpc.
                 served.authenticate(_credentials(context, pipeline))
                 req = _decode(meta_pb2.ListRequest, body)
                 served.authorize(RequestInfo("list", True, GROUP, "pods", "", req.namespace))
+                await served.admit()
                 items = await api.pod_metrics(req.namespace, "", req.labelSelector)
                 out = metrics_pb2.PodMetricsList()
                 for item in items:

@@ -110,6 +110,7 @@ class RestServer:
     async def start(self, listen: str) -> int:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        app.on_response_prepare.append(_flow_headers)
         # Cancel a handler when its client goes away: a watch must not outlive its reader.
         # At stop, open streams (log follows) get 2 s, not aiohttp's 60, before they are cut.
         self._runner, self.port = await start_site(app, listen, ssl_context=self.ssl_context,
@@ -142,12 +143,18 @@ class RestServer:
                         served.resource = backend.name
                         served.authorize(aggregated_request_info(found.path, request.method,
                                                                  flag(request.query.get("watch"))))
+                        await served.admit(long_running=flag(request.query.get("watch")))
+                        request[_PF_HEADERS] = served.flow_headers
                         assert self.aggregator is not None
                         response = await self.aggregator.serve(request, backend, current_user.get() or ANONYMOUS)
                         served.code = str(response.status)
                         return response
                     served.resource = resource = found.label
                     served.authorize(found.info)
+                    try:
+                        await served.admit(long_running=_long_running(found))
+                    finally:
+                        request[_PF_HEADERS] = served.flow_headers  # a 429 carries them too
                     response = await self._serve(request, found)
                 except asyncio.CancelledError:
                     served.code = "499"  # the client went away
@@ -155,8 +162,10 @@ class RestServer:
                 served.code = str(response.status)
                 return _with_warnings(response, warnings)
         except errors.ApiError as err:
-            return _with_warnings(json_response(status_json(err, resource if resource != "-" else ""),
-                                                http_code(err)), warnings)
+            response = json_response(status_json(err, resource if resource != "-" else ""), http_code(err))
+            if err.reason == "TooManyRequests" and err.metadata.get("retryAfterSeconds"):
+                response.headers["Retry-After"] = err.metadata["retryAfterSeconds"]
+            return _with_warnings(response, warnings)
 
     def _aggregated(self, found: Route) -> Backend | None:
         """The extension apiserver a request is for, if any (what the scheme serves is never)."""
@@ -270,6 +279,24 @@ class RestServer:
                 return answer
         raise MethodNotAllowed(f"the server does not allow this method on the requested resource ({method})")
 
+
+
+_PF_HEADERS = web.RequestKey("pf_headers", dict)
+_LONG_RUNNING_SUBRESOURCES = frozenset({*STREAMS, "log", "proxy"})
+
+
+def _long_running(found: Route) -> bool:
+    """Watches and streams hold no seat of Priority and Fairness (upstream's long-running
+    requests: only their start is limited upstream)."""
+    sub = found.target.sub if found.target is not None else ""
+    return found.info.verb == "watch" or sub in _LONG_RUNNING_SUBRESOURCES
+
+
+async def _flow_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """Priority and Fairness's headers on every answer, streamed ones included, and a
+    refusal's Retry-After."""
+    for name, value in request.get(_PF_HEADERS, {}).items():
+        response.headers[name] = value
 
 
 def _with_warnings(response: web.StreamResponse, warnings: list[str]) -> web.StreamResponse:

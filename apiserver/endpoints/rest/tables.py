@@ -599,6 +599,35 @@ def _apiservice_row(apiservice: Obj, now: float) -> list[Any]:
 
 
 _WEBHOOK_COLUMNS = [("Name", "string", 0), ("Webhooks", "integer", 0), ("Age", "string", 0)]
+def _flowschema_row(fs: Obj, now: float) -> list[Any]:
+    spec = fs.get("spec") or {}
+    dangling = next((c.get("status", "") for c in (fs.get("status") or {}).get("conditions") or []
+                     if c.get("type") == "Dangling"), "?")
+    return [fs["metadata"]["name"], (spec.get("priorityLevelConfiguration") or {}).get("name", ""),
+            spec.get("matchingPrecedence", 0), (spec.get("distinguisherMethod") or {}).get("type") or _NONE,
+            _age(fs, now), dangling]
+
+
+def _prioritylevel_row(pl: Obj, now: float) -> list[Any]:
+    spec = pl.get("spec") or {}
+    limited = spec.get("limited") or {}
+    queuing = (limited.get("limitResponse") or {}).get("queuing") or {}
+    shares = limited.get("nominalConcurrencyShares", (spec.get("exempt") or {}).get("nominalConcurrencyShares", 0))
+    return [pl["metadata"]["name"], spec.get("type", ""), shares, queuing.get("queues", _NONE),
+            queuing.get("handSize", _NONE), queuing.get("queueLengthLimit", _NONE), _age(pl, now)]
+
+
+_FLOWCONTROL_PRINTERS: dict[str, Printer] = {
+    "flowschemas": ([("Name", "string", 0), ("PriorityLevel", "string", 0), ("MatchingPrecedence", "string", 0),
+                     ("DistinguisherMethod", "string", 0), ("Age", "string", 0), ("MissingPL", "string", 0)],
+                    _flowschema_row),
+    "prioritylevelconfigurations": ([("Name", "string", 0), ("Type", "string", 0),
+                                     ("NominalConcurrencyShares", "string", 0), ("Queues", "string", 0),
+                                     ("HandSize", "string", 0), ("QueueLengthLimit", "string", 0),
+                                     ("Age", "string", 0)], _prioritylevel_row),
+}
+
+
 _ADMISSION_PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], list[Any]]]] = {
     "validatingwebhookconfigurations": (_WEBHOOK_COLUMNS, _webhook_row),
     "mutatingwebhookconfigurations": (_WEBHOOK_COLUMNS, _webhook_row),
@@ -633,6 +662,7 @@ _PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], li
     **_SERVICE_PRINTERS,
     **_STORAGE_PRINTERS,
     **_ADMISSION_PRINTERS,
+    **_FLOWCONTROL_PRINTERS,
 }
 
 

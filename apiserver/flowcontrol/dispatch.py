@@ -1,0 +1,178 @@
+"""Classifying a request and giving it seats (upstream's apf_controller and apf_filter):
+the FlowSchema that matches it first, the flow it belongs to, its priority level, and the
+seats its work needs."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from apiserver.auth.authentication import UserInfo
+from apiserver.endpoints.request import RequestInfo
+from apiserver.flowcontrol.queueset import PriorityLevel, Seat
+from apiserver.storage.cacher.watch_cache import WatchCache
+from kubeling.dynamic import content_of
+
+__all__ = ["FlowControl", "Admitted"]
+
+_OBJECTS_PER_SEAT = 100  # upstream's work estimator: a LIST takes a seat per 100 objects ...
+_MAX_SEATS = 10  # ... up to 10
+
+
+@dataclass(frozen=True)
+class _Schema:
+    name: str
+    uid: str
+    precedence: int
+    level: str
+    distinguisher: str  # ByUser, ByNamespace or ""
+    rules: tuple[dict[str, Any], ...]
+
+
+@dataclass
+class Admitted:
+    """What flow control made of a request: the schema and level (their uids go back in
+    the X-Kubernetes-PF-* headers) and its seats (None: it took none)."""
+
+    schema_uid: str = ""
+    level_uid: str = ""
+    seat: Seat | None = None
+
+    def release(self) -> None:
+        if self.seat is not None:
+            self.seat.release()
+
+
+def _matches_subject(subject: dict[str, Any], user: UserInfo) -> bool:
+    kind = subject.get("kind")
+    if kind == "User":
+        name = (subject.get("user") or {}).get("name")
+        return name in ("*", user.name)
+    if kind == "Group":
+        name = (subject.get("group") or {}).get("name")
+        return name == "*" or name in user.groups
+    if kind == "ServiceAccount":
+        account = subject.get("serviceAccount") or {}
+        prefix = f"system:serviceaccount:{account.get('namespace', '')}:"
+        return user.name.startswith(prefix) and account.get("name") in ("*", user.name[len(prefix):])
+    return False
+
+
+def _has(values: list[str], value: str) -> bool:
+    return "*" in values or value in values
+
+
+def _matches_resource(rule: dict[str, Any], info: RequestInfo) -> bool:
+    resource = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
+    if not (_has(rule.get("verbs") or [], info.verb) and _has(rule.get("apiGroups") or [], info.group)
+            and _has(rule.get("resources") or [], resource)):
+        return False
+    if not info.namespace:
+        return bool(rule.get("clusterScope"))
+    return _has(rule.get("namespaces") or [], info.namespace)
+
+
+def _matches_url(rule: dict[str, Any], info: RequestInfo) -> bool:
+    if not _has(rule.get("verbs") or [], info.verb):
+        return False
+    for url in rule.get("nonResourceURLs") or []:
+        if url == "*" or url == info.path or (url.endswith("/*") and info.path.startswith(url[:-1])):
+            return True
+    return False
+
+
+def _matches(schema: _Schema, user: UserInfo, info: RequestInfo) -> bool:
+    for rule in schema.rules:
+        if not any(_matches_subject(s, user) for s in rule.get("subjects") or []):
+            continue
+        if info.resource_request:
+            if any(_matches_resource(r, info) for r in rule.get("resourceRules") or []):
+                return True
+        elif any(_matches_url(r, info) for r in rule.get("nonResourceRules") or []):
+            return True
+    return False
+
+
+class FlowControl:
+    def __init__(self, schemas: WatchCache, levels: WatchCache, server_seats: int,
+                 object_count: Callable[[str, str], int]) -> None:
+        self.schemas = schemas
+        self.levels = levels
+        self.server_seats = server_seats
+        self.object_count = object_count  # (group, plural) -> how many objects a LIST may return
+        self._seen: tuple[int, int] = (-1, -1)
+        self._schemas: list[_Schema] = []
+        self._levels: dict[str, PriorityLevel] = {}
+
+    def _configuration(self) -> tuple[list[_Schema], dict[str, PriorityLevel]]:
+        seen = (self.schemas.changes, self.levels.changes)
+        if seen != self._seen:
+            self._seen = seen
+            self._schemas = sorted((self._schema(e.obj) for e in self.schemas.store.values()),
+                                   key=lambda s: (s.precedence, s.name))
+            self._levels = self._priority_levels([e.obj for e in self.levels.store.values()])
+        return self._schemas, self._levels
+
+    @staticmethod
+    def _schema(obj: Any) -> _Schema:
+        spec = content_of(obj).get("spec") or {}
+        return _Schema(obj.metadata.name, obj.metadata.uid, spec.get("matchingPrecedence", 1000),
+                       (spec.get("priorityLevelConfiguration") or {}).get("name", ""),
+                       (spec.get("distinguisherMethod") or {}).get("type", ""), tuple(spec.get("rules") or []))
+
+    def _priority_levels(self, objects: list[Any]) -> dict[str, PriorityLevel]:
+        """Each level's seats: its share of the server's by nominalConcurrencyShares. A level
+        whose settings did not change keeps its state (seats in use, queued requests)."""
+        specs = {o.metadata.name: (o, content_of(o).get("spec") or {}) for o in objects}
+        shares = {name: (spec.get("limited") or {}).get("nominalConcurrencyShares", 30)
+                  for name, (_, spec) in specs.items() if spec.get("type") == "Limited"}
+        total = sum(shares.values()) or 1
+        out: dict[str, PriorityLevel] = {}
+        for name, (obj, spec) in specs.items():
+            limited = spec.get("limited") or {}
+            response = limited.get("limitResponse") or {}
+            queuing = response.get("queuing") or {}
+            level = PriorityLevel(
+                name, obj.metadata.uid, spec.get("type") == "Exempt",
+                max(1, math.ceil(self.server_seats * shares.get(name, 0) / total)),
+                reject=response.get("type") == "Reject", queues=queuing.get("queues", 64),
+                hand_size=queuing.get("handSize", 8), queue_length_limit=queuing.get("queueLengthLimit", 50))
+            old = self._levels.get(name)
+            same = old is not None and (old.uid, old.exempt, old.seats, old.reject, old.queues, old.hand_size,
+                                        old.queue_length_limit) == (level.uid, level.exempt, level.seats,
+                                                                    level.reject, level.queues, level.hand_size,
+                                                                    level.queue_length_limit)
+            out[name] = old if same and old is not None else level
+        return out
+
+    def _width(self, info: RequestInfo) -> int:
+        if info.resource_request and info.verb == "list" and not info.name:
+            count = self.object_count(info.group, info.resource)
+            return max(1, min(_MAX_SEATS, math.ceil(count / _OBJECTS_PER_SEAT)))
+        return 1
+
+    async def admit(self, user: UserInfo, info: RequestInfo, admitted: Admitted, *,
+                    long_running: bool = False) -> None:
+        """Fill `admitted` with the request's schema and level, then its seats once it may be
+        served (TooManyRequests: it may not; the schema and level are known even then)."""
+        if not self.schemas.ready.is_set() or not self.levels.ready.is_set():
+            return  # no configuration read yet: nothing to enforce
+        schemas, levels = self._configuration()
+        schema = next((s for s in schemas if _matches(s, user, info)), None)
+        if schema is None:
+            return
+        level = levels.get(schema.level) or levels.get("catch-all")
+        admitted.schema_uid = schema.uid
+        if level is None:
+            return
+        admitted.level_uid = level.uid
+        if long_running or level.exempt:
+            return
+        flow = user.name if schema.distinguisher == "ByUser" else \
+            info.namespace if schema.distinguisher == "ByNamespace" else ""
+        admitted.seat = await level.acquire(f"{schema.name}/{flow}", self._width(info))
+
+    def level(self, name: str) -> PriorityLevel | None:
+        return self._configuration()[1].get(name)

@@ -1,0 +1,121 @@
+"""Priority and Fairness's seats and queues (apiserver.flowcontrol.queueset) and its
+classification (dispatch), without an apiserver."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from apiserver.auth.authentication import UserInfo
+from apiserver.endpoints.request import RequestInfo
+from apiserver.flowcontrol.bootstrap import MANDATORY_SCHEMAS, SUGGESTED_SCHEMAS
+from apiserver.flowcontrol.dispatch import _matches, _Schema
+from apiserver.flowcontrol.queueset import PriorityLevel
+from kubeling import errors
+
+
+def _level(seats: int, **kw: object) -> PriorityLevel:
+    return PriorityLevel("test", "uid", False, seats, **kw)  # type: ignore[arg-type]
+
+
+async def test_requests_wait_for_seats_and_flows_are_served_in_turn() -> None:
+    level = _level(2, queues=8, hand_size=2)
+    held = [await level.acquire("a", 1), await level.acquire("a", 1)]
+    assert level.in_use == 2
+    order: list[str] = []
+
+    async def request(flow: str) -> None:
+        seat = await level.acquire(flow, 1)
+        order.append(flow)
+        seat.release()
+
+    # a flood from one flow, then one request of another: it need not wait behind the flood
+    waiting = [asyncio.create_task(request("noisy")) for _ in range(6)] + [asyncio.create_task(request("quiet"))]
+    await asyncio.sleep(0)
+    assert level.waiting == 7
+    for seat in held:
+        seat.release()
+    await asyncio.gather(*waiting)
+    assert order.index("quiet") <= 2, order
+    assert level.in_use == 0 and level.dispatched == 9
+
+
+async def test_a_wide_request_waits_for_all_its_seats() -> None:
+    level = _level(10)
+    small = await level.acquire("a", 3)
+    wide = asyncio.create_task(level.acquire("b", 10))  # a big LIST: ten seats
+    await asyncio.sleep(0)
+    assert not wide.done()
+    small.release()
+    seat = await wide
+    assert level.in_use == 10
+    seat.release()
+    assert level.in_use == 0
+
+
+async def test_full_queues_reject_and_reject_levels_never_queue() -> None:
+    level = _level(1, queues=1, hand_size=1, queue_length_limit=2)
+    seat = await level.acquire("a", 1)
+    queued = [asyncio.create_task(level.acquire("a", 1)) for _ in range(2)]
+    await asyncio.sleep(0)
+    with pytest.raises(errors.TooManyRequests) as refused:
+        await level.acquire("a", 1)
+    assert refused.value.metadata["retryAfterSeconds"] == "1"
+    seat.release()
+    for task in queued:
+        (await task).release()
+    rejecting = _level(1, reject=True)
+    held = await rejecting.acquire("a", 1)
+    with pytest.raises(errors.TooManyRequests):
+        await rejecting.acquire("b", 1)
+    held.release()
+    assert rejecting.rejected == 1
+
+
+async def test_a_request_that_waits_too_long_is_refused_and_a_cancelled_one_leaves_the_queue() -> None:
+    level = _level(1, wait_limit=0.05)
+    seat = await level.acquire("a", 1)
+    with pytest.raises(errors.TooManyRequests):
+        await level.acquire("a", 1)
+    gone = asyncio.create_task(level.acquire("a", 1))
+    await asyncio.sleep(0)
+    gone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert level.waiting == 0
+    seat.release()
+    assert level.in_use == 0
+
+
+def _schema(name: str, spec: dict[str, object]) -> _Schema:
+    return _Schema(name, name, int(spec["matchingPrecedence"]),  # type: ignore[call-overload]
+                   spec["priorityLevelConfiguration"]["name"],  # type: ignore[index]
+                   (spec.get("distinguisherMethod") or {}).get("type", ""),  # type: ignore[attr-defined]
+                   tuple(spec["rules"]))  # type: ignore[arg-type]
+
+
+def test_classification_by_the_bootstrap_schemas() -> None:
+    schemas = sorted((_schema(n, s) for n, s in {**MANDATORY_SCHEMAS, **SUGGESTED_SCHEMAS}.items()),
+                     key=lambda s: (s.precedence, s.name))
+
+    def first(user: UserInfo, info: RequestInfo) -> str:
+        return next(s.name for s in schemas if _matches(s, user, info))
+
+    admin = UserInfo("admin", groups=("system:masters", "system:authenticated"))
+    node = UserInfo("system:node:n1", groups=("system:nodes", "system:authenticated"))
+    account = UserInfo("system:serviceaccount:team:builder", groups=("system:serviceaccounts", "system:authenticated"))
+    anonymous = UserInfo("system:anonymous", groups=("system:unauthenticated",))
+    lease = RequestInfo("update", True, "coordination.k8s.io", "leases", namespace="kube-node-lease", name="n1")
+    assert first(admin, lease) == "exempt"
+    assert first(node, lease) == "system-node-high"
+    assert first(node, RequestInfo("get", True, "", "nodes", "status", name="n1")) == "system-node-high"
+    assert first(node, RequestInfo("list", True, "", "pods")) == "system-nodes"
+    assert first(account, RequestInfo("list", True, "", "pods", namespace="team")) == "service-accounts"
+    kube_system = UserInfo("system:serviceaccount:kube-system:x", groups=("system:serviceaccounts",))
+    assert first(kube_system, RequestInfo("list", True, "", "pods")) == "kube-system-service-accounts"
+    assert first(anonymous, RequestInfo.non_resource("get", "/healthz")) == "probes"
+    assert first(anonymous, RequestInfo("list", True, "", "pods", namespace="default")) == "global-default"
+    assert first(UserInfo("system:kube-scheduler", groups=("system:authenticated",)),
+                 RequestInfo("update", True, "coordination.k8s.io", "leases", namespace="kube-system",
+                             name="kube-scheduler")) == "system-leader-election"
