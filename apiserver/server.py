@@ -33,6 +33,7 @@ from apiserver.admission.storage import DefaultStorageClass, PersistentVolumeCla
 from apiserver.admission.webhook import MutatingWebhooks, ValidatingWebhooks, WebhookClient, WebhookSource
 from apiserver.aggregator import AggregatorProxy, APIServiceStatus, LocalAPIServices, ProxyIdentity, RemoteAPIs
 from apiserver.aggregator.metrics import AggregatedMetrics
+from apiserver.audit import Auditor
 from apiserver.auth.authentication import Authenticator
 from apiserver.auth.authorization import Authorizer, authorizer_for
 from apiserver.auth.rbac_policy import StoredPolicy, reconcile_bootstrap
@@ -123,6 +124,7 @@ class APIServer:
     _crds: CustomResourceServing | None = None
     _webhook_client: WebhookClient | None = None
     _remote_apis: RemoteAPIs | None = None
+    _auditor: Auditor | None = None
 
     @property
     def allocates_pod_cidrs(self) -> bool:
@@ -152,8 +154,9 @@ class APIServer:
         subresources = self._subresources(options)
         # gRPC: without certificates or tokens, nothing tells callers apart (all anonymous)
         flow_control = self._flow_control()
+        self._auditor = options.auditor
         grpc_pipeline = Pipeline(self.metrics, auth.authenticator if options.grpc_authenticates else None,
-                                 auth.authorizer, flow_control)
+                                 auth.authorizer, flow_control, options.auditor)
         await self._serve_grpc(options, subresources, grpc_pipeline)
         self._compactor = Compactor(storage, self.config.compaction_interval, self._compacted)
         self._compactor.start()
@@ -161,7 +164,7 @@ class APIServer:
             await self._start_http(self.config.metrics_listen)
         if self.config.rest_listen:
             await self._serve_rest(options, subresources, Pipeline(self.metrics, auth.authenticator, auth.authorizer,
-                                                                   flow_control))
+                                                                   flow_control, options.auditor))
         self._start_controllers(options)  # after the listeners: the `kubernetes` Service names the REST port
         log.info("apiserver serving gRPC on %s (etcd %s)", self.address, self.config.etcd)
 
@@ -311,9 +314,12 @@ class APIServer:
         """A namespace's quotas for the quota admission: the watch cache's, or etcd's when
         the cache's copy was refused as stale."""
         quotas = self.registries[scheme.RESOURCEQUOTAS]
-        if fresh:
-            return (await quotas.list_from_etcd(Filter(namespace), 0, ""))[0]
-        return await quotas.in_namespace(namespace)
+        if not fresh:
+            cached: list[core_pb2.ResourceQuota] = await quotas.in_namespace(namespace)
+            # a quota the controller has just counted may not be in the cache yet as counted
+            if all(dict(q.status.hard) == dict(q.spec.hard) for q in cached):
+                return cached
+        return (await quotas.list_from_etcd(Filter(namespace), 0, ""))[0]
 
     async def _write_quota_status(self, quota: core_pb2.ResourceQuota) -> core_pb2.ResourceQuota:
         written: core_pb2.ResourceQuota = await self.registries[scheme.RESOURCEQUOTAS].update(quota, status=True)
@@ -492,6 +498,8 @@ class APIServer:
             await self._rest.stop()
         if self._server is not None:
             await self._server.stop(grace)
+        if self._auditor is not None:
+            self._auditor.log.close()
         if self._http is not None:
             await self._http.stop()
         if self._storage is not None:

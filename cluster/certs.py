@@ -13,6 +13,7 @@ the same files under its state dir (cluster.plan).
   DIR/metrics-server.conf      system:metrics-server
   DIR/super-admin.conf         kubernetes-admin at the components' address (addons)
   DIR/kubelet-<node>.conf      system:node:<node>
+  DIR/audit-policy.yaml        what the apiserver audits (apiserver.audit's default policy)
 """
 
 from __future__ import annotations
@@ -20,15 +21,22 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import yaml
+
+from apiserver.audit import DEFAULT_POLICY
 from kubeling import pki
+from kubeling.atomicfile import replace_file
 from kubeling.client import TLSConfig
 from kubeling.kubeconfig import write_kubeconfig
 
-__all__ = ["add_parser", "write_credentials"]
+__all__ = ["add_parser", "write_credentials", "AUDIT_POLICY"]
 
 
 def _tls(root: Path, identity: str) -> TLSConfig:
     return TLSConfig.from_files(root / "ca.crt", root / f"{identity}.crt", root / f"{identity}.key")
+
+
+AUDIT_POLICY = "audit-policy.yaml"
 
 
 def write_credentials(root: Path, certs: Path, nodes: dict[str, list[str]], *, rest: str, grpc: str,
@@ -50,6 +58,10 @@ def write_credentials(root: Path, certs: Path, nodes: dict[str, list[str]], *, r
     write_kubeconfig(root / "metrics-server.conf", rest, grpc, tls=_tls(certs, "metrics-server"))
     for node in nodes:
         write_kubeconfig(root / f"kubelet-{node}.conf", rest, grpc, tls=_tls(certs, f"kubelet/{node}-client"))
+    # what the apiserver audits (--audit-policy-file): the default policy, unless one is there
+    policy = root / AUDIT_POLICY
+    if not policy.exists():
+        replace_file(policy, yaml.safe_dump(DEFAULT_POLICY, sort_keys=False).encode(), 0o644)
     return issued
 
 

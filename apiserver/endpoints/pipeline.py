@@ -25,11 +25,13 @@ from dataclasses import dataclass, field
 from cryptography import x509
 from opentelemetry import propagate, trace
 
+from apiserver.admission.chain import audit_annotations
+from apiserver.audit import Auditor, AuditRecord
 from apiserver.auth.authentication import ANONYMOUS, Authenticator, UserInfo, current_user, user_from_certificate
 from apiserver.auth.authorization import Authorizer, require
 from apiserver.endpoints.impersonation import impersonate
 from apiserver.endpoints.metrics import Metrics
-from apiserver.endpoints.request import Credentials, RequestInfo
+from apiserver.endpoints.request import Credentials, RequestInfo, http_code
 from apiserver.flowcontrol import Admitted, FlowControl
 from kubeling import errors
 from kubeling.telemetry import tracer
@@ -56,6 +58,12 @@ class Served:
     user: UserInfo | None = None
     info: RequestInfo | None = None
     admitted: Admitted | None = None  # what Priority and Fairness made of it
+    # what the front end knows of the request, for the audit log
+    uri: str = ""
+    source_ip: str = ""
+    user_agent: str = ""
+    audit: AuditRecord | None = None  # its audit events (None: not audited)
+    error: errors.ApiError | None = None  # how it was refused, if it was
     _start: float = field(default_factory=time.perf_counter)
 
     def authenticate(self, credentials: Credentials) -> UserInfo:
@@ -63,17 +71,41 @@ class Served:
         return self.user
 
     def authorize(self, info: RequestInfo) -> None:
+        """Authorization (Forbidden), audited: the request is known now — who asks what."""
         self.info = info
-        self.pipeline.authorize(info)
+        auditor = self.pipeline.auditor
+        if auditor is not None:
+            self.audit = auditor.begin(self.user or ANONYMOUS, info, uri=self.uri, source_ip=self.source_ip,
+                                       user_agent=self.user_agent)
+            if self.audit is not None:
+                audit_annotations.set(self.audit.annotations)  # admission's go to this request's events
+        try:
+            self.pipeline.authorize(info)
+        except errors.ApiError:
+            if self.audit is not None:
+                self.audit.annotations["authorization.k8s.io/decision"] = "forbid"
+            raise
+        if self.audit is not None:
+            self.audit.annotations["authorization.k8s.io/decision"] = "allow"
 
     async def admit(self, *, long_running: bool = False) -> None:
         """Priority and Fairness, after authorization: wait for this request's seats (given
-        back when the request ends), or TooManyRequests."""
+        back when the request ends), or TooManyRequests. A long-running request starts
+        answering now (its ResponseStarted audit event)."""
         control = self.pipeline.flow_control
-        if control is None or self.info is None:
-            return
-        self.admitted = Admitted()
-        await control.admit(self.user or ANONYMOUS, self.info, self.admitted, long_running=long_running)
+        if control is not None and self.info is not None:
+            self.admitted = Admitted()
+            await control.admit(self.user or ANONYMOUS, self.info, self.admitted, long_running=long_running)
+        if long_running and self.audit is not None:
+            self.audit.started()
+
+    def audit_code(self) -> int:
+        """The HTTP status the request was answered with (a gRPC answer's, as REST's would be)."""
+        if self.error is not None:
+            return http_code(self.error)
+        if self.code.isdigit():
+            return int(self.code)
+        return 201 if self.info is not None and self.info.verb == "create" else 200
 
     @property
     def flow_headers(self) -> dict[str, str]:
@@ -97,6 +129,7 @@ class Pipeline:
     authenticator: Authenticator | None = None
     authorizer: Authorizer | None = None
     flow_control: FlowControl | None = None
+    auditor: Auditor | None = None
 
     def authenticate(self, credentials: Credentials) -> UserInfo:
         """The caller: its verified client certificate, else a bearer token; it is this
@@ -127,15 +160,21 @@ class Pipeline:
             yield served
         except errors.ApiError as err:
             served.code = code_of(err)
+            served.error = err
             raise
         except Exception as err:  # not a cancel, nor a closed stream: those are BaseExceptions
             internal = errors.InternalError(f"{verb} {served.resource}: internal error: {type(err).__name__}: {err}")
             served.code = code_of(internal)
+            served.error = internal
             log.exception("%s %s failed", verb, served.resource)
             raise internal from err
         finally:
             if served.admitted is not None:
                 served.admitted.release()
+            if served.audit is not None:
+                failure = {"status": "Failure", "message": served.error.message, "reason": served.error.reason} \
+                    if served.error is not None else None
+                served.audit.completed(served.audit_code(), failure)
             elapsed = served.elapsed
             self.metrics.observe(verb, served.resource, served.code, elapsed)
             if log.isEnabledFor(logging.DEBUG):

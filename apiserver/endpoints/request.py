@@ -12,6 +12,7 @@ from typing import Any
 from apiserver.auth.authentication import UserInfo
 from apiserver.auth.rbac import Attributes
 from apiserver.endpoints.impersonation import Impersonation
+from kubeling import errors
 from kubeling.scheme import ResourceType
 
 __all__ = ["Credentials", "RequestInfo", "SubresourceHandler", "dry_run_requested"]
@@ -46,13 +47,15 @@ class RequestInfo:
     namespace: str = ""
     name: str = ""
     path: str = ""
+    version: str = ""  # of the resource, when the front end knows it (the audit log's objectRef)
 
     @classmethod
     def of(cls, verb: str, rt: ResourceType[Any], namespace: str = "", name: str = "",
            subresource: str = "") -> RequestInfo:
         """A request on a resource of the scheme (a cluster-scoped one has no namespace;
         a namespaced one without a namespace asks across all of them)."""
-        return cls(verb, True, rt.group, rt.plural, subresource, namespace if rt.namespaced else "", name)
+        return cls(verb, True, rt.group, rt.plural, subresource, namespace if rt.namespaced else "", name,
+                   version=rt.version)
 
     @classmethod
     def non_resource(cls, verb: str, path: str) -> RequestInfo:
@@ -74,3 +77,19 @@ class RequestInfo:
 
 # This call's dryRun (the client's `dry-run: All` metadata, or REST's dryRun=All), for the write it makes.
 dry_run_requested: contextvars.ContextVar[bool] = contextvars.ContextVar("dry_run_requested", default=False)
+
+
+# An error's HTTP status, by its reason: what REST answers with and what audit records
+# for either front end.
+_CODES = {"NotFound": 404, "AlreadyExists": 409, "Conflict": 409, "Invalid": 422, "BadRequest": 400,
+          "Expired": 410, "Gone": 410, "Unauthorized": 401, "Forbidden": 403, "RequestEntityTooLarge": 413,
+          "Timeout": 504, "ServiceUnavailable": 503, "InternalError": 500, "MethodNotAllowed": 405,
+          "NotAcceptable": 406, "UnsupportedMediaType": 415, "WatcherTooSlow": 500, "TooManyRequests": 429}
+
+
+def http_code(err: errors.ApiError) -> int:
+    code = err.metadata.get("code", "")
+    if code.isdigit():  # the code a webhook refused with
+        return int(code)
+    return _CODES.get(err.reason, 500)
+

@@ -11,8 +11,10 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from apiserver.audit import AuditLog, Auditor, load_policy
 from apiserver.auth.authentication import Authenticator, load_token_file
 from apiserver.auth.authorization import parse_modes
 from apiserver.auth.tokens import TokenIssuer, load_signing_key
@@ -43,6 +45,7 @@ class Completed:
     service_ips: IPRange
     node_ports: PortRange
     pod_cidrs: CIDRAllocator | None  # None: nodes get no pod CIDR
+    auditor: Auditor | None  # None: nothing audited
 
 
 def complete(cfg: Config) -> Completed:
@@ -54,7 +57,27 @@ def complete(cfg: Config) -> Completed:
                                 or modes != ["AlwaysAllow"]),
         token_issuer=_token_issuer(cfg), authorization_modes=modes, admission_plugins=_admission_plugins(cfg),
         kubelet_ssl=_kubelet_ssl(cfg), etcd_tls=_etcd_tls(cfg), service_ips=ips, node_ports=ports,
-        pod_cidrs=_pod_cidrs(cfg))
+        pod_cidrs=_pod_cidrs(cfg), auditor=_auditor(cfg))
+
+
+def _auditor(cfg: Config) -> Auditor | None:
+    """Audit events when a policy and a log are both given (upstream: without a policy,
+    nothing is audited)."""
+    if not cfg.audit_policy_file or not cfg.audit_log_path:
+        if cfg.audit_policy_file or cfg.audit_log_path:
+            log.warning("--audit-policy-file and --audit-log-path go together: nothing is audited")
+        return None
+    for flag_name, value in (("--audit-log-maxsize", cfg.audit_log_maxsize),
+                             ("--audit-log-maxbackup", cfg.audit_log_maxbackup),
+                             ("--audit-log-maxage", cfg.audit_log_maxage)):
+        if value < 0:
+            raise ConfigError(f"{flag_name}: must be 0 or more, not {value}")
+    try:
+        policy = load_policy(Path(cfg.audit_policy_file))
+    except (OSError, ValueError, yaml.YAMLError) as err:
+        raise ConfigError(f"--audit-policy-file: {err}") from None
+    return Auditor(policy, AuditLog(cfg.audit_log_path, cfg.audit_log_maxsize, cfg.audit_log_maxbackup,
+                                    cfg.audit_log_maxage))
 
 
 def _modes(cfg: Config) -> list[str]:

@@ -76,6 +76,13 @@ class Config:
     client_ca_file: str = flag("", "authenticate client certificates signed by this CA (user = CN, groups = O); "
                                "gRPC clients must then present one")
     token_auth_file: str = flag("", "static bearer tokens, upstream's CSV: token,user,uid[,\"group1,group2\"]")
+    audit_policy_file: str = flag("", "an audit.k8s.io/v1 Policy: which requests are audited, at which level "
+                                  "(with --audit-log-path; default: nothing audited)")
+    audit_log_path: str = flag("", "the audit log: one JSON event a line (`-`: standard output)")
+    audit_log_maxsize: int = flag(0, "megabytes an audit log reaches before it is rotated (default 0: never)",
+                                  type=int)
+    audit_log_maxbackup: int = flag(0, "rotated audit logs kept (default 0: every one)", type=int)
+    audit_log_maxage: int = flag(0, "days a rotated audit log is kept (default 0: no limit)", type=int)
     enable_priority_and_fairness: bool = flag(True, "API Priority and Fairness: requests classified by the "
                                               "FlowSchemas, given seats of their priority level, queued fairly or "
                                               "refused with 429 (default true)", type=boolean)

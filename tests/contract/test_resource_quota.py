@@ -383,10 +383,14 @@ async def test_limitrange_resources(api: Rest) -> None:
                                                           "ephemeral-storage": "80Gi"}
     code, updated, _ = await api.call("PUT", f"{NS}/limitranges/limit-range", limit_range)
     assert code == 200, updated
-    pod = await _create(api, f"{NS}/pods", _pod("pod-after-update", {"cpu": "200m", "memory": "60Mi"}))
+    # the plugin reads ranges from the watch cache: the update reaches it a moment later
+    code, pod, _ = await until(lambda: api.call("POST", f"{NS}/pods", _pod("pod-after-update", {
+        "cpu": "200m", "memory": "60Mi"})), timeout=10, what="a pod the updated range allows",
+        check=lambda r: r[0] == 201)
     assert pod["spec"]["containers"][0]["resources"]["limits"]["memory"] == "300Mi"
     await _delete(api, f"{NS}/limitranges/limit-range")
-    await _create(api, f"{NS}/pods", _pod("pod-after-delete", {"cpu": "50m", "memory": "1Mi"}))
+    await until(lambda: api.call("POST", f"{NS}/pods", _pod("pod-after-delete", {"cpu": "50m", "memory": "1Mi"})),
+                timeout=10, what="a pod no range bounds", check=lambda r: r[0] == 201)
 
 
 async def test_limitrange_list_patch_and_delete_a_limitrange_by_collection(api: Rest) -> None:

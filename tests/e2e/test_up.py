@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import json
 import os
 import signal
 import socket
@@ -113,6 +114,16 @@ async def test_up_without_nodes_runs_the_control_plane_alone(tmp_path: Path) -> 
             await client.pods.create(_pod("scheduled", "", "sleep", "3600"))
             bound = await _wait(client, "scheduled", lambda p: p.spec.nodeName == "by-hand")
             assert bound.status.phase == "Pending"  # no kubelet runs it
+            await client.secrets.create(core_pb2.Secret(metadata=meta_pb2.ObjectMeta(name="s", namespace="default"),
+                                                        stringData={"code": "never-in-the-audit-log"}))
+        # the apiserver audits with the default policy: writes with who did them, Secrets' content never
+        log = state / "audit" / "apiserver.log"
+        events = [json.loads(line) for line in log.read_text().splitlines()]
+        mine = {(e["verb"], e["objectRef"].get("resource"), e["objectRef"].get("name")): e for e in events
+                if e["user"]["username"] == "kubernetes-admin" and e["stage"] == "ResponseComplete"}
+        assert mine[("create", "nodes", "by-hand")]["responseStatus"]["code"] == 201
+        assert mine[("create", "secrets", "s")]["level"] == "Metadata"
+        assert "never-in-the-audit-log" not in log.read_text() and oct(log.stat().st_mode & 0o777) == "0o600"
         status = _kubeling("status", "--state-dir", str(state))
         assert status.returncode == 0 and "scheduler" in status.stdout, status.stdout + status.stderr
         stopped = _kubeling("down", "--state-dir", str(state))

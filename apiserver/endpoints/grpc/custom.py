@@ -9,7 +9,15 @@ from typing import Any
 
 import grpc
 
-from apiserver.endpoints.grpc.handlers import _abort, _credentials, _decode, _dry_run, _serialize, watch_stream
+from apiserver.endpoints.grpc.handlers import (
+    _abort,
+    _credentials,
+    _decode,
+    _dry_run,
+    _serialize,
+    describe_call,
+    watch_stream,
+)
 from apiserver.endpoints.pipeline import Pipeline
 from apiserver.endpoints.request import RequestInfo, dry_run_requested
 from apiserver.registry.generic.store import Registry
@@ -45,6 +53,7 @@ def custom_service_handler(scheme: Scheme, registries: Registries, pipeline: Pip
             try:
                 with pipeline.serve(verb, "customresources") as served:
                     served.authenticate(_credentials(context, pipeline))
+                    describe_call(served, context, f"/kubeling.v1.CustomResources/{verb}")
                     dry_run_requested.set(_dry_run(context))
                     request = _decode(request_type, body)
                     rt, registry = _resolve(scheme, registries, request.resource)

@@ -16,18 +16,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import grpc
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from apiserver.endpoints.impersonation import impersonation_of
-from apiserver.endpoints.pipeline import Pipeline, certificate_user_pem
+from apiserver.endpoints.pipeline import Pipeline, Served, certificate_user_pem
 from apiserver.endpoints.request import Credentials, RequestInfo, SubresourceHandler, dry_run_requested
 from apiserver.registry.generic.store import Registry
 from kubeling import errors
 from kubeling.deadline import until
+from kubeling.kjson import to_json
 from kubeling.scheme import ResourceType
 from protos.kubeling.v1 import meta_pb2
 
-__all__ = ["service_handler", "watch_stream", "WATCH_BATCH_BYTES"]
+__all__ = ["service_handler", "watch_stream", "WATCH_BATCH_BYTES", "describe_call"]
 
 # A batch of watch events is at most this big (gRPC's default message limit is 4 MiB).
 WATCH_BATCH_BYTES = 1 << 20
@@ -59,6 +60,34 @@ def _credentials(context: grpc.aio.ServicerContext, pipeline: Pipeline) -> Crede
     metadata = [(str(k), str(v)) for k, v in context.invocation_metadata() or ()]
     authorization = next((v for k, v in metadata if k == "authorization"), None)
     return Credentials(certificate_user_pem(pem[0]) if pem else None, authorization, impersonation_of(metadata))
+
+
+def describe_call(served: Served, context: grpc.aio.ServicerContext, method: str) -> None:
+    """What the audit log says of a call besides its request: the method, the peer's
+    address and the client's user agent."""
+    if served.pipeline.auditor is None:
+        return
+    served.uri = method
+    peer = context.peer() or ""  # ipv4:127.0.0.1:5555, ipv6:[::1]:5555, unix:...
+    kind, _, address = peer.partition(":")
+    served.source_ip = address.rsplit(":", 1)[0].strip("[]") if kind in ("ipv4", "ipv6") else ""
+    served.user_agent = next((str(v) for k, v in context.invocation_metadata() or () if k == "user-agent"), "")
+
+
+def _audit_request(served: Served, request: Any) -> None:
+    if served.audit is not None and served.audit.wants_request and isinstance(request, Message):
+        served.audit.request_object = to_json(request)
+
+
+def _audit_response(served: Served, response: Any) -> None:
+    audit = served.audit
+    if audit is None or not isinstance(response, Message):
+        return
+    if audit.wants_response:
+        audit.response_object = to_json(response)
+    metadata = getattr(response, "metadata", None)
+    if audit.unnamed_create and metadata is not None:
+        audit.named(metadata.name)
 
 
 def _dry_run(context: grpc.aio.ServicerContext) -> bool:
@@ -104,11 +133,15 @@ class _Resource:
             try:
                 with self.pipeline.serve(verb, self.rt.plural) as served:
                     served.authenticate(_credentials(context, self.pipeline))
+                    describe_call(served, context, f"/{self.rt.service_name}/{verb}")
                     dry_run_requested.set(_dry_run(context))
                     request = _decode(request_type, body)
                     served.authorize(self.info(rbac_verb, request, subresource))
                     await served.admit()
-                    return await call(request)
+                    _audit_request(served, request)
+                    response = await call(request)
+                    _audit_response(served, response)
+                    return response
             except errors.ApiError as err:
                 await _abort(context, err)
 
@@ -121,6 +154,7 @@ class _Resource:
             try:
                 with self.pipeline.serve(verb, self.rt.plural) as served:
                     served.authenticate(_credentials(context, self.pipeline))
+                    describe_call(served, context, f"/{self.rt.service_name}/{verb}")
                     request = _decode(request_type, body)
                     served.authorize(self.info(rbac_verb, request, subresource))
                     await served.admit(long_running=True)  # watches and logs

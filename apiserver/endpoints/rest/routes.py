@@ -68,16 +68,16 @@ def route(scheme: Scheme, request: web.Request) -> Route:
         marker = f"/{target.name}/proxy"
         target.proxy_path = request.path[request.path.index(marker) + len(marker):] or "/"
         verb = _PROXY_METHOD_VERBS.get(method, method.lower())
-        return Route(RequestInfo(verb, True, r.group, r.plural, target.sub, target.namespace, target.name), path,
-                     target=target)
+        return Route(RequestInfo(verb, True, r.group, r.plural, target.sub, target.namespace, target.name,
+                                 version=r.version), path, target=target)
     if method == "GET":
         verb = _read_verb(request, target.name)
     elif method == "DELETE":
         verb = "delete" if target.name else "deletecollection"
     else:
         verb = _VERBS.get(method, method.lower())
-    return Route(RequestInfo(verb, True, r.group, r.plural, target.sub, target.namespace, target.name), path,
-                 target=target)
+    return Route(RequestInfo(verb, True, r.group, r.plural, target.sub, target.namespace, target.name,
+                             version=r.version), path, target=target)
 
 
 # upstream's RequestInfoFactory for a proxied request: HEAD reads, the others as usual.

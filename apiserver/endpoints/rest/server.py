@@ -7,6 +7,7 @@ verb (`handlers`), a subresource (`subresources`), a review or a document answer
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import ssl
 import weakref
@@ -30,6 +31,7 @@ from apiserver.endpoints.rest import handlers
 from apiserver.endpoints.rest.openapi import OpenAPI
 from apiserver.endpoints.rest.proxy import serve_proxy
 from apiserver.endpoints.rest.request import (
+    JSON,
     MAX_BODY,
     Target,
     dry_run,
@@ -135,6 +137,8 @@ class RestServer:
         try:
             with self.pipeline.serve(f"REST_{request.method}", "-", code_of=_http_code) as served:
                 try:
+                    served.uri, served.source_ip = request.path_qs, request.remote or ""
+                    served.user_agent = request.headers.get("User-Agent", "")
                     served.authenticate(Credentials(_peer_user(request), request.headers.get("Authorization"),
                                                     impersonation_of(request.headers.items())))
                     found = route(self.scheme, request)
@@ -155,7 +159,9 @@ class RestServer:
                         await served.admit(long_running=_long_running(found))
                     finally:
                         request[_PF_HEADERS] = served.flow_headers  # a 429 carries them too
+                    await _audit_request(served, request)
                     response = await self._serve(request, found)
+                    _audit_response(served, response)
                 except asyncio.CancelledError:
                     served.code = "499"  # the client went away
                     raise
@@ -290,6 +296,34 @@ def _long_running(found: Route) -> bool:
     requests: only their start is limited upstream)."""
     sub = found.target.sub if found.target is not None else ""
     return found.info.verb == "watch" or sub in _LONG_RUNNING_SUBRESOURCES
+
+
+async def _audit_request(served: pipelines.Served, request: web.Request) -> None:
+    """The request's object, for a level that records it (a JSON body; aiohttp keeps the
+    bytes read for the handler)."""
+    if served.audit is None or not served.audit.wants_request or request.method not in ("POST", "PUT", "PATCH"):
+        return
+    if request.content_type.endswith("json"):
+        try:
+            served.audit.request_object = json.loads(await request.read())
+        except ValueError:
+            pass  # the handler refuses it
+
+
+def _audit_response(served: pipelines.Served, response: web.StreamResponse) -> None:
+    """The response's object, for a level that records it; the name of what a create made."""
+    audit = served.audit
+    if audit is None or not (audit.wants_response or audit.unnamed_create) or not isinstance(response, web.Response):
+        return
+    if response.content_type == JSON and isinstance(response.body, bytes):
+        try:
+            answer = json.loads(response.body)
+        except ValueError:
+            return
+        if audit.wants_response:
+            audit.response_object = answer
+        if audit.unnamed_create and isinstance(answer, dict):
+            audit.named(str((answer.get("metadata") or {}).get("name", "")))
 
 
 async def _flow_headers(request: web.Request, response: web.StreamResponse) -> None:

@@ -5,15 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from apiserver.endpoints.request import http_code
 from kubeling import errors
 from kubeling.errors import MethodNotAllowed
 
 __all__ = ["http_code", "status_json", "MethodNotAllowed", "NotAcceptable", "UnsupportedMediaType"]
-
-_CODES = {"NotFound": 404, "AlreadyExists": 409, "Conflict": 409, "Invalid": 422, "BadRequest": 400,
-          "Expired": 410, "Gone": 410, "Unauthorized": 401, "Forbidden": 403, "RequestEntityTooLarge": 413,
-          "Timeout": 504, "ServiceUnavailable": 503, "InternalError": 500, "MethodNotAllowed": 405,
-          "NotAcceptable": 406, "UnsupportedMediaType": 415, "WatcherTooSlow": 500, "TooManyRequests": 429}
 
 
 class NotAcceptable(errors.ApiError):
@@ -22,13 +18,6 @@ class NotAcceptable(errors.ApiError):
 
 class UnsupportedMediaType(errors.ApiError):
     reason = "UnsupportedMediaType"
-
-
-def http_code(err: errors.ApiError) -> int:
-    code = err.metadata.get("code", "")
-    if code.isdigit():  # the code a webhook refused with
-        return int(code)
-    return _CODES.get(err.reason, 500)
 
 
 # What a field error's wording says it is (upstream's field.ErrorType, as a cause's reason).
