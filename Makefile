@@ -53,6 +53,7 @@ kubectl: $(STAMP)
 apt:
 	@missing=""; \
 	command -v etcd >/dev/null 2>&1 || missing="$$missing etcd-server"; \
+	command -v etcdctl >/dev/null 2>&1 || missing="$$missing etcd-client"; \
 	test -x /usr/lib/cni/bridge || missing="$$missing containernetworking-plugins"; \
 	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
 	test -x /bin/busybox || missing="$$missing busybox-static"; \

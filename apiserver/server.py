@@ -76,6 +76,7 @@ from apiserver.registry.generic.store import Registry
 from apiserver.registry.generic.view import VersionView
 from apiserver.registry.scheduling import bootstrap_priority_classes
 from apiserver.storage.compaction import Compactor
+from apiserver.storage.encryption import EncryptionConfig
 from apiserver.storage.etcd import Storage
 from apiserver.storage.selection import Filter
 from apiserver.storage.ttl import LeasePool
@@ -125,6 +126,7 @@ class APIServer:
     _webhook_client: WebhookClient | None = None
     _remote_apis: RemoteAPIs | None = None
     _auditor: Auditor | None = None
+    _encryption: EncryptionConfig | None = None
 
     @property
     def allocates_pod_cidrs(self) -> bool:
@@ -178,6 +180,7 @@ class APIServer:
     def _build_registries(self, storage: Storage, options: Completed) -> None:
         """A registry per scheme entry, its strategy from the registry's table."""
         cfg = self.config
+        self._encryption = options.encryption
         for resource in self.scheme:
             if resource.view_of is None:
                 self.registries[resource] = self._new_registry(
@@ -202,6 +205,8 @@ class APIServer:
             namespace_check=self._check_namespace if strategy.namespaced else None, expiry=expiry)
         if self._admission is not None:
             registry.admission = self._admission.for_resource(strategy.resource)
+        if self._encryption is not None:  # encrypted at rest, as --encryption-provider-config says
+            registry.codec.transformer = self._encryption.transformer_for(strategy.resource.group_resource)
         return registry
 
     def _custom_registry(self, strategy: CustomResourceStrategy) -> Registry[Any]:

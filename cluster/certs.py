@@ -14,6 +14,7 @@ the same files under its state dir (cluster.plan).
   DIR/super-admin.conf         kubernetes-admin at the components' address (addons)
   DIR/kubelet-<node>.conf      system:node:<node>
   DIR/audit-policy.yaml        what the apiserver audits (apiserver.audit's default policy)
+  DIR/encryption-config.yaml   the key Secrets are encrypted with in etcd (aescbc, made once)
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from pathlib import Path
 import yaml
 
 from apiserver.audit import DEFAULT_POLICY
+from apiserver.storage.encryption import new_aescbc_config
 from kubeling import pki
 from kubeling.atomicfile import replace_file
 from kubeling.client import TLSConfig
 from kubeling.kubeconfig import write_kubeconfig
 
-__all__ = ["add_parser", "write_credentials", "AUDIT_POLICY"]
+__all__ = ["add_parser", "write_credentials", "AUDIT_POLICY", "ENCRYPTION_CONFIG"]
 
 
 def _tls(root: Path, identity: str) -> TLSConfig:
@@ -37,6 +39,7 @@ def _tls(root: Path, identity: str) -> TLSConfig:
 
 
 AUDIT_POLICY = "audit-policy.yaml"
+ENCRYPTION_CONFIG = "encryption-config.yaml"
 
 
 def write_credentials(root: Path, certs: Path, nodes: dict[str, list[str]], *, rest: str, grpc: str,
@@ -62,6 +65,11 @@ def write_credentials(root: Path, certs: Path, nodes: dict[str, list[str]], *, r
     policy = root / AUDIT_POLICY
     if not policy.exists():
         replace_file(policy, yaml.safe_dump(DEFAULT_POLICY, sort_keys=False).encode(), 0o644)
+    # Secrets encrypted in etcd (--encryption-provider-config): a key made once, kept with
+    # the PKI (without it, what it encrypted cannot be read)
+    encryption = root / ENCRYPTION_CONFIG
+    if not encryption.exists():
+        replace_file(encryption, yaml.safe_dump(new_aescbc_config(), sort_keys=False).encode(), 0o600, durable=True)
     return issued
 
 

@@ -11,7 +11,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cluster.certs import AUDIT_POLICY, write_credentials
+from cluster.certs import AUDIT_POLICY, ENCRYPTION_CONFIG, write_credentials
 from cluster.etcd import etcd_args, etcd_binary
 from cluster.hosts import choose_subnet, host_ip, netns_name
 from csi.hostpath import DRIVER_NAME
@@ -266,7 +266,8 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
             "--advertise-port", str(plan.rest_port),
             # every apiserver audits to its own log, rotated at 100 MB, three kept
             "--audit-policy-file", str(root / AUDIT_POLICY), "--audit-log-path", str(root / "audit" / f"{name}.log"),
-            "--audit-log-maxsize", "100", "--audit-log-maxbackup", "3")
+            "--audit-log-maxsize", "100", "--audit-log-maxbackup", "3",
+            "--encryption-provider-config", str(root / ENCRYPTION_CONFIG))
     if len(plan.apiserver_backends) > 1:
         out["haproxy"] = ["haproxy", "-f", str(root / "haproxy.cfg"), "-db"]  # -db: in the foreground
     out |= {

@@ -21,6 +21,7 @@ from apiserver.auth.tokens import TokenIssuer, load_signing_key
 from apiserver.controllers.nodeipam import CIDRAllocator
 from apiserver.options.config import ADMISSION_PLUGINS, Config
 from apiserver.registry.core.allocator import IPRange, PortRange
+from apiserver.storage.encryption import EncryptionConfig, load_encryption_config
 from apiserver.storage.etcd import EtcdTLS
 from kubeling.options import ConfigError
 from kubeling.servingtls import ServingTLS, client_context
@@ -46,6 +47,7 @@ class Completed:
     node_ports: PortRange
     pod_cidrs: CIDRAllocator | None  # None: nodes get no pod CIDR
     auditor: Auditor | None  # None: nothing audited
+    encryption: EncryptionConfig | None  # None: nothing encrypted at rest
 
 
 def complete(cfg: Config) -> Completed:
@@ -57,7 +59,16 @@ def complete(cfg: Config) -> Completed:
                                 or modes != ["AlwaysAllow"]),
         token_issuer=_token_issuer(cfg), authorization_modes=modes, admission_plugins=_admission_plugins(cfg),
         kubelet_ssl=_kubelet_ssl(cfg), etcd_tls=_etcd_tls(cfg), service_ips=ips, node_ports=ports,
-        pod_cidrs=_pod_cidrs(cfg), auditor=_auditor(cfg))
+        pod_cidrs=_pod_cidrs(cfg), auditor=_auditor(cfg), encryption=_encryption(cfg))
+
+
+def _encryption(cfg: Config) -> EncryptionConfig | None:
+    if not cfg.encryption_provider_config:
+        return None
+    try:
+        return load_encryption_config(Path(cfg.encryption_provider_config))
+    except (OSError, ValueError, yaml.YAMLError) as err:
+        raise ConfigError(f"--encryption-provider-config: {err}") from None
 
 
 def _auditor(cfg: Config) -> Auditor | None:

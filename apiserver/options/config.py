@@ -83,6 +83,9 @@ class Config:
                                   type=int)
     audit_log_maxbackup: int = flag(0, "rotated audit logs kept (default 0: every one)", type=int)
     audit_log_maxage: int = flag(0, "days a rotated audit log is kept (default 0: no limit)", type=int)
+    encryption_provider_config: str = flag("", "an apiserver.config.k8s.io/v1 EncryptionConfiguration: the "
+                                           "resources encrypted in etcd and their providers and keys (default: "
+                                           "none encrypted)")
     enable_priority_and_fairness: bool = flag(True, "API Priority and Fairness: requests classified by the "
                                               "FlowSchemas, given seats of their priority level, queued fairly or "
                                               "refused with 429 (default true)", type=boolean)

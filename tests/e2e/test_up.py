@@ -7,6 +7,7 @@ import asyncio
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -124,6 +125,17 @@ async def test_up_without_nodes_runs_the_control_plane_alone(tmp_path: Path) -> 
         assert mine[("create", "nodes", "by-hand")]["responseStatus"]["code"] == 201
         assert mine[("create", "secrets", "s")]["level"] == "Metadata"
         assert "never-in-the-audit-log" not in log.read_text() and oct(log.stat().st_mode & 0o777) == "0o600"
+        # and etcd holds it encrypted: what etcd's own client reads is the provider's prefix, then ciphertext
+        etcdctl = shutil.which("etcdctl")
+        assert etcdctl is not None, "etcdctl is missing: `make deps` installs Debian's etcd-client"
+        read = subprocess.run([etcdctl, "--endpoints", f"https://{plan.etcd_endpoints.split(',')[0]}",
+                               "--cacert", str(plan.pki / "ca.crt"),
+                               "--cert", str(plan.pki / "apiserver-etcd-client.crt"),
+                               "--key", str(plan.pki / "apiserver-etcd-client.key"),
+                               "get", "/registry/secrets/default/s", "--print-value-only"],
+                              capture_output=True, timeout=30, env={"ETCDCTL_API": "3"})
+        assert read.returncode == 0, read.stderr
+        assert read.stdout.startswith(b"k8s:enc:aescbc:v1:key1:") and b"never-in-the-audit-log" not in read.stdout
         status = _kubeling("status", "--state-dir", str(state))
         assert status.returncode == 0 and "scheduler" in status.stdout, status.stdout + status.stderr
         stopped = _kubeling("down", "--state-dir", str(state))

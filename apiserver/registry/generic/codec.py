@@ -10,6 +10,7 @@ from collections import OrderedDict
 from typing import Any, Generic
 
 from apiserver.registry.generic.strategy import Strategy, T
+from apiserver.storage.encryption import Transformer
 from apiserver.storage.etcd import KV
 from apiserver.storage.selection import Attrs
 from kubeling import errors
@@ -27,19 +28,38 @@ class StrategyCodec(Generic[T]):
         self._event = strategy.event_message
         self.resource = strategy.plural
         self.index_field = strategy.index_field
+        # encryption at rest (None: stored as it is); the keys whose value, at a revision,
+        # was read with an old key or provider: written again on their next update
+        self.transformer: Transformer | None = None
+        self._stale: dict[bytes, int] = {}
 
     def replace_strategy(self, strategy: Strategy[T]) -> None:
         self._strategy = strategy
 
+    def plaintext(self, kv: KV) -> bytes:
+        if self.transformer is None:
+            return kv.value
+        data, stale = self.transformer.from_storage(kv.value, kv.key)
+        if stale:
+            self._stale[kv.key] = kv.mod_revision
+        else:
+            self._stale.pop(kv.key, None)
+        return data
+
+    def stale(self, key: bytes, revision: int) -> bool:
+        """Whether the value at key, at revision, must be written again (key rotation)."""
+        return self._stale.get(key) == revision
+
     def decode(self, kv: KV) -> T:
-        obj: T = self._message.FromString(kv.value)
+        obj: T = self._message.FromString(self.plaintext(kv))
         obj.metadata.resourceVersion = str(kv.mod_revision)
         return obj
 
-    def encode(self, obj: T) -> bytes:
-        """The stored value (the resourceVersion is the caller's to clear)."""
+    def encode(self, obj: T, key: bytes = b"") -> bytes:
+        """The stored value (the resourceVersion is the caller's to clear); encrypted when a
+        provider is configured (key: where it goes, which AES-GCM binds it to)."""
         data: bytes = obj.SerializeToString(deterministic=True)
-        return data
+        return self.transformer.to_storage(data, key) if self.transformer is not None else data
 
     def attrs(self, obj: T) -> Attrs:
         fields = self._strategy.fields(obj)
@@ -89,7 +109,7 @@ class JsonCodec(StrategyCodec[T]):
 
     def _parse(self, kv: KV) -> T:
         try:
-            data = json.loads(kv.value)
+            data = json.loads(self.plaintext(kv))
             obj: Any = from_json(data, self._message, ignore=frozenset()).message
         except (ValueError, errors.ApiError) as err:
             # Not ours to guess at: say which key holds what, rather than serve garbage.
@@ -101,11 +121,12 @@ class JsonCodec(StrategyCodec[T]):
         self._strategy.from_storage(obj)
         return obj
 
-    def encode(self, obj: T) -> bytes:
+    def encode(self, obj: T, key: bytes = b"") -> bytes:
         stored: Any = self._message()
         stored.CopyFrom(obj)
         stored.apiVersion = self.storage_version
-        return json.dumps(to_json(stored), separators=(",", ":"), ensure_ascii=False).encode()
+        data = json.dumps(to_json(stored), separators=(",", ":"), ensure_ascii=False).encode()
+        return self.transformer.to_storage(data, key) if self.transformer is not None else data
 
 
 def codec_for(strategy: Strategy[T]) -> StrategyCodec[T]:

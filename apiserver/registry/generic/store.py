@@ -155,7 +155,8 @@ class Registry(Generic[T]):
     def encode(self, obj: T) -> bytes:
         rv = obj.metadata.resourceVersion
         obj.metadata.resourceVersion = ""  # never stored: etcd's mod_revision is the truth
-        data = self.codec.encode(obj)
+        data = self.codec.encode(obj, self.key(obj.metadata.namespace if self.strategy.namespaced else "",
+                                               obj.metadata.name))
         obj.metadata.resourceVersion = rv
         if len(data) > MAX_OBJECT_BYTES:
             raise errors.RequestEntityTooLarge(
@@ -348,11 +349,12 @@ class Registry(Generic[T]):
             try:
                 if dry_run:
                     return new
-                if new.SerializeToString(deterministic=True) == old.SerializeToString(deterministic=True):
+                if new.SerializeToString(deterministic=True) == old.SerializeToString(deterministic=True) and \
+                        not self.codec.stale(key, revision):
                     if not fresh:
                         state = None  # a no-op against the cache's copy is only one against etcd's
                         continue
-                    return old  # a no-op writes nothing (upstream does the same)
+                    return old  # a no-op writes nothing (upstream does the same), unless under an old key
                 gone = self._ready_to_delete(new)
                 try:
                     if gone:

@@ -193,29 +193,19 @@ class WatchCache:
             if kv.key == self.prefix:
                 continue  # the progress sentinel: its revision counts below, nothing else
             history = rv <= self._list_rv  # prefill: the store already reflects it
-            prev = self.decode(wev.prev) if wev.prev is not None else None
-            if prev is None and not history:
-                entry = self.store.get(kv.key)
-                prev = entry.obj if entry else None
-            if wev.deleted:
-                if prev is None:
-                    continue  # nothing known of it: nothing a watcher could be told
-                obj = type(prev)()
-                obj.CopyFrom(prev)
-                obj.metadata.resourceVersion = str(rv)
-                ev = CacheEvent(DELETED, rv, kv.key, obj, self.attrs(obj), prev, None)
-                ev.prev_attrs = ev.attrs
-                if not history:
-                    self.store.pop(kv.key, None)
-                    self.changes += 1
+            if history:
+                try:
+                    ev = self._event(wev, rv, history)
+                except errors.InternalError:
+                    # An old value this apiserver cannot read any more (encrypted with a key
+                    # since dropped): the window starts after it, a watch from before relists.
+                    self.events.clear()
+                    self.oldest_rv = rv
+                    continue
             else:
-                obj = self.decode(kv)
-                typ = ADDED if kv.create_revision == kv.mod_revision or prev is None else MODIFIED
-                ev = CacheEvent(typ, rv, kv.key, obj, self.attrs(obj), prev,
-                                self.attrs(prev) if prev is not None else None)
-                if not history:
-                    self.store[kv.key] = Entry(obj, ev.attrs, rv)
-                    self.changes += 1
+                ev = self._event(wev, rv, history)
+            if ev is None:
+                continue
             self._append(ev)
             if live:
                 self._dispatch(ev)
@@ -228,6 +218,41 @@ class WatchCache:
         if batch.revision > self.rv:
             self.rv = batch.revision
         self._wake_waiters()
+
+    def _event(self, wev: Any, rv: int, history: bool) -> CacheEvent | None:
+        """The cache event of one etcd event (None: a deletion of nothing known), the store
+        updated unless it is history."""
+        kv = wev.kv
+        prev = None
+        if wev.prev is not None:
+            try:
+                prev = self.decode(wev.prev)
+            except errors.InternalError:
+                if history:
+                    raise
+                # live: a value this apiserver cannot read (an old key), the cache's copy instead
+        if prev is None and not history:
+            entry = self.store.get(kv.key)
+            prev = entry.obj if entry else None
+        if wev.deleted:
+            if prev is None:
+                return None  # nothing known of it: nothing a watcher could be told
+            obj = type(prev)()
+            obj.CopyFrom(prev)
+            obj.metadata.resourceVersion = str(rv)
+            ev = CacheEvent(DELETED, rv, kv.key, obj, self.attrs(obj), prev, None)
+            ev.prev_attrs = ev.attrs
+            if not history:
+                self.store.pop(kv.key, None)
+                self.changes += 1
+            return ev
+        obj = self.decode(kv)
+        typ = ADDED if kv.create_revision == kv.mod_revision or prev is None else MODIFIED
+        ev = CacheEvent(typ, rv, kv.key, obj, self.attrs(obj), prev, self.attrs(prev) if prev is not None else None)
+        if not history:
+            self.store[kv.key] = Entry(obj, ev.attrs, rv)
+            self.changes += 1
+        return ev
 
     def _append(self, ev: CacheEvent) -> None:
         self.events.append(ev)
