@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import statistics
@@ -35,7 +36,9 @@ import time
 from pathlib import Path
 
 import aetcd
+import yaml
 
+from apiserver.storage.encryption import new_aescbc_config
 from bench.output import report
 from cluster.etcd import EtcdServer
 from kubeling import pki
@@ -77,7 +80,14 @@ async def bench_etcd(endpoint: str, total: int) -> float:
         return total / (time.perf_counter() - start)
 
 
-async def bench_creates(address: str, total: int, tls: TLSConfig | None = None) -> tuple[float, float]:
+def _secret(name: str) -> core_pb2.Secret:
+    return core_pb2.Secret(metadata=meta_pb2.ObjectMeta(name=name, namespace="default"),
+                           data={"password": b"p" * 64, "certificate": b"c" * 1024})
+
+
+async def bench_creates(address: str, total: int, tls: TLSConfig | None = None,
+                        secrets: bool = False) -> tuple[float, float]:
+    """Creates/s and their median latency (ms): pods, or Secrets."""
     clients = [Client(address, tls=tls) for _ in range(8)]
     counter = iter(range(total))
     latencies: list[float] = []
@@ -85,7 +95,10 @@ async def bench_creates(address: str, total: int, tls: TLSConfig | None = None) 
     async def worker(c: Client) -> None:
         for i in counter:
             t = time.perf_counter()
-            await c.pods.create(_pod(f"create-{i}"))
+            if secrets:
+                await c.secrets.create(_secret(f"create-{i}"))
+            else:
+                await c.pods.create(_pod(f"create-{i}"))
             latencies.append(time.perf_counter() - t)
 
     for c in clients:  # connect first: measure requests, not handshakes
@@ -203,6 +216,15 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             proc.terminate()
             proc.wait(10)
             secure = await _secure_run(etcd.endpoint, workdir, args, procs, cpu_per_create, watch)
+        costs: dict[str, object] = {}
+        if args.costs:
+            costs = await _costs_run(etcd.endpoint, workdir, args.creates, procs)
+        apf: dict[str, object] = {}
+        if args.apf:  # its own run (its own etcd and apiservers), its JSON kept whole
+            out = workdir / "flowcontrol.json"
+            subprocess.run([sys.executable, "-m", "bench.flowcontrol", "--pods", str(args.apf_pods), "--seconds",
+                            str(args.apf_seconds), "--json", str(out)], check=True, stdout=subprocess.DEVNULL)
+            apf = {"priority_and_fairness": json.loads(out.read_text())}
     finally:
         for p in procs:
             if p.poll() is None:
@@ -229,7 +251,41 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         **watch,
         **secure,
         **ha,
+        **costs,
+        **apf,
     }
+
+
+async def _costs_run(etcd: str, workdir: Path, creates: int, procs: list[subprocess.Popen[bytes]]) -> dict[str, object]:
+    """What audit (every request at Metadata, to a file) and encryption (Secrets under
+    aescbc) cost a Secret write: the same creates through an apiserver with neither, with
+    audit, with encryption, on fresh key prefixes of one etcd, in one run."""
+    (workdir / "audit-policy.yaml").write_text(yaml.safe_dump(
+        {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Metadata"}]}))
+    (workdir / "encryption.yaml").write_text(yaml.safe_dump(new_aescbc_config()))
+    variants = {"plain": [], "audit_metadata": ["--audit-policy-file", str(workdir / "audit-policy.yaml"),
+                                                "--audit-log-path", str(workdir / "audit.log")],
+                "encryption_aescbc": ["--encryption-provider-config", str(workdir / "encryption.yaml")]}
+    out: dict[str, object] = {}
+    for name, extra in variants.items():
+        proc, address = start_server(["-m", "apiserver", "--etcd", etcd, "--listen", "127.0.0.1:0", "--log-level",
+                                      "WARNING", "--etcd-prefix", f"/costs-{name}", *extra], workdir, f"costs-{name}")
+        procs.append(proc)
+        cpu_before = _cpu_seconds(proc.pid)
+        rate, p50 = await bench_creates(address, creates, secrets=True)
+        out[name] = {"secret_create_per_s": round(rate, 1), "secret_create_p50_ms": round(p50, 2),
+                     "apiserver_cpu_us_per_create": round((_cpu_seconds(proc.pid) - cpu_before) / creates * 1e6)}
+        proc.terminate()
+        proc.wait(10)
+    plain = out["plain"]
+    for name in ("audit_metadata", "encryption_aescbc"):
+        mine = out[name]
+        assert isinstance(plain, dict) and isinstance(mine, dict)
+        mine["cpu_per_create_over_plain"] = round(mine["apiserver_cpu_us_per_create"]
+                                                  / plain["apiserver_cpu_us_per_create"], 3)
+        mine["rate_over_plain"] = round(mine["secret_create_per_s"] / plain["secret_create_per_s"], 3)
+    out["audit_log_bytes_per_create"] = round((workdir / "audit.log").stat().st_size / creates)
+    return {"costs": out}
 
 
 def _haproxy_config(listen: int, backends: list[tuple[int, int]]) -> str:
@@ -325,6 +381,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the work dir (etcd data, logs)")
     p.add_argument("--ha", action="store_true",
                    help="then creates through HAProxy to 1 and to 2 apiservers (ha_create_ratio_2_over_1)")
+    p.add_argument("--costs", action="store_true",
+                   help="then Secret creates with audit at Metadata and with aescbc encryption, against neither")
+    p.add_argument("--apf", action="store_true",
+                   help="then bench.flowcontrol: Lease renewals under a LIST flood, with and without Priority and "
+                        "Fairness")
+    p.add_argument("--apf-pods", type=int, default=5000, help="pods the flood lists (default %(default)s)")
+    p.add_argument("--apf-seconds", type=float, default=15.0, help="each APF phase's length")
     p.add_argument("--secure", action="store_true",
                    help="then the same on an apiserver with TLS, certificate and token authentication and RBAC, "
                         "and the ratios (benchmarks only: plain text is no default to measure against)")

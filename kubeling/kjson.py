@@ -35,7 +35,7 @@ _INT_OR_STRING = "kubeling.v1.IntOrString"
 # runtime.RawExtension (a ControllerRevision's data): JSON bytes, shown as the value they are.
 _RAW_EXTENSION = "kubeling.v1.RawExtension"
 # Fields Kubernetes types as metav1.MicroTime (RFC 3339 with microseconds).
-_MICRO_TIME = {"eventTime", "acquireTime", "renewTime"}
+_MICRO_TIME = {"eventTime", "acquireTime", "renewTime", "lastObservedTime"}
 FIELDS_V1 = "kubeling.v1.ManagedFieldsEntry.fieldsV1"
 CUSTOM_RESOURCE = "kubeling.v1.CustomResource"
 # Fields Go's encoder writes even when empty (kubeling.gofields): shown as upstream shows them.
@@ -67,7 +67,10 @@ def to_json(msg: Message) -> dict[str, Any]:
         for name in always:
             if name not in out:
                 value = getattr(msg, name)
-                out[name] = to_json(value) if isinstance(value, Message) else value
+                if isinstance(value, Timestamp):
+                    out[name] = None  # Go's zero metav1.Time/MicroTime: null
+                else:
+                    out[name] = to_json(value) if isinstance(value, Message) else value
     return out
 
 

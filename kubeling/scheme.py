@@ -38,6 +38,7 @@ from protos.kubeling.v1 import (
     core_pb2,
     custom_pb2,
     discovery_pb2,
+    events_pb2,
     meta_pb2,
     node_pb2,
     policy_pb2,
@@ -52,7 +53,7 @@ __all__ = ["ApiObject", "ObjectT", "Method", "Subresource", "ResourceType", "Sch
            "CLUSTERROLEBINDINGS", "DEPLOYMENTS", "REPLICASETS", "JOBS", "PRIORITYCLASSES", "POD_DISRUPTION_BUDGETS",
            "PODTEMPLATES", "CUSTOMRESOURCEDEFINITIONS", "VALIDATINGWEBHOOKCONFIGURATIONS",
            "MUTATINGWEBHOOKCONFIGURATIONS", "VALIDATINGADMISSIONPOLICIES", "VALIDATINGADMISSIONPOLICYBINDINGS",
-           "FLOWSCHEMAS", "PRIORITYLEVELCONFIGURATIONS",
+           "FLOWSCHEMAS", "PRIORITYLEVELCONFIGURATIONS", "EVENTS_V1",
            "APISERVICES", "RUNTIMECLASSES", "CUSTOM_SERVICE", "deletes_collections", "PERSISTENTVOLUMES",
            "PERSISTENTVOLUMECLAIMS", "STORAGECLASSES", "CSIDRIVERS", "CSINODES", "VOLUMEATTACHMENTS",
            "CSISTORAGECAPACITIES", "CRONJOBS", "DAEMONSETS", "STATEFULSETS", "CONTROLLERREVISIONS",
@@ -443,6 +444,8 @@ HORIZONTALPODAUTOSCALERS_V1 = ResourceType(
     "autoscaling", "v1", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
     autoscaling_pb2.HorizontalPodAutoscalerV1, short_names=("hpa",), categories=("all",), subresources=(_STATUS,),
     service="HorizontalPodAutoscalersV1", upstream_protobuf=True, view_of=HORIZONTALPODAUTOSCALERS)
+EVENTS_V1 = ResourceType("events.k8s.io", "v1", "Event", "events", events_pb2.EventV1, short_names=("ev",),
+                         service="EventsV1", upstream_protobuf=True, view_of=EVENTS)
 REPLICATIONCONTROLLERS = ResourceType("", "v1", "ReplicationController", "replicationcontrollers",
                                       core_pb2.ReplicationController, short_names=("rc",), categories=("all",),
                                       subresources=(_STATUS, _SCALE), upstream_protobuf=True)
@@ -505,7 +508,8 @@ BUILTIN: tuple[ResourceType[Any], ...] = (
     PERSISTENTVOLUMES, PERSISTENTVOLUMECLAIMS, REPLICATIONCONTROLLERS, RESOURCEQUOTAS, LIMITRANGES,
     ENDPOINTSLICES, LEASES, ROLES, CLUSTERROLES,
     ROLEBINDINGS, CLUSTERROLEBINDINGS, DEPLOYMENTS, REPLICASETS, DAEMONSETS, STATEFULSETS, CONTROLLERREVISIONS,
-    HORIZONTALPODAUTOSCALERS, HORIZONTALPODAUTOSCALERS_V1, JOBS, CRONJOBS, PRIORITYCLASSES, POD_DISRUPTION_BUDGETS,
+    HORIZONTALPODAUTOSCALERS, HORIZONTALPODAUTOSCALERS_V1, EVENTS_V1, JOBS, CRONJOBS, PRIORITYCLASSES,
+    POD_DISRUPTION_BUDGETS,
     STORAGECLASSES, CSIDRIVERS, CSINODES, VOLUMEATTACHMENTS, CSISTORAGECAPACITIES, RUNTIMECLASSES,
     VALIDATINGWEBHOOKCONFIGURATIONS,
     MUTATINGWEBHOOKCONFIGURATIONS, VALIDATINGADMISSIONPOLICIES, VALIDATINGADMISSIONPOLICYBINDINGS,

@@ -16,6 +16,7 @@ from apiserver.registry import (
     coordination,
     core,
     discovery,
+    events,
     flowcontrol,
     node,
     policy,
@@ -30,10 +31,11 @@ __all__ = ["Strategy", "DeletePlan", "STRATEGIES", "strategy_for", "CONVERSIONS"
 
 STRATEGIES: dict[ResourceType[Any], type[Strategy[Any]]] = {
     s.resource: s for group in (core, apps, autoscaling, batch, coordination, discovery, policy, rbac, scheduling,
-                                storage, admissionregistration, apiextensions, apiregistration, node, flowcontrol)
+                                storage, admissionregistration, apiextensions, apiregistration, node, flowcontrol,
+                                events)
     for s in group.STRATEGIES}
 # A second version of a resource (scheme entry with view_of): (to its version, to the storage version's).
-CONVERSIONS: dict[ResourceType[Any], tuple[Any, Any]] = {**autoscaling.CONVERSIONS}
+CONVERSIONS: dict[ResourceType[Any], tuple[Any, Any]] = {**autoscaling.CONVERSIONS, **events.CONVERSIONS}
 
 
 def strategy_for(resource: ResourceType[Any]) -> Strategy[Any]:

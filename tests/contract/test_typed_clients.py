@@ -10,6 +10,7 @@ from typing import Any
 
 import kubernetes.client as k8s
 import lightkube
+from google.protobuf.timestamp_pb2 import Timestamp
 from kubernetes import config as k8s_config
 from lightkube.resources import (
     admissionregistration_v1,
@@ -22,6 +23,7 @@ from lightkube.resources import (
     coordination_v1,
     core_v1,
     discovery_v1,
+    events_v1,
     flowcontrol_apiserver_v1,
     node_v1,
     policy_v1,
@@ -41,6 +43,7 @@ from protos.kubeling.v1 import (
     coordination_pb2,
     core_pb2,
     discovery_pb2,
+    events_pb2,
     meta_pb2,
     node_pb2,
     policy_pb2,
@@ -65,8 +68,11 @@ _OBJECTS: list[tuple[scheme.ResourceType[Any], Any, Any]] = [
     (scheme.PODS, pod("p"), core_v1.Pod),
     (scheme.NODES, _NODE, core_v1.Node),
     (scheme.NAMESPACES, core_pb2.Namespace(metadata=meta_pb2.ObjectMeta(name="ns")), core_v1.Namespace),
+    # a new-style event (eventTime set): events.k8s.io's strict models read it too
     (scheme.EVENTS, core_pb2.Event(metadata=_meta("e"), involvedObject=meta_pb2.ObjectReference(kind="Pod", name="p"),
-                                   reason="Seen", message="m", type="Normal"), core_v1.Event),
+                                   reason="Seen", message="m", type="Normal", eventTime=Timestamp(seconds=1505828956),
+                                   reportingComponent="example.com/c", reportingInstance="i", action="Saw"),
+     core_v1.Event),
     (scheme.SERVICEACCOUNTS, core_pb2.ServiceAccount(metadata=_meta("sa")), core_v1.ServiceAccount),
     (scheme.CONFIGMAPS, core_pb2.ConfigMap(metadata=_meta("cm"), data={"k": "v"}), core_v1.ConfigMap),
     (scheme.SECRETS, core_pb2.Secret(metadata=_meta("s"), stringData={"k": "v"}), core_v1.Secret),
@@ -124,6 +130,10 @@ _OBJECTS: list[tuple[scheme.ResourceType[Any], Any, Any]] = [
             scaleTargetRef=autoscaling_pb2.CrossVersionObjectReference(apiVersion="apps/v1", kind="Deployment",
                                                                        name="d"), maxReplicas=3,
             targetCPUUtilizationPercentage=50)), autoscaling_v1.HorizontalPodAutoscaler),
+    (scheme.EVENTS_V1, events_pb2.EventV1(metadata=_meta("ev1"), eventTime=Timestamp(seconds=1505828956),
+                                          regarding=meta_pb2.ObjectReference(kind="Pod", name="p"),
+                                          reportingController="example.com/bench", reportingInstance="i",
+                                          action="Do", reason="Test", type="Normal", note="n"), events_v1.Event),
     (scheme.JOBS, batch_pb2.Job(metadata=_meta("j"), spec=batch_pb2.JobSpec(template=core_pb2.PodTemplateSpec(
         spec=core_pb2.PodSpec(containers=pod("t").spec.containers, restartPolicy="Never")))), batch_v1.Job),
     (scheme.CRONJOBS, batch_pb2.CronJob(metadata=_meta("cj"), spec=batch_pb2.CronJobSpec(

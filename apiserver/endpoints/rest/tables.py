@@ -154,15 +154,20 @@ _NODE_COLUMNS = [("Name", "string", 0), ("Status", "string", 0), ("Roles", "stri
 
 
 def _event_row(ev: Obj, now: float) -> list[Any]:
-    first = ev.get("firstTimestamp") or ev.get("eventTime") or ev.get("metadata", {}).get("creationTimestamp")
-    last = ev.get("lastTimestamp") or ev.get("eventTime") or first
-    ref = ev.get("involvedObject", {})
-    source = ev.get("source", {})
+    """A core v1 Event's row, or an events.k8s.io one's (the same event under its newer names)."""
+    first = ev.get("firstTimestamp") or ev.get("deprecatedFirstTimestamp") or ev.get("eventTime") \
+        or ev.get("metadata", {}).get("creationTimestamp")
+    series = ev.get("series") or {}
+    last = ev.get("lastTimestamp") or ev.get("deprecatedLastTimestamp") or series.get("lastObservedTime") \
+        or ev.get("eventTime") or first
+    ref = ev.get("involvedObject") or ev.get("regarding") or {}
+    source = ev.get("source") or ev.get("deprecatedSource") or {}
     source_text = source.get("component", "") + (f", {source['host']}" if source.get("host") else "")
-    count = ev.get("count", 0)
+    count = ev.get("count") or ev.get("deprecatedCount") or series.get("count", 0)
+    message = str(ev.get("message") or ev.get("note") or "")
     return [_since(last, now), ev.get("type", ""), ev.get("reason", ""),
             f"{ref.get('kind', '').lower()}/{ref.get('name', '')}", ref.get("fieldPath", ""),
-            source_text or ev.get("reportingComponent", ""), ev.get("message", "").strip(),
+            source_text or ev.get("reportingComponent", ev.get("reportingController", "")), message.strip(),
             _since(first, now), count if count > 1 else 1, ev["metadata"]["name"]]
 
 

@@ -25,7 +25,9 @@ class EventStrategy(Strategy[core_pb2.Event]):
             "involvedObject.name": ref.name, "involvedObject.uid": ref.uid,
             "involvedObject.apiVersion": ref.apiVersion, "involvedObject.resourceVersion": ref.resourceVersion,
             "involvedObject.fieldPath": ref.fieldPath, "reason": obj.reason,
-            "reportingComponent": obj.reportingComponent, "source": obj.source.component, "type": obj.type,
+            # an event without a source names its reporting controller (upstream's ToSelectableFields)
+            "reportingComponent": obj.reportingComponent, "source": obj.source.component or obj.reportingComponent,
+            "type": obj.type,
         })
         return out
 
@@ -34,8 +36,14 @@ class EventStrategy(Strategy[core_pb2.Event]):
         obj.count = obj.count or 1
 
     def validate(self, obj: core_pb2.Event, check: Checker) -> None:
-        check.required("involvedObject.name", obj.involvedObject.name)
-        check.required("reason", obj.reason)
+        """upstream's legacyValidateEvent: an event with an eventTime (a new-style one)
+        names who reported it and why; an old-style one only has to be in its object's
+        namespace."""
+        if obj.HasField("eventTime"):
+            for field, value in (("reportingComponent", obj.reportingComponent),
+                                 ("reportingInstance", obj.reportingInstance), ("action", obj.action),
+                                 ("reason", obj.reason)):
+                check.required(field, value)
         check.unsupported("type", obj.type, ("Normal", "Warning"))
         if obj.involvedObject.namespace and obj.involvedObject.namespace != obj.metadata.namespace:
             check.invalid("involvedObject.namespace", obj.involvedObject.namespace, "does not match event.namespace")

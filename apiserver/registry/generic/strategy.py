@@ -52,6 +52,9 @@ class Strategy(Generic[T]):
     # upstream's): a delete's propagationPolicy Orphan or Foreground leaves a finalizer for
     # it (elsewhere the policy is moot).
     garbage_collected: ClassVar[bool] = True
+    # A second version's field labels that its storage version names otherwise (upstream's
+    # field label conversion functions): view label -> stored label.
+    field_label_conversions: ClassVar[dict[str, str]] = {}
     # Its etcd keys: <prefix>/<storage_path>/[<namespace>/]<name> ("": the plural; upstream
     # keys custom resources and CRDs by group too: <group>/<plural>).
     storage_path: str = ""

@@ -8,6 +8,7 @@ or watched is converted to the view's version."""
 from __future__ import annotations
 
 import builtins
+import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Generic, TypeVar
 
@@ -87,7 +88,28 @@ class VersionView(Registry[V], Generic[V, S]):
     async def get(self, namespace: str, name: str) -> V:
         return self.to_view(await self.stored.get(namespace, name))
 
+    def _stored_selector(self, selector: str) -> str:
+        """A field selector in the view's labels, in the storage version's."""
+        conversions = self.strategy.field_label_conversions
+        if not selector or not conversions:
+            return selector
+        terms = []
+        for term in selector.split(","):
+            match = re.match(r"\s*([^!=\s]+)\s*(==|!=|=)(.*)", term)
+            if match is None or match.group(1) not in conversions:
+                terms.append(term)
+                continue
+            if match.group(1) not in self._field_labels:
+                raise errors.BadRequest(f'"{match.group(1)}" is not a known field selector')
+            terms.append(f"{conversions[match.group(1)]}{match.group(2)}{match.group(3)}")
+        return ",".join(terms)
+
     async def list(self, req: meta_pb2.ListRequest) -> tuple[builtins.list[V], meta_pb2.ListMeta]:
+        if self.strategy.field_label_conversions and req.fieldSelector:
+            converted = meta_pb2.ListRequest()
+            converted.CopyFrom(req)
+            converted.fieldSelector = self._stored_selector(req.fieldSelector)
+            req = converted
         items, meta = await self.stored.list(req)
         return [self.to_view(i) for i in items], meta
 
@@ -110,6 +132,11 @@ class VersionView(Registry[V], Generic[V, S]):
         return self.to_view(await self.stored.delete(namespace, name, **options))
 
     async def watch(self, req: meta_pb2.WatchRequest) -> Any:
+        if self.strategy.field_label_conversions and req.fieldSelector:
+            converted = meta_pb2.WatchRequest()
+            converted.CopyFrom(req)
+            converted.fieldSelector = self._stored_selector(req.fieldSelector)
+            req = converted
         return _ViewWatcher(await self.stored.watch(req), self)
 
 

@@ -1374,8 +1374,16 @@ class EventSource(_message.Message):
     host: str
     def __init__(self, component: _Optional[str] = ..., host: _Optional[str] = ...) -> None: ...
 
+class EventSeries(_message.Message):
+    __slots__ = ("count", "lastObservedTime")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    LASTOBSERVEDTIME_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    lastObservedTime: _timestamp_pb2.Timestamp
+    def __init__(self, count: _Optional[int] = ..., lastObservedTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class Event(_message.Message):
-    __slots__ = ("metadata", "involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp", "count", "type", "eventTime", "action", "reportingComponent", "reportingInstance")
+    __slots__ = ("metadata", "involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp", "count", "type", "eventTime", "series", "action", "related", "reportingComponent", "reportingInstance")
     METADATA_FIELD_NUMBER: _ClassVar[int]
     INVOLVEDOBJECT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
@@ -1386,7 +1394,9 @@ class Event(_message.Message):
     COUNT_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     EVENTTIME_FIELD_NUMBER: _ClassVar[int]
+    SERIES_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
+    RELATED_FIELD_NUMBER: _ClassVar[int]
     REPORTINGCOMPONENT_FIELD_NUMBER: _ClassVar[int]
     REPORTINGINSTANCE_FIELD_NUMBER: _ClassVar[int]
     metadata: _meta_pb2.ObjectMeta
@@ -1399,10 +1409,12 @@ class Event(_message.Message):
     count: int
     type: str
     eventTime: _timestamp_pb2.Timestamp
+    series: EventSeries
     action: str
+    related: _meta_pb2.ObjectReference
     reportingComponent: str
     reportingInstance: str
-    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., involvedObject: _Optional[_Union[_meta_pb2.ObjectReference, _Mapping]] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., source: _Optional[_Union[EventSource, _Mapping]] = ..., firstTimestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lastTimestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., count: _Optional[int] = ..., type: _Optional[str] = ..., eventTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., action: _Optional[str] = ..., reportingComponent: _Optional[str] = ..., reportingInstance: _Optional[str] = ...) -> None: ...
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., involvedObject: _Optional[_Union[_meta_pb2.ObjectReference, _Mapping]] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., source: _Optional[_Union[EventSource, _Mapping]] = ..., firstTimestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lastTimestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., count: _Optional[int] = ..., type: _Optional[str] = ..., eventTime: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., series: _Optional[_Union[EventSeries, _Mapping]] = ..., action: _Optional[str] = ..., related: _Optional[_Union[_meta_pb2.ObjectReference, _Mapping]] = ..., reportingComponent: _Optional[str] = ..., reportingInstance: _Optional[str] = ...) -> None: ...
 
 class LocalObjectReference(_message.Message):
     __slots__ = ("name",)
