@@ -19,7 +19,7 @@ from kubeling import errors
 from kubeling.scheme import ResourceType
 
 __all__ = ["AdmissionAttributes", "AdmissionPlugin", "MutatingPlugin", "Admission", "forbidden", "EVERY_RESOURCE",
-           "add_warning", "request_warnings", "audit_annotations"]
+           "add_warning", "request_warnings", "audit_annotations", "add_audit_annotation"]
 
 CREATE, UPDATE, DELETE, CONNECT = "CREATE", "UPDATE", "DELETE", "CONNECT"
 
@@ -40,6 +40,13 @@ request_warnings: contextvars.ContextVar[list[str] | None] = contextvars.Context
                                                                                      default=None)
 audit_annotations: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("audit_annotations",
                                                                                           default=None)
+
+
+def add_audit_annotation(key: str, value: str) -> None:
+    """An annotation on this request's audit events (none when it is not audited)."""
+    annotations = audit_annotations.get()
+    if annotations is not None:
+        annotations[key] = value
 
 
 def add_warning(text: str) -> None:

@@ -7,8 +7,9 @@ Standards' baseline and restricted profiles, chosen per namespace by its labels
   set securityContext.allowPrivilegeEscalation=false), …`);
 - warn: the client is told (`Warning: would violate PodSecurity "…": …`), for pods and
   for the pod templates of workload resources;
-- audit: upstream records an audit annotation; kubeling has no audit log yet, so it is
-  accepted and not acted on.
+- audit: the request's audit events are annotated
+  (`pod-security.kubernetes.io/audit-violations`), as is the level enforced
+  (`pod-security.kubernetes.io/enforce-policy`).
 
 A pod is checked when created, and when an update changes its spec (ephemeral
 containers included); status and metadata-only writes are not. A namespace's labels must
@@ -26,7 +27,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from apiserver.admission.chain import CREATE, UPDATE, AdmissionAttributes, add_warning, forbidden
+from apiserver.admission.chain import (
+    CREATE,
+    UPDATE,
+    AdmissionAttributes,
+    add_audit_annotation,
+    add_warning,
+    forbidden,
+)
 from kubeling import errors
 from kubeling.errors import FieldViolation
 from protos.kubeling.v1 import core_pb2
@@ -258,6 +266,15 @@ def _policy(labels: dict[str, str], mode: str) -> _Policy:
     return _Policy(level, version if _VERSION.match(version) else "latest")
 
 
+def _audit(labels: dict[str, str], spec: core_pb2.PodSpec) -> None:
+    """The audit level's verdict, on the request's audit events."""
+    audit = _policy(labels, "audit")
+    audited = check_pod(spec, audit.level)
+    if audited:
+        add_audit_annotation("pod-security.kubernetes.io/audit-violations",
+                             f'would violate PodSecurity "{audit}": {_message(audited)}')
+
+
 def _label_violations(labels: dict[str, str]) -> list[FieldViolation]:
     out = []
     for mode in MODES:
@@ -306,6 +323,8 @@ class PodSecurityAdmission:
             return  # only the spec is judged: metadata and status writes pass
         labels = self.namespace_labels(attrs.namespace) or {}
         enforce = _policy(labels, "enforce")
+        add_audit_annotation("pod-security.kubernetes.io/enforce-policy", str(enforce))
+        _audit(labels, pod.spec)
         violations = check_pod(pod.spec, enforce.level)
         if violations:
             raise forbidden(attrs, "pods", f'violates PodSecurity "{enforce}": {_message(violations)}')
@@ -318,7 +337,9 @@ class PodSecurityAdmission:
         spec = _template_spec(attrs.obj)
         if spec is None:
             return
-        warn = _policy(self.namespace_labels(attrs.namespace) or {}, "warn")
+        labels = self.namespace_labels(attrs.namespace) or {}
+        _audit(labels, spec)
+        warn = _policy(labels, "warn")
         warned = check_pod(spec, warn.level)
         if warned:
             add_warning(f'would violate PodSecurity "{warn}": {_message(warned)}')

@@ -138,3 +138,23 @@ async def test_a_bad_policy_is_refused_at_start(etcd: EtcdServer, prefix: str, t
     policy = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Everything"}]}
     with pytest.raises(ConfigError, match=r'--audit-policy-file: .*rules\[0\].level: Unsupported value: "Everything"'):
         await _started(etcd, prefix, tmp_path, policy)
+
+
+async def test_pod_security_audit_mode_annotates_the_events(audited: APIServer, tmp_path: Path) -> None:
+    """A namespace that audits at restricted: a privileged pod is let in (enforce is
+    privileged) and its create event says what it would violate."""
+    async with aiohttp.ClientSession() as session:
+        assert (await _call(session, audited, "POST", "/api/v1/namespaces", {
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "watched", "labels": {
+                "pod-security.kubernetes.io/audit": "restricted"}}}))[0] == 201
+        code, _ = await _call(session, audited, "POST", "/api/v1/namespaces/watched/pods", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "root"}, "spec": {"containers": [
+                {"name": "c", "image": "busybox", "securityContext": {"privileged": True}}]}})
+        assert code == 201
+    event = next(e for e in _events(tmp_path / "audit" / "audit.log")
+                 if e["verb"] == "create" and e["objectRef"].get("name") == "root")
+    annotations = event["annotations"]
+    assert annotations["pod-security.kubernetes.io/enforce-policy"] == "privileged:latest"
+    violations = annotations["pod-security.kubernetes.io/audit-violations"]
+    assert violations.startswith('would violate PodSecurity "restricted:latest": ') and \
+        'privileged (container "c" must not set securityContext.privileged=true)' in violations, violations
