@@ -74,10 +74,10 @@ class ResourceQuotaAdmission:
             required = evaluator.matching_resources(hard)
             why = evaluator.constraints(required, attrs.obj)
             if why:
-                raise forbidden(attrs, _group_resource(attrs), f"failed quota: {quota.metadata.name}: {why}")
+                raise forbidden(attrs, group_resource, f"failed quota: {quota.metadata.name}: {why}")
             missing = [name for name in required if name not in quota.status.used]
             if missing:
-                raise forbidden(attrs, _group_resource(attrs), f"status unknown for quota: {quota.metadata.name}, "
+                raise forbidden(attrs, group_resource, f"status unknown for quota: {quota.metadata.name}, "
                                                                f"resources: {','.join(sorted(missing))}")
             counting.append(quota)
         if not counting:
@@ -85,7 +85,7 @@ class ResourceQuotaAdmission:
         delta = evaluator.usage(attrs.obj)
         negative = rl.negative(delta)
         if negative:
-            raise forbidden(attrs, _group_resource(attrs),
+            raise forbidden(attrs, group_resource,
                             f"quota usage is negative for resource(s): {','.join(negative)}")
         if attrs.operation == UPDATE and attrs.old is not None:
             delta = rl.subtract(delta, evaluator.usage(attrs.old))
@@ -99,7 +99,7 @@ class ResourceQuotaAdmission:
             new_used = rl.add(used, requested)
             within, exceeded = rl.less_or_equal(rl.mask(new_used, requested), limited)
             if not within:
-                raise forbidden(attrs, _group_resource(attrs),
+                raise forbidden(attrs, group_resource,
                                 f"exceeded quota: {quota.metadata.name}, "
                                 f"requested: {rl.pretty(rl.mask(requested, exceeded))}, "
                                 f"used: {rl.pretty(rl.mask(used, exceeded))}, "
@@ -121,7 +121,3 @@ class ResourceQuotaAdmission:
                 await self.write_status(quota)
         finally:
             current_user.reset(token)
-
-
-def _group_resource(attrs: AdmissionAttributes) -> str:
-    return attrs.kind.group_resource if attrs.kind is not None else attrs.resource

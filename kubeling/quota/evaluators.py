@@ -23,7 +23,7 @@ from protos.kubeling.v1 import core_pb2
 
 __all__ = ["Evaluator", "ScopeRequirement", "evaluator_for", "group_resource_of", "scope_requirements",
            "quota_matches", "CREATE", "UPDATE", "STANDARD_SCOPES", "POD_RESOURCES", "object_count_name",
-           "is_quota_resource_name"]
+           "is_quota_resource_name", "pod_counts"]
 
 CREATE, UPDATE = "CREATE", "UPDATE"
 STANDARD_SCOPES = ("Terminating", "NotTerminating", "BestEffort", "NotBestEffort", "PriorityClass",

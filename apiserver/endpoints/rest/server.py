@@ -327,8 +327,7 @@ def _audit_response(served: pipelines.Served, response: web.StreamResponse) -> N
 
 
 async def _flow_headers(request: web.Request, response: web.StreamResponse) -> None:
-    """Priority and Fairness's headers on every answer, streamed ones included, and a
-    refusal's Retry-After."""
+    """Priority and Fairness's headers on every answer, streamed ones included."""
     for name, value in request.get(_PF_HEADERS, {}).items():
         response.headers[name] = value
 
