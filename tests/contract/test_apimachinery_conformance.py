@@ -591,3 +591,29 @@ async def test_garbage_collector_delete_replication_controller_propagation_polic
     await _gone(api, f"{_RC}/simpletest.rc")
     pods = (await _ok(api, "GET", _PODS, query={"labelSelector": "app=gc-test"}))["items"]
     assert len(pods) == 10 and not any(p["metadata"].get("ownerReferences") for p in pods)
+
+
+async def test_status_bodies_as_upstream_writes_them(api: Rest) -> None:
+    """Beyond the list: errors byte for byte as upstream's — field order, group-qualified
+    resources, details with group and kind, typed causes, one field error unbracketed."""
+    body = _deployment("web", {"app": "web"})
+    await _ok(api, "POST", _DEPLOYMENTS, body)
+    async with api.session.post(api.base + _DEPLOYMENTS, data=json.dumps(body),
+                                headers={"Content-Type": "application/json"}) as resp:
+        assert resp.status == 409
+        assert await resp.text() == (
+            '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+            '"message":"deployments.apps \\"web\\" already exists","reason":"AlreadyExists",'
+            '"details":{"name":"web","group":"apps","kind":"deployments"},"code":409}')
+    code, status, _ = await api.call("GET", f"{_DEPLOYMENTS}/nope")
+    assert code == 404 and status["message"] == 'deployments.apps "nope" not found'
+    assert status["details"] == {"name": "nope", "group": "apps", "kind": "deployments"}
+    bad = _deployment("bad", {"app": "bad"})
+    bad["spec"]["replicas"] = -1
+    code, status, _ = await api.call("POST", _DEPLOYMENTS, bad)
+    assert code == 422 and status["message"] == ('Deployment.apps "bad" is invalid: spec.replicas: Invalid value: -1: '
+                                                 "must be greater than or equal to 0"), status
+    assert status["details"] == {"name": "bad", "group": "apps", "kind": "Deployment", "causes": [{
+        "reason": "FieldValueInvalid", "message": "Invalid value: -1: must be greater than or equal to 0",
+        "field": "spec.replicas"}]}
+    assert list(status) == ["kind", "apiVersion", "metadata", "status", "message", "reason", "details", "code"]
