@@ -11,8 +11,10 @@ import json
 import re
 from pathlib import Path
 
+from controllers.manager import ControllerManager
 from tests.e2e.conftest import Cluster
 from tests.e2e.kubectl import Kubectl
+from tests.wait import until
 
 POD = """\
 apiVersion: v1
@@ -176,3 +178,53 @@ async def test_kubectl_namespaces_nodes_and_leases(cluster: Cluster, kubectl: Ku
     assert "FIELD: containers <[]Container>" in out and "image\t<string>" in out and "livenessProbe\t<Probe>" in out
     _, out, _ = await kubectl("get", "leases", "-n", "kube-system")
     assert out.splitlines()[0].split() == ["NAME", "HOLDER", "AGE"] and "kube-scheduler" in out
+
+
+LIMIT_RANGE = """\
+apiVersion: v1
+kind: LimitRange
+metadata:
+  name: mem-limit-range
+spec:
+  limits:
+  - default:
+      memory: 512Mi
+    defaultRequest:
+      memory: 256Mi
+    type: Container
+"""
+
+
+async def test_kubectl_limits_and_quotas_in_a_namespace(cluster: Cluster, controllers: ControllerManager,
+                                                       kubectl: Kubectl, tmp_path: Path) -> None:
+    """The documentation's "Configure Default Memory Requests and Limits for a Namespace"
+    and "Configure a Pod Quota for a Namespace" with kubectl: the LimitRange's default is
+    the container's memory limit on the node; a pod past the quota is refused."""
+    node = await cluster.add_node(1)
+    ns = "default-mem-example"
+    await kubectl("create", "namespace", ns)
+    (tmp_path / "limits.yaml").write_text(LIMIT_RANGE)
+    await kubectl("-n", ns, "apply", "-f", str(tmp_path / "limits.yaml"))
+    await kubectl("-n", ns, "run", "default-mem-demo", "--image=busybox", "--restart=Never", "--command", "--",
+                  "sleep", "3600")
+    running = await cluster.wait_pod("default-mem-demo", lambda p: p.status.phase == "Running", namespace=ns)
+    resources = running.spec.containers[0].resources
+    assert (dict(resources.requests), dict(resources.limits)) == ({"memory": "256Mi"}, {"memory": "512Mi"})
+    assert running.metadata.annotations["kubernetes.io/limit-ranger"] == \
+        "LimitRanger plugin set: memory request for container default-mem-demo; memory limit for container " \
+        "default-mem-demo"
+    assert node.runtime is not None
+    applied = await node.runtime.container_status(running.status.containerStatuses[0].containerID.split("://")[-1])
+    assert applied.resources.linux.memory_limit_in_bytes == 512 * 1024 ** 2
+
+    await kubectl("-n", ns, "create", "quota", "pod-demo", "--hard=pods=1")
+
+    async def counted() -> bool:
+        _, out, _ = await kubectl("-n", ns, "get", "quota", "pod-demo", "-o", "json")
+        return bool(json.loads(out).get("status", {}).get("used", {}).get("pods") == "1")
+
+    await until(counted, "the quota counted", timeout=30)
+    code, _, err = await kubectl("-n", ns, "run", "second", "--image=busybox", "--restart=Never", "--command", "--",
+                                 "sleep", "3600", ok=False)
+    assert code == 1 and 'Error from server (Forbidden): pods "second" is forbidden: exceeded quota: pod-demo, ' \
+        "requested: pods=1, used: pods=1, limited: pods=1" in err, err
