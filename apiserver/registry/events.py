@@ -6,6 +6,10 @@ reportingInstance, action and reason required) and its field selectors."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from google.protobuf.message import Message
+
 from apiserver.registry.generic.strategy import Strategy
 from apiserver.validation import Checker
 from kubeling import names, scheme
@@ -69,46 +73,35 @@ class EventV1Strategy(Strategy[events_pb2.EventV1]):
                 check.add("series.lastObservedTime", "Required value")
 
 
+# (core v1 field, events.k8s.io/v1 field): every field of one is a field of the other
+_TWINS = (("eventTime", "eventTime"), ("series", "series"), ("reportingComponent", "reportingController"),
+          ("reportingInstance", "reportingInstance"), ("action", "action"), ("reason", "reason"),
+          ("involvedObject", "regarding"), ("related", "related"), ("message", "note"), ("type", "type"),
+          ("source", "deprecatedSource"), ("firstTimestamp", "deprecatedFirstTimestamp"),
+          ("lastTimestamp", "deprecatedLastTimestamp"), ("count", "deprecatedCount"))
+
+
+def _copy(src: Message, dst: Message, pairs: Iterable[tuple[str, str]]) -> None:
+    """Each source field into its twin: messages only when set, scalars as they are."""
+    for mine, theirs in pairs:
+        value = getattr(src, mine)
+        if isinstance(value, Message):
+            if src.HasField(mine):
+                getattr(dst, theirs).CopyFrom(value)
+        else:
+            setattr(dst, theirs, value)
+
+
 def to_v1(event: core_pb2.Event) -> events_pb2.EventV1:
-    out = events_pb2.EventV1(metadata=event.metadata, reportingController=event.reportingComponent,
-                             reportingInstance=event.reportingInstance, action=event.action, reason=event.reason,
-                             note=event.message, type=event.type, deprecatedCount=event.count)
-    if event.HasField("eventTime"):
-        out.eventTime.CopyFrom(event.eventTime)
-    if event.HasField("series"):
-        out.series.CopyFrom(event.series)
-    if event.HasField("involvedObject"):
-        out.regarding.CopyFrom(event.involvedObject)
-    if event.HasField("related"):
-        out.related.CopyFrom(event.related)
-    if event.HasField("source"):
-        out.deprecatedSource.CopyFrom(event.source)
-    if event.HasField("firstTimestamp"):
-        out.deprecatedFirstTimestamp.CopyFrom(event.firstTimestamp)
-    if event.HasField("lastTimestamp"):
-        out.deprecatedLastTimestamp.CopyFrom(event.lastTimestamp)
+    out = events_pb2.EventV1(metadata=event.metadata)
+    _copy(event, out, _TWINS)
     return out
 
 
 def to_core(event: events_pb2.EventV1, stored: core_pb2.Event | None) -> core_pb2.Event:
     """Every field has its core twin: nothing of the stored object is kept."""
-    out = core_pb2.Event(metadata=event.metadata, reportingComponent=event.reportingController,
-                         reportingInstance=event.reportingInstance, action=event.action, reason=event.reason,
-                         message=event.note, type=event.type, count=event.deprecatedCount)
-    if event.HasField("eventTime"):
-        out.eventTime.CopyFrom(event.eventTime)
-    if event.HasField("series"):
-        out.series.CopyFrom(event.series)
-    if event.HasField("regarding"):
-        out.involvedObject.CopyFrom(event.regarding)
-    if event.HasField("related"):
-        out.related.CopyFrom(event.related)
-    if event.HasField("deprecatedSource"):
-        out.source.CopyFrom(event.deprecatedSource)
-    if event.HasField("deprecatedFirstTimestamp"):
-        out.firstTimestamp.CopyFrom(event.deprecatedFirstTimestamp)
-    if event.HasField("deprecatedLastTimestamp"):
-        out.lastTimestamp.CopyFrom(event.deprecatedLastTimestamp)
+    out = core_pb2.Event(metadata=event.metadata)
+    _copy(event, out, ((theirs, mine) for mine, theirs in _TWINS))
     return out
 
 

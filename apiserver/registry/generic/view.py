@@ -99,8 +99,6 @@ class VersionView(Registry[V], Generic[V, S]):
             if match is None or match.group(1) not in conversions:
                 terms.append(term)
                 continue
-            if match.group(1) not in self._field_labels:
-                raise errors.BadRequest(f'"{match.group(1)}" is not a known field selector')
             terms.append(f"{conversions[match.group(1)]}{match.group(2)}{match.group(3)}")
         return ",".join(terms)
 
