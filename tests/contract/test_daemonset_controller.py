@@ -9,7 +9,7 @@ one thing faked, so a test decides when a pod becomes available)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from controllers.controllerref import update_with_retry
@@ -84,22 +84,27 @@ async def test_a_pod_on_every_eligible_node(client: Client, manager: ControllerM
     await until(lambda: pods_of(client), "a pod on the new node", check=lambda ps: "n3" in by_node(ps))
 
     # a NoSchedule taint: the running pod stays (misscheduled), a NoExecute one removes it
-    n2 = await client.nodes.get("n2")
-    n2.spec.taints.add(key="dedicated", value="db", effect="NoSchedule")
-    await client.nodes.update(n2)
+    # the node lifecycle controller writes nodes too: each change retried on a conflict
+    def taint(effect: str) -> Callable[[core_pb2.Node], bool]:
+        def change(n: core_pb2.Node) -> bool:
+            n.spec.taints.add(key="dedicated", value="db", effect=effect)
+            return True
+        return change
+
+    await update_with_retry(client.nodes, await client.nodes.get("n2"), taint("NoSchedule"))
     await until(lambda: status(client), "n2 no longer desired", check=lambda s: s.desiredNumberScheduled == 2
                 and s.numberMisscheduled == 1)
     assert "n2" in by_node(await pods_of(client))
-    n2 = await client.nodes.get("n2")
-    n2.spec.taints.add(key="dedicated", value="db", effect="NoExecute")
-    await client.nodes.update(n2)
+    await update_with_retry(client.nodes, await client.nodes.get("n2"), taint("NoExecute"))
     await until(lambda: pods_of(client), "the pod on n2 removed", check=lambda ps: "n2" not in by_node(ps))
 
     # a cordoned node keeps its daemon pod; a node deleted loses it
-    n3 = await client.nodes.get("n3")
-    n3.spec.unschedulable = True
-    n3.spec.taints.add(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
-    await client.nodes.update(n3)
+    def cordon(n: core_pb2.Node) -> bool:
+        n.spec.unschedulable = True
+        n.spec.taints.add(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
+        return True
+
+    await update_with_retry(client.nodes, await client.nodes.get("n3"), cordon)
     await client.nodes.delete("n1")
     pods = await until(lambda: pods_of(client), "only n3's pod", check=lambda ps: set(by_node(ps)) == {"n3"})
     assert len(pods) == 1
