@@ -183,9 +183,13 @@ class CronJobController:
                                                      f"{scheduled.strftime('%a, %d %b %Y %H:%M:%S %z')}")
             return wait
         name = job_name(cj, scheduled)
-        if any(r.name == name for r in status.active) or (
-                status.HasField("lastScheduleTime") and _time(status.lastScheduleTime) >= scheduled):
+        if status.HasField("lastScheduleTime") and _time(status.lastScheduleTime) >= scheduled:
             return wait  # this run was started already
+        if any(r.name == name for r in status.active):
+            # started by an earlier life of this controller that died before recording it:
+            # record it now, or once its Job finishes and leaves the list the run looks due again
+            status.lastScheduleTime.FromSeconds(int(scheduled.timestamp()))
+            return wait
         if spec.concurrencyPolicy == "Forbid" and status.active:
             self._event(cj, NORMAL, "JobAlreadyActive", "Not starting job because prior execution is running and "
                                                         "concurrency policy is Forbid")
