@@ -140,9 +140,6 @@ class ResourceType(Generic[ObjectT]):
     subresources: tuple[Subresource, ...] = ()
     singular: str = ""  # default: the kind, lower case
     service: str = ""  # the gRPC service's name in PACKAGE; default: the kind's plural, e.g. PriorityClasses
-    # The message numbers its fields as upstream's generated.proto does: the REST API takes
-    # its Kubernetes protobuf encoding (what `kubectl create <kind>` sends).
-    upstream_protobuf: bool = False
     # Another version of a resource of the scheme (its storage version): served from that
     # resource's objects, converted on the way in and out (autoscaling/v1 of the v2
     # HorizontalPodAutoscalers), as upstream serves one resource at several versions.
@@ -397,73 +394,65 @@ PODS = ResourceType(
 NODES = ResourceType("", "v1", "Node", "nodes", core_pb2.Node, namespaced=False, short_names=("no",),
                      subresources=(_STATUS, Subresource("proxy", _PROXY_VERBS, kind="NodeProxyOptions")))
 NAMESPACES = ResourceType("", "v1", "Namespace", "namespaces", core_pb2.Namespace, namespaced=False,
-                          short_names=("ns",), subresources=(_STATUS, Subresource("finalize", ("update",))),
-                          upstream_protobuf=True)
+                          short_names=("ns",), subresources=(_STATUS, Subresource("finalize", ("update",))))
 EVENTS = ResourceType("", "v1", "Event", "events", core_pb2.Event, short_names=("ev",))
 SERVICEACCOUNTS = ResourceType(
-    "", "v1", "ServiceAccount", "serviceaccounts", core_pb2.ServiceAccount, short_names=("sa",),
-    upstream_protobuf=True, subresources=(
+    "", "v1", "ServiceAccount", "serviceaccounts", core_pb2.ServiceAccount, short_names=("sa",), subresources=(
         Subresource("token", ("create",), kind="TokenRequest", group="authentication.k8s.io", version="v1",
                     method=Method("CreateToken", authentication_pb2.TokenRequest,
                                   authentication_pb2.TokenRequest)),))
-CONFIGMAPS = ResourceType("", "v1", "ConfigMap", "configmaps", core_pb2.ConfigMap, short_names=("cm",),
-                          upstream_protobuf=True)
-SECRETS = ResourceType("", "v1", "Secret", "secrets", core_pb2.Secret, upstream_protobuf=True)
+CONFIGMAPS = ResourceType("", "v1", "ConfigMap", "configmaps", core_pb2.ConfigMap, short_names=("cm",))
+SECRETS = ResourceType("", "v1", "Secret", "secrets", core_pb2.Secret)
 SERVICES = ResourceType("", "v1", "Service", "services", core_pb2.Service, short_names=("svc",),
-                        categories=("all",), upstream_protobuf=True,
+                        categories=("all",),
                         subresources=(_STATUS, Subresource("proxy", _PROXY_VERBS, kind="ServiceProxyOptions")))
 ENDPOINTS = ResourceType("", "v1", "Endpoints", "endpoints", core_pb2.Endpoints, short_names=("ep",),
-                         service="EndpointsService", upstream_protobuf=True)
+                         service="EndpointsService")
 ENDPOINTSLICES = ResourceType("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices",
-                              discovery_pb2.EndpointSlice, upstream_protobuf=True)
+                              discovery_pb2.EndpointSlice)
 LEASES = ResourceType("coordination.k8s.io", "v1", "Lease", "leases", coordination_pb2.Lease)
-ROLES = ResourceType(_RBAC, "v1", "Role", "roles", rbac_pb2.Role, upstream_protobuf=True)
-CLUSTERROLES = ResourceType(_RBAC, "v1", "ClusterRole", "clusterroles", rbac_pb2.ClusterRole, namespaced=False,
-                            upstream_protobuf=True)
-ROLEBINDINGS = ResourceType(_RBAC, "v1", "RoleBinding", "rolebindings", rbac_pb2.RoleBinding, upstream_protobuf=True)
+ROLES = ResourceType(_RBAC, "v1", "Role", "roles", rbac_pb2.Role)
+CLUSTERROLES = ResourceType(_RBAC, "v1", "ClusterRole", "clusterroles", rbac_pb2.ClusterRole, namespaced=False)
+ROLEBINDINGS = ResourceType(_RBAC, "v1", "RoleBinding", "rolebindings", rbac_pb2.RoleBinding)
 CLUSTERROLEBINDINGS = ResourceType(_RBAC, "v1", "ClusterRoleBinding", "clusterrolebindings",
-                                   rbac_pb2.ClusterRoleBinding, namespaced=False, upstream_protobuf=True)
+                                   rbac_pb2.ClusterRoleBinding, namespaced=False)
 DEPLOYMENTS = ResourceType("apps", "v1", "Deployment", "deployments", apps_pb2.Deployment, short_names=("deploy",),
-                           categories=("all",), subresources=(_STATUS, _SCALE), upstream_protobuf=True)
+                           categories=("all",), subresources=(_STATUS, _SCALE))
 REPLICASETS = ResourceType("apps", "v1", "ReplicaSet", "replicasets", apps_pb2.ReplicaSet, short_names=("rs",),
-                           categories=("all",), subresources=(_STATUS, _SCALE), upstream_protobuf=True)
-JOBS = ResourceType("batch", "v1", "Job", "jobs", batch_pb2.Job, categories=("all",), subresources=(_STATUS,),
-                    upstream_protobuf=True)
+                           categories=("all",), subresources=(_STATUS, _SCALE))
+JOBS = ResourceType("batch", "v1", "Job", "jobs", batch_pb2.Job, categories=("all",), subresources=(_STATUS,))
 CRONJOBS = ResourceType("batch", "v1", "CronJob", "cronjobs", batch_pb2.CronJob, short_names=("cj",),
-                        categories=("all",), subresources=(_STATUS,), upstream_protobuf=True)
+                        categories=("all",), subresources=(_STATUS,))
 DAEMONSETS = ResourceType("apps", "v1", "DaemonSet", "daemonsets", apps_pb2.DaemonSet, short_names=("ds",),
-                          categories=("all",), subresources=(_STATUS,), upstream_protobuf=True)
+                          categories=("all",), subresources=(_STATUS,))
 STATEFULSETS = ResourceType("apps", "v1", "StatefulSet", "statefulsets", apps_pb2.StatefulSet, short_names=("sts",),
-                            categories=("all",), subresources=(_STATUS, _SCALE), upstream_protobuf=True)
+                            categories=("all",), subresources=(_STATUS, _SCALE))
 CONTROLLERREVISIONS = ResourceType("apps", "v1", "ControllerRevision", "controllerrevisions",
-                                   apps_pb2.ControllerRevision, upstream_protobuf=True)
+                                   apps_pb2.ControllerRevision)
 HORIZONTALPODAUTOSCALERS = ResourceType("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
                                         autoscaling_pb2.HorizontalPodAutoscaler, short_names=("hpa",),
                                         categories=("all",), subresources=(_STATUS,))
 HORIZONTALPODAUTOSCALERS_V1 = ResourceType(
     "autoscaling", "v1", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
     autoscaling_pb2.HorizontalPodAutoscalerV1, short_names=("hpa",), categories=("all",), subresources=(_STATUS,),
-    service="HorizontalPodAutoscalersV1", upstream_protobuf=True, view_of=HORIZONTALPODAUTOSCALERS)
+    service="HorizontalPodAutoscalersV1", view_of=HORIZONTALPODAUTOSCALERS)
 EVENTS_V1 = ResourceType("events.k8s.io", "v1", "Event", "events", events_pb2.EventV1, short_names=("ev",),
-                         service="EventsV1", upstream_protobuf=True, view_of=EVENTS)
+                         service="EventsV1", view_of=EVENTS)
 REPLICATIONCONTROLLERS = ResourceType("", "v1", "ReplicationController", "replicationcontrollers",
                                       core_pb2.ReplicationController, short_names=("rc",), categories=("all",),
-                                      subresources=(_STATUS, _SCALE), upstream_protobuf=True)
+                                      subresources=(_STATUS, _SCALE))
 RESOURCEQUOTAS = ResourceType("", "v1", "ResourceQuota", "resourcequotas", core_pb2.ResourceQuota,
-                              short_names=("quota",), subresources=(_STATUS,), upstream_protobuf=True)
-LIMITRANGES = ResourceType("", "v1", "LimitRange", "limitranges", core_pb2.LimitRange, short_names=("limits",),
-                           upstream_protobuf=True)
+                              short_names=("quota",), subresources=(_STATUS,))
+LIMITRANGES = ResourceType("", "v1", "LimitRange", "limitranges", core_pb2.LimitRange, short_names=("limits",))
 PRIORITYCLASSES = ResourceType("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses",
-                               scheduling_pb2.PriorityClass, namespaced=False, short_names=("pc",),
-                               upstream_protobuf=True)
+                               scheduling_pb2.PriorityClass, namespaced=False, short_names=("pc",))
 PODTEMPLATES = ResourceType("", "v1", "PodTemplate", "podtemplates", core_pb2.PodTemplate)
 CUSTOMRESOURCEDEFINITIONS = ResourceType(
     "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", custom_pb2.CustomResource,
     namespaced=False, short_names=("crd", "crds"), categories=("api-extensions",), subresources=(_STATUS,),
     custom=True)
 POD_DISRUPTION_BUDGETS = ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets",
-                                      policy_pb2.PodDisruptionBudget, short_names=("pdb",), subresources=(_STATUS,),
-                                      upstream_protobuf=True)
+                                      policy_pb2.PodDisruptionBudget, short_names=("pdb",), subresources=(_STATUS,))
 PERSISTENTVOLUMES = ResourceType("", "v1", "PersistentVolume", "persistentvolumes", core_pb2.PersistentVolume,
                                  namespaced=False, short_names=("pv",), subresources=(_STATUS,))
 PERSISTENTVOLUMECLAIMS = ResourceType("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims",
@@ -492,7 +481,7 @@ VALIDATINGADMISSIONPOLICYBINDINGS = ResourceType(
     _ADMISSIONREGISTRATION, "v1", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings",
     custom_pb2.CustomResource, namespaced=False, categories=("api-extensions",), custom=True)
 RUNTIMECLASSES = ResourceType("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", node_pb2.RuntimeClass,
-                              namespaced=False, upstream_protobuf=True)
+                              namespaced=False)
 _FLOWCONTROL = "flowcontrol.apiserver.k8s.io"
 FLOWSCHEMAS = ResourceType(_FLOWCONTROL, "v1", "FlowSchema", "flowschemas", custom_pb2.CustomResource,
                            namespaced=False, subresources=(_STATUS,), custom=True)

@@ -224,7 +224,9 @@ async def test_tables_field_validation_and_content_types(http: tuple[aiohttp.Cli
     assert row["object"]["kind"] == "PartialObjectMetadata" and row["object"]["metadata"]["name"] == "t"
     code, single = await _get(http, "/api/v1/namespaces/default/pods/t", Accept=table_accept)
     assert single["kind"] == "Table" and len(single["rows"]) == 1
-    assert (await _get(http, "/api/v1/pods", Accept="application/vnd.kubernetes.protobuf"))[0] == 406
+    async with http[0].get(http[1] + "/api/v1/pods", headers={"Accept": "application/vnd.kubernetes.protobuf"}) as r:
+        assert r.status == 200 and r.content_type == "application/vnd.kubernetes.protobuf"
+        assert (await r.read())[:4] == b"k8s\x00"
 
     item = pods + "/t"
     async with session.patch(item, data=json.dumps([{"op": "add", "path": "/metadata/labels", "value": {"json": "1"}}]),

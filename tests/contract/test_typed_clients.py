@@ -1,6 +1,7 @@
 """Typed clients read every resource kubeling serves: lightkube (msgspec models) and the
 official Python client (its models) refuse objects that lack what Go's encoder always
-writes (a Node's status.nodeInfo.kubeProxyVersion, a Service's status.loadBalancer)."""
+writes (a Node's status.nodeInfo.kubeProxyVersion, a Service's status.loadBalancer);
+client-go's protobuf, asked for every kind, holds what the JSON holds."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import kubernetes.client as k8s
 import lightkube
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -32,6 +34,7 @@ from lightkube.resources import (
     storage_v1,
 )
 
+from apiserver.endpoints.rest.protobuf import PROTOBUF, decode_envelope
 from apiserver.server import APIServer
 from kubeling import dynamic, scheme
 from kubeling.client import Client
@@ -232,3 +235,34 @@ async def test_the_official_client_reads_nodes_and_services(rest: APIServer, tmp
     assert service.status.load_balancer is not None
     pods = await asyncio.to_thread(api.list_namespaced_pod, "default")
     assert pods.items[0].spec.containers[0].resources is not None
+
+
+def _without_empties(value: Any) -> Any:
+    """JSON as the protobuf wire keeps it: null and empty lists are no field on the wire."""
+    if isinstance(value, dict):
+        return {k: _without_empties(v) for k, v in value.items() if v is not None and v != []}
+    if isinstance(value, list):
+        return [_without_empties(v) for v in value]
+    return value
+
+
+async def test_every_resource_in_kubernetes_protobuf(rest: APIServer) -> None:
+    """Every built-in kind is answered in Kubernetes protobuf (client-go's content type) when
+    asked first, as one object and as a list, and holds what its JSON holds."""
+    async with Client(rest.address) as c:
+        for rt, obj, _ in _OBJECTS:
+            await c.resource(rt).create(obj)
+    protobuf = "application/vnd.kubernetes.protobuf, application/json"
+    async with aiohttp.ClientSession(f"http://{rest.rest_address}") as http:
+        for rt, obj, _ in _OBJECTS:
+            path = rt.path_prefix + ("/namespaces/default" if rt.namespaced else "") + f"/{rt.plural}"
+            async with http.get(f"{path}/{obj.metadata.name}") as r:
+                as_json = await r.json()
+            async with http.get(f"{path}/{obj.metadata.name}", headers={"Accept": protobuf}) as r:
+                assert r.status == 200 and r.content_type == PROTOBUF, rt.plural
+                assert decode_envelope(await r.read()) == _without_empties(as_json), rt.plural
+            async with http.get(path, headers={"Accept": protobuf}) as r:
+                assert r.status == 200 and r.content_type == PROTOBUF, rt.plural
+                listed = decode_envelope(await r.read())
+            assert listed["kind"] == f"{rt.kind}List" and listed["metadata"]["resourceVersion"], rt.plural
+            assert obj.metadata.name in [i["metadata"]["name"] for i in listed["items"]], rt.plural

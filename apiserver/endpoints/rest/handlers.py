@@ -1,17 +1,18 @@
 """The REST verbs on a resource (upstream's endpoints/handlers: get, list, create, update,
 patch, delete, deletecollection): JSON (or protobuf, or YAML) in, the registry's call,
-JSON (or a Table) out. Every verb goes to the same Registry as the gRPC API."""
+JSON, protobuf (or a Table) out. Every verb goes to the same Registry as the gRPC API."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from apiserver.endpoints.rest.apply import apply, record_update
 from apiserver.endpoints.rest.codec import from_json, to_json
-from apiserver.endpoints.rest.protobuf import PROTOBUF, decode_envelope
+from apiserver.endpoints.rest.protobuf import PROTOBUF, decode_envelope, prune_zero_fields, wire
 from apiserver.endpoints.rest.request import (
     JSON,
     Target,
@@ -25,9 +26,10 @@ from apiserver.endpoints.rest.request import (
     now_text,
     parse_document,
     read_body,
+    respond,
     warning_header,
 )
-from apiserver.endpoints.rest.status import UnsupportedMediaType
+from apiserver.endpoints.rest.status import NotAcceptable, UnsupportedMediaType
 from apiserver.endpoints.rest.tables import table
 from apiserver.registry.apiextensions.customresources import CustomResourceStrategy
 from apiserver.registry.generic.store import Registry
@@ -55,7 +57,7 @@ def object_response(request: web.Request, t: Target, obj: Any, status: int = 200
     if out.as_table:
         body = table(t.resource.plural, [body], include_object=out.include_object,
                      printer=registry.strategy.printer() if registry is not None else None)
-    return json_response(body, status, warning_headers(warnings, registry))
+    return respond(request, body, status, warning_headers(warnings, registry), out)
 
 
 def warning_headers(warnings: list[str] | None, registry: Registry[Any] | None) -> dict[str, str] | None:
@@ -72,12 +74,27 @@ async def body_of(request: web.Request, t: Target | None) -> Any:
     raw = await read_body(request)
     ctype = request.content_type
     if ctype == PROTOBUF:
-        return decode_envelope(raw, t.resource if t is not None else None)
+        data = decode_envelope(raw)
+        return prune_zero_fields(data, _message_of(t, data))
     duplicates: list[str] = []
     data = parse_document(raw, "the request body", duplicates=duplicates,
                           yaml_body=ctype in ("application/yaml", "application/apply-patch+yaml"))
     request[DUPLICATES] = duplicates  # judged with the unknown fields, by fieldValidation
     return data
+
+
+def _message_of(t: Target | None, data: dict[str, Any]) -> Any:
+    """The descriptor of this project's message for the kind a body says it is: the
+    resource's own, or its subresource's (a pod's Eviction); None for the others."""
+    if t is None:
+        return None
+    r, sent = t.resource, (data.get("apiVersion"), data.get("kind"))
+    if sent == (r.api_version, r.kind):
+        return r.message.DESCRIPTOR
+    for sub in r.subresources:
+        if sub.method is not None and sub.method.request is not None and sub.kind == sent[1]:
+            return sub.method.request.DESCRIPTOR
+    return None
 
 
 def decode(request: web.Request, t: Target, data: Any, registry: Registry[Any] | None = None,
@@ -157,25 +174,33 @@ async def list_(request: web.Request, t: Target, registry: Registry[Any]) -> web
         typed = [{"kind": r.kind, "apiVersion": r.api_version, **o} for o in objects]
         return json_response(table(r.plural, typed, include_object=out.include_object, list_meta=list_meta,
                                    printer=registry.strategy.printer()), headers=warning_headers(None, registry))
-    head = dumps({"kind": f"{r.kind}List", "apiVersion": r.api_version, "metadata": list_meta})
-    return web.Response(body=head[:-1] + b',"items":[' + await _encoded(items) + b"]}", content_type=JSON,
-                        headers=warning_headers(None, registry))
+    head: dict[str, Any] = {"kind": f"{r.kind}List", "apiVersion": r.api_version, "metadata": list_meta}
+    headers = warning_headers(None, registry)
+    if out.protobuf and wire().kind_message(r.api_version, f"{r.kind}List") is not None:
+        item_message = wire().kind_message(r.api_version, r.kind)
+        assert item_message is not None
+        parts = await _encoded(items, lambda o: wire().list_item(item_message, to_json(o)))
+        return web.Response(body=wire().encode_list(head, b"".join(parts)), content_type=PROTOBUF, headers=headers)
+    if not out.json_ok:
+        raise NotAcceptable(f"{r.api_version} {r.kind} has no protobuf encoding")
+    body = dumps(head)[:-1] + b',"items":[' + b",".join(await _encoded(items, lambda o: dumps(to_json(o)))) + b"]}"
+    return web.Response(body=body, content_type=JSON, headers=headers)
 
 
 _ITEMS_PER_TURN = 25
 
 
-async def _encoded(items: list[Any]) -> bytes:
-    """A big list's items as JSON, giving the event loop back every hundred objects: one
-    LIST of thousands must not hold up every other request for as long as it encodes (with
+async def _encoded(items: list[Any], encode: Callable[[Any], bytes]) -> list[bytes]:
+    """A big list's items encoded, giving the event loop back every few objects: one LIST
+    of thousands must not hold up every other request for as long as it encodes (with
     Priority and Fairness limiting how many such lists run at once, what waits behind
     them is a few slices, not whole lists)."""
     parts: list[bytes] = []
     for start in range(0, len(items), _ITEMS_PER_TURN):
         if start:
             await asyncio.sleep(0)
-        parts.extend(dumps(to_json(o)) for o in items[start:start + _ITEMS_PER_TURN])
-    return b",".join(parts)
+        parts.extend(encode(o) for o in items[start:start + _ITEMS_PER_TURN])
+    return parts
 
 
 async def create(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
@@ -261,8 +286,8 @@ async def _delete_options(request: web.Request) -> meta_pb2.DeleteOptions:
     if request.can_read_body:
         raw = await read_body(request)
         if raw.strip():
-            data = decode_envelope(raw) if request.content_type == PROTOBUF else \
-                parse_document(raw, "the DeleteOptions")
+            data = prune_zero_fields(decode_envelope(raw), meta_pb2.DeleteOptions.DESCRIPTOR) \
+                if request.content_type == PROTOBUF else parse_document(raw, "the DeleteOptions")
             if not isinstance(data, dict):
                 raise errors.BadRequest("the DeleteOptions must be a JSON object")
             if data.get("kind") not in (None, "DeleteOptions"):
@@ -317,5 +342,5 @@ async def delete_collection(request: web.Request, t: Target, registry: Registry[
         except errors.NotFound:
             continue  # gone meanwhile
     r = t.resource
-    return json_response({"kind": f"{r.kind}List", "apiVersion": r.api_version, "metadata": {},
-                          "items": [to_json(o) for o in deleted]})
+    return respond(request, {"kind": f"{r.kind}List", "apiVersion": r.api_version, "metadata": {},
+                             "items": [to_json(o) for o in deleted]})

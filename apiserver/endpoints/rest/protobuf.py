@@ -1,169 +1,428 @@
-"""Request bodies in Kubernetes' protobuf encoding, for the kinds whose wire layout is the
-same in this project's messages (field numbers as upstream's generated.proto).
+"""Kubernetes' protobuf encoding, both directions, for every built-in kind.
 
-Some kubectl commands (`kubectl create namespace`) send protobuf: the bytes `k8s\\0` then
-a runtime.Unknown {typeMeta {apiVersion=1, kind=2} = 1, raw = 2, contentEncoding = 3,
-contentType = 4} whose raw is the object. A resource whose scheme entry says its message
-numbers its fields as upstream's (`upstream_protobuf`: Namespace, the RBAC kinds,
-ServiceAccount, ConfigMap, Secret, Deployment, Job, ResourceQuota, ...) is read this way, so are the
-subresources' Eviction and TokenRequest (`kubectl drain`, `kubectl create token`),
-DeleteOptions, and the access reviews `kubectl auth can-i` sends (their few string fields,
-by upstream's numbers); anything else is refused with 415 so that the client can be told
-to send JSON.
+Clients that speak it (client-go with ContentType protobuf, as every upstream component;
+kubectl's create commands) number fields as upstream's generated.proto files do. This
+project's messages number many fields otherwise, so objects are transcoded through
+Kubernetes JSON, which both sides share: upstream's wire layout (field numbers, types,
+JSON names, embedded structs), extracted once from upstream's sources by
+`python -m cluster.upstreamwire` into `protos/upstream/wire.json`, becomes real message classes
+here; JSON fills them and they give JSON back, with apimachinery's types mapped as upstream
+marshals them (Quantity and IntOrString as scalars, Time as RFC 3339, RawExtension and
+FieldsV1 as embedded JSON, Go-embedded structs flattened, `type X []string` as lists).
+
+On the wire an object is the bytes `k8s\\0` then a runtime.Unknown {typeMeta {apiVersion,
+kind}, raw = the object's message}; a watch is frames of a 4-byte big-endian length then a
+WatchEvent {type, object = RawExtension {raw = such an envelope}}.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
+import json
+import struct
+from dataclasses import dataclass
+from importlib import resources
 from typing import Any
 
-from google.protobuf.message import Message
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError, Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from apiserver.endpoints.rest.codec import to_json
-from apiserver.endpoints.rest.status import UnsupportedMediaType
+import protos
+from apiserver.endpoints.rest.status import NotAcceptable, UnsupportedMediaType
 from kubeling import errors
-from kubeling.scheme import ResourceType
-from protos.kubeling.v1 import authentication_pb2, meta_pb2, policy_pb2
+from kubeling.kjson import format_time, parse_time
 
-__all__ = ["PROTOBUF", "decode_envelope"]
+__all__ = ["PROTOBUF", "WATCH_STREAM", "Wire", "decode_envelope", "prune_zero_fields", "wire"]
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
+WATCH_STREAM = f"{PROTOBUF};stream=watch"
 _MAGIC = b"k8s\x00"
-# Kinds that are no resource of the scheme but are sent in protobuf, by upstream's numbers.
-_OTHER_KINDS: dict[tuple[str, str], type[Message]] = {
-    ("policy/v1", "Eviction"): policy_pb2.Eviction, ("policy/v1beta1", "Eviction"): policy_pb2.Eviction,
-    ("authentication.k8s.io/v1", "TokenRequest"): authentication_pb2.TokenRequest,
-    ("v1", "DeleteOptions"): meta_pb2.DeleteOptions, ("meta.k8s.io/v1", "DeleteOptions"): meta_pb2.DeleteOptions}
+_UNKNOWN = "runtime/Unknown"
+
+_APIMACHINERY = "k8s.io.apimachinery.pkg."
+_QUANTITY = _APIMACHINERY + "api.resource.Quantity"
+_INT_OR_STRING = _APIMACHINERY + "util.intstr.IntOrString"
+_TIME = _APIMACHINERY + "apis.meta.v1.Time"
+_MICRO_TIME = _APIMACHINERY + "apis.meta.v1.MicroTime"
+_RAW_EXTENSION = _APIMACHINERY + "runtime.RawExtension"
+_FIELDS_V1 = _APIMACHINERY + "apis.meta.v1.FieldsV1"
+_APIEXTENSIONS = "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1."
+_EMBEDDED_JSON = {_RAW_EXTENSION, _FIELDS_V1, _APIEXTENSIONS + "JSON"}
+_OR_ARRAY = _APIEXTENSIONS + "JSONSchemaPropsOrArray"
+_OR_BOOL = _APIEXTENSIONS + "JSONSchemaPropsOrBool"
+_OR_STRING_ARRAY = _APIEXTENSIONS + "JSONSchemaPropsOrStringArray"
+
+_TYPE_DOUBLE, _TYPE_BYTES, _TYPE_MESSAGE = 1, 12, 11
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value, shift = 0, 0
+@dataclass(frozen=True)
+class _Field:
+    name: str  # the proto name (an attribute of the message class)
+    json: str  # the key in Kubernetes JSON
+    number: int
+    type: int  # FieldDescriptorProto.Type
+    repeated: bool
+    message: str | None
+    inline: bool  # a Go-embedded struct: its fields sit in the parent's JSON object
+
+
+@dataclass(frozen=True)
+class _Message:
+    name: str
+    fields: tuple[_Field, ...]
+    is_map: bool
+    is_slice: bool
+
+    @functools.cached_property
+    def by_number(self) -> dict[int, _Field]:
+        return {f.number: f for f in self.fields}
+
+
+def _mangled(name: str) -> str:
+    return name.replace("_", "__").replace(".", "_")
+
+
+class Wire:
+    """Upstream's messages, by full name and by (apiVersion, kind)."""
+
+    def __init__(self, layout: dict[str, Any]) -> None:
+        self.kinds: dict[str, str] = layout["kinds"]
+        self.messages: dict[str, _Message] = {}
+        for name, record in layout["messages"].items():
+            fields = tuple(_Field(f[0], f[4].get("json", f[0]), f[1], f[2], f[3], f[4].get("message"),
+                                  bool(f[4].get("inline"))) for f in record["fields"])
+            self.messages[name] = _Message(name, fields, bool(record.get("map")), bool(record.get("slice")))
+        self._classes = self._build()
+
+    def _build(self) -> dict[str, type[Message]]:
+        """One proto2 file holding every message, names mangled into one package (the wire
+        knows numbers, not names); map entries nested in their message as protoc does."""
+        file = descriptor_pb2.FileDescriptorProto(name="kubeling/upstream_wire.proto", package="upstream",
+                                                  syntax="proto2")
+        protos: dict[str, descriptor_pb2.DescriptorProto] = {}
+        for name in sorted(self.messages, key=lambda n: n.count(".")):
+            spec = self.messages[name]
+            parent = name.rpartition(".")[0]
+            if spec.is_map and parent in protos:
+                proto = protos[parent].nested_type.add(name=name.rpartition(".")[2])
+                proto.options.map_entry = True
+            else:
+                proto = file.message_type.add(name=_mangled(name))
+            protos[name] = proto
+            for f in spec.fields:
+                field = proto.field.add(name=f.name, number=f.number, type=f.type,
+                                        label=3 if f.repeated else 1)
+                if f.message is not None:
+                    field.type_name = self._type_name(f.message)
+        pool = descriptor_pool.DescriptorPool()
+        pool.Add(file)
+        return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(self._type_name(name)[1:]))
+                for name in self.messages}
+
+    def _type_name(self, name: str) -> str:
+        parent, _, last = name.rpartition(".")
+        if self.messages[name].is_map and parent in self.messages:
+            return f"{self._type_name(parent)}.{last}"
+        return f".upstream.{_mangled(name)}"
+
+    def kind_message(self, api_version: str, kind: str) -> str | None:
+        return self.kinds.get(f"{api_version}/{kind}")
+
+    # -------------------------------------------------------------- JSON -> wire
+
+    def encode(self, obj: dict[str, Any]) -> bytes:
+        """An object (with kind and apiVersion) as the protobuf envelope."""
+        api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
+        name = self.kind_message(api_version, kind)
+        if name is None:
+            raise NotAcceptable(f"{api_version} {kind} has no protobuf encoding")
+        msg = self._classes[name]()
+        self._fill(msg, self.messages[name], obj, kind)
+        return self._envelope(api_version, kind, msg.SerializeToString())
+
+    def list_item(self, name: str, obj: dict[str, Any]) -> bytes:
+        """One item of a list, framed as the list message's field 2 (items): lists are
+        encoded item by item, with the event loop given back in between."""
+        msg = self._classes[name]()
+        self._fill(msg, self.messages[name], obj, "items")
+        return _length_delimited(2, msg.SerializeToString())
+
+    def encode_list(self, head: dict[str, Any], items: bytes) -> bytes:
+        """A list's envelope: its metadata (field 1) and the framed items."""
+        name = self.kind_message(head["apiVersion"], head["kind"])
+        assert name is not None
+        msg = self._classes[name]()
+        self._fill(msg, self.messages[name], {"metadata": head.get("metadata", {})}, head["kind"])
+        return self._envelope(head["apiVersion"], head["kind"], msg.SerializeToString() + items)
+
+    def _envelope(self, api_version: str, kind: str, raw: bytes) -> bytes:
+        unknown: Any = self._classes[self.kinds[_UNKNOWN]]()
+        unknown.typeMeta.apiVersion, unknown.typeMeta.kind = api_version, kind
+        return _MAGIC + unknown.SerializeToString() + _length_delimited(2, raw)
+
+    def watch_frame(self, event_type: str, obj: dict[str, Any]) -> bytes:
+        event: Any = self._classes[self.kinds["v1/WatchEvent"]]()
+        event.type = event_type
+        event.object.raw = self.encode(obj)
+        data = event.SerializeToString()
+        return struct.pack(">I", len(data)) + data
+
+    def _fill(self, msg: Message, spec: _Message, data: Any, where: str) -> None:
+        if not isinstance(data, dict):
+            raise errors.BadRequest(f"{where}: expected an object, got {type(data).__name__}")
+        for f in spec.fields:
+            if f.inline:
+                assert f.message is not None
+                self._fill(getattr(msg, f.name), self.messages[f.message], data, where)
+                continue
+            value = data.get(f.json)
+            if value is None:
+                continue
+            path = f"{where}.{f.json}"
+            if f.message is not None and self.messages[f.message].is_map:
+                entry = self.messages[f.message]
+                if not isinstance(value, dict):
+                    raise errors.BadRequest(f"{path}: expected an object, got {type(value).__name__}")
+                target = getattr(msg, f.name)
+                value_field = entry.by_number[2]
+                for key, item in value.items():
+                    if value_field.message is not None:
+                        self._set_message(target[key], value_field.message, item, f"{path}[{key}]")
+                    else:
+                        target[key] = self._scalar(value_field, item, f"{path}[{key}]")
+            elif f.repeated:
+                if not isinstance(value, list):
+                    raise errors.BadRequest(f"{path}: expected a list, got {type(value).__name__}")
+                target = getattr(msg, f.name)
+                for i, item in enumerate(value):
+                    if f.message is not None:
+                        self._set_message(target.add(), f.message, item, f"{path}[{i}]")
+                    else:
+                        target.append(self._scalar(f, item, f"{path}[{i}]"))
+            elif f.message is not None:
+                self._set_message(getattr(msg, f.name), f.message, value, path)
+            else:
+                try:
+                    setattr(msg, f.name, self._scalar(f, value, path))
+                except (TypeError, ValueError) as err:
+                    # the object's JSON and upstream's field disagree: name the field
+                    raise errors.InternalError(f"{path}: {value!r} has no protobuf encoding: {err}") from None
+
+    def _set_message(self, msg: Message, name: str, value: Any, path: str) -> None:
+        """One value of a message-typed field, apimachinery's types as upstream marshals them."""
+        spec = self.messages[name]
+        m: Any = msg
+        if name == _QUANTITY:
+            m.string = value if isinstance(value, str) else json.dumps(value)
+        elif name == _INT_OR_STRING:
+            if isinstance(value, bool) or not isinstance(value, (int, str)):
+                raise errors.BadRequest(f"{path}: expected an integer or a string")
+            if isinstance(value, int):
+                m.type, m.intVal = 0, value
+            else:
+                m.type, m.strVal = 1, value
+        elif name in (_TIME, _MICRO_TIME):
+            m.seconds, m.nanos = _parse_time(value, path)
+        elif name in _EMBEDDED_JSON:  # one bytes field: raw (Raw in FieldsV1)
+            setattr(m, spec.by_number[1].name, json.dumps(value, separators=(",", ":")).encode())
+        elif name == _OR_ARRAY:
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    self._set_message(m.jSONSchemas.add(), _APIEXTENSIONS + "JSONSchemaProps", item, f"{path}[{i}]")
+            else:
+                self._set_message(m.schema, _APIEXTENSIONS + "JSONSchemaProps", value, path)
+        elif name == _OR_BOOL:
+            if isinstance(value, bool):
+                m.allows = value
+            else:
+                m.allows = True
+                self._set_message(m.schema, _APIEXTENSIONS + "JSONSchemaProps", value, path)
+        elif name == _OR_STRING_ARRAY:
+            if isinstance(value, list):
+                m.property.extend(str(v) for v in value)
+            else:
+                self._set_message(m.schema, _APIEXTENSIONS + "JSONSchemaProps", value, path)
+        elif spec.is_slice:
+            if not isinstance(value, list):
+                raise errors.BadRequest(f"{path}: expected a list, got {type(value).__name__}")
+            m.items.extend(str(v) for v in value)
+        else:
+            m.SetInParent()
+            self._fill(m, spec, value, path)
+
+    @staticmethod
+    def _scalar(f: _Field, value: Any, path: str) -> Any:
+        if f.type == _TYPE_BYTES:
+            try:
+                return base64.b64decode(value, validate=True)
+            except (ValueError, TypeError):
+                raise errors.BadRequest(f"{path}: not base64") from None
+        return value
+
+    # -------------------------------------------------------------- wire -> JSON
+
+    def decode(self, body: bytes) -> dict[str, Any]:
+        """A protobuf envelope as Kubernetes JSON (kind and apiVersion first)."""
+        if not body.startswith(_MAGIC):
+            raise errors.BadRequest("the protobuf body does not start with the Kubernetes magic number")
+        try:
+            unknown: Any = self._classes[self.kinds[_UNKNOWN]].FromString(body[len(_MAGIC):])
+        except DecodeError:
+            raise errors.BadRequest("the protobuf body is not a runtime.Unknown envelope") from None
+        api_version, kind = unknown.typeMeta.apiVersion, unknown.typeMeta.kind
+        if unknown.contentEncoding:
+            raise UnsupportedMediaType(f"protobuf content encoding {unknown.contentEncoding!r} is not supported")
+        name = self.kind_message(api_version, kind)
+        if name is None:
+            raise UnsupportedMediaType(f"{PROTOBUF} is not served for {api_version} {kind or '(no kind)'}: "
+                                       f"send application/json")
+        try:
+            msg = self._classes[name].FromString(unknown.raw)
+        except DecodeError as err:
+            raise errors.BadRequest(f"the protobuf body is not a {api_version} {kind}: {err}") from None
+        return {"kind": kind, "apiVersion": api_version, **self._json(msg, self.messages[name])}
+
+    def _json(self, msg: Message, spec: _Message) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for fd, value in msg.ListFields():
+            f = spec.by_number[fd.number]
+            if f.inline:
+                assert f.message is not None
+                out.update(self._json(value, self.messages[f.message]))
+            elif f.message is not None and self.messages[f.message].is_map:
+                entry = self.messages[f.message].by_number[2]
+                out[f.json] = {k: self._value(entry, v) for k, v in value.items()}
+            elif f.repeated:
+                out[f.json] = [self._value(f, v) for v in value]
+            else:
+                converted = self._value(f, value)
+                if converted is not _ABSENT:
+                    out[f.json] = converted
+        return out
+
+    def _value(self, f: _Field, value: Any) -> Any:
+        if f.message is None:
+            if f.type == _TYPE_BYTES:
+                return base64.b64encode(value).decode()
+            return value
+        name = f.message
+        if name == _QUANTITY:
+            return value.string
+        if name == _INT_OR_STRING:
+            return value.strVal if value.type == 1 else value.intVal
+        if name in (_TIME, _MICRO_TIME):
+            # Go's zero time travels as an empty message: JSON null, unset
+            if value.seconds == 0 and value.nanos == 0:
+                return _ABSENT
+            return _format_time(value.seconds, value.nanos if name == _MICRO_TIME else None, f.json)
+        if name in _EMBEDDED_JSON:
+            raw = bytes(getattr(value, self.messages[name].by_number[1].name))
+            if not raw:
+                return _ABSENT
+            if raw.startswith(_MAGIC):
+                return self.decode(raw)
+            try:
+                return json.loads(raw)
+            except ValueError:
+                raise errors.BadRequest(f"{f.json}: embedded raw data is not JSON") from None
+        if name == _OR_ARRAY:
+            return [self._json(s, self.messages[_APIEXTENSIONS + "JSONSchemaProps"]) for s in value.jSONSchemas] \
+                if not value.HasField("schema") else self._json(value.schema,
+                                                                self.messages[_APIEXTENSIONS + "JSONSchemaProps"])
+        if name == _OR_BOOL:
+            return self._json(value.schema, self.messages[_APIEXTENSIONS + "JSONSchemaProps"]) \
+                if value.HasField("schema") else value.allows
+        if name == _OR_STRING_ARRAY:
+            return self._json(value.schema, self.messages[_APIEXTENSIONS + "JSONSchemaProps"]) \
+                if value.HasField("schema") else list(value.property)
+        spec = self.messages[name]
+        if spec.is_slice:
+            return list(value.items)
+        return self._json(value, spec)
+
+
+_ABSENT = object()
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
     while True:
-        if pos >= len(data) or shift > 63:
-            raise errors.BadRequest("the protobuf body is truncated")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
-def _fields(data: bytes) -> dict[int, bytes]:
-    """The length-delimited fields of a message (the last of each number wins)."""
-    out: dict[int, bytes] = {}
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 2:
-            length, pos = _varint(data, pos)
-            if pos + length > len(data):
-                raise errors.BadRequest("the protobuf body is truncated")
-            out[number] = data[pos:pos + length]
-            pos += length
-        elif wire == 0:
-            _, pos = _varint(data, pos)
-        elif wire in (1, 5):
-            pos += 8 if wire == 1 else 4
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
         else:
-            raise errors.BadRequest(f"the protobuf body has an unsupported wire type {wire}")
-    return out
+            out.append(byte)
+            return bytes(out)
 
 
-def _strings(fields: dict[int, bytes], names: dict[int, str]) -> dict[str, str]:
+def _length_delimited(number: int, data: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(data)) + data
+
+
+def _parse_time(value: Any, path: str) -> tuple[int, int]:
+    if not isinstance(value, str):
+        raise errors.BadRequest(f"{path}: expected an RFC 3339 time")
+    ts = parse_time(value, path)
+    return ts.seconds, ts.nanos
+
+
+def _format_time(seconds: int, nanos: int | None, where: str) -> str:
+    if not 0 <= (nanos or 0) < 1_000_000_000:
+        raise errors.BadRequest(f"{where}: {nanos} nanoseconds is out of range")
     try:
-        return {name: fields[number].decode() for number, name in names.items() if fields.get(number)}
-    except UnicodeDecodeError:
-        raise errors.BadRequest("the protobuf body holds a string that is not UTF-8") from None
+        return format_time(Timestamp(seconds=seconds, nanos=nanos or 0), micro=nanos is not None)
+    except (OverflowError, ValueError, OSError):  # before year 1 or after 9999: no RFC 3339 time
+        raise errors.BadRequest(f"{where}: time {seconds} s from the epoch is out of range") from None
 
 
-def _access_review_spec(spec: dict[int, bytes]) -> dict[str, Any]:
-    """SelfSubjectAccessReviewSpec {resourceAttributes = 1, nonResourceAttributes = 2}."""
-    out: dict[str, Any] = {}
-    if 1 in spec:
-        out["resourceAttributes"] = _strings(_fields(spec[1]), {1: "namespace", 2: "verb", 3: "group", 4: "version",
-                                                                5: "resource", 6: "subresource", 7: "name"})
-    if 2 in spec:
-        out["nonResourceAttributes"] = _strings(_fields(spec[2]), {1: "path", 2: "verb"})
-    return out
+@functools.cache
+def wire() -> Wire:
+    """The layout, read once: it is fixed for the process (generated, committed)."""
+    return Wire(json.loads((resources.files(protos) / "upstream" / "wire.json").read_text()))
 
 
-def _rules_review_spec(spec: dict[int, bytes]) -> dict[str, Any]:
-    """SelfSubjectRulesReviewSpec {namespace = 1}."""
-    return _strings(spec, {1: "namespace"})
+def decode_envelope(body: bytes) -> dict[str, Any]:
+    """The object of a protobuf request body, as Kubernetes JSON."""
+    return wire().decode(body)
 
 
-_REVIEWS = {("authorization.k8s.io/v1", "SelfSubjectAccessReview"): _access_review_spec,
-            ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): _rules_review_spec}
-
-
-def _clear_zero_times(msg: Message) -> None:
-    """Go's zero metav1.Time goes on the wire as an empty message: it means unset (a pod
-    template's creationTimestamp), not the epoch."""
-    for fd, value in msg.ListFields():
-        if fd.message_type is None:
+def prune_zero_fields(data: Any, descriptor: Any) -> Any:
+    """Go writes every non-pointer field to the wire, zero or not (`selfLink: ""`,
+    `hostNetwork: false`); upstream's JSON leaves such zeros out. Drop a zero value
+    where this project's message (its descriptor) has no field of that JSON name or a field
+    without presence, so a protobuf body reads as the same body in JSON would: no unknown
+    field warnings, no extra managed fields."""
+    if not isinstance(data, dict) or descriptor is None:
+        return data
+    fields = {fd.json_name: fd for fd in descriptor.fields}
+    for key in list(data):
+        value = data[key]
+        fd = fields.get(key)
+        if fd is None:
+            if _is_zero(value) or value == {}:
+                del data[key]
             continue
-        if fd.message_type.full_name == Timestamp.DESCRIPTOR.full_name:
-            if not fd.is_repeated and value.seconds == 0 and value.nanos == 0:
-                msg.ClearField(fd.name)
-        elif fd.message_type.GetOptions().map_entry:
+        if (fd.is_repeated and value in ([], {})) or (
+                fd.message_type is None and not fd.has_presence and _is_zero(value)):
+            del data[key]
             continue
-        elif fd.is_repeated:
-            for item in value:
-                _clear_zero_times(item)
-        else:
-            _clear_zero_times(value)
-
-
-# The maps whose values are resource.Quantity upstream: a message {string = 1}, where these
-# messages have the string itself. The wire layouts differ only in that nesting.
-_QUANTITY_MAPS = frozenset({"hard", "used", "max", "min", "default", "defaultRequest", "maxLimitRequestRatio",
-                            "requests", "limits", "capacity", "allocatable", "overhead"})
-
-
-def _unwrap_quantities(msg: Message) -> None:
-    """A Quantity map value read as a string holds the Quantity message's bytes (field 1,
-    length, the amount): keep the amount."""
-    for fd, value in msg.ListFields():
-        if fd.message_type is None:
+        if fd is None or fd.message_type is None:
             continue
         if fd.message_type.GetOptions().map_entry:
-            if fd.name in _QUANTITY_MAPS and fd.message_type.fields_by_name["value"].type == fd.TYPE_STRING:
-                for key, text in list(value.items()):
-                    raw = text.encode()
-                    if raw[:1] == b"\n":
-                        length, pos = _varint(raw, 1)
-                        if pos + length == len(raw):
-                            value[key] = raw[pos:].decode()
-            continue
-        for item in (value if fd.is_repeated else [value]):
-            _unwrap_quantities(item)
+            value_fd = fd.message_type.fields_by_name["value"]
+            if value_fd.message_type is not None and isinstance(value, dict):
+                for item in value.values():
+                    prune_zero_fields(item, value_fd.message_type)
+        elif isinstance(value, list):
+            for item in value:
+                prune_zero_fields(item, fd.message_type)
+        else:
+            prune_zero_fields(value, fd.message_type)
+    return data
 
 
-def decode_envelope(body: bytes, resource: ResourceType[Any] | None = None) -> dict[str, Any]:
-    """The object of a protobuf request body sent to `resource`'s URL, as Kubernetes JSON."""
-    if not body.startswith(_MAGIC):
-        raise errors.BadRequest("the protobuf body does not start with the Kubernetes magic number")
-    unknown = _fields(body[len(_MAGIC):])
-    type_meta = _fields(unknown.get(1, b""))
-    api_version, kind = type_meta.get(1, b"").decode(), type_meta.get(2, b"").decode()
-    message = resource.message if resource is not None and resource.upstream_protobuf and \
-        (api_version, kind) == (resource.api_version, resource.kind) else None
-    message = message or _OTHER_KINDS.get((api_version, kind)) or \
-        (meta_pb2.DeleteOptions if kind == "DeleteOptions" else None)
-    review = _REVIEWS.get((api_version, kind))
-    if message is None and review is None:
-        raise UnsupportedMediaType(f"{PROTOBUF} is accepted for the kinds kubectl's create commands send and "
-                                   f"access reviews only, not {api_version} {kind}: send application/json")
-    if unknown.get(3):
-        raise UnsupportedMediaType(f"protobuf content encoding {unknown[3].decode()!r} is not supported")
-    if review is not None:
-        spec = _fields(_fields(unknown.get(2, b"")).get(2, b""))
-        return {"kind": kind, "apiVersion": api_version, "spec": review(spec)}
-    assert message is not None
-    obj: Any = message.FromString(unknown.get(2, b""))
-    obj.DiscardUnknownFields()  # upstream fields this server does not have (selfLink, managedFields)
-    _clear_zero_times(obj)
-    _unwrap_quantities(obj)
-    return {"kind": kind, "apiVersion": api_version, **to_json(obj)}
+def _is_zero(value: Any) -> bool:
+    return value is None or (not isinstance(value, dict) and value in ("", 0, False, []))  # 0 == False

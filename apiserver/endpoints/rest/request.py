@@ -16,12 +16,13 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from apiserver.endpoints.rest.codec import format_time
 from apiserver.endpoints.rest.duplicates import load_json, load_yaml
+from apiserver.endpoints.rest.protobuf import PROTOBUF, wire
 from apiserver.endpoints.rest.status import NotAcceptable
 from kubeling import errors
 from kubeling.scheme import ResourceType
 
 __all__ = ["JSON", "MAX_BODY", "MAX_DEPTH", "Output", "Target", "dry_run", "dumps", "field_manager", "flag",
-           "int_query", "json_response", "negotiate_output", "now_text", "parse_document", "read_body",
+           "int_query", "json_response", "negotiate_output", "now_text", "parse_document", "read_body", "respond",
            "warning_header"]
 
 MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request body limit
@@ -66,12 +67,19 @@ class Output:
 
     as_table: bool = False
     include_object: str = "Metadata"
+    # Kubernetes protobuf before JSON in Accept (client-go's "protobuf, json"): given for the
+    # kinds that have it; json_ok says whether JSON may stand in for the others
+    protobuf: bool = False
+    json_ok: bool = True
+
+
+_ACCEPTED = "only the following media types are accepted: application/json, application/yaml, " + PROTOBUF
 
 
 def negotiate_output(request: web.Request) -> Output:
     accept = request.headers.get("Accept", "")
     wants_json = not accept
-    table_wanted = False
+    table_wanted = protobuf = False
     for part in accept.split(","):
         media, *params = [p.strip() for p in part.split(";")]
         options = dict(p.split("=", 1) for p in params if "=" in p)
@@ -81,9 +89,24 @@ def negotiate_output(request: web.Request) -> Output:
                 break
             if "as" not in options:
                 wants_json = True
-    if not table_wanted and not wants_json:
-        raise NotAcceptable(f"only application/json is served (asked for {accept})")
-    return Output(table_wanted, request.query.get("includeObject", "Metadata"))
+        elif media == PROTOBUF and "as" not in options and not wants_json:
+            protobuf = True
+    if not table_wanted and not wants_json and not protobuf:
+        raise NotAcceptable(f"{_ACCEPTED} (asked for {accept})")
+    return Output(table_wanted, request.query.get("includeObject", "Metadata"), protobuf and not table_wanted,
+                  wants_json or table_wanted)
+
+
+def respond(request: web.Request, body: dict[str, Any], status: int = 200,
+            headers: dict[str, str] | None = None, out: Output | None = None) -> web.Response:
+    """An object as the client asked for it: Kubernetes protobuf when it comes first in
+    Accept and the kind has an upstream message, else JSON (406 when JSON was not asked)."""
+    out = out or negotiate_output(request)
+    if out.protobuf and wire().kind_message(body.get("apiVersion", ""), body.get("kind", "")) is not None:
+        return web.Response(body=wire().encode(body), status=status, content_type=PROTOBUF, headers=headers)
+    if not out.json_ok:
+        raise NotAcceptable(f"{_ACCEPTED}: {body.get('apiVersion')} {body.get('kind')} has no protobuf encoding")
+    return json_response(body, status, headers)
 
 
 async def read_body(request: web.Request) -> bytes:

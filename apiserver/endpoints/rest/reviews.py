@@ -15,14 +15,14 @@ from apiserver.auth.authentication import ANONYMOUS, Authenticator, UserInfo, cu
 from apiserver.auth.authorization import EVERYTHING, Authorizer
 from apiserver.auth.rbac import Attributes
 from apiserver.endpoints.rest.handlers import body_of
-from apiserver.endpoints.rest.request import json_response
+from apiserver.endpoints.rest.request import respond
 from apiserver.endpoints.rest.routes import ACCESS_REVIEWS, RULES_REVIEWS
 from kubeling import errors
 
 __all__ = ["access_review", "self_subject_review", "token_review", "subject_access_review"]
 
 
-def self_subject_review() -> web.Response:
+def self_subject_review(request: web.Request) -> web.Response:
     """authentication.k8s.io/v1 SelfSubjectReview."""
     user = current_user.get()
     info: dict[str, Any] = {"username": user.name if user else ""}
@@ -30,7 +30,7 @@ def self_subject_review() -> web.Response:
         info["uid"] = user.uid
     if user is not None and user.groups:
         info["groups"] = list(user.groups)
-    return json_response({"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
+    return respond(request, {"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
                           "metadata": {"creationTimestamp": None}, "status": {"userInfo": info}}, 201)
 
 
@@ -59,7 +59,7 @@ async def access_review(request: web.Request, path: str, authorizer: Authorizer 
         attrs = _review_attributes(user, spec)
         allowed, reason = authorizer.authorize(attrs) if authorizer is not None else (True, "")
         status = {"allowed": allowed, **({"reason": reason} if reason else {})}
-    return json_response({"kind": kind, "apiVersion": "authorization.k8s.io/v1",
+    return respond(request, {"kind": kind, "apiVersion": "authorization.k8s.io/v1",
                           "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}, 201)
 
 
@@ -92,7 +92,7 @@ async def token_review(request: web.Request, authenticator: Authenticator | None
         status = {"authenticated": True, "user": _user_json(user)}
         if isinstance(spec, dict) and spec.get("audiences"):
             status["audiences"] = list(spec["audiences"])
-    return json_response({"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
+    return respond(request, {"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
                           "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}, 201)
 
 
@@ -125,7 +125,7 @@ async def subject_access_review(request: web.Request, namespace: str, authorizer
     allowed, reason = authorizer.authorize(attrs) if authorizer is not None else (True, "")
     status = {"allowed": allowed, **({"reason": reason} if reason else {})}
     meta: dict[str, Any] = {"creationTimestamp": None, **({"namespace": namespace} if namespace else {})}
-    return json_response({"kind": kind, "apiVersion": "authorization.k8s.io/v1", "metadata": meta,
+    return respond(request, {"kind": kind, "apiVersion": "authorization.k8s.io/v1", "metadata": meta,
                           "spec": spec, "status": status}, 201)
 
 

@@ -212,7 +212,7 @@ class RestServer:
     def _document(self, request: web.Request, path: str) -> web.Response | None:
         """What is no resource: health, version, metrics, discovery, OpenAPI."""
         if path == SELF_SUBJECT_REVIEWS and request.method == "POST":
-            return self_subject_review()
+            return self_subject_review(request)
         if path in ("/healthz", "/livez"):
             return web.Response(text="ok")
         if path == "/readyz":

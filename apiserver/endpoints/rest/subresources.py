@@ -23,7 +23,7 @@ from apiserver.endpoints.rest.handlers import (
     object_response,
     patched,
 )
-from apiserver.endpoints.rest.request import Target, dry_run, flag, int_query, json_response
+from apiserver.endpoints.rest.request import Target, dry_run, flag, int_query, respond
 from apiserver.endpoints.rest.scale import Scales, patched_scale, replicas_from
 from apiserver.endpoints.rest.status import MethodNotAllowed, UnsupportedMediaType
 from apiserver.registry.apiextensions.customresources import CustomResourceStrategy
@@ -89,7 +89,7 @@ class Subresources:
         if binding.metadata.name != t.name or binding.metadata.namespace != t.namespace:
             raise errors.BadRequest("the binding's name and namespace must be the pod's")
         await self._handler(t)(binding, False)
-        return json_response(_CREATED, 201)
+        return respond(request, _CREATED, 201)
 
     async def eviction(self, request: web.Request, t: Target) -> web.Response:
         data = await body_of(request, t)
@@ -106,7 +106,7 @@ class Subresources:
         if meta.namespace != t.namespace:
             raise errors.BadRequest("the namespace of the Eviction does not match the namespace on the URL")
         await self._handler(t)(eviction, dry_run(request))
-        return json_response(_CREATED, 201)
+        return respond(request, _CREATED, 201)
 
     async def token(self, request: web.Request, t: Target) -> web.Response:
         handler = self.handlers.get((t.resource, t.sub))
@@ -120,8 +120,8 @@ class Subresources:
             raise errors.BadRequest("the TokenRequest's name and namespace must be the ServiceAccount's")
         req.metadata.name, req.metadata.namespace = t.name, t.namespace
         answer = await handler(req, False)
-        return json_response({"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1", **to_json(answer)},
-                             201)
+        return respond(request, {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+                                 **to_json(answer)}, 201)
 
     async def log(self, request: web.Request, t: Target) -> web.StreamResponse:
         q = request.query
@@ -249,7 +249,7 @@ async def scale(request: web.Request, t: Target, registry: Registry[Any]) -> web
     for _ in range(10):
         current = await registry.get(t.namespace, t.name)
         if request.method == "GET":
-            return json_response(scales.of(current))
+            return respond(request, scales.of(current))
         body = sent
         if request.method == "PATCH":
             kind = PATCH_TYPES.get(request.content_type)
@@ -269,6 +269,6 @@ async def scale(request: web.Request, t: Target, registry: Registry[Any]) -> web
             if version:
                 raise
             continue  # written in between: scale the newer object
-        return json_response(scales.of(updated))
+        return respond(request, scales.of(updated))
     raise errors.Conflict(f'Operation cannot be fulfilled on {t.resource.plural} "{t.name}": '
                           "the object kept changing while it was scaled")

@@ -150,6 +150,11 @@ def default_pod_spec(spec: core_pb2.PodSpec) -> None:
         _default_container(c)
     for t in spec.tolerations:
         t.operator = t.operator or "Equal"
+    for v in spec.volumes:  # a field selector names its version: v1 unless said (SetDefaults_ObjectFieldSelector)
+        items = list(v.downwardAPI.items) + [i for s in v.projected.sources for i in s.downwardAPI.items]
+        for item in items:
+            if item.HasField("fieldRef"):
+                item.fieldRef.apiVersion = item.fieldRef.apiVersion or "v1"
     for tsc in spec.topologySpreadConstraints:
         if not tsc.HasField("nodeAffinityPolicy"):
             tsc.nodeAffinityPolicy = "Honor"
@@ -160,6 +165,9 @@ def default_pod_spec(spec: core_pb2.PodSpec) -> None:
 def _default_container(c: core_pb2.Container) -> None:
     for p in c.ports:
         p.protocol = p.protocol or "TCP"
+    for e in c.env:
+        if e.valueFrom.HasField("fieldRef"):
+            e.valueFrom.fieldRef.apiVersion = e.valueFrom.fieldRef.apiVersion or "v1"
     if not c.imagePullPolicy:
         tag = c.image.rsplit("/", 1)[-1]
         untagged_or_latest = (":" not in tag or tag.endswith(":latest")) and "@" not in tag
