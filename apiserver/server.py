@@ -313,7 +313,8 @@ class APIServer:
 
         return FlowControl(self.registries[scheme.FLOWSCHEMAS].watch_cache,
                            self.registries[scheme.PRIORITYLEVELCONFIGURATIONS].watch_cache,
-                           cfg.max_requests_inflight + cfg.max_mutating_requests_inflight, object_count)
+                           cfg.max_requests_inflight + cfg.max_mutating_requests_inflight, object_count,
+                           self.metrics.registry)
 
     async def _quotas(self, namespace: str, fresh: bool) -> list[core_pb2.ResourceQuota]:
         """A namespace's quotas for the quota admission: the watch cache's, or etcd's when

@@ -4,14 +4,19 @@ seats its work needs."""
 
 from __future__ import annotations
 
+import asyncio
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from apiserver.auth.authentication import UserInfo
 from apiserver.endpoints.request import RequestInfo
-from apiserver.flowcontrol.queueset import PriorityLevel, Seat
+from apiserver.flowcontrol.metrics import FlowMetrics
+from apiserver.flowcontrol.queueset import PriorityLevel, Rejected, Seat
 from apiserver.storage.cacher.watch_cache import WatchCache
 from kubeling.dynamic import content_of
 
@@ -39,10 +44,14 @@ class Admitted:
     schema_uid: str = ""
     level_uid: str = ""
     seat: Seat | None = None
+    on_release: Callable[[], None] | None = None  # its metrics, once it ends
 
     def release(self) -> None:
         if self.seat is not None:
             self.seat.release()
+        if self.on_release is not None:
+            done, self.on_release = self.on_release, None
+            done()
 
 
 def _matches_subject(subject: dict[str, Any], user: UserInfo) -> bool:
@@ -97,7 +106,7 @@ def _matches(schema: _Schema, user: UserInfo, info: RequestInfo) -> bool:
 
 class FlowControl:
     def __init__(self, schemas: WatchCache, levels: WatchCache, server_seats: int,
-                 object_count: Callable[[str, str], int]) -> None:
+                 object_count: Callable[[str, str], int], registry: CollectorRegistry) -> None:
         self.schemas = schemas
         self.levels = levels
         self.server_seats = server_seats
@@ -105,6 +114,7 @@ class FlowControl:
         self._seen: tuple[int, int] = (-1, -1)
         self._schemas: list[_Schema] = []
         self._levels: dict[str, PriorityLevel] = {}
+        self.metrics = FlowMetrics(registry, lambda: self._levels)
 
     def _configuration(self) -> tuple[list[_Schema], dict[str, PriorityLevel]]:
         seen = (self.schemas.changes, self.levels.changes)
@@ -168,11 +178,38 @@ class FlowControl:
         if level is None:
             return
         admitted.level_uid = level.uid
+        key = (schema.name, level.name)
         if long_running or level.exempt:
+            self.metrics.dispatched.labels(*key).inc()
             return
         flow = user.name if schema.distinguisher == "ByUser" else \
             info.namespace if schema.distinguisher == "ByNamespace" else ""
-        admitted.seat = await level.acquire(f"{schema.name}/{flow}", self._width(info))
+        metrics, arrived = self.metrics, time.monotonic()
+        metrics.inqueue[key] += 1  # no await before a seat free now: then never seen queued
+        try:
+            seat = await level.acquire(f"{schema.name}/{flow}", self._width(info))
+        except Rejected as err:
+            metrics.rejected.labels(*key, err.why).inc()
+            metrics.wait.labels(*key, "false").observe(time.monotonic() - arrived)
+            raise
+        except asyncio.CancelledError:
+            metrics.rejected.labels(*key, "cancelled").inc()
+            raise
+        finally:
+            metrics.inqueue[key] -= 1
+        started = time.monotonic()
+        metrics.dispatched.labels(*key).inc()
+        metrics.wait.labels(*key, "true").observe(started - arrived)
+        metrics.executing[key] += 1
+        metrics.executing_seats[key] += seat.width
+        admitted.seat = seat
+
+        def ended() -> None:
+            metrics.executing[key] -= 1
+            metrics.executing_seats[key] -= seat.width
+            metrics.execution.labels(*key, "regular").observe(time.monotonic() - started)
+
+        admitted.on_release = ended
 
     def level(self, name: str) -> PriorityLevel | None:
         return self._configuration()[1].get(name)

@@ -15,13 +15,18 @@ from dataclasses import dataclass, field
 
 from kubeling import errors
 
-__all__ = ["PriorityLevel", "Seat", "TOO_MANY"]
+__all__ = ["PriorityLevel", "Rejected", "Seat", "TOO_MANY"]
 
 TOO_MANY = "Too many requests, please try again later."
 
 
-def _too_many() -> errors.TooManyRequests:
-    return errors.TooManyRequests(TOO_MANY, metadata={"retryAfterSeconds": "1"})
+class Rejected(errors.TooManyRequests):
+    """A 429 from a level, and why (upstream's metric reasons: queue-full, time-out,
+    concurrency-limit)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(TOO_MANY, metadata={"retryAfterSeconds": "1"})
+        self.why = why
 
 
 @dataclass(eq=False)
@@ -86,11 +91,11 @@ class PriorityLevel:
             return Seat(self, width)
         if self.reject:
             self.rejected += 1
-            raise _too_many()
+            raise Rejected("concurrency-limit")
         queue = self._deal(flow)
         if len(queue) >= self.queue_length_limit:
             self.rejected += 1
-            raise _too_many()
+            raise Rejected("queue-full")
         waiting = _Waiting(width, asyncio.get_running_loop().create_future())
         queue.append(waiting)
         try:
@@ -100,7 +105,7 @@ class PriorityLevel:
             if not waiting.ready.done():
                 queue.remove(waiting)
                 self.rejected += 1
-                raise _too_many() from None
+                raise Rejected("time-out") from None
         except asyncio.CancelledError:
             if waiting.ready.done():
                 self.give_back(width)  # dispatched as the client went: the seats are free again

@@ -12,6 +12,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from apiserver.server import APIServer
 from cluster.etcd import EtcdServer
@@ -177,6 +178,61 @@ async def test_a_level_that_rejects_refuses_its_flow_with_429_and_serves_the_oth
     assert headers["X-Kubernetes-PF-FlowSchema-UID"] == schema["metadata"]["uid"]
     assert headers["X-Kubernetes-PF-PriorityLevel-UID"] == level["metadata"]["uid"]
     assert all(code == 200 for code, _, _ in quiet)
+    # and /metrics says so by upstream's names
+    metrics = await _metrics(small)
+    noisy_labels = {"flow_schema": "noisy", "priority_level": "one-seat"}
+    noisy_key = _k(**noisy_labels)
+    assert metrics["apiserver_flowcontrol_rejected_requests_total"][_k(**noisy_labels, reason="concurrency-limit")] \
+        >= len(refused)
+    assert metrics["apiserver_flowcontrol_dispatched_requests_total"][noisy_key] >= 1
+    others = {"flow_schema": "global-default", "priority_level": "global-default"}
+    quiet_key = _k(**others)
+    assert metrics["apiserver_flowcontrol_dispatched_requests_total"][quiet_key] >= 21
+    assert metrics["apiserver_flowcontrol_request_wait_duration_seconds_count"][_k(**others, execute="true")] >= 21
+    assert metrics["apiserver_flowcontrol_request_execution_seconds_count"][_k(**others, type="regular")] >= 21
+    assert metrics["apiserver_flowcontrol_current_executing_requests"][noisy_key] == 0  # all ended
+    assert metrics["apiserver_flowcontrol_current_inqueue_requests"][quiet_key] == 0
+    assert metrics["apiserver_flowcontrol_nominal_limit_seats"][_k(priority_level="one-seat")] == 1
+    assert _k(priority_level="exempt") not in metrics["apiserver_flowcontrol_nominal_limit_seats"]
+
+
+async def test_a_full_queue_answers_429_and_is_counted(small: Rest) -> None:
+    await _ok(small, "POST", f"{GV}/prioritylevelconfigurations", {
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+        "metadata": {"name": "one-queue"}, "spec": {"type": "Limited", "limited": {
+            "nominalConcurrencyShares": 1, "limitResponse": {"type": "Queue", "queuing": {
+                "queues": 1, "handSize": 1, "queueLengthLimit": 1}}}}})
+    await _ok(small, "POST", f"{GV}/flowschemas", {
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": "queued"},
+        "spec": {"priorityLevelConfiguration": {"name": "one-queue"}, "matchingPrecedence": 100, "rules": [{
+            "subjects": [{"kind": "User", "user": {"name": "queued"}}],
+            "resourceRules": [{"verbs": ["list"], "apiGroups": [""], "resources": ["namespaces"],
+                               "clusterScope": True}]}]}})
+    for _ in range(20):  # one executing, one queued, the rest refused
+        codes = [code for code, _, _ in await asyncio.gather(*(_as(small, "queued", "/api/v1/namespaces")
+                                                                for _ in range(20)))]
+        if 429 in codes:
+            break
+    assert 429 in codes and 200 in codes, codes
+    metrics = await _metrics(small)
+    labels = {"flow_schema": "queued", "priority_level": "one-queue"}
+    assert metrics["apiserver_flowcontrol_rejected_requests_total"][_k(**labels, reason="queue-full")] >= 1
+    assert metrics["apiserver_flowcontrol_request_wait_duration_seconds_count"][_k(**labels, execute="false")] >= 1
+
+
+def _k(**labels: str) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(labels.items()))
+
+
+async def _metrics(api: Rest) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """/metrics as {sample name: {sorted labels: value}}."""
+    async with api.session.get(api.base + "/metrics") as resp:
+        text = await resp.text()
+    out: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return out
 
 
 async def test_priority_and_fairness_can_be_switched_off(etcd: EtcdServer, prefix: str) -> None:
