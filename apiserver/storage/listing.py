@@ -3,6 +3,7 @@ opaque token (upstream's storage/etcd3 GetList with its continue keys)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
@@ -15,6 +16,8 @@ from kubeling import errors
 from protos.kubeling.v1 import meta_pb2
 
 __all__ = ["list_objects"]
+
+_DECODES_PER_TURN = 100
 
 
 async def list_objects(storage: Storage, codec: Codec, prefix: bytes, flt: Filter, limit: int,
@@ -46,6 +49,10 @@ async def list_objects(storage: Storage, codec: Codec, prefix: bytes, flt: Filte
                 "continue": _encode_continue(-1, start)}) from None
         revision = revision or header
         for i, kv in enumerate(kvs):
+            if i and not i % _DECODES_PER_TURN:
+                # thousands of objects decode for tens of milliseconds: give the event loop
+                # back in between, or every other request waits for the whole list
+                await asyncio.sleep(0)
             if kv.key == prefix:
                 continue  # the watch cache's progress sentinel, not an object
             obj = codec.decode(kv)

@@ -272,12 +272,12 @@ def test_rest_protobuf_bodies(server: Server, data: st.DataObject, target: tuple
     from apiserver.endpoints.rest.protobuf import wire
 
     api_version, kind, path = target
-    message_type = wire()._classes[wire().kind_message(api_version, kind) or ""]
+    message_type = wire().message_class(wire().kind_message(api_version, kind) or "")
     if data.draw(st.booleans()):
         raw = data.draw(st.composite(lambda draw: _message(draw, message_type))()).SerializeToString()
     else:
         raw = data.draw(st.binary(max_size=300))
-    unknown = wire()._classes[wire().kinds["runtime/Unknown"]]()
+    unknown = wire().message_class(wire().kinds["runtime/Unknown"])()
     unknown.typeMeta.apiVersion, unknown.typeMeta.kind, unknown.raw = api_version, kind, raw
     body = b"k8s\x00" + unknown.SerializeToString()
     status, reply = server.rest(method, path + ("" if method == "POST" else "/fuzzed"), body,

@@ -1,13 +1,17 @@
-"""List: the revision it read at, selectors, limit and continue."""
+"""List: the revision it read at, selectors, limit and continue, consistent lists from the cache."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
 import pytest
 
+from apiserver.endpoints.rest.protobuf import PROTOBUF, decode_envelope
+from apiserver.server import APIServer
 from kubeling import errors
 from kubeling.client import Client
+from protos.kubeling.v1 import core_pb2, meta_pb2
 from tests.objects import namespace, pod
 
 
@@ -77,3 +81,32 @@ async def test_limit_and_continue_read_one_revision(client: Client) -> None:
     assert [p.metadata.name for p in rest.items] == ["p4", "p6"]
     items, _ = await client.pods.list_all(page_size=2)
     assert len(items) == 7  # p0..p9 minus p5 plus p9
+
+
+async def test_lists_from_the_cache_read_your_writes_in_every_format(rest: APIServer) -> None:
+    """A LIST without a resourceVersion or limit is served from the watch cache once it has
+    seen etcd's current revision (upstream's consistent list from the cache): every write is
+    in the next list, and the encodings the cache keeps per object follow every change."""
+    lists = "/api/v1/namespaces/default/configmaps"
+    protobuf = {"Accept": f"{PROTOBUF}, application/json"}
+    async with Client(rest.address) as c, aiohttp.ClientSession(f"http://{rest.rest_address}") as http:
+        for round_ in range(6):
+            cm = core_pb2.ConfigMap(metadata=meta_pb2.ObjectMeta(name="cm", namespace="default"),
+                                    data={"n": str(round_)})
+            if round_ == 0:
+                written = await c.configmaps.create(cm)
+            else:
+                cm.metadata.resourceVersion = written.metadata.resourceVersion
+                written = await c.configmaps.update(cm)
+            async with http.get(lists) as r:
+                as_json = await r.json()
+            async with http.get(lists, headers=protobuf) as r:
+                as_protobuf = decode_envelope(await r.read())
+            for listed in (as_json, as_protobuf):
+                assert int(listed["metadata"]["resourceVersion"]) >= int(written.metadata.resourceVersion)
+                assert [(i["metadata"]["name"], i["data"]) for i in listed["items"]] == [("cm", {"n": str(round_)})]
+        await c.configmaps.delete("cm", "default")
+        async with http.get(lists) as r:
+            assert (await r.json())["items"] == []
+        async with http.get(lists, headers=protobuf) as r:
+            assert decode_envelope(await r.read()).get("items", []) == []  # no items: nothing on the wire

@@ -135,7 +135,7 @@ async def test_kubectl_reads_objects_lists_and_errors_in_protobuf(kubectl: Kubec
 async def _frames(response: aiohttp.ClientResponse, count: int) -> list[dict[str, Any]]:
     """count WatchEvents of a protobuf watch: 4-byte big-endian length, then the event."""
     events = []
-    event_class = wire()._classes[wire().kinds["v1/WatchEvent"]]
+    event_class = wire().message_class(wire().kinds["v1/WatchEvent"])
     for _ in range(count):
         length = struct.unpack(">I", await response.content.readexactly(4))[0]
         event: Any = event_class.FromString(await response.content.readexactly(length))

@@ -86,8 +86,8 @@ def test_hand_numbered_messages_read_alike(api_version: str, kind: str, message:
     extracted layout, are their own JSON; and the JSON, encoded, is their bytes again."""
     name = wire().kind_message(api_version, kind)
     assert name is not None
-    upstream = wire()._classes[name].FromString(message.SerializeToString())
-    read = wire()._json(upstream, wire().messages[name])
+    upstream = wire().message_class(name).FromString(message.SerializeToString())
+    read = wire().read(upstream, name)
     expected = _without_empties(to_json(message))
     for c in expected.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
         assert c.pop("resources") == {}  # written always in JSON (as Go does), nothing on the wire
@@ -132,9 +132,9 @@ def test_bad_envelopes(body: bytes, words: str) -> None:
 def test_times_out_of_range_are_refused() -> None:
     name = wire().kind_message("v1", "ConfigMap")
     assert name is not None
-    cm = wire()._classes[name]()
+    cm = wire().message_class(name)()
     cm.metadata.creationTimestamp.seconds = -(2 ** 40)
-    unknown = wire()._classes[wire().kinds["runtime/Unknown"]]()
+    unknown = wire().message_class(wire().kinds["runtime/Unknown"])()
     unknown.typeMeta.apiVersion, unknown.typeMeta.kind, unknown.raw = "v1", "ConfigMap", cm.SerializeToString()
     with pytest.raises(errors.BadRequest, match="creationTimestamp: time .* out of range"):
         decode_envelope(b"k8s\x00" + unknown.SerializeToString())

@@ -179,27 +179,31 @@ async def list_(request: web.Request, t: Target, registry: Registry[Any]) -> web
     if out.protobuf and wire().kind_message(r.api_version, f"{r.kind}List") is not None:
         item_message = wire().kind_message(r.api_version, r.kind)
         assert item_message is not None
-        parts = await _encoded(items, lambda o: wire().list_item(item_message, to_json(o)))
+        parts = await _encoded(items, lambda some: registry.encoded(
+            some, PROTOBUF, lambda o: wire().list_item(item_message, to_json(o))))
         return web.Response(body=wire().encode_list(head, b"".join(parts)), content_type=PROTOBUF, headers=headers)
     if not out.json_ok:
         raise NotAcceptable(f"{r.api_version} {r.kind} has no protobuf encoding")
-    body = dumps(head)[:-1] + b',"items":[' + b",".join(await _encoded(items, lambda o: dumps(to_json(o)))) + b"]}"
+    parts = await _encoded(items, lambda some: registry.encoded(some, JSON, lambda o: dumps(to_json(o))))
+    body = dumps(head)[:-1] + b',"items":[' + b",".join(parts) + b"]}"
     return web.Response(body=body, content_type=JSON, headers=headers)
 
 
 _ITEMS_PER_TURN = 25
 
 
-async def _encoded(items: list[Any], encode: Callable[[Any], bytes]) -> list[bytes]:
-    """A big list's items encoded, giving the event loop back every few objects: one LIST
-    of thousands must not hold up every other request for as long as it encodes (with
-    Priority and Fairness limiting how many such lists run at once, what waits behind
-    them is a few slices, not whole lists)."""
+async def _encoded(items: list[Any], encode: Callable[[list[Any]], list[bytes]]) -> list[bytes]:
+    """A big list's items encoded a slice at a time, giving the event loop back in between:
+    one LIST of thousands must not hold up every other request for as long as it encodes
+    (with Priority and Fairness limiting how many such lists run at once, what waits
+    behind them is a slice, not whole lists)."""
     parts: list[bytes] = []
     for start in range(0, len(items), _ITEMS_PER_TURN):
         if start:
+            # a turn even when the cache had every encoding: a flood of cheap lists would
+            # otherwise hold the loop in longer steps (the protected flows' p50 tripled)
             await asyncio.sleep(0)
-        parts.extend(encode(o) for o in items[start:start + _ITEMS_PER_TURN])
+        parts += encode(items[start:start + _ITEMS_PER_TURN])
     return parts
 
 

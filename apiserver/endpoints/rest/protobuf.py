@@ -130,6 +130,14 @@ class Wire:
     def kind_message(self, api_version: str, kind: str) -> str | None:
         return self.kinds.get(f"{api_version}/{kind}")
 
+    def message_class(self, name: str) -> type[Message]:
+        """Upstream's message of that full name (k8s.io.api.core.v1.Pod), as a class."""
+        return self._classes[name]
+
+    def read(self, msg: Message, name: str) -> dict[str, Any]:
+        """One of upstream's messages as Kubernetes JSON."""
+        return self._json(msg, self.messages[name])
+
     # -------------------------------------------------------------- JSON -> wire
 
     def encode(self, obj: dict[str, Any]) -> bytes:

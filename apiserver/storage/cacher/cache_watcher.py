@@ -27,6 +27,7 @@ class Entry:
     attrs: Attrs
     rv: int
     _added: bytes | None = None
+    encoded: dict[str, bytes] | None = None  # the object as each format a LIST gave it in
 
 
 @dataclass(slots=True)

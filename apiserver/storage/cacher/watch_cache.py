@@ -28,6 +28,7 @@ import asyncio
 import builtins
 import logging
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from apiserver.storage.cacher.cache_watcher import CacheEvent, CacheWatcher, Entry
@@ -54,7 +55,9 @@ class WatchCache:
         self.capacity = capacity
         self.bookmark_interval = bookmark_interval
         self.watcher_buffer = watcher_buffer
-        self.store: dict[bytes, Entry] = {}
+        self.store: dict[bytes, Entry] = {}  # changed through _put, _drop and _clear only
+        self._by_id: dict[int, Entry] = {}  # id(entry.obj): a listed object's entry, for its encodings
+        self._order: list[bytes] | None = None  # the keys sorted, until one comes or goes
         # Bumped whenever `store` changes: what is derived from the whole store (the RBAC
         # policy) is rebuilt only when this moved.
         self.changes = 0
@@ -125,20 +128,18 @@ class WatchCache:
         self.ready.clear()
         for w in self.watchers():
             w.terminate(error)
-        self.store.clear()
-        self.changes += 1
+        self._clear()
         self.events.clear()
 
     async def _initialize(self) -> int:
         """List at R, then return the revision to watch from (before R, to fill the window)."""
         kvs, rev, _, _ = await self.storage.range(self.prefix, prefix_end(self.prefix))
-        self.store = {}
-        self.changes += 1
+        self._clear()
         for kv in kvs:
             if kv.key == self.prefix:
                 continue  # the progress sentinel
             obj = self.decode(kv)
-            self.store[kv.key] = Entry(obj, self.attrs(obj), kv.mod_revision)
+            self._put(kv.key, Entry(obj, self.attrs(obj), kv.mod_revision))
         self.events.clear()
         self.rv = rev
         self._list_rv = rev
@@ -243,16 +244,37 @@ class WatchCache:
             ev = CacheEvent(DELETED, rv, kv.key, obj, self.attrs(obj), prev, None)
             ev.prev_attrs = ev.attrs
             if not history:
-                self.store.pop(kv.key, None)
-                self.changes += 1
+                self._drop(kv.key)
             return ev
         obj = self.decode(kv)
         typ = ADDED if kv.create_revision == kv.mod_revision or prev is None else MODIFIED
         ev = CacheEvent(typ, rv, kv.key, obj, self.attrs(obj), prev, self.attrs(prev) if prev is not None else None)
         if not history:
-            self.store[kv.key] = Entry(obj, ev.attrs, rv)
-            self.changes += 1
+            self._put(kv.key, Entry(obj, ev.attrs, rv))
         return ev
+
+    def _put(self, key: bytes, entry: Entry) -> None:
+        old = self.store.get(key)
+        if old is None:
+            self._order = None
+        else:
+            self._by_id.pop(id(old.obj), None)
+        self.store[key] = entry
+        self._by_id[id(entry.obj)] = entry
+        self.changes += 1
+
+    def _drop(self, key: bytes) -> None:
+        old = self.store.pop(key, None)
+        if old is not None:
+            self._by_id.pop(id(old.obj), None)
+            self._order = None
+        self.changes += 1
+
+    def _clear(self) -> None:
+        self.store = {}
+        self._by_id = {}
+        self._order = None
+        self.changes += 1
 
     def _append(self, ev: CacheEvent) -> None:
         self.events.append(ev)
@@ -329,9 +351,36 @@ class WatchCache:
                 keep.append((rv, fut))
         self._rv_waiters = keep
 
+    def _sorted(self) -> builtins.list[Entry]:
+        if self._order is None:
+            self._order = sorted(self.store)
+        store = self.store
+        return [store[k] for k in self._order]
+
     def list(self, flt: Filter) -> tuple[builtins.list[Any], int]:
-        items = [e.obj for k, e in sorted(self.store.items()) if flt.matches(e.attrs)]
-        return items, self.rv
+        entries = self._sorted()
+        if flt.namespace or not flt.labels.empty() or not flt.fields.empty():
+            entries = [e for e in entries if flt.matches(e.attrs)]
+        return [e.obj for e in entries], self.rv
+
+    def encoded(self, objs: builtins.list[Any], fmt: str, encode: Callable[[Any], bytes]) -> builtins.list[bytes]:
+        """Objects in a format (JSON, protobuf), each made once per stored object: a LIST of
+        thousands costs a join, not thousands of encodings (upstream's cachingObject). An
+        object that is not the cache's current one is encoded each time."""
+        by_id, out = self._by_id, []
+        for obj in objs:
+            entry = by_id.get(id(obj))
+            if entry is None or entry.obj is not obj:
+                out.append(encode(obj))
+                continue
+            cached = entry.encoded
+            if cached is None:
+                cached = entry.encoded = {}
+            data = cached.get(fmt)
+            if data is None:
+                data = cached[fmt] = encode(obj)
+            out.append(data)
+        return out
 
     def get(self, key: bytes) -> Any | None:
         entry = self.store.get(key)
@@ -347,14 +396,14 @@ class WatchCache:
         index = flt.fields.exact(index_field) if index_field else None
         initial: list[bytes] = []
         if initial_events:
-            initial = [self._encode_added(e) for _, e in sorted(self.store.items()) if flt.matches(e.attrs)]
+            initial = [self._encode_added(e) for e in self._sorted() if flt.matches(e.attrs)]
             end = self.codec.new()
             end.metadata.resourceVersion = str(self.rv)
             end.metadata.annotations[INITIAL_EVENTS_END] = "true"
             initial.append(self.codec.event(BOOKMARK, end))
             rv = self.rv
         elif rv is None and initial_events is None:
-            initial = [self._encode_added(e) for _, e in sorted(self.store.items()) if flt.matches(e.attrs)]
+            initial = [self._encode_added(e) for e in self._sorted() if flt.matches(e.attrs)]
         elif rv is not None and rv < self.oldest_rv:
             raise errors.Expired(f"too old resource version: {rv} ({self.oldest_rv})")
         w = CacheWatcher(self.resource, flt, encode=self.encode, on_end=self.remove, capacity=self.watcher_buffer,
