@@ -41,6 +41,49 @@ async def test_requests_wait_for_seats_and_flows_are_served_in_turn() -> None:
     assert level.in_use == 0 and level.dispatched == 9
 
 
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_flows_share_seat_seconds_whatever_their_requests_widths() -> None:
+    """Fair queuing by virtual finish time: a flow of wide requests (a LIST's ten seats) and a
+    flow of narrow ones, each always with requests waiting and each request served 20 ms,
+    get about the same seat-seconds (served in turn, the wide flow got its width times
+    more: 5x here)."""
+    clock = _Clock()
+    level = _level(5, queues=16, hand_size=1, clock=clock)
+    served: dict[str, float] = {"wide": 0.0, "narrow": 0.0}
+    running: list[tuple[float, asyncio.Future[None]]] = []
+
+    async def client(flow: str, width: int) -> None:
+        while True:
+            seat = await level.acquire(flow, width)
+            done = asyncio.get_running_loop().create_future()
+            running.append((clock.now + 0.02, done))
+            await done
+            served[flow] += width * 0.02
+            seat.release()
+
+    clients = [asyncio.create_task(client("wide", 5)) for _ in range(4)] + \
+        [asyncio.create_task(client("narrow", 1)) for _ in range(20)]
+    for _ in range(400):  # 4 s of service, a millisecond at a time
+        for _ in range(5):
+            await asyncio.sleep(0)
+        clock.now += 0.001
+        for end, done in [r for r in running if r[0] <= clock.now]:
+            running.remove((end, done))
+            done.set_result(None)
+    for c in clients:
+        c.cancel()
+    await asyncio.gather(*clients, return_exceptions=True)
+    assert served["wide"] > 0 and served["narrow"] > 0
+    assert 0.6 < served["wide"] / served["narrow"] < 1.6, served
+
+
 async def test_a_wide_request_waits_for_all_its_seats() -> None:
     level = _level(10)
     small = await level.acquire("a", 3)
