@@ -1,8 +1,9 @@
 """Extract upstream Kubernetes' protobuf wire layout into protos/upstream/wire.json.
 
     python -m cluster.upstreamwire --mirror /work/.mirror   # snapshots of kubernetes/api,
-                                                       # apimachinery, apiextensions-apiserver
-                                                       # and kube-aggregator (git dirs)
+                                                       # apimachinery, apiextensions-apiserver,
+                                                       # kube-aggregator and google/gnostic-models
+                                                       # (git dirs)
 
 Clients that speak Kubernetes' protobuf (client-go with ContentType protobuf, kubectl's
 create commands) number fields as upstream's generated.proto files do, and those numbers
@@ -37,6 +38,8 @@ _SOURCES = {
     "kubernetes+apimachinery": ("", "k8s.io/apimachinery"),
     "kubernetes+apiextensions-apiserver": ("", "k8s.io/apiextensions-apiserver"),
     "kubernetes+kube-aggregator": ("", "k8s.io/kube-aggregator"),
+    # gnostic's OpenAPI v2 model: /openapi/v2 in protobuf, as client-go asks for it
+    "google+gnostic-models": ("", "github.com/google/gnostic-models"),
 }
 
 # group -> proto package of its v1-ish versions (the version is appended)
@@ -77,8 +80,8 @@ def _checkout(mirror: Path, tree: Path) -> dict[str, str]:
         for path in _git(repo, "ls-tree", "-r", "--name-only", "HEAD").splitlines():
             if not path.startswith(prefix) or "/testdata/" in path or path.startswith("vendor/"):
                 continue
-            if path.endswith("generated.proto") or (re.search(r"/types[\w]*\.go$", path)
-                                                    and not path.endswith("_test.go")):
+            if path.endswith(("generated.proto", "OpenAPIv2.proto")) or (
+                    re.search(r"/types[\w]*\.go$", path) and not path.endswith("_test.go")):
                 dest = tree / import_path / path[len(prefix):]
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_text(_git(repo, "show", f"HEAD:{path}"))
@@ -90,10 +93,11 @@ def _descriptors(tree: Path) -> dict[str, descriptor_pb2.DescriptorProto]:
     from grpc_tools import protoc
 
     # every version: a v1 message may hold an alpha one (a pod's scheduling group)
-    files = sorted(str(p.relative_to(tree)) for p in tree.rglob("generated.proto"))
+    files = sorted(str(p.relative_to(tree)) for p in [*tree.rglob("generated.proto"), *tree.rglob("OpenAPIv2.proto")])
     out = tree / "set.pb"
     include = Path(grpc_tools.__file__).parent / "_proto"
-    if protoc.main(["protoc", f"-I{tree}", f"-I{include}", f"--descriptor_set_out={out}", *files]) != 0:
+    args = [f"-I{tree}", f"-I{include}", f"--descriptor_set_out={out}", "--include_imports", *files]
+    if protoc.main(["protoc", *args]) != 0:
         raise SystemExit("protoc failed")
     fds = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
     messages: dict[str, descriptor_pb2.DescriptorProto] = {}
@@ -171,6 +175,7 @@ def layout(mirror: Path) -> dict[str, Any]:
     for kind in _META_KINDS:
         roots[f"v1/{kind}"] = roots[f"meta.k8s.io/v1/{kind}"] = f"{_META}.{kind}"
     roots["runtime/Unknown"] = "k8s.io.apimachinery.pkg.runtime.Unknown"
+    roots["openapi/v2"] = "openapi.v2.Document"
     out: dict[str, Any] = {}
     todo = list(roots.values())
     while todo:

@@ -488,6 +488,21 @@ async def test_kubectl_columns_selectors_explain_and_server_side_apply(rest: API
 
     _, out, _ = await kubectl("explain", "widget.spec")
     assert "size" in out and "color" in out and "<integer>" in out
+    # OpenAPI v2 too (gnostic protobuf, as client-go asks for it), built-in kinds and this one
+    _, out, _ = await kubectl("explain", "widget.spec", "--output=plaintext-openapiv2")
+    assert "size" in out and "color" in out and "<integer>" in out
+    _, out, _ = await kubectl("explain", "deployment.spec.strategy.rollingUpdate", "--output=plaintext-openapiv2")
+    assert "maxSurge\t<string>" in out and "VERSION:  apps/v1" in out  # int-or-string: a string in v2
+    code, swagger, _ = await http.call("GET", "/openapi/v2")
+    assert code == 200 and swagger["swagger"] == "2.0"
+    widget = swagger["definitions"]["com.example.v1.Widget"]
+    assert widget["x-kubernetes-group-version-kind"] == [{"group": "example.com", "version": "v1", "kind": "Widget"}]
+    assert widget["properties"]["spec"]["properties"]["size"]["type"] == "integer"
+    pod = swagger["definitions"]["io.k8s.api.core.v1.Pod"]
+    assert pod["properties"]["spec"]["$ref"].startswith("#/definitions/")
+    create = swagger["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets"]["post"]
+    assert {"name": "body", "in": "body", "required": True,
+            "schema": {"$ref": "#/definitions/com.example.v1.Widget"}} in create["parameters"]
 
     manifest = tmp_path / "w.yaml"
     manifest.write_text(yaml.safe_dump(_widget("three", color="green")))

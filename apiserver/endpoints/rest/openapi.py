@@ -1,4 +1,4 @@
-"""OpenAPI v3 (/openapi/v3 and a document per group-version), from the scheme and the
+"""OpenAPI v3 (/openapi/v3 and a document per group-version; v2 made from them), from the scheme and the
 protobuf messages, for what kubectl reads from them: field names and types (`kubectl
 explain`), the group-version-kind of each top-level schema, and the strategic-merge
 metadata of lists (`x-kubernetes-patch-merge-key`, `x-kubernetes-patch-strategy`), from
@@ -19,6 +19,7 @@ from typing import Any
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from apiserver.endpoints.discovery import VERSION
+from apiserver.endpoints.rest.openapi_v2 import swagger, to_gnostic
 from kubeling.patches import FIELD_MERGE_KEYS, MERGE_KEYS
 from kubeling.scheme import ResourceType, Scheme
 from protos.kubeling.v1 import meta_pb2
@@ -121,6 +122,7 @@ class OpenAPI:
         self._generation = -1
         self._documents: dict[str, dict[str, Any]] = {}
         self._index: dict[str, Any] = {}
+        self._v2: tuple[str, dict[str, Any], bytes] | None = None
 
     def _fresh(self) -> None:
         if self._generation == self.scheme.generation:
@@ -150,6 +152,17 @@ class OpenAPI:
         """/openapi/v3/<api/v1 | apis/<group>/<version>>, None for a group-version not served."""
         self._fresh()
         return self._documents.get(gv_path) or self.extra().get(gv_path)
+
+    def v2(self, protobuf: bool) -> dict[str, Any] | bytes:
+        """/openapi/v2: every group-version in one Swagger document, as JSON or gnostic's
+        protobuf (made again only when a document changed)."""
+        self._fresh()
+        documents = {**self.extra(), **self._documents}
+        key = _digest({path: _digest(doc) for path, doc in documents.items()})
+        if self._v2 is None or self._v2[0] != key:
+            document = swagger(documents)
+            self._v2 = (key, document, to_gnostic(document))
+        return self._v2[2] if protobuf else self._v2[1]
 
 
 def _digest(document: dict[str, Any]) -> str:

@@ -29,6 +29,7 @@ from apiserver.endpoints.pipeline import Pipeline
 from apiserver.endpoints.request import Credentials, SubresourceHandler
 from apiserver.endpoints.rest import handlers
 from apiserver.endpoints.rest.openapi import OpenAPI
+from apiserver.endpoints.rest.openapi_v2 import PROTOBUF_V2
 from apiserver.endpoints.rest.proxy import serve_proxy
 from apiserver.endpoints.rest.request import (
     JSON,
@@ -232,6 +233,10 @@ class RestServer:
             if path == "/api":
                 return json_response(self.discovery.api_versions(f"{request.host}"))
             return json_response(self.discovery.api_group_list())
+        if path == "/openapi/v2":
+            if "com.github.proto-openapi.spec.v2" in request.headers.get("Accept", ""):
+                return web.Response(body=self.openapi.v2(protobuf=True), headers={"Content-Type": PROTOBUF_V2})
+            return json_response(self.openapi.v2(protobuf=False))
         if path == "/openapi/v3":
             return json_response(self.openapi.index())
         if path.startswith("/openapi/v3/"):
