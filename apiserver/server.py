@@ -157,6 +157,8 @@ class APIServer:
         # gRPC: without certificates or tokens, nothing tells callers apart (all anonymous)
         flow_control = self._flow_control()
         self._auditor = options.auditor
+        if self._auditor is not None:
+            await self._auditor.start()
         grpc_pipeline = Pipeline(self.metrics, auth.authenticator if options.grpc_authenticates else None,
                                  auth.authorizer, flow_control, options.auditor)
         await self._serve_grpc(options, subresources, grpc_pipeline)
@@ -505,7 +507,7 @@ class APIServer:
         if self._server is not None:
             await self._server.stop(grace)
         if self._auditor is not None:
-            self._auditor.log.close()
+            await self._auditor.stop()
         if self._http is not None:
             await self._http.stop()
         if self._storage is not None:

@@ -11,14 +11,22 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from apiserver.audit.log import AuditLog
 from apiserver.audit.policy import DEFAULT_POLICY, Policy, load_policy, parse_policy
+from apiserver.audit.webhook import AuditWebhook
 from apiserver.auth.authentication import UserInfo
 from apiserver.endpoints.request import RequestInfo
 
-__all__ = ["Auditor", "AuditRecord", "AuditLog", "Policy", "load_policy", "parse_policy", "DEFAULT_POLICY"]
+__all__ = ["Auditor", "AuditRecord", "AuditLog", "AuditSink", "Policy", "load_policy", "parse_policy",
+           "DEFAULT_POLICY"]
+
+
+class AuditSink(Protocol):
+    """A backend events are written to (the log, the webhook): it must not block."""
+
+    def write(self, event: dict[str, Any]) -> None: ...
 
 
 def _now() -> str:
@@ -48,10 +56,11 @@ def _object_ref(info: RequestInfo) -> dict[str, str] | None:
 class AuditRecord:
     """One request's events: the fields they share, and what the front end adds."""
 
-    log: AuditLog
+    log: AuditSink
     level: str
     omit: frozenset[str]
     event: dict[str, Any]
+    omit_managed_fields: bool = False
     annotations: dict[str, str] = field(default_factory=dict)
     request_object: Any = None
     response_object: Any = None
@@ -72,14 +81,27 @@ class AuditRecord:
         if status is not None:
             event["responseStatus"] = status
         if self.request_object is not None and self.wants_request:
-            event["requestObject"] = self.request_object
+            event["requestObject"] = self._recorded(self.request_object)
         if self.response_object is not None and self.wants_response and stage == "ResponseComplete":
-            event["responseObject"] = self.response_object
+            event["responseObject"] = self._recorded(self.response_object)
         event["requestReceivedTimestamp"] = self.event["requestReceivedTimestamp"]
         event["stageTimestamp"] = _now()
         if self.annotations:
             event["annotations"] = dict(self.annotations)
         self.log.write(event)
+
+    def _recorded(self, obj: Any) -> Any:
+        """An object as the event records it: without managed fields when the policy says
+        so (a list's items too)."""
+        if not self.omit_managed_fields or not isinstance(obj, dict):
+            return obj
+        out = {**obj}
+        metadata = out.get("metadata")
+        if isinstance(metadata, dict) and "managedFields" in metadata:
+            out["metadata"] = {k: v for k, v in metadata.items() if k != "managedFields"}
+        if isinstance(out.get("items"), list):
+            out["items"] = [self._recorded(item) for item in out["items"]]
+        return out
 
     def received(self) -> None:
         self._emit("RequestReceived")
@@ -106,17 +128,34 @@ class AuditRecord:
 
 
 class Auditor:
-    def __init__(self, policy: Policy, log: AuditLog) -> None:
+    def __init__(self, policy: Policy, sinks: list[AuditSink]) -> None:
         self.policy = policy
-        self.log = log
+        self.sinks = sinks
+
+    def write(self, event: dict[str, Any]) -> None:
+        for sink in self.sinks:
+            sink.write(event)
+
+    async def start(self) -> None:
+        for sink in self.sinks:
+            if isinstance(sink, AuditWebhook):
+                await sink.start()
+
+    async def stop(self) -> None:
+        for sink in self.sinks:
+            if isinstance(sink, AuditWebhook):
+                await sink.stop()
+            elif isinstance(sink, AuditLog):
+                sink.close()
 
     def begin(self, user: UserInfo, info: RequestInfo, *, uri: str, source_ip: str,
               user_agent: str) -> AuditRecord | None:
         """The request's record (None: the policy leaves it out), its RequestReceived event
         written."""
-        level, omit = self.policy.level_for(user, info)
-        if level == "None":
+        rule = self.policy.rule_for(user, info)
+        if rule is None or rule.level == "None":
             return None
+        level, omit = rule.level, frozenset(self.policy.omit_stages) | frozenset(rule.omit_stages)
         event: dict[str, Any] = {"kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": level,
                                  "auditID": str(uuid.uuid4()), "stage": "", "requestURI": uri, "verb": info.verb,
                                  "user": _user(user), "sourceIPs": [source_ip] if source_ip else [],
@@ -124,6 +163,6 @@ class Auditor:
         ref = _object_ref(info)
         if ref is not None:
             event["objectRef"] = ref
-        record = AuditRecord(self.log, level, omit, event)
+        record = AuditRecord(self, level, omit, event, self.policy.omits_managed_fields(rule))
         record.received()
         return record

@@ -37,6 +37,7 @@ class Rule:
     namespaces: tuple[str, ...] = ()
     urls: tuple[str, ...] = ()
     omit_stages: tuple[str, ...] = ()
+    omit_managed_fields: bool | None = None  # None: the policy's
 
     def matches(self, user: UserInfo, info: RequestInfo) -> bool:
         if self.users and user.name not in self.users:
@@ -84,13 +85,22 @@ def _path_matches(path: str, spec: str) -> bool:
 class Policy:
     rules: tuple[Rule, ...]
     omit_stages: tuple[str, ...] = ()
+    omit_managed_fields: bool = False  # metadata.managedFields left out of the objects recorded
+
+    def rule_for(self, user: UserInfo, info: RequestInfo) -> Rule | None:
+        """The first rule that matches the request."""
+        return next((rule for rule in self.rules if rule.matches(user, info)), None)
 
     def level_for(self, user: UserInfo, info: RequestInfo) -> tuple[str, frozenset[str]]:
         """The request's level and the stages not to record."""
-        for rule in self.rules:
-            if rule.matches(user, info):
-                return rule.level, frozenset(self.omit_stages) | frozenset(rule.omit_stages)
-        return "None", frozenset(self.omit_stages)
+        rule = self.rule_for(user, info)
+        if rule is None:
+            return "None", frozenset(self.omit_stages)
+        return rule.level, frozenset(self.omit_stages) | frozenset(rule.omit_stages)
+
+    def omits_managed_fields(self, rule: Rule | None) -> bool:
+        return self.omit_managed_fields if rule is None or rule.omit_managed_fields is None \
+            else rule.omit_managed_fields
 
 
 def _strings(value: Any, where: str) -> tuple[str, ...]:
@@ -139,8 +149,16 @@ def parse_policy(data: Any, source: str = "the audit policy") -> Policy:
                           _strings(raw.get("userGroups"), f"{where}.userGroups"),
                           _strings(raw.get("verbs"), f"{where}.verbs"), tuple(resources),
                           _strings(raw.get("namespaces"), f"{where}.namespaces"), urls,
-                          _stages(raw.get("omitStages"), f"{where}.omitStages")))
-    return Policy(tuple(rules), _stages(data.get("omitStages"), f"{source}: omitStages"))
+                          _stages(raw.get("omitStages"), f"{where}.omitStages"),
+                          _flag(raw.get("omitManagedFields"), f"{where}.omitManagedFields")))
+    return Policy(tuple(rules), _stages(data.get("omitStages"), f"{source}: omitStages"),
+                  bool(_flag(data.get("omitManagedFields"), f"{source}: omitManagedFields")))
+
+
+def _flag(value: Any, where: str) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(f"{where}: must be true or false")
+    return value
 
 
 def load_policy(path: Path) -> Policy:

@@ -14,7 +14,8 @@ from pathlib import Path
 import yaml
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from apiserver.audit import AuditLog, Auditor, load_policy
+from apiserver.audit import AuditLog, Auditor, AuditSink, load_policy
+from apiserver.audit.webhook import AuditWebhook, load_target
 from apiserver.auth.authentication import Authenticator, load_token_file
 from apiserver.auth.authorization import parse_modes
 from apiserver.auth.tokens import TokenIssuer, load_signing_key
@@ -72,23 +73,44 @@ def _encryption(cfg: Config) -> EncryptionConfig | None:
 
 
 def _auditor(cfg: Config) -> Auditor | None:
-    """Audit events when a policy and a log are both given (upstream: without a policy,
-    nothing is audited)."""
-    if not cfg.audit_policy_file or not cfg.audit_log_path:
-        if cfg.audit_policy_file or cfg.audit_log_path:
-            log.warning("--audit-policy-file and --audit-log-path go together: nothing is audited")
+    """Audit events when a policy and a backend (a log, a webhook) are given (upstream:
+    without a policy, nothing is audited)."""
+    backends = cfg.audit_log_path or cfg.audit_webhook_config_file
+    if not cfg.audit_policy_file or not backends:
+        if cfg.audit_policy_file or backends:
+            log.warning("--audit-policy-file goes with --audit-log-path or --audit-webhook-config-file: "
+                        "nothing is audited")
         return None
     for flag_name, value in (("--audit-log-maxsize", cfg.audit_log_maxsize),
                              ("--audit-log-maxbackup", cfg.audit_log_maxbackup),
-                             ("--audit-log-maxage", cfg.audit_log_maxage)):
+                             ("--audit-log-maxage", cfg.audit_log_maxage),
+                             ("--audit-webhook-batch-buffer-size", cfg.audit_webhook_batch_buffer_size - 1),
+                             ("--audit-webhook-batch-max-size", cfg.audit_webhook_batch_max_size - 1),
+                             ("--audit-webhook-batch-max-wait", cfg.audit_webhook_batch_max_wait),
+                             ("--audit-webhook-initial-backoff", cfg.audit_webhook_initial_backoff)):
         if value < 0:
-            raise ConfigError(f"{flag_name}: must be 0 or more, not {value}")
+            raise ConfigError(f"{flag_name}: out of range")
     try:
         policy = load_policy(Path(cfg.audit_policy_file))
     except (OSError, ValueError, yaml.YAMLError) as err:
         raise ConfigError(f"--audit-policy-file: {err}") from None
-    return Auditor(policy, AuditLog(cfg.audit_log_path, cfg.audit_log_maxsize, cfg.audit_log_maxbackup,
-                                    cfg.audit_log_maxage))
+    sinks: list[AuditSink] = []
+    if cfg.audit_log_path:
+        sinks.append(AuditLog(cfg.audit_log_path, cfg.audit_log_maxsize, cfg.audit_log_maxbackup,
+                              cfg.audit_log_maxage))
+    if cfg.audit_webhook_config_file:
+        if cfg.audit_webhook_mode != "batch":
+            raise ConfigError(f'--audit-webhook-mode: Unsupported value: "{cfg.audit_webhook_mode}": '
+                              'supported values: "batch"')
+        try:
+            target = load_target(Path(cfg.audit_webhook_config_file))
+        except (OSError, ValueError, ssl.SSLError) as err:
+            raise ConfigError(f"--audit-webhook-config-file: {err}") from None
+        sinks.append(AuditWebhook(target, buffer_size=cfg.audit_webhook_batch_buffer_size,
+                                  max_batch=cfg.audit_webhook_batch_max_size,
+                                  max_wait=cfg.audit_webhook_batch_max_wait,
+                                  initial_backoff=cfg.audit_webhook_initial_backoff))
+    return Auditor(policy, sinks)
 
 
 def _modes(cfg: Config) -> list[str]:

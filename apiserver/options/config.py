@@ -77,12 +77,25 @@ class Config:
                                "gRPC clients must then present one")
     token_auth_file: str = flag("", "static bearer tokens, upstream's CSV: token,user,uid[,\"group1,group2\"]")
     audit_policy_file: str = flag("", "an audit.k8s.io/v1 Policy: which requests are audited, at which level "
-                                  "(with --audit-log-path; default: nothing audited)")
+                                  "(with --audit-log-path or --audit-webhook-config-file; default: nothing "
+                                  "audited)")
     audit_log_path: str = flag("", "the audit log: one JSON event a line (`-`: standard output)")
     audit_log_maxsize: int = flag(0, "megabytes an audit log reaches before it is rotated (default 0: never)",
                                   type=int)
     audit_log_maxbackup: int = flag(0, "rotated audit logs kept (default 0: every one)", type=int)
     audit_log_maxage: int = flag(0, "days a rotated audit log is kept (default 0: no limit)", type=int)
+    audit_webhook_config_file: str = flag("", "a kubeconfig naming the server audit events are POSTed to as "
+                                          "EventLists (with --audit-policy-file)")
+    audit_webhook_mode: str = flag("batch", "how events reach the webhook: batch (default; blocking modes are "
+                                   "not supported)")
+    audit_webhook_batch_buffer_size: int = flag(10000, "events held for the webhook before new ones are dropped "
+                                                "(default %(default)s)", type=int)
+    audit_webhook_batch_max_size: int = flag(400, "events in one webhook request at most (default %(default)s)",
+                                             type=int)
+    audit_webhook_batch_max_wait: float = flag(30.0, "seconds an event waits for its batch to fill "
+                                               "(default %(default)s)", type=float)
+    audit_webhook_initial_backoff: float = flag(10.0, "seconds before a failed batch is sent again, growing 1.5x "
+                                                "(default %(default)s)", type=float)
     encryption_provider_config: str = flag("", "an apiserver.config.k8s.io/v1 EncryptionConfiguration: the "
                                            "resources encrypted in etcd and their providers and keys (default: "
                                            "none encrypted)")

@@ -1,7 +1,8 @@
 """Audit logging against a real apiserver: with the policy `kubeling up` uses, every write
 of a run appears once per stage with who, what and how it ended, a Secret's content never;
 with a policy asking for everything, every stage with the request's and the response's
-objects; the gRPC front end audited alike; a bad policy refused at start."""
+objects; the gRPC front end audited alike; a bad policy refused at start; managed fields
+left out when asked; the webhook backend's batches."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
+from aiohttp import web
 
 from apiserver.audit import DEFAULT_POLICY
 from apiserver.server import APIServer
@@ -21,6 +23,7 @@ from kubeling.client import Client
 from kubeling.options import ConfigError
 from protos.kubeling.v1 import core_pb2, meta_pb2
 from tests.conftest import apiserver_config
+from tests.wait import until
 
 SECRET_TEXT = "the-launch-codes-1234"
 
@@ -134,6 +137,40 @@ async def test_a_policy_of_everything_records_every_stage_and_the_grpc_front_end
     assert done["sourceIPs"] == ["127.0.0.1"]
 
 
+async def test_managed_fields_are_left_out_when_the_policy_says_so(etcd: EtcdServer, prefix: str,
+                                                                     tmp_path: Path) -> None:
+    """omitManagedFields: the policy's, and a rule's that overrides it."""
+    policy = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitManagedFields": True, "rules": [
+        {"level": "RequestResponse", "resources": [{"group": "", "resources": ["configmaps"]}],
+         "namespaces": ["kept"], "omitManagedFields": False},
+        {"level": "RequestResponse", "resources": [{"group": "", "resources": ["configmaps"]}]}]}
+    server = await _started(etcd, prefix, tmp_path, policy)
+    try:
+        async with aiohttp.ClientSession() as session:
+            for namespace in ("default", "kept"):
+                if namespace != "default":
+                    await _call(session, server, "POST", "/api/v1/namespaces",
+                                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+                                token="admin-token")
+                code, _ = await _call(session, server, "POST", f"/api/v1/namespaces/{namespace}/configmaps",
+                                      {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                                       "data": {"k": "v"}}, token="admin-token")
+                assert code == 201
+            code, _ = await _call(session, server, "GET", "/api/v1/namespaces/default/configmaps",
+                                  token="admin-token")
+            assert code == 200
+    finally:
+        await server.stop(grace=0)
+    done = {(e["objectRef"].get("namespace"), e["verb"]): e for e in _events(tmp_path / "audit" / "audit.log")
+            if e["stage"] == "ResponseComplete" and e["objectRef"].get("resource") == "configmaps"}
+    omitted, kept = done[("default", "create")], done[("kept", "create")]
+    assert omitted["responseObject"]["metadata"]["name"] == "c"
+    assert "managedFields" not in omitted["responseObject"]["metadata"]
+    assert kept["responseObject"]["metadata"]["managedFields"][0]["manager"] == "audit-test"
+    listed = done[("default", "list")]["responseObject"]
+    assert listed["items"] and all("managedFields" not in i["metadata"] for i in listed["items"])
+
+
 async def test_a_bad_policy_is_refused_at_start(etcd: EtcdServer, prefix: str, tmp_path: Path) -> None:
     policy = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Everything"}]}
     with pytest.raises(ConfigError, match=r'--audit-policy-file: .*rules\[0\].level: Unsupported value: "Everything"'):
@@ -158,3 +195,67 @@ async def test_pod_security_audit_mode_annotates_the_events(audited: APIServer, 
     violations = annotations["pod-security.kubernetes.io/audit-violations"]
     assert violations.startswith('would violate PodSecurity "restricted:latest": ') and \
         'privileged (container "c" must not set securityContext.privileged=true)' in violations, violations
+
+
+async def test_events_reach_a_webhook_in_batches_and_a_refused_batch_is_sent_again(
+        etcd: EtcdServer, prefix: str, tmp_path: Path) -> None:
+    """The webhook backend (batch mode) as an audit collector sees it: EventLists POSTed to
+    the kubeconfig's server; the first answer is a 503, and that batch arrives later."""
+    received: list[dict[str, Any]] = []
+    answers = iter([503])
+
+    async def collect(request: web.Request) -> web.Response:
+        status = next(answers, 200)
+        if status == 200:
+            received.append(await request.json())
+        return web.Response(status=status)
+
+    app = web.Application()
+    app.router.add_post("/audit", collect)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    (tmp_path / "webhook.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "audit",
+        "clusters": [{"name": "sink", "cluster": {"server": f"http://127.0.0.1:{port}/audit"}}],
+        "contexts": [{"name": "audit", "context": {"cluster": "sink", "user": "apiserver"}}],
+        "users": [{"name": "apiserver", "user": {}}]}))
+    policy = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"], "rules": [
+        {"level": "Metadata", "resources": [{"group": "", "resources": ["configmaps"]}]}]}
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(policy))
+    server = APIServer(apiserver_config(etcd, prefix, rest_listen="127.0.0.1:0",
+                                        audit_policy_file=str(tmp_path / "policy.yaml"),
+                                        audit_webhook_config_file=str(tmp_path / "webhook.yaml"),
+                                        audit_webhook_batch_max_wait=0.2, audit_webhook_initial_backoff=0.1))
+    await server.start()
+    try:
+        async with Client(server.address) as client:
+            for i in range(3):
+                await client.configmaps.create(core_pb2.ConfigMap(
+                    metadata=meta_pb2.ObjectMeta(name=f"c{i}", namespace="default")))
+
+            def delivered() -> list[str]:
+                return sorted(e["objectRef"]["name"] for batch in received for e in batch["items"]
+                              if e["verb"] == "create")
+            await until(delivered, "the three creates delivered", check=lambda names: names == ["c0", "c1", "c2"])
+    finally:
+        await server.stop(grace=0)
+        await runner.cleanup()
+    assert all(b["kind"] == "EventList" and b["apiVersion"] == "audit.k8s.io/v1" for b in received)
+    event = received[0]["items"][0]
+    assert event["stage"] == "ResponseComplete" and event["level"] == "Metadata"
+    assert event["responseStatus"]["code"] == 201
+
+
+async def test_a_bad_webhook_configuration_is_refused_at_start(etcd: EtcdServer, prefix: str, tmp_path: Path) -> None:
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(DEFAULT_POLICY))
+    (tmp_path / "webhook.yaml").write_text(yaml.safe_dump({"clusters": [{"name": "x", "cluster": {
+        "server": "ftp://example"}}]}))
+    for overrides, message in (({}, "cluster.server: must be an http"),
+                               ({"audit_webhook_mode": "blocking"}, 'Unsupported value: "blocking"')):
+        server = APIServer(apiserver_config(etcd, prefix, audit_policy_file=str(tmp_path / "policy.yaml"),
+                                            audit_webhook_config_file=str(tmp_path / "webhook.yaml"), **overrides))
+        with pytest.raises(ConfigError, match=message):
+            await server.start()
