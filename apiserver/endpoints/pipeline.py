@@ -31,7 +31,7 @@ from apiserver.auth.authentication import ANONYMOUS, Authenticator, UserInfo, cu
 from apiserver.auth.authorization import Authorizer, require
 from apiserver.endpoints.impersonation import impersonate
 from apiserver.endpoints.metrics import Metrics
-from apiserver.endpoints.request import Credentials, RequestInfo, http_code
+from apiserver.endpoints.request import Credentials, RequestInfo, http_code, yield_turn
 from apiserver.flowcontrol import Admitted, FlowControl
 from kubeling import errors
 from kubeling.telemetry import tracer
@@ -96,6 +96,8 @@ class Served:
         if control is not None and self.info is not None:
             self.admitted = Admitted()
             await control.admit(self.user or ANONYMOUS, self.info, self.admitted, long_running=long_running)
+            if self.admitted.seat is not None and self.admitted.seat.width > 1:
+                yield_turn.set(control.courtesy)
         if long_running and self.audit is not None:
             self.audit.started()
 

@@ -5,7 +5,7 @@ metrics and logs use."""
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +77,11 @@ class RequestInfo:
 
 # This call's dryRun (the client's `dry-run: All` metadata, or REST's dryRun=All), for the write it makes.
 dry_run_requested: contextvars.ContextVar[bool] = contextvars.ContextVar("dry_run_requested", default=False)
+
+# How a long step of this request (encoding a big list) gives the event loop back: Priority
+# and Fairness's (a wide request waits a moment for the narrow ones in flight), else a turn.
+yield_turn: contextvars.ContextVar[Callable[[], Awaitable[None]] | None] = contextvars.ContextVar(
+    "yield_turn", default=None)
 
 
 # An error's HTTP status, by its reason: what REST answers with and what audit records

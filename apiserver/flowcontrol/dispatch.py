@@ -20,8 +20,9 @@ from apiserver.flowcontrol.queueset import PriorityLevel, Rejected, Seat
 from apiserver.storage.cacher.watch_cache import WatchCache
 from kubeling.dynamic import content_of
 
-__all__ = ["FlowControl", "Admitted"]
+__all__ = ["COURTESY_SECONDS", "FlowControl", "Admitted"]
 
+COURTESY_SECONDS = 0.002
 _OBJECTS_PER_SEAT = 100  # upstream's work estimator: a LIST takes a seat per 100 objects ...
 _MAX_SEATS = 10  # ... up to 10
 
@@ -115,6 +116,11 @@ class FlowControl:
         self._schemas: list[_Schema] = []
         self._levels: dict[str, PriorityLevel] = {}
         self.metrics = FlowMetrics(registry, lambda: self._levels)
+        # one-seat requests executing now, and set when there are none: wide ones (big
+        # LISTs) wait on it a moment between slices (courtesy)
+        self._narrow = 0
+        self._no_narrow = asyncio.Event()
+        self._no_narrow.set()
 
     def _configuration(self) -> tuple[list[_Schema], dict[str, PriorityLevel]]:
         seen = (self.schemas.changes, self.levels.changes)
@@ -203,13 +209,36 @@ class FlowControl:
         metrics.executing[key] += 1
         metrics.executing_seats[key] += seat.width
         admitted.seat = seat
+        narrow = seat.width == 1
+        if narrow:
+            self._narrow += 1
+            self._no_narrow.clear()
 
         def ended() -> None:
             metrics.executing[key] -= 1
             metrics.executing_seats[key] -= seat.width
             metrics.execution.labels(*key, "regular").observe(time.monotonic() - started)
+            if narrow:
+                self._narrow -= 1
+                if not self._narrow:
+                    self._no_narrow.set()
 
         admitted.on_release = ended
+
+    async def courtesy(self) -> None:
+        """A wide request's turn between two slices of its work: while one-seat requests
+        (a Lease renewal, a GET) are executing, wait for them a moment (at most
+        COURTESY_SECONDS). One event loop is this server's one CPU: seats alone would let
+        a stream of cheap LISTs take it from every other level, which upstream's many
+        cores and goroutines do not suffer."""
+        if self._narrow:
+            try:
+                async with asyncio.timeout(COURTESY_SECONDS):
+                    await self._no_narrow.wait()
+                return
+            except TimeoutError:
+                pass
+        await asyncio.sleep(0)
 
     def level(self, name: str) -> PriorityLevel | None:
         return self._configuration()[1].get(name)

@@ -4,13 +4,22 @@ classification (dispatch), without an apiserver."""
 from __future__ import annotations
 
 import asyncio
+import time
+from types import SimpleNamespace
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from apiserver.auth.authentication import UserInfo
 from apiserver.endpoints.request import RequestInfo
-from apiserver.flowcontrol.bootstrap import MANDATORY_SCHEMAS, SUGGESTED_SCHEMAS
-from apiserver.flowcontrol.dispatch import _matches, _Schema
+from apiserver.flowcontrol.bootstrap import (
+    MANDATORY_LEVELS,
+    MANDATORY_SCHEMAS,
+    SUGGESTED_LEVELS,
+    SUGGESTED_SCHEMAS,
+    _object,
+)
+from apiserver.flowcontrol.dispatch import COURTESY_SECONDS, Admitted, FlowControl, _matches, _Schema
 from apiserver.flowcontrol.queueset import PriorityLevel
 from kubeling import errors
 
@@ -162,3 +171,51 @@ def test_classification_by_the_bootstrap_schemas() -> None:
     assert first(UserInfo("system:kube-scheduler", groups=("system:authenticated",)),
                  RequestInfo("update", True, "coordination.k8s.io", "leases", namespace="kube-system",
                              name="kube-scheduler")) == "system-leader-election"
+
+
+class _Cache:
+    """What FlowControl reads of a watch cache: ready, a change count, the stored objects."""
+
+    def __init__(self, kind: str, specs: dict[str, dict[str, object]]) -> None:
+        self.ready = asyncio.Event()
+        self.ready.set()
+        self.changes = 1
+        self.store = {name: SimpleNamespace(obj=_object(kind, name, spec)) for name, spec in specs.items()}
+
+
+def _flow_control() -> FlowControl:
+    levels = _Cache("PriorityLevelConfiguration", {**MANDATORY_LEVELS, **SUGGESTED_LEVELS})
+    schemas = _Cache("FlowSchema", {**MANDATORY_SCHEMAS, **SUGGESTED_SCHEMAS})
+    return FlowControl(schemas, levels, 90, lambda group, plural: 5000,  # type: ignore[arg-type]
+                       CollectorRegistry())
+
+
+async def test_a_wide_request_waits_a_moment_for_the_narrow_ones_in_flight() -> None:
+    """Courtesy: between two slices of its work, a big LIST (ten seats) lets one-seat
+    requests in flight (a Lease renewal) finish first, but never waits longer than
+    COURTESY_SECONDS."""
+    control = _flow_control()
+    node = UserInfo("system:node:n1", groups=("system:nodes",))
+    renewal = Admitted()
+    await control.admit(node, RequestInfo("update", True, "coordination.k8s.io", "leases",
+                                          namespace="kube-node-lease", name="n1"), renewal)
+    flood = Admitted()
+    await control.admit(UserInfo("noisy", groups=("system:authenticated",)), RequestInfo("list", True, "", "pods"),
+                        flood)
+    assert renewal.seat is not None and renewal.seat.width == 1
+    assert flood.seat is not None and flood.seat.width > 1
+    waiting = asyncio.create_task(control.courtesy())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not waiting.done()  # the renewal is executing
+    renewal.release()
+    await asyncio.wait_for(waiting, 1)
+    # one that never ends holds the wide one back a moment only
+    held = Admitted()
+    await control.admit(node, RequestInfo("get", True, "", "nodes", name="n1"), held)
+    started = time.monotonic()
+    await control.courtesy()
+    assert COURTESY_SECONDS <= time.monotonic() - started < 0.5
+    held.release()
+    flood.release()
+    await asyncio.wait_for(control.courtesy(), 1)  # nothing in flight: a turn

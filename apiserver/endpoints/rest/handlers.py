@@ -10,6 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
+from apiserver.endpoints.request import yield_turn
 from apiserver.endpoints.rest.apply import apply, record_update
 from apiserver.endpoints.rest.codec import from_json, to_json
 from apiserver.endpoints.rest.protobuf import PROTOBUF, decode_envelope, prune_zero_fields, wire
@@ -198,13 +199,18 @@ async def _encoded(items: list[Any], encode: Callable[[list[Any]], list[bytes]])
     (with Priority and Fairness limiting how many such lists run at once, what waits
     behind them is a slice, not whole lists)."""
     parts: list[bytes] = []
+    turn = yield_turn.get() or _next_turn
     for start in range(0, len(items), _ITEMS_PER_TURN):
         if start:
             # a turn even when the cache had every encoding: a flood of cheap lists would
-            # otherwise hold the loop in longer steps (the protected flows' p50 tripled)
-            await asyncio.sleep(0)
+            # otherwise hold the loop in longer steps (the protected flows' p50 doubled)
+            await turn()
         parts += encode(items[start:start + _ITEMS_PER_TURN])
     return parts
+
+
+async def _next_turn() -> None:
+    await asyncio.sleep(0)
 
 
 async def create(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
