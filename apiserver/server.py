@@ -19,6 +19,7 @@ from grpc_reflection.v1alpha import reflection
 
 from apiserver.admission.chain import Admission, AdmissionPlugin, MutatingPlugin
 from apiserver.admission.defaulttolerationseconds import DefaultTolerationSeconds
+from apiserver.admission.ingressclass import DefaultIngressClass
 from apiserver.admission.limitranger import LimitRanger
 from apiserver.admission.noderestriction import NodeRestriction
 from apiserver.admission.podsecurity import PodSecurityAdmission
@@ -83,7 +84,7 @@ from apiserver.storage.ttl import LeasePool
 from kubeling import errors, scheme
 from kubeling.http import StatusServer
 from kubeling.scheme import ResourceType, Scheme
-from protos.kubeling.v1 import api_pb2, authentication_pb2, core_pb2, meta_pb2, policy_pb2, storage_pb2
+from protos.kubeling.v1 import api_pb2, authentication_pb2, core_pb2, custom_pb2, meta_pb2, policy_pb2, storage_pb2
 
 __all__ = ["APIServer", "Config"]
 
@@ -281,6 +282,13 @@ class APIServer:
             mutating.append(DefaultStorageClass(storage_classes))
         if "StorageObjectInUseProtection" in names:
             mutating.append(StorageObjectInUseProtection())
+        if "DefaultIngressClass" in names:
+            ingress_classes = self.registries[scheme.INGRESSCLASSES]
+
+            async def every_ingress_class() -> list[custom_pb2.CustomResource]:
+                return (await ingress_classes.list(meta_pb2.ListRequest(resourceVersion="0")))[0]
+
+            mutating.append(DefaultIngressClass(every_ingress_class))
         if "PersistentVolumeClaimResize" in names:
             plugins.append(PersistentVolumeClaimResize(lambda name: self._cached(scheme.STORAGECLASSES)("", name)))
         self._webhook_client = WebhookClient(self._service_address)

@@ -118,12 +118,16 @@ _FIELD = re.compile(r"^\t(?:(\w+)\s+)?(\*?[\w.\[\]*]+)\s+`([^`]*)`")
 _TAG = re.compile(r'(\w+):"([^"]*)"')
 
 
-def _go_tags(tree: Path) -> tuple[dict[str, dict[int, str]], dict[str, set[int]], set[str]]:
+def _go_tags(tree: Path) -> tuple[dict[str, dict[int, str]], dict[str, set[int]], set[str], dict[str, set[int]]]:
     """From the Go types: per message, the JSON name of each field number whose Go tag
     differs from the proto name; the embedded (inline) field numbers; the messages that are
-    a Go slice of strings (`type ExtraValue []string`: a list in JSON)."""
+    a Go slice of strings (`type ExtraValue []string`: a list in JSON); the field numbers
+    whose zero counts — Go pointers (on the wire only when set: a zero there is a value,
+    where a non-pointer's zero is Go writing every field) and fields without omitempty
+    (Go's JSON writes them zero too)."""
     json_names: dict[str, dict[int, str]] = {}
     inline: dict[str, set[int]] = {}
+    pointers: dict[str, set[int]] = {}
     slices: set[str] = set()
     for go in tree.rglob("*.go"):
         package = str(go.parent.relative_to(tree)).replace("/", ".").replace("-", "_")
@@ -144,11 +148,15 @@ def _go_tags(tree: Path) -> tuple[dict[str, dict[int, str]], dict[str, set[int]]
                 continue
             number = int(tags["protobuf"].split(",")[1])
             json_name = tags.get("json", "").split(",")[0]
+            # kept on the wire and in JSON alike: pointers (set or absent), and fields Go's
+            # JSON writes even when zero (no omitempty)
+            if m.group(2).startswith("*") or "omitempty" not in tags.get("json", "").split(",")[1:]:
+                pointers.setdefault(struct, set()).add(number)
             if m.group(1) is None and json_name == "":
                 inline.setdefault(struct, set()).add(number)
             elif json_name and json_name != "-":
                 json_names.setdefault(struct, {})[number] = json_name
-    return json_names, inline, slices
+    return json_names, inline, slices, pointers
 
 
 def _kinds() -> list[tuple[str, str]]:
@@ -165,7 +173,7 @@ def layout(mirror: Path) -> dict[str, Any]:
         tree = Path(tmp)
         commits = _checkout(mirror, tree)
         messages = _descriptors(tree)
-        json_names, inline, slices = _go_tags(tree)
+        json_names, inline, slices, pointers = _go_tags(tree)
     roots: dict[str, str] = {}
     for api_version, kind in _kinds():
         name = f"{package_of(api_version)}.{kind}"
@@ -196,6 +204,8 @@ def layout(mirror: Path) -> dict[str, Any]:
                 extra["json"] = json_name
             if f.number in inline.get(name, set()):
                 extra["inline"] = True
+            if f.number in pointers.get(name, set()):
+                extra["zero"] = True  # a zero is a value: kept
             entry.append(extra)
             fields.append(entry)
         record: dict[str, Any] = {"fields": fields}

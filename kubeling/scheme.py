@@ -53,7 +53,8 @@ __all__ = ["ApiObject", "ObjectT", "Method", "Subresource", "ResourceType", "Sch
            "CLUSTERROLEBINDINGS", "DEPLOYMENTS", "REPLICASETS", "JOBS", "PRIORITYCLASSES", "POD_DISRUPTION_BUDGETS",
            "PODTEMPLATES", "CUSTOMRESOURCEDEFINITIONS", "VALIDATINGWEBHOOKCONFIGURATIONS",
            "MUTATINGWEBHOOKCONFIGURATIONS", "VALIDATINGADMISSIONPOLICIES", "VALIDATINGADMISSIONPOLICYBINDINGS",
-           "FLOWSCHEMAS", "PRIORITYLEVELCONFIGURATIONS", "EVENTS_V1",
+           "FLOWSCHEMAS", "PRIORITYLEVELCONFIGURATIONS", "EVENTS_V1", "INGRESSCLASSES", "INGRESSES",
+           "NETWORKPOLICIES",
            "APISERVICES", "RUNTIMECLASSES", "CUSTOM_SERVICE", "deletes_collections", "PERSISTENTVOLUMES",
            "PERSISTENTVOLUMECLAIMS", "STORAGECLASSES", "CSIDRIVERS", "CSINODES", "VOLUMEATTACHMENTS",
            "CSISTORAGECAPACITIES", "CRONJOBS", "DAEMONSETS", "STATEFULSETS", "CONTROLLERREVISIONS",
@@ -488,6 +489,13 @@ FLOWSCHEMAS = ResourceType(_FLOWCONTROL, "v1", "FlowSchema", "flowschemas", cust
 PRIORITYLEVELCONFIGURATIONS = ResourceType(_FLOWCONTROL, "v1", "PriorityLevelConfiguration",
                                            "prioritylevelconfigurations", custom_pb2.CustomResource,
                                            namespaced=False, subresources=(_STATUS,), custom=True)
+_NETWORKING = "networking.k8s.io"
+INGRESSCLASSES = ResourceType(_NETWORKING, "v1", "IngressClass", "ingressclasses", custom_pb2.CustomResource,
+                              namespaced=False, custom=True)
+INGRESSES = ResourceType(_NETWORKING, "v1", "Ingress", "ingresses", custom_pb2.CustomResource, short_names=("ing",),
+                         subresources=(_STATUS,), custom=True)
+NETWORKPOLICIES = ResourceType(_NETWORKING, "v1", "NetworkPolicy", "networkpolicies", custom_pb2.CustomResource,
+                               short_names=("netpol",), custom=True)
 APISERVICES = ResourceType("apiregistration.k8s.io", "v1", "APIService", "apiservices", custom_pb2.CustomResource,
                            namespaced=False, categories=("api-extensions",), subresources=(_STATUS,), custom=True)
 
@@ -498,7 +506,7 @@ BUILTIN: tuple[ResourceType[Any], ...] = (
     ENDPOINTSLICES, LEASES, ROLES, CLUSTERROLES,
     ROLEBINDINGS, CLUSTERROLEBINDINGS, DEPLOYMENTS, REPLICASETS, DAEMONSETS, STATEFULSETS, CONTROLLERREVISIONS,
     HORIZONTALPODAUTOSCALERS, HORIZONTALPODAUTOSCALERS_V1, EVENTS_V1, JOBS, CRONJOBS, PRIORITYCLASSES,
-    POD_DISRUPTION_BUDGETS,
+    POD_DISRUPTION_BUDGETS, INGRESSCLASSES, INGRESSES, NETWORKPOLICIES,
     STORAGECLASSES, CSIDRIVERS, CSINODES, VOLUMEATTACHMENTS, CSISTORAGECAPACITIES, RUNTIMECLASSES,
     VALIDATINGWEBHOOKCONFIGURATIONS,
     MUTATINGWEBHOOKCONFIGURATIONS, VALIDATINGADMISSIONPOLICIES, VALIDATINGADMISSIONPOLICYBINDINGS,

@@ -16,6 +16,7 @@ READ = ("get", "list", "watch")
 WRITE = ("create", "delete", "deletecollection", "patch", "update")
 CORE, COORDINATION, RBAC = "", "coordination.k8s.io", "rbac.authorization.k8s.io"
 APPS, BATCH, POLICY, SCHEDULING = "apps", "batch", "policy", "scheduling.k8s.io"
+NETWORKING = "networking.k8s.io"
 AUTOSCALING = "autoscaling"
 DISCOVERY, STORAGE = "discovery.k8s.io", "storage.k8s.io"
 _WORKLOADS = ("controllerrevisions", "daemonsets", "daemonsets/status", "deployments", "deployments/scale",
@@ -44,6 +45,7 @@ _VIEW = (
     _rule(READ, (BATCH,), ("cronjobs", "cronjobs/status", "jobs", "jobs/status")),
     _rule(READ, (AUTOSCALING,), ("horizontalpodautoscalers", "horizontalpodautoscalers/status")),
     _rule(READ, (POLICY,), ("poddisruptionbudgets", "poddisruptionbudgets/status")),
+    _rule(READ, (NETWORKING,), ("ingresses", "ingresses/status", "networkpolicies")),
     _rule(READ, ("metrics.k8s.io",), ("pods", "nodes")),  # upstream's system:aggregated-metrics-reader
 )
 _EDIT_ONLY = (
@@ -59,6 +61,7 @@ _EDIT_ONLY = (
     _rule(READ + WRITE, (BATCH,), ("cronjobs", "jobs")),
     _rule(READ + WRITE, (AUTOSCALING,), ("horizontalpodautoscalers",)),
     _rule(READ + WRITE, (POLICY,), ("poddisruptionbudgets",)),
+    _rule(READ + WRITE, (NETWORKING,), ("ingresses", "networkpolicies")),
 )
 _ADMIN_ONLY = (
     _rule(READ + WRITE, (RBAC,), ("roles", "rolebindings")),

@@ -16,6 +16,7 @@ __all__ = ["Config", "ADMISSION_PLUGINS"]
 ADMISSION_PLUGINS = ("LimitRanger", "NodeRestriction", "ServiceAccount", "DefaultTolerationSeconds", "Priority",
                      "PodSecurity", "RuntimeClass",
                      "DefaultStorageClass", "StorageObjectInUseProtection", "PersistentVolumeClaimResize",
+                     "DefaultIngressClass",
                      "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook",
                      "ResourceQuota")
 

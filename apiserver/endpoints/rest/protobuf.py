@@ -66,6 +66,7 @@ class _Field:
     repeated: bool
     message: str | None
     inline: bool  # a Go-embedded struct: its fields sit in the parent's JSON object
+    keeps_zero: bool  # a Go pointer (on the wire only when set) or a field without omitempty
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class Wire:
         self.messages: dict[str, _Message] = {}
         for name, record in layout["messages"].items():
             fields = tuple(_Field(f[0], f[4].get("json", f[0]), f[1], f[2], f[3], f[4].get("message"),
-                                  bool(f[4].get("inline"))) for f in record["fields"])
+                                  bool(f[4].get("inline")), bool(f[4].get("zero"))) for f in record["fields"])
             self.messages[name] = _Message(name, fields, bool(record.get("map")), bool(record.get("slice")))
         self._classes = self._build()
 
@@ -304,6 +305,8 @@ class Wire:
                 out[f.json] = {k: self._value(entry, v) for k, v in value.items()}
             elif f.repeated:
                 out[f.json] = [self._value(f, v) for v in value]
+            elif f.message is None and not f.keeps_zero and not value:
+                continue  # Go writes its non-pointer fields, zero or not; its JSON leaves zeros out
             else:
                 converted = self._value(f, value)
                 if converted is not _ABSENT:
@@ -399,7 +402,8 @@ def decode_envelope(body: bytes) -> dict[str, Any]:
 
 def prune_zero_fields(data: Any, descriptor: Any) -> Any:
     """Go writes every non-pointer field to the wire, zero or not (`selfLink: ""`,
-    `hostNetwork: false`); upstream's JSON leaves such zeros out. Drop a zero value
+    `hostNetwork: false`); reading drops those (by the layout's pointer marks), and this
+    drops what is left that this project has no room for. Drop a zero value
     where this project's message (its descriptor) has no field of that JSON name or a field
     without presence, so a protobuf body reads as the same body in JSON would: no unknown
     field warnings, no extra managed fields."""

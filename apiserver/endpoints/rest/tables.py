@@ -633,6 +633,37 @@ _FLOWCONTROL_PRINTERS: dict[str, Printer] = {
 }
 
 
+def _ingress_row(ing: Obj, now: float) -> list[Any]:
+    """upstream's printIngress: CLASS, HOSTS (every rule's, "*" when a rule has none),
+    ADDRESS (the load balancer's), PORTS (80, and 443 with TLS)."""
+    spec = ing.get("spec") or {}
+    hosts = [r.get("host") or "*" for r in spec.get("rules") or []]
+    addresses = [i.get("ip") or i.get("hostname", "") for i in
+                 ((ing.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []]
+    return [ing["metadata"]["name"], spec.get("ingressClassName") or _NONE, ",".join(hosts) or "*",
+            ",".join(a for a in addresses if a), "80, 443" if spec.get("tls") else "80", _age(ing, now)]
+
+
+def _ingressclass_row(ic: Obj, now: float) -> list[Any]:
+    spec = ic.get("spec") or {}
+    parameters = spec.get("parameters")
+    shown = _NONE if not parameters else \
+        f"{parameters.get('kind', '')}.{parameters.get('apiGroup') or ''}/{parameters.get('name', '')}"
+    return [ic["metadata"]["name"], spec.get("controller", ""), shown, _age(ic, now)]
+
+
+_NETWORKING_PRINTERS: dict[str, Printer] = {
+    "ingresses": ([("Name", "string", 0), ("Class", "string", 0), ("Hosts", "string", 0), ("Address", "string", 0),
+                   ("Ports", "string", 0), ("Age", "string", 0)], _ingress_row),
+    "ingressclasses": ([("Name", "string", 0), ("Controller", "string", 0), ("Parameters", "string", 0),
+                        ("Age", "string", 0)], _ingressclass_row),
+    "networkpolicies": ([("Name", "string", 0), ("Pod-Selector", "string", 0), ("Age", "string", 0)],
+                        lambda np, now: [np["metadata"]["name"],
+                                         _selector((np.get("spec") or {}).get("podSelector")) or _NONE,
+                                         _age(np, now)]),
+}
+
+
 _ADMISSION_PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], list[Any]]]] = {
     "validatingwebhookconfigurations": (_WEBHOOK_COLUMNS, _webhook_row),
     "mutatingwebhookconfigurations": (_WEBHOOK_COLUMNS, _webhook_row),
@@ -668,6 +699,7 @@ _PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], li
     **_STORAGE_PRINTERS,
     **_ADMISSION_PRINTERS,
     **_FLOWCONTROL_PRINTERS,
+    **_NETWORKING_PRINTERS,
 }
 
 
