@@ -10,6 +10,7 @@ import ipaddress
 import re
 from typing import Any
 
+from apiserver.registry.admissionregistration.rules import validate_selector
 from apiserver.registry.generic.json_strategy import (
     CR,
     LABEL_SELECTOR,
@@ -20,11 +21,8 @@ from apiserver.registry.generic.json_strategy import (
     string,
 )
 from apiserver.validation import Checker
-from apiserver.validation.pods import validate_label_selector
 from kubeling import names, scheme
 from kubeling.dynamic import content_of
-from kubeling.kjson import from_json
-from protos.kubeling.v1 import meta_pb2
 
 __all__ = ["STRATEGIES", "DEFAULT_CLASS_ANNOTATION", "IngressStrategy", "IngressClassStrategy",
            "NetworkPolicyStrategy", "is_default_class"]
@@ -210,10 +208,6 @@ _PEER = obj({"podSelector": LABEL_SELECTOR, "namespaceSelector": LABEL_SELECTOR,
 _PORT = obj({"protocol": string(default="TCP"), "port": _INT_OR_STRING, "endPort": integer()})
 
 
-def _selector(selector: dict[str, Any], path: str, check: Checker) -> None:
-    validate_label_selector(from_json(selector, meta_pb2.LabelSelector).message, path, check)
-
-
 def _peers(peers: list[dict[str, Any]], path: str, check: Checker) -> None:
     for i, peer in enumerate(peers):
         at = f"{path}[{i}]"
@@ -224,7 +218,7 @@ def _peers(peers: list[dict[str, Any]], path: str, check: Checker) -> None:
         if block is None and not selectors:
             check.add(at, "Required value: must specify a peer")
         for key in selectors:
-            _selector(peer[key], f"{at}.{key}", check)
+            validate_selector(peer[key], f"{at}.{key}", check)
         if block is not None:
             _ip_block(block, f"{at}.ipBlock", check)
 
@@ -289,7 +283,7 @@ class NetworkPolicyStrategy(JsonStrategy):
 
     def validate_content(self, content: dict[str, Any], check: Checker) -> None:
         spec = content.get("spec") or {}
-        _selector(spec.get("podSelector") or {}, "spec.podSelector", check)
+        validate_selector(spec.get("podSelector") or {}, "spec.podSelector", check)
         for i, rule in enumerate(spec.get("ingress") or []):
             _ports(rule.get("ports") or [], f"spec.ingress[{i}].ports", check)
             _peers(rule.get("from") or [], f"spec.ingress[{i}].from", check)
