@@ -87,6 +87,7 @@ class PriorityLevel:
     clock: Callable[[], float] = time.monotonic
     in_use: int = 0
     _queues: list[_Queue] = field(default_factory=list)
+    _busy: set[_Queue] = field(default_factory=set)  # the queues with requests waiting or executing
     # Virtual time (seat-seconds per active queue), as upstream's fair queuing: it runs at
     # the seats in use (or wanted, at most all) over the queues that have requests, so a
     # queue's requests are dispatched as if each active queue had an equal share of seats
@@ -105,12 +106,20 @@ class PriorityLevel:
 
     @property
     def waiting(self) -> int:
-        return sum(len(q.waiting) for q in self._queues)
+        return sum(len(q.waiting) for q in self._busy)
+
+    def _note(self, queue: _Queue) -> None:
+        """Keep `_busy` (the queues with requests waiting or executing) as the queue now is:
+        every request touches it twice, so nothing on that path scans all the queues."""
+        if queue.idle:
+            self._busy.discard(queue)
+        else:
+            self._busy.add(queue)
 
     def _sync(self) -> None:
         """Advance virtual time to now."""
         now = self.clock()
-        active = [q for q in self._queues if not q.idle]
+        active = self._busy
         if active:
             wanted = min(sum(q.seats for q in active), self.seats)
             self._r += (now - self._r_at) * wanted / len(active)
@@ -128,6 +137,7 @@ class PriorityLevel:
         charged to the queue's virtual time, corrected by what it really took when it ends."""
         queue.next_r += width * self._estimate
         queue.executing_seats += width
+        self._note(queue)
         self.in_use += width
         self.dispatched += 1
         return Seat(self, width, queue, self.clock(), width * self._estimate)
@@ -151,12 +161,14 @@ class PriorityLevel:
             raise Rejected("queue-full")
         waiting = _Waiting(width, asyncio.get_running_loop().create_future())
         queue.waiting.append(waiting)
+        self._note(queue)
         try:
             async with asyncio.timeout(self.wait_limit):
                 await asyncio.shield(waiting.ready)
         except TimeoutError:
             if not waiting.ready.done():
                 queue.waiting.remove(waiting)
+                self._note(queue)
                 self.rejected += 1
                 raise Rejected("time-out") from None
         except asyncio.CancelledError:
@@ -164,6 +176,7 @@ class PriorityLevel:
                 self.give_back(waiting.ready.result())  # dispatched as the client went: free again
             else:
                 queue.waiting.remove(waiting)
+                self._note(queue)
             raise
         return waiting.ready.result()
 
@@ -174,6 +187,7 @@ class PriorityLevel:
         if queue is not None:
             took = self.clock() - seat.started
             queue.executing_seats -= seat.width
+            self._note(queue)
             queue.next_r += seat.width * took - seat.charged  # what it really took counts
             self._estimate += (took - self._estimate) / 8
         self._dispatch()
@@ -183,7 +197,7 @@ class PriorityLevel:
         work) comes first, while it fits; a head that does not fit waits for its seats
         and nothing overtakes it (wide requests are not starved)."""
         while True:
-            candidates = [q for q in self._queues if q.waiting]
+            candidates = [q for q in self._busy if q.waiting]
             if not candidates:
                 return
             estimate = self._estimate
@@ -191,6 +205,7 @@ class PriorityLevel:
             head = queue.waiting[0]
             if head.ready.done():  # its waiter gave up
                 queue.waiting.popleft()
+                self._note(queue)
                 continue
             if self.in_use + head.width > self.seats:
                 return
