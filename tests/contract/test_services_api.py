@@ -243,3 +243,84 @@ async def test_the_kubernetes_service(kubectl: Kubectl, server: APIServer) -> No
         assert (await client.services.get("kubernetes", "default")).spec.clusterIP == "10.97.0.1"
     finally:
         await client.close()
+
+
+async def test_load_balancer_fields_as_upstream(kubectl: Kubectl, server: APIServer) -> None:
+    """type: LoadBalancer's defaults, its node ports (declined with allocateLoadBalancerNodePorts:
+    false), the health-check node port of a Local policy (held while needed, then given back),
+    the class that may not change, and the status that shows as EXTERNAL-IP."""
+    client = Client(server.address)
+    ports = server.registries[scheme.SERVICES].hooks.ports
+    try:
+        await kubectl("create", "service", "loadbalancer", "web", "--tcp=80")
+        web = await client.services.get("web", "default")
+        assert web.spec.allocateLoadBalancerNodePorts and web.spec.externalTrafficPolicy == "Cluster"
+        assert 30100 <= web.spec.ports[0].nodePort <= 30104 and web.spec.healthCheckNodePort == 0
+        _, out, _ = await kubectl("get", "svc", "web")
+        assert out.split("\n")[1].split()[1:4] == ["LoadBalancer", web.spec.clusterIP, "<pending>"], out
+
+        direct = await client.services.create(_svc("direct", core_pb2.ServicePort(port=80), type="LoadBalancer",
+                                                   allocateLoadBalancerNodePorts=False))
+        assert direct.spec.ports[0].nodePort == 0 and not direct.spec.allocateLoadBalancerNodePorts
+
+        local = await client.services.create(_svc("local", core_pb2.ServicePort(port=80), type="LoadBalancer",
+                                                  externalTrafficPolicy="Local"))
+        check_port = local.spec.healthCheckNodePort
+        assert 30100 <= check_port <= 30104 and check_port != local.spec.ports[0].nodePort
+        assert str(check_port) in await ports.taken()
+        # an update that leaves it out keeps it; Cluster gives it back
+        local.spec.healthCheckNodePort = 0
+        local = await client.services.update(local)
+        assert local.spec.healthCheckNodePort == check_port
+        local.spec.externalTrafficPolicy = "Cluster"
+        local = await client.services.update(local)
+        assert local.spec.healthCheckNodePort == 0 and str(check_port) not in await ports.taken()
+
+        # the load balancer's status: an address is a VIP unless it says otherwise
+        web.status.loadBalancer.ingress.add(ip="192.0.2.10")
+        web = await client.services.update_status(web)
+        assert web.status.loadBalancer.ingress[0].ipMode == "VIP"
+        _, out, _ = await kubectl("get", "svc", "web")
+        assert out.split("\n")[1].split()[3] == "192.0.2.10", out
+        web.status.loadBalancer.ingress[0].ip = "not-an-ip"
+        with pytest.raises(errors.Invalid, match=r"status.loadBalancer.ingress\[0\].ip: Invalid value"):
+            await client.services.update_status(web)
+
+        async def refused(manifest: dict[str, object]) -> str:
+            code, _, err = await kubectl("create", "-f", "-", stdin=json.dumps(
+                {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "bad"}, **manifest}), ok=False)
+            assert code != 0
+            return err
+
+        err = await refused({"spec": {"ports": [{"port": 1}], "allocateLoadBalancerNodePorts": True}})
+        assert "spec.allocateLoadBalancerNodePorts: Forbidden: may only be used when `type` is 'LoadBalancer'" in err
+        err = await refused({"spec": {"ports": [{"port": 1}], "loadBalancerClass": "example.com/lb"}})
+        assert "spec.loadBalancerClass: Forbidden: may only be used when `type` is 'LoadBalancer'" in err, err
+        err = await refused({"spec": {"type": "NodePort", "ports": [{"port": 1}], "healthCheckNodePort": 30103}})
+        assert ("spec.healthCheckNodePort: Forbidden: may only be set when `type` is 'LoadBalancer' and "
+                "`externalTrafficPolicy` is 'Local'") in err, err
+        err = await refused({"spec": {"ports": [{"port": 1}], "externalTrafficPolicy": "Local"}})
+        assert ('spec.externalTrafficPolicy: Invalid value: "Local": may only be set for externally-accessible '
+                "services") in err, err
+        err = await refused({"spec": {"type": "LoadBalancer", "allocateLoadBalancerNodePorts": False,
+                                      "ports": [{"port": 1}], "loadBalancerSourceRanges": ["10.0.0.0/33"]}})
+        assert 'spec.loadBalancerSourceRanges[0]: Invalid value: "10.0.0.0/33": must be a valid CIDR' in err, err
+        # external IPs make a ClusterIP Service externally accessible: its policy defaults
+        await kubectl("create", "-f", "-", stdin=json.dumps({
+            "apiVersion": "v1", "kind": "Service", "metadata": {"name": "ext"},
+            "spec": {"ports": [{"port": 1}], "externalIPs": ["192.0.2.20"]}}))
+        assert (await client.services.get("ext", "default")).spec.externalTrafficPolicy == "Cluster"
+
+        classy = await client.services.create(_svc("classy", core_pb2.ServicePort(port=80), type="LoadBalancer",
+                                                   allocateLoadBalancerNodePorts=False,
+                                                   loadBalancerClass="example.com/lb"))
+        code, _, err = await kubectl("patch", "svc", "classy", "-p", '{"spec":{"loadBalancerClass":"other.io/lb"}}',
+                                     ok=False)
+        assert code != 0 and 'spec.loadBalancerClass: Invalid value: "other.io/lb": may not change once set' in err
+        # leaving the type behind takes the type's fields along
+        classy.spec.type = "ClusterIP"
+        classy = await client.services.update(classy)
+        assert not classy.spec.HasField("loadBalancerClass")
+        assert not classy.spec.HasField("allocateLoadBalancerNodePorts")
+    finally:
+        await client.close()

@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass, field
 
 from apiserver.registry.core.allocator import AlreadyAllocated, OutOfRange, RangeAllocator, RangeFull
-from apiserver.registry.core.services import NONE, headless, uses_node_ports
+from apiserver.registry.core.services import NONE, allocates_node_ports, headless, needs_health_check, uses_node_ports
 from apiserver.registry.generic.store import Finish, Registry
 from apiserver.storage.etcd import prefix_end
 from kubeling import errors
@@ -34,7 +34,11 @@ def _invalid(svc: core_pb2.Service, path: str, detail: str) -> errors.Invalid:
 
 
 def node_ports(svc: core_pb2.Service) -> set[str]:
-    return {str(p.nodePort) for p in svc.spec.ports if p.nodePort} if uses_node_ports(svc) else set()
+    """The node ports a Service holds: its ports' and its health check's."""
+    held = {str(p.nodePort) for p in svc.spec.ports if p.nodePort} if uses_node_ports(svc) else set()
+    if needs_health_check(svc) and svc.spec.healthCheckNodePort:
+        held.add(str(svc.spec.healthCheckNodePort))
+    return held
 
 
 def cluster_ip(svc: core_pb2.Service) -> str:
@@ -89,29 +93,40 @@ class ServiceAllocations:
         spec.clusterIPs.append(ip)
 
     async def _ports(self, svc: core_pb2.Service, keep: set[str], dry_run: bool, taken: _Taken) -> None:
-        """Node ports for every port lacking one; those in `keep` are already this Service's."""
+        """Node ports for every port lacking one (unless a LoadBalancer declines them) and the
+        health check's; those in `keep` are already this Service's."""
         if not uses_node_ports(svc):
             return
         mine = set(keep)
+        allocate = allocates_node_ports(svc)
         for i, port in enumerate(svc.spec.ports):
             if port.nodePort and str(port.nodePort) in mine:
                 continue  # kept from before, or shared by a TCP and a UDP port of this Service
-            wanted = str(port.nodePort) if port.nodePort else None
-            try:
-                value = await (self.ports.would_allocate(wanted) if dry_run else self.ports.allocate(wanted))
-            except OutOfRange:
-                raise _invalid(svc, f"spec.ports[{i}].nodePort", f"{port.nodePort}: provided port is not in the "
-                                                                 "valid range. The range of valid ports is "
-                                                                 f"{self.ports.range.text}") from None
-            except AlreadyAllocated:
-                raise _invalid(svc, f"spec.ports[{i}].nodePort",
-                               f"{port.nodePort}: provided port is already allocated") from None
-            except RangeFull:
-                raise _invalid(svc, f"spec.ports[{i}].nodePort", "0: range is full") from None
-            if not dry_run:
-                taken.ports.append(value)
-            mine.add(value)
-            port.nodePort = int(value)
+            if not port.nodePort and not allocate:
+                continue
+            port.nodePort = await self._port(svc, f"spec.ports[{i}].nodePort", port.nodePort, dry_run, taken)
+            mine.add(str(port.nodePort))
+        if needs_health_check(svc):
+            wanted = svc.spec.healthCheckNodePort
+            if not wanted or str(wanted) not in mine:
+                svc.spec.healthCheckNodePort = await self._port(svc, "spec.healthCheckNodePort", wanted, dry_run,
+                                                                taken)
+
+    async def _port(self, svc: core_pb2.Service, path: str, number: int, dry_run: bool, taken: _Taken) -> int:
+        """`number` (0: any free one) taken from the node port range."""
+        wanted = str(number) if number else None
+        try:
+            value = await (self.ports.would_allocate(wanted) if dry_run else self.ports.allocate(wanted))
+        except OutOfRange:
+            raise _invalid(svc, path, f"{number}: provided port is not in the valid range. The range of valid "
+                                      f"ports is {self.ports.range.text}") from None
+        except AlreadyAllocated:
+            raise _invalid(svc, path, f"{number}: provided port is already allocated") from None
+        except RangeFull:
+            raise _invalid(svc, path, "0: range is full") from None
+        if not dry_run:
+            taken.ports.append(value)
+        return int(value)
 
     async def _give_back(self, taken: _Taken) -> None:
         await self.ips.release(taken.ips)

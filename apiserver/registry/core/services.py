@@ -13,7 +13,8 @@ from kubeling import names, scheme
 from protos.kubeling.v1 import core_pb2
 
 __all__ = ["ServiceStrategy", "EndpointsStrategy", "check_addresses", "SERVICE_TYPES", "NONE",
-           "headless", "uses_node_ports", "PROTOCOLS"]
+           "headless", "uses_node_ports", "PROTOCOLS", "needs_health_check", "externally_accessible",
+           "allocates_node_ports"]
 
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
 PROTOCOLS = ("TCP", "UDP", "SCTP")
@@ -28,6 +29,26 @@ def headless(svc: core_pb2.Service) -> bool:
 
 def uses_node_ports(svc: core_pb2.Service) -> bool:
     return svc.spec.type in ("NodePort", "LoadBalancer")
+
+
+def allocates_node_ports(svc: core_pb2.Service) -> bool:
+    """Whether ports without a node port get one: a LoadBalancer may decline
+    (allocateLoadBalancerNodePorts: false, for load balancers that reach pods directly)."""
+    if svc.spec.type == "LoadBalancer":
+        return not svc.spec.HasField("allocateLoadBalancerNodePorts") or svc.spec.allocateLoadBalancerNodePorts
+    return svc.spec.type == "NodePort"
+
+
+def externally_accessible(svc: core_pb2.Service) -> bool:
+    """upstream's ExternallyAccessible: reached from outside by node ports, a load
+    balancer or external IPs; only these have an externalTrafficPolicy."""
+    return uses_node_ports(svc) or (svc.spec.type == "ClusterIP" and bool(svc.spec.externalIPs))
+
+
+def needs_health_check(svc: core_pb2.Service) -> bool:
+    """upstream's NeedsHealthCheck: a load balancer that sends traffic only to nodes with
+    local endpoints asks each node's health-check node port which ones have them."""
+    return svc.spec.type == "LoadBalancer" and svc.spec.externalTrafficPolicy == "Local"
 
 
 def _target_port(path: str, port: core_pb2.ServicePort, check: Checker) -> None:
@@ -92,16 +113,31 @@ class ServiceStrategy(Strategy[core_pb2.Service]):
                 port.targetPort.intVal = port.port
         if spec.type != "ExternalName" and not spec.HasField("internalTrafficPolicy"):
             spec.internalTrafficPolicy = "Cluster"
-        if uses_node_ports(obj) and not spec.externalTrafficPolicy:
+        if externally_accessible(obj) and not spec.externalTrafficPolicy:
             spec.externalTrafficPolicy = "Cluster"
+        if spec.type == "LoadBalancer" and not spec.HasField("allocateLoadBalancerNodePorts"):
+            spec.allocateLoadBalancerNodePorts = True
+        _default_status(obj)
         if spec.clusterIP and not spec.clusterIPs:
             spec.clusterIPs.append(spec.clusterIP)
 
     def prepare_for_update(self, new: core_pb2.Service, old: core_pb2.Service) -> None:
         """upstream's patchAllocatedValues: an update that leaves out what was allocated
-        (a `kubectl replace` of the original manifest) keeps it."""
+        (a `kubectl replace` of the original manifest) keeps it; and its
+        dropTypeDependentFields: what only the old type had goes, unless the update set it."""
         super().prepare_for_update(new, old)
         spec, was = new.spec, old.spec
+        if needs_health_check(old) and needs_health_check(new) and not spec.healthCheckNodePort:
+            spec.healthCheckNodePort = was.healthCheckNodePort
+        if not needs_health_check(new) and spec.healthCheckNodePort == was.healthCheckNodePort:
+            spec.healthCheckNodePort = 0
+        if was.type == "LoadBalancer" and spec.type != "LoadBalancer":
+            for name in ("allocateLoadBalancerNodePorts", "loadBalancerClass"):
+                if spec.HasField(name) and was.HasField(name) and getattr(spec, name) == getattr(was, name):
+                    spec.ClearField(name)
+        if not externally_accessible(new) and externally_accessible(old) and \
+                spec.externalTrafficPolicy == was.externalTrafficPolicy:
+            spec.externalTrafficPolicy = ""
         if was.clusterIP and spec.type != "ExternalName" and old.spec.type != "ExternalName":
             if not spec.clusterIP:
                 spec.clusterIP = was.clusterIP
@@ -145,20 +181,88 @@ class ServiceStrategy(Strategy[core_pb2.Service]):
             check.ip("spec.clusterIPs[0]", spec.clusterIP)
         if headless(obj) and uses_node_ports(obj):
             check.invalid("spec.clusterIPs[0]", NONE, f"may not be set to 'None' for {spec.type} services")
-        if spec.externalTrafficPolicy and not uses_node_ports(obj):
-            check.add("spec.externalTrafficPolicy",
-                      "Invalid value: may only be set for externally-accessible services")
+        if spec.externalTrafficPolicy and not externally_accessible(obj):
+            check.invalid("spec.externalTrafficPolicy", spec.externalTrafficPolicy,
+                          "may only be set for externally-accessible services")
         elif spec.externalTrafficPolicy:
             check.unsupported("spec.externalTrafficPolicy", spec.externalTrafficPolicy, ("Cluster", "Local"))
+        if spec.healthCheckNodePort:
+            if not needs_health_check(obj):
+                check.add("spec.healthCheckNodePort", "Forbidden: may only be set when `type` is 'LoadBalancer' "
+                                                      "and `externalTrafficPolicy` is 'Local'")
+            check.port("spec.healthCheckNodePort", spec.healthCheckNodePort)
         if spec.HasField("internalTrafficPolicy"):
             check.unsupported("spec.internalTrafficPolicy", spec.internalTrafficPolicy, ("Cluster", "Local"))
         for i, ip in enumerate(spec.externalIPs):
             check.ip(f"spec.externalIPs[{i}]", ip)
+        _validate_load_balancer(obj, check)
 
     def validate_update(self, new: core_pb2.Service, old: core_pb2.Service, check: Checker) -> None:
         # upstream: a ClusterIP is kept for the Service's life, unless its type becomes ExternalName
         if old.spec.clusterIP and new.spec.type != "ExternalName" and new.spec.clusterIP != old.spec.clusterIP:
             check.invalid("spec.clusterIPs[0]", new.spec.clusterIP, "may not change once set")
+        # the class says which controller owns the load balancer: it may not pass to another
+        if old.spec.type == new.spec.type == "LoadBalancer" and _class(new) != _class(old):
+            check.invalid("spec.loadBalancerClass", _class(new) or None, "may not change once set")
+
+    def prepare_for_status_update(self, new: core_pb2.Service, old: core_pb2.Service) -> None:
+        super().prepare_for_status_update(new, old)
+        _default_status(new)
+
+    def validate_status(self, new: core_pb2.Service, check: Checker) -> None:
+        for i, ingress in enumerate(new.status.loadBalancer.ingress):
+            path = f"status.loadBalancer.ingress[{i}]"
+            if ingress.ip:
+                check.ip(f"{path}.ip", ingress.ip)
+            if ingress.hostname:
+                check.name(f"{path}.hostname", ingress.hostname, names.dns1123_subdomain)
+                try:
+                    ipaddress.ip_address(ingress.hostname)
+                    check.invalid(f"{path}.hostname", ingress.hostname, "must be a DNS name, not an IP address")
+                except ValueError:
+                    pass
+            if ingress.HasField("ipMode"):
+                if not ingress.ip:
+                    check.add(f"{path}.ipMode", "Forbidden: may not be specified when `ip` is not set")
+                else:
+                    check.unsupported(f"{path}.ipMode", ingress.ipMode, ("Proxy", "VIP"))
+            elif ingress.ip:
+                check.add(f"{path}.ipMode", "Required value: must be specified when `ip` is set")
+
+
+def _class(svc: core_pb2.Service) -> str:
+    return svc.spec.loadBalancerClass if svc.spec.HasField("loadBalancerClass") else ""
+
+
+def _default_status(svc: core_pb2.Service) -> None:
+    """upstream's SetDefaults_Service: an ingress address without a mode is a VIP (traffic
+    arrives addressed to it, kube-proxy answers there)."""
+    for ingress in svc.status.loadBalancer.ingress:
+        if ingress.ip and not ingress.HasField("ipMode"):
+            ingress.ipMode = "VIP"
+
+
+def _validate_load_balancer(svc: core_pb2.Service, check: Checker) -> None:
+    spec = svc.spec
+    balanced = spec.type == "LoadBalancer"
+    if spec.HasField("allocateLoadBalancerNodePorts") and not balanced:
+        check.add("spec.allocateLoadBalancerNodePorts", "Forbidden: may only be used when `type` is 'LoadBalancer'")
+    if spec.HasField("loadBalancerClass"):
+        if not balanced:
+            check.add("spec.loadBalancerClass", "Forbidden: may only be used when `type` is 'LoadBalancer'")
+        else:
+            check.name("spec.loadBalancerClass", spec.loadBalancerClass, names.qualified_name)
+    if spec.loadBalancerSourceRanges:
+        if not balanced:
+            check.add("spec.loadBalancerSourceRanges", "Forbidden: may only be used when `type` is 'LoadBalancer'")
+        for i, value in enumerate(spec.loadBalancerSourceRanges):
+            try:
+                ipaddress.ip_network(value.strip(), strict=False)
+            except ValueError:
+                check.invalid(f"spec.loadBalancerSourceRanges[{i}]", value,
+                              "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)")
+    if spec.loadBalancerIP:
+        check.ip("spec.loadBalancerIP", spec.loadBalancerIP)
 
 
 def check_addresses(path: str, address_type: str, addresses: list[str], check: Checker) -> None:
