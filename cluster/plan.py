@@ -177,7 +177,7 @@ class ClusterPlan:
                              tls_private_key_file=self.pki / "kubelet" / f"{node}.key",
                              client_ca_file=self.pki / "ca.crt", node_ip=self.node_ip(node),
                              address=self.node_ip(node), pod_routes=self.hosts, cluster_dns=[DNS_IP],
-                             service_cidr=SERVICE_CIDR)
+                             service_cidr=SERVICE_CIDR, node_network=self.hosts_subnet)
 
     def runc_root(self, node: str) -> Path:
         return self.root / "runc" / node
@@ -304,6 +304,7 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
             "--client-ca-file", str(config.client_ca_file), "--root-dir", str(config.root_dir),
             "--pod-logs-dir", str(config.pod_logs_dir), "--runc-root", str(config.runc_root),
             "--cluster-cidr", plan.cluster_cidr, "--cluster-dns", DNS_IP, "--service-cluster-ip-range", SERVICE_CIDR,
+            *(["--node-network", config.node_network] if config.node_network else []),
             *(["--registry-config-dir", plan.registry_config_dir] if plan.registry_config_dir else []))
     for node in plan.nodes:
         # The node's hostpath CSI driver with its registrar and provisioner (upstream deploys

@@ -3,7 +3,8 @@ leader election on kube-system/kube-controller-manager (the informers stay warm 
 standby; only the leader's controllers act), and each controller's loop or workers:
 node lifecycle, NoExecute taint eviction, ReplicaSet, ReplicationController, Deployment,
 DaemonSet, StatefulSet, Job, CronJob, HorizontalPodAutoscaler, disruption
-(PodDisruptionBudget status), resource quota, EndpointSlice, Endpoints, ClusterRole
+(PodDisruptionBudget status), resource quota, EndpointSlice, Endpoints, the service
+load balancer (addresses for type LoadBalancer Services), ClusterRole
 aggregation and the garbage collector (which follows custom resources too), the
 persistent volume binder and the pvc- and pv-protection controllers, the attach/detach
 controller."""
@@ -38,6 +39,7 @@ from controllers.replicaset import REPLICATION_CONTROLLER, ReplicaSetController
 from controllers.resourcequota import SYNC_PERIOD as QUOTA_SYNC_PERIOD
 from controllers.resourcequota import ResourceQuotaController
 from controllers.rootcacertpublisher import ROOT_CA_CONFIGMAP, RootCACertPublisher
+from controllers.servicelb import ServiceLBController
 from controllers.statefulset import StatefulSetController
 from controllers.tainteviction import TaintEviction
 from controllers.volumeprotection import PVCProtectionController, PVProtectionController
@@ -75,6 +77,10 @@ class ManagerConfig:
     workers: int = 3  # per controller, as upstream's --concurrent-*-syncs
     resource_quota_sync_period: float = flag(QUOTA_SYNC_PERIOD, "seconds between recounts of every quota's usage "
                                              "(default %(default)s)", type=float)
+    disable_service_lb: bool = flag(False, "leave Services of type LoadBalancer to another load balancer "
+                                    "controller (MetalLB, a cloud's)", action="store_true")
+    service_lb_class: str = flag("", "the service load balancer also serves LoadBalancer Services of this "
+                                 "loadBalancerClass (default: only those of none)")
     root_ca_file: Path | None = flag(None, "the cluster CA published as the kube-root-ca.crt ConfigMap in every "
                                      "namespace (default: none published)", type=Path)
 
@@ -126,6 +132,10 @@ class ControllerManager:
                                                      config.workers)
         self.endpoints_controller = EndpointsController(client, self.services, self.pods, self.endpoints,
                                                         config.workers)
+        self.service_lb = None if config.disable_service_lb else ServiceLBController(
+            client, self.services, self.nodes, self.endpointslices,
+            EventRecorder(client, "service-lb-controller", instance=self.identity), config.workers,
+            config.service_lb_class)
         # The garbage collector follows every resource, as owner and as dependent, but those
         # upstream's collector ignores (GarbageCollectorController's default ignoredResources).
         self.garbage_collector = GarbageCollector(
@@ -163,8 +173,11 @@ class ControllerManager:
             self.attach_detach, self.resource_quota)]
         if self.root_ca_publisher is not None:
             self._workers.append(self.root_ca_publisher.workers)
+        if self.service_lb is not None:
+            self._workers.append(self.service_lb.workers)
         self._workers += self.persistentvolume.workers
-        self._events = (self.recorder, workload_events, volume_events, self.horizontal.recorder)
+        self._events = (self.recorder, workload_events, volume_events, self.horizontal.recorder,
+                        *([self.service_lb.recorder] if self.service_lb is not None else []))
         self.node_lifecycle = NodeLifecycleController(client, self.nodes, self.leases, self.pods,
                                                       config.node_monitor_grace_period)
         self.eviction = TaintEviction(client, self.nodes, self.pods, self.recorder)

@@ -54,9 +54,9 @@ class PodNetwork:
 class NetworkPluginManager:
     def __init__(self, conf_dir: str | Path, bin_dirs: list[str] | None = None, *,
                  cache_dir: str | Path = DEFAULT_CACHE_DIR, bridge: str = "cni0",
-                 cluster_cidr: str = "10.88.0.0/16", service_cidr: str = "",
+                 cluster_cidr: str = "10.88.0.0/16", service_cidr: str = "", node_network: str = "",
                  ipam_data_dir: str | Path | None = None, timeout: float = 30.0) -> None:
-        """`bridge`, `cluster_cidr`, `service_cidr` (pods' only routes) and `ipam_data_dir`
+        """`bridge`, `cluster_cidr`, `service_cidr`, `node_network` (pods' only routes) and `ipam_data_dir`
         (host-local's, default its own /var/lib/cni/networks) shape the default conflist
         written on a pod-CIDR event."""
         self.conf_dir = Path(conf_dir)
@@ -65,6 +65,7 @@ class NetworkPluginManager:
         self.bridge = bridge
         self.cluster_cidr = cluster_cidr
         self.service_cidr = service_cidr
+        self.node_network = node_network
         self.hairpin_mode = "hairpin-veth"
         self.mtu = 0
         self.ports = HostPortHolder()
@@ -124,9 +125,10 @@ class NetworkPluginManager:
             "type": "bridge", "bridge": self.bridge, "isGateway": True, "ipMasq": False,
             "hairpinMode": self.hairpin_mode == "hairpin-veth",
             "promiscMode": self.hairpin_mode == "promiscuous-bridge",
-            # routes to the cluster's pod and service networks only: pods never get a route to outside
+            # routes to the cluster's pod, service and node networks only: pods never get a route to outside
             "ipam": {"type": "host-local", "ranges": [[{"subnet": pod_cidr}]],
-                     "routes": [{"dst": cidr} for cidr in (self.cluster_cidr, self.service_cidr) if cidr]},
+                     "routes": [{"dst": cidr} for cidr in (self.cluster_cidr, self.service_cidr, self.node_network)
+                                if cidr]},
         }
         if self.ipam_data_dir is not None:
             bridge["ipam"]["dataDir"] = str(self.ipam_data_dir)

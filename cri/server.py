@@ -70,6 +70,7 @@ class CRIConfig:
     bridge: str = "cni0"
     cluster_cidr: str = "10.88.0.0/16"  # the only routes pods get: to the pods and (when set) to the Services
     service_cidr: str = ""
+    node_network: str = ""  # and to the nodes' network, for clients there whose address a Service keeps
     ipam_data_dir: Path | None = None  # host-local's state; default /var/lib/cni/networks
 
     def __post_init__(self) -> None:
@@ -88,7 +89,7 @@ class CRIServer:
             options: dict[str, Any] = {"cache_dir": config.cni_cache_dir} if config.cni_cache_dir else {}
             network = NetworkPluginManager(config.cni_conf_dir, config.cni_bin_dirs, bridge=config.bridge,
                                            cluster_cidr=config.cluster_cidr, service_cidr=config.service_cidr,
-                                           ipam_data_dir=config.ipam_data_dir,
+                                           node_network=config.node_network, ipam_data_dir=config.ipam_data_dir,
                                            **options)
         self.network = network
         runc = Runc(config.runc_root)

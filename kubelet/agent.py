@@ -91,6 +91,7 @@ def runtime_config(cfg: KubeletConfig) -> CRIConfig:
                      cni_cache_dir=state / "cni-cache",
                      runc_root=cfg.runc_root or Path("/run/kubeling/runc") / cfg.node_name,
                      bridge=bridge_name(cfg.node_name), cluster_cidr=cfg.cluster_cidr, service_cidr=cfg.service_cidr,
+                     node_network=cfg.node_network,
                      ipam_data_dir=state / "cni-ipam", registry_config_dir=cfg.registry_config_dir,
                      streaming_listen=cfg.streaming_listen)
 

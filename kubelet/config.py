@@ -100,6 +100,10 @@ class KubeletConfig:
                                   default_factory=list)
     service_cidr: str = flag("", "the Services' range: pods get a route to it through their bridge (default: none)",
                              name="service-cluster-ip-range")
+    # Clients on the nodes' own network reach pods with their address kept (a load balancer
+    # of externalTrafficPolicy Local): the answers need a way back, and pods have no default route.
+    node_network: str = flag("", "the nodes' network: pods get a route to it through their bridge, so that "
+                             "clients there whose address is kept get answers (default: none)")
     resolv_conf: Path = flag(Path("/etc/resolv.conf"), "the node's resolver config for dnsPolicy Default (default "
                              "/etc/resolv.conf)", type=Path)
     # The hosted runtime's: registry mirrors (hosts.toml directory) and its streaming server
@@ -209,11 +213,13 @@ class KubeletConfig:
             parse_thresholds(self.eviction_soft, parse_grace_periods(self.eviction_soft_grace_period))
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        if self.service_cidr:
+        for name, cidr in (("serviceCIDR", self.service_cidr), ("nodeNetwork", self.node_network)):
+            if not cidr:
+                continue
             try:
-                ipaddress.ip_network(self.service_cidr, strict=True)
+                ipaddress.ip_network(cidr, strict=True)
             except ValueError as err:
-                raise ConfigError(f"serviceCIDR {self.service_cidr!r}: {err}") from None
+                raise ConfigError(f"{name} {cidr!r}: {err}") from None
 
     @property
     def reserved(self) -> dict[str, str]:

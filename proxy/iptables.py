@@ -4,7 +4,8 @@ iptables-restore input (filter and nat) with every KUBE-* chain kube-proxy owns.
 nat: PREROUTING and OUTPUT jump to KUBE-SERVICES; a ClusterIP:port jumps to its
 KUBE-SVC-<hash> chain, which picks a KUBE-SEP-<hash> (one per endpoint) with `statistic
 --mode random` probabilities 1/n, 1/(n-1), ..., and the SEP DNATs. NodePorts on the
-node's addresses go through KUBE-NODEPORTS to KUBE-EXT-<hash>. Traffic is marked for
+node's addresses go through KUBE-NODEPORTS to KUBE-EXT-<hash>, as do external IPs and a load
+balancer's IPs (through KUBE-FW-<hash> when it has source ranges). Traffic is marked for
 masquerading only when it needs it: from outside the cluster CIDR to a ClusterIP, to a
 node port, a pod reaching itself (hairpin), or to an endpoint outside the cluster CIDR
 (the apiserver and DNS of kubeling, which do not route back to pods). KUBE-POSTROUTING
@@ -30,13 +31,13 @@ from dataclasses import dataclass
 
 from proxy.serviceinfo import Endpoint, ServicePort
 
-__all__ = ["ProxyRules", "RuleSet", "render", "svc_chain", "sep_chain", "ext_chain", "svl_chain", "JUMPS", "MASQ_MARK",
-           "OWN_PREFIXES"]
+__all__ = ["ProxyRules", "RuleSet", "render", "svc_chain", "sep_chain", "ext_chain", "svl_chain", "fw_chain", "JUMPS",
+           "MASQ_MARK", "OWN_PREFIXES"]
 
 MASQ_BIT = 14  # upstream's --iptables-masquerade-bit default
 MASQ_MARK = f"{1 << MASQ_BIT:#x}"
 # Chains only kube-proxy writes: anything else with these names is its own stale state.
-OWN_PREFIXES = ("KUBE-SVC-", "KUBE-SEP-", "KUBE-EXT-", "KUBE-SVL-")
+OWN_PREFIXES = ("KUBE-SVC-", "KUBE-SEP-", "KUBE-EXT-", "KUBE-SVL-", "KUBE-FW-")
 # (table, built-in chain, jump rule arguments): how traffic enters kube-proxy's chains.
 JUMPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("filter", "INPUT", ("-m", "conntrack", "--ctstate", "NEW", "-m", "comment", "--comment",
@@ -71,6 +72,10 @@ def svl_chain(sp: ServicePort) -> str:
 
 def ext_chain(sp: ServicePort) -> str:
     return "KUBE-EXT-" + _hash(sp.id + sp.protocol.lower())
+
+
+def fw_chain(sp: ServicePort) -> str:
+    return "KUBE-FW-" + _hash(sp.id + sp.protocol.lower())
 
 
 def sep_chain(sp: ServicePort, endpoint: Endpoint) -> str:
@@ -183,6 +188,48 @@ def _endpoint_chains(nat: _Writer, sp: ServicePort, endpoints: list[Endpoint], c
         nat.add(sep, _comment(sp.id), _proto(sp), recent, f"-j DNAT --to-destination {e.address}")
 
 
+def _external_chains(nat: _Writer, sp: ServicePort, cluster: list[Endpoint], external: list[Endpoint],
+                     cfg: ProxyRules, written: set[str]) -> None:
+    """Traffic from outside (node port, external and load balancer IPs) enters KUBE-EXT-<hash>
+    (through KUBE-FW-<hash> when the load balancer admits only some sources). Cluster
+    policy: masqueraded, then any endpoint. Local: the client's address kept, this node's
+    endpoints only; pods and the node itself still reach every endpoint (upstream's
+    short-circuit), the node's own traffic masqueraded."""
+    ext = ext_chain(sp)
+    nat.chain(ext)
+    match = f"{_proto(sp)} --dport {sp.port}"
+    for address in sp.external_ips:
+        nat.add("KUBE-SERVICES", _comment(f"{sp.id} external IP"), f"-d {address}/32", match, f"-j {ext}")
+    entry = ext
+    if sp.source_ranges and sp.load_balancer_ips:
+        entry = fw_chain(sp)
+        nat.chain(entry)
+        for source in (*sp.source_ranges, *(f"{a}/32" for a in sp.load_balancer_ips)):
+            nat.add(entry, _comment(f"{sp.id} loadbalancer IP"), f"-s {source}", f"-j {ext}")
+        # no translation for anyone else: the filter table drops what keeps this destination
+        nat.add(entry, _comment(f"{sp.id} other sources"), "-j ACCEPT")
+    for address in sp.load_balancer_ips:
+        nat.add("KUBE-SERVICES", _comment(f"{sp.id} loadbalancer IP"), f"-d {address}/32", match, f"-j {entry}")
+    if sp.node_port:
+        nat.add("KUBE-NODEPORTS", _comment(sp.id), _proto(sp), f"--dport {sp.node_port}", f"-j {ext}")
+    if not sp.external_local:
+        nat.add(ext, _comment(f"masquerade traffic for {sp.id} external destinations"), "-j KUBE-MARK-MASQ")
+        nat.add(ext, f"-j {svc_chain(sp)}")
+        return
+    if cfg.cluster_cidr and not cfg.masquerade_all:
+        nat.add(ext, _comment(f"pod traffic for {sp.id} external destinations"), f"-s {cfg.cluster_cidr}",
+                f"-j {svc_chain(sp)}")
+    nat.add(ext, _comment(f"masquerade LOCAL traffic for {sp.id} external destinations"),
+            "-m addrtype --src-type LOCAL", "-j KUBE-MARK-MASQ")
+    nat.add(ext, _comment(f"route LOCAL traffic for {sp.id} external destinations"),
+            "-m addrtype --src-type LOCAL", f"-j {svc_chain(sp)}")
+    if external:
+        local = svl_chain(sp)
+        nat.chain(local)
+        nat.add(ext, f"-j {local}")
+        _endpoint_chains(nat, sp, external, local, cfg, written)
+
+
 def render(ports: list[ServicePort], cfg: ProxyRules) -> RuleSet:
     """The rules `ports` call for."""
     flt, nat = _Writer(), _Writer()
@@ -217,27 +264,27 @@ def render(ports: list[ServicePort], cfg: ProxyRules) -> RuleSet:
                 nat.add(chain, _comment(f"{sp.id} cluster IP"), f"! -s {cfg.cluster_cidr}", dest,
                         "-j KUBE-MARK-MASQ")
             _endpoint_chains(nat, sp, cluster, chain, cfg, written_seps)
-        if not sp.node_port:
+        if not sp.external:
             continue
         external = sp.usable(cfg.local_nodes if sp.external_local else None)
+        if cluster:
+            _external_chains(nat, sp, cluster, external, cfg, written_seps)
+        # What nat did not translate still has its external destination in the filter table:
+        # no endpoints at all is refused, none for outside traffic (or a source outside the
+        # load balancer's ranges) dropped, as upstream's firewall chains do.
+        target = "-j DROP" if cluster else "-j REJECT --reject-with icmp-port-unreachable"
+        why = f"{sp.id} has no endpoints" if not cluster else f"{sp.id} has no local endpoints"
         if not external:
-            for address in cfg.node_addresses:
-                flt.add("KUBE-EXTERNAL-SERVICES", _comment(f"{sp.id} has no endpoints"), f"-d {address}/32",
-                        _proto(sp), f"--dport {sp.node_port}", "-j REJECT --reject-with icmp-port-unreachable")
-            continue
-        ext = ext_chain(sp)
-        nat.chain(ext)
-        nat.add("KUBE-NODEPORTS", _comment(sp.id), _proto(sp), f"--dport {sp.node_port}", f"-j {ext}")
-        if sp.external_local:
-            # the client's address is kept: only this node's endpoints, no masquerade
-            local = svl_chain(sp)
-            nat.chain(local)
-            nat.add(ext, _comment(f"{sp.id} local endpoints"), f"-j {local}")
-            _endpoint_chains(nat, sp, external, local, cfg, written_seps)
-        else:
-            nat.add(ext, _comment(f"masquerade traffic for {sp.id} external destinations"), "-j KUBE-MARK-MASQ")
-            if cluster:
-                nat.add(ext, f"-j {svc_chain(sp)}")
+            for address in sp.external_ips + sp.load_balancer_ips:
+                flt.add("KUBE-EXTERNAL-SERVICES", _comment(why), f"-d {address}/32", _proto(sp), f"--dport {sp.port}",
+                        target)
+            for address in cfg.node_addresses if sp.node_port else ():
+                flt.add("KUBE-EXTERNAL-SERVICES", _comment(why), f"-d {address}/32", _proto(sp),
+                        f"--dport {sp.node_port}", target)
+        elif sp.source_ranges:
+            for address in sp.load_balancer_ips:
+                flt.add("KUBE-EXTERNAL-SERVICES", _comment(f"{sp.id} traffic not accepted by {fw_chain(sp)}"),
+                        f"-d {address}/32", _proto(sp), f"--dport {sp.port}", "-j DROP")
     for address in cfg.node_addresses:
         nat.add("KUBE-SERVICES", _comment("kubernetes service nodeports; NOTE: this must be the last rule in "
                                           "this chain"), f"-d {address}/32", "-j KUBE-NODEPORTS")

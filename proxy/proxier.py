@@ -2,6 +2,8 @@
 the rules are rendered and applied in one `iptables-restore --noflush` no sooner than
 `min_sync_period` after the last (upstream's BoundedFrequencyRunner), and at least every
 `sync_period` in full (chains read back, anything of ours changed by hand put right).
+Each sync also brings the health-check node ports of Local load balancers up to date
+(`proxy.healthcheck`).
 At a clean stop every rule and chain of kube-proxy's is removed; a killed proxy leaves
 its rules, and the one that starts next takes them over (same chain names), so
 connections keep flowing while it restarts (conntrack holds their translations anyway).
@@ -22,6 +24,7 @@ from kubeling.netutil import cidr_arg
 from kubeling.options import flag
 from kubeling.periodic import cancel_and_wait
 from protos.kubeling.v1 import core_pb2, discovery_pb2
+from proxy.healthcheck import ServiceHealthServer, health_checks
 from proxy.iptables import FILTER_CHAINS, JUMPS, NAT_CHAINS, OWN_PREFIXES, ProxyRules, RuleSet, render
 from proxy.serviceinfo import service_ports
 
@@ -118,6 +121,7 @@ class Proxier:
         self.syncs = 0  # applied syncs, for tests and the benchmark
         self.last_sync_seconds = 0.0
         self.last_rules = ""
+        self.health = ServiceHealthServer()
         for informer in (self.services, self.slices, self.nodes):
             informer.add_handler(on_add=self._poke, on_update=lambda old, new: self._poke(new),
                                  on_delete=self._poke)
@@ -200,6 +204,8 @@ class Proxier:
         self._applied, self._chains = wanted, set()
         if full:
             self._last_full = self._last_sync_at
+        if not cfg.netns:  # its listeners belong in the node's network namespace, which is this process's
+            await self.health.sync(health_checks(ports, frozenset(cfg.node_names)), rules.node_addresses)
         self.last_sync_seconds = time.perf_counter() - started
         self.last_rules = text
         self.syncs += 1
@@ -217,5 +223,6 @@ class Proxier:
         self._task = None
         for informer in (self.services, self.slices, self.nodes):
             await informer.stop()
+        await self.health.stop()
         if clean:
             await asyncio.to_thread(self.iptables.cleanup)

@@ -40,9 +40,17 @@ class ServicePort:
     node_port: int = 0
     affinity_seconds: int = 0  # ClientIP session affinity's timeout; 0: none
     external_ips: tuple[str, ...] = ()
+    load_balancer_ips: tuple[str, ...] = ()  # status.loadBalancer's VIPs: traffic arrives addressed to them
+    source_ranges: tuple[str, ...] = ()  # loadBalancerSourceRanges: the only clients of the load balancer IPs
+    health_check_node_port: int = 0
     internal_local: bool = False  # internalTrafficPolicy: Local
     external_local: bool = False  # externalTrafficPolicy: Local
     endpoints: list[Endpoint] = field(default_factory=list)
+
+    @property
+    def external(self) -> bool:
+        """Reached from outside the cluster (node port, external or load balancer IPs)."""
+        return bool(self.node_port or self.external_ips or self.load_balancer_ips)
 
     @property
     def id(self) -> str:
@@ -72,6 +80,29 @@ def _slice_endpoints(es: discovery_pb2.EndpointSlice, port_name: str, protocol: 
                        cond.terminating if cond.HasField("terminating") else False)
 
 
+def _ipv4(addresses: Iterable[str]) -> list[str]:
+    out = []
+    for address in addresses:
+        try:
+            if ipaddress.ip_address(address).version == 4:
+                out.append(address)
+        except ValueError:
+            continue
+    return out
+
+
+def _ipv4_cidrs(ranges: Iterable[str]) -> list[str]:
+    out = []
+    for text in ranges:
+        try:
+            net = ipaddress.ip_network(text.strip(), strict=False)  # the API keeps host bits (a legacy field)
+        except ValueError:
+            continue
+        if net.version == 4:
+            out.append(str(net))
+    return out
+
+
 def service_ports(services: Iterable[core_pb2.Service],
                   slices: Iterable[discovery_pb2.EndpointSlice]) -> list[ServicePort]:
     by_service: dict[tuple[str, str], list[discovery_pb2.EndpointSlice]] = {}
@@ -90,12 +121,18 @@ def service_ports(services: Iterable[core_pb2.Service],
         except ValueError:
             continue
         affinity = spec.sessionAffinityConfig.clientIP.timeoutSeconds if spec.sessionAffinity == "ClientIP" else 0
+        balanced = spec.type == "LoadBalancer"
+        # upstream skips ipMode Proxy: that load balancer's traffic arrives addressed to the node
+        vips = tuple(_ipv4(i.ip for i in svc.status.loadBalancer.ingress
+                           if i.ip and (not i.HasField("ipMode") or i.ipMode == "VIP"))) if balanced else ()
         for port in spec.ports:
             sp = ServicePort(svc.metadata.namespace, svc.metadata.name, port.name, port.protocol or "TCP",
                              spec.clusterIP, port.port,
                              node_port=port.nodePort if spec.type in ("NodePort", "LoadBalancer") else 0,
                              affinity_seconds=affinity or (10800 if spec.sessionAffinity == "ClientIP" else 0),
-                             external_ips=tuple(spec.externalIPs),
+                             external_ips=tuple(_ipv4(spec.externalIPs)), load_balancer_ips=vips,
+                             source_ranges=tuple(_ipv4_cidrs(spec.loadBalancerSourceRanges)) if vips else (),
+                             health_check_node_port=spec.healthCheckNodePort if balanced else 0,
                              internal_local=spec.internalTrafficPolicy == "Local",
                              external_local=spec.externalTrafficPolicy == "Local")
             seen: set[str] = set()

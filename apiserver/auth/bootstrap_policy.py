@@ -165,6 +165,8 @@ def cluster_roles() -> list[Role]:
             _rule(READ, (CORE,), ("services",)),
             _rule(READ + ("create", "delete", "patch", "update"), (CORE,), ("endpoints",)),
             _rule(READ + ("create", "delete", "patch", "update"), (DISCOVERY,), ("endpointslices",)),
+            # the service load balancer's (upstream's cloud service controller's)
+            _rule(("patch", "update"), (CORE,), ("services/status",)),
             # the persistent volume binder's and the protection controllers'
             _rule(READ + ("create", "delete", "patch", "update"), (CORE,), ("persistentvolumes",)),
             _rule(READ + ("create", "patch", "update"), (CORE,), ("persistentvolumeclaims",)),

@@ -13,6 +13,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from cni import netns
 from kubelet.agent import bridge_name
 from kubeling import errors
 from kubeling.client import Client
+from kubeling.netutil import free_port
 from protos.kubeling.v1 import core_pb2, meta_pb2
 from tests.e2e.kubectl import kubectl_binary
 from tests.wait import until
@@ -71,6 +73,11 @@ def _pod(name: str, node: str, *command: str) -> core_pb2.Pod:
 async def _wait(client: Client, name: str, predicate: Any, timeout: float = 90) -> Any:
     return await until(lambda: client.pods.get(name, "default"), f"pod {name}", timeout=timeout, interval=0.2,
                        check=predicate)
+
+
+def _http_get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=3) as response:
+        return response.read().decode().strip()
 
 
 def _secured(plan: ClusterPlan, kubelet_port: int) -> None:
@@ -207,6 +214,24 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
                 assert done_cmd.returncode == 0, done_cmd.stderr
             by_name = await _wait(client, "by-name", lambda p: p.status.phase in ("Succeeded", "Failed"))
             assert by_name.status.phase == "Succeeded", by_name.status
+            # ... and as a LoadBalancer: the address kubectl prints answers from this machine (a port
+            # free here: the address is this machine's own, on the underlay)
+            lb_port = free_port()
+            exposed = await asyncio.to_thread(subprocess.run, kubectl + [
+                "expose", "deployment", "web", "--type=LoadBalancer", "--name=web-lb", f"--port={lb_port}",
+                "--target-port=8080"], capture_output=True, text=True)
+            assert exposed.returncode == 0, exposed.stderr
+
+            async def external_ip() -> str:
+                shown = await asyncio.to_thread(subprocess.run, kubectl + ["get", "svc", "web-lb"], capture_output=True,
+                                                text=True)
+                return shown.stdout.splitlines()[1].split()[3] if shown.returncode == 0 else ""
+            address = await until(external_ip, "web-lb's EXTERNAL-IP", 60, interval=0.3,
+                                  check=lambda ip: ip not in ("", "<pending>"))
+            assert address == plan.node_ip(nodes[0])
+            answer = await until(lambda: asyncio.to_thread(_http_get, f"http://{address}:{lb_port}/index.html"),
+                                 "the load balancer's answer", 60, interval=0.3, retry_on=(OSError,))
+            assert answer == "ok"
             info = await asyncio.to_thread(subprocess.run, kubectl + ["cluster-info"], capture_output=True, text=True)
             assert "CoreDNS is running at" in info.stdout, info.stdout + info.stderr
             # `kubectl top` through the aggregator: the metrics server `up` started and registered

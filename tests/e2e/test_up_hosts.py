@@ -3,10 +3,14 @@ underlay bridge, a private /24 nothing routes out of). Pods on different hosts r
 other by IP through host-gw routes; one host partitioned (iptables DROP inside its
 namespace) longer than the grace period turns Unknown and tainted, its pod is evicted
 after its toleration, and once healed the node is Ready again, untainted, and the evicted
-pod is gone; `kubeling down` leaves no namespace, bridge or process."""
+pod is gone; a LoadBalancer Service answers from the machine on its nodes' addresses
+(Local policy keeping the client's address, the health-check node port per node);
+`kubeling down` leaves no namespace, bridge or process."""
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
 import subprocess
 import sys
@@ -14,12 +18,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from cluster.hosts import bridge_of, netns_name
 from cluster.plan import ClusterPlan
 from cni import netns
 from kubeling import errors
 from kubeling.client import Client
-from protos.kubeling.v1 import core_pb2, meta_pb2
+from protos.kubeling.v1 import apps_pb2, core_pb2, meta_pb2
 from tests.wait import until
 
 CIDR = f"10.{150 + os.getpid() % 5}.0.0/16"
@@ -47,6 +53,68 @@ def _partition(node: str, on: bool) -> None:
     for chain in ("INPUT", "OUTPUT"):
         subprocess.run(["ip", "netns", "exec", netns_name(node), "iptables", "-I" if on else "-D", chain, "-i" if
                         chain == "INPUT" else "-o", "eth0", "-j", "DROP"], check=True)
+
+
+# a web server that answers with the client's address it sees (busybox httpd's CGI)
+_ECHO_ADDRESS = ("mkdir -p /www/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\n"
+                 "echo $REMOTE_ADDR\\n' > /www/cgi-bin/ip && chmod +x /www/cgi-bin/ip && exec httpd -f -p 8080 -h /www")
+
+
+async def _get(url: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as session:
+        async with session.get(url) as response:
+            return response.status, (await response.text()).strip()
+
+
+def _v4(shown: str) -> str:
+    """httpd's REMOTE_ADDR of an IPv4 client: [::ffff:a.b.c.d]."""
+    return shown.strip("[]").removeprefix("::ffff:")
+
+
+async def _load_balancer(client: Client, plan: ClusterPlan, nodes: list[str]) -> None:
+    """A Deployment exposed as type LoadBalancer, from the machine (not a node: its traffic
+    arrives as from outside): Local policy answers on the address of the node with the pod
+    and keeps the client's address, each node's health-check node port says whether it has
+    a local endpoint; Cluster policy adds the other node, whose traffic is masqueraded."""
+    labels = {"app": "echo"}
+    template = core_pb2.PodTemplateSpec(metadata=meta_pb2.ObjectMeta(labels=labels), spec=core_pb2.PodSpec(
+        nodeName=nodes[0], terminationGracePeriodSeconds=1, containers=[core_pb2.Container(
+            name="echo", image="busybox", imagePullPolicy="IfNotPresent", command=["sh", "-c", _ECHO_ADDRESS])]))
+    await client.deployments.create(apps_pb2.Deployment(
+        metadata=meta_pb2.ObjectMeta(name="echo", namespace="default"),
+        spec=apps_pb2.DeploymentSpec(replicas=1, selector=meta_pb2.LabelSelector(matchLabels=labels),
+                                     template=template)))
+    svc = await client.services.create(core_pb2.Service(
+        metadata=meta_pb2.ObjectMeta(name="echo", namespace="default"),
+        spec=core_pb2.ServiceSpec(type="LoadBalancer", externalTrafficPolicy="Local", selector=labels,
+                                  ports=[core_pb2.ServicePort(port=80, targetPort=core_pb2.IntOrString(intVal=8080))])))
+    here, there = plan.node_ip(nodes[0]), plan.node_ip(nodes[1])
+
+    async def ingress(want: list[str]) -> Any:
+        got = await client.services.get("echo", "default")
+        return [i.ip for i in got.status.loadBalancer.ingress] == want
+    await until(lambda: ingress([here]), "the Local load balancer on the pod's node", 90, interval=0.3)
+    status, body = await until(lambda: _get(f"http://{here}/cgi-bin/ip"), "the load balancer's answer", 90,
+                               interval=0.3, check=lambda r: r[0] == 200, retry_on=(aiohttp.ClientError, OSError))
+    assert _v4(body) == plan.api_host, body  # the machine's own address on the underlay: not masqueraded
+    check_port = svc.spec.healthCheckNodePort
+    status, body = await until(lambda: _get(f"http://{here}:{check_port}/healthz"), "the health check", 30,
+                               interval=0.3, check=lambda r: r[0] == 200, retry_on=(aiohttp.ClientError, OSError))
+    assert json.loads(body) == {"service": {"namespace": "default", "name": "echo"}, "localEndpoints": 1,
+                                "serviceProxyHealthy": True}
+    status, body = await until(lambda: _get(f"http://{there}:{check_port}/"), "the other node's health check", 30,
+                               interval=0.3, check=lambda r: r[0] == 503, retry_on=(aiohttp.ClientError, OSError))
+    assert json.loads(body)["localEndpoints"] == 0
+
+    svc = await client.services.get("echo", "default")
+    svc.spec.externalTrafficPolicy = "Cluster"
+    await client.services.update(svc)
+    await until(lambda: ingress(sorted([here, there], key=ipaddress.IPv4Address)), "both nodes", 30, interval=0.3)
+    status, body = await until(lambda: _get(f"http://{there}/cgi-bin/ip"), "the other node's answer", 30,
+                               interval=0.3, check=lambda r: r[0] == 200, retry_on=(aiohttp.ClientError, OSError))
+    assert _v4(body) == there, body  # crossed to the pod's node: masqueraded on the way
+    await client.services.delete("echo", "default")
+    await client.deployments.delete("echo", "default")
 
 
 async def test_hosts_route_pods_and_a_partitioned_host_is_evicted_then_healed(tmp_path: Path) -> None:
@@ -95,6 +163,7 @@ async def test_hosts_route_pods_and_a_partitioned_host_is_evicted_then_healed(tm
                 p = await c.pods.get("by-name")
                 return p if p.status.phase in ("Succeeded", "Failed") else None
             assert (await _until(client, "the by-name client", by_name)).status.phase == "Succeeded"
+            await _load_balancer(client, plan, nodes)
             await client.pods.create(_pod("sleeper", nodes[1], "sleep", "3600"))
             await _until(client, "the sleeper", lambda c: running(c, "sleeper"))
 

@@ -6,7 +6,7 @@ Local traffic policies and stale chains deleted."""
 from __future__ import annotations
 
 from protos.kubeling.v1 import core_pb2, discovery_pb2, meta_pb2
-from proxy.iptables import ProxyRules, RuleSet, render, sep_chain, svc_chain
+from proxy.iptables import ProxyRules, RuleSet, ext_chain, fw_chain, render, sep_chain, svc_chain, svl_chain
 from proxy.serviceinfo import Endpoint, ServicePort, service_ports
 
 RULES = ProxyRules("10.244.0.0/16", "10.96.0.0/16", ("172.31.5.1",), frozenset({"node-1"}))
@@ -130,3 +130,64 @@ def test_service_ports_from_slices() -> None:
     assert (sp.id, sp.node_port, sp.affinity_seconds) == ("default/web:http", 30080, 60)
     assert [(e.ip, e.port, e.ready) for e in sp.endpoints] == [("10.244.1.2", 8080, False), ("10.244.1.3", 8080, True)]
     assert [e.ip for e in sp.usable()] == ["10.244.1.3"]
+
+
+def test_load_balancer_and_external_ips_enter_the_external_chain() -> None:
+    sp = _sp(_ep("10.244.1.2"), node_port=30080, external_ips=("192.0.2.7",), load_balancer_ips=("172.31.5.1",))
+    text, chains = _render([sp])
+    ext = ext_chain(sp)
+    assert ext in chains
+    assert (f'-A KUBE-SERVICES -m comment --comment "default/web:http external IP" -d 192.0.2.7/32 -p tcp -m tcp '
+            f'--dport 80 -j {ext}') in text
+    assert (f'-A KUBE-SERVICES -m comment --comment "default/web:http loadbalancer IP" -d 172.31.5.1/32 -p tcp '
+            f'-m tcp --dport 80 -j {ext}') in text
+    # a load balancer with endpoints needs no filter rule; without any, its addresses are refused
+    assert "KUBE-EXTERNAL-SERVICES -m" not in text
+    text, _ = _render([_sp(load_balancer_ips=("172.31.5.1",))])
+    assert ('-A KUBE-EXTERNAL-SERVICES -m comment --comment "default/web:http has no endpoints" -d 172.31.5.1/32 '
+            '-p tcp -m tcp --dport 80 -j REJECT') in text
+
+
+def test_external_traffic_policy_local_keeps_the_client_and_drops_where_no_endpoint_is() -> None:
+    sp = _sp(_ep("10.244.1.2"), _ep("10.244.2.2", node="node-2"), load_balancer_ips=("172.31.5.1",),
+             external_local=True)
+    text, _ = _render([sp])
+    ext, local = ext_chain(sp), svl_chain(sp)
+    rules = _rules(text, ext)
+    assert rules[0].endswith(f"-s 10.244.0.0/16 -j {svc_chain(sp)}")  # pods reach every endpoint
+    assert rules[1].endswith("-m addrtype --src-type LOCAL -j KUBE-MARK-MASQ")
+    assert rules[2].endswith(f"-m addrtype --src-type LOCAL -j {svc_chain(sp)}")
+    assert rules[3] == f"-A {ext} -j {local}" and len(rules) == 4
+    assert not any("KUBE-MARK-MASQ" in r for r in _rules(text, local))  # the client's address is kept
+    assert "10.244.2.2:8080" not in "".join(_rules(text, local))
+    # endpoints only elsewhere: outside traffic is not translated here, and dropped (not refused)
+    elsewhere = _sp(_ep("10.244.2.2", node="node-2"), load_balancer_ips=("172.31.5.1",), external_local=True)
+    text, chains = _render([elsewhere])
+    assert svl_chain(elsewhere) not in chains and len(_rules(text, ext_chain(elsewhere))) == 3
+    assert ('-A KUBE-EXTERNAL-SERVICES -m comment --comment "default/web:http has no local endpoints" '
+            '-d 172.31.5.1/32 -p tcp -m tcp --dport 80 -j DROP') in text
+
+
+def test_source_ranges_admit_only_their_clients() -> None:
+    sp = _sp(_ep("10.244.1.2"), load_balancer_ips=("172.31.5.1",), source_ranges=("192.0.2.0/24",))
+    text, chains = _render([sp])
+    fw = fw_chain(sp)
+    assert fw in chains
+    assert _rules(text, "KUBE-SERVICES")[1].endswith(f"-d 172.31.5.1/32 -p tcp -m tcp --dport 80 -j {fw}")
+    assert [r.split('" ', 1)[1] for r in _rules(text, fw)] == [
+        f"-s 192.0.2.0/24 -j {ext_chain(sp)}", f"-s 172.31.5.1/32 -j {ext_chain(sp)}", "-j ACCEPT"]
+    assert (f'-A KUBE-EXTERNAL-SERVICES -m comment --comment "default/web:http traffic not accepted by {fw}" '
+            '-d 172.31.5.1/32 -p tcp -m tcp --dport 80 -j DROP') in text
+
+
+def test_service_ports_read_the_load_balancer_status() -> None:
+    svc = core_pb2.Service(metadata=meta_pb2.ObjectMeta(name="web", namespace="default"), spec=core_pb2.ServiceSpec(
+        clusterIP="10.96.0.20", type="LoadBalancer", externalTrafficPolicy="Local", healthCheckNodePort=30999,
+        loadBalancerSourceRanges=[" 192.0.2.1/24", "2001:db8::/64"], externalIPs=["192.0.2.9", "2001:db8::9"],
+        ports=[core_pb2.ServicePort(name="http", protocol="TCP", port=80, nodePort=30080)]))
+    svc.status.loadBalancer.ingress.add(ip="172.31.5.1", ipMode="VIP")
+    svc.status.loadBalancer.ingress.add(ip="172.31.5.2", ipMode="Proxy")  # arrives addressed to a node: not ours
+    svc.status.loadBalancer.ingress.add(hostname="lb.example.com")
+    [sp] = service_ports([svc], [])
+    assert sp.load_balancer_ips == ("172.31.5.1",) and sp.external_ips == ("192.0.2.9",)
+    assert sp.source_ranges == ("192.0.2.0/24",) and sp.health_check_node_port == 30999 and sp.external_local
