@@ -225,3 +225,6 @@ async def test_kubectl_creates_and_shows_them(rest: APIServer, tmp_path: Path) -
     assert out.splitlines()[1].split()[:2] == ["web", "app=web"]
     _, out, _ = await kubectl("describe", "networkpolicy", "web")
     assert "PodSelector:     app=web" in out
+    # in a List, kubectl validates on its side with the v2 document: a JSON kind's fields are all allowed there
+    listed = {"apiVersion": "v1", "kind": "List", "items": [{**policy, "metadata": {"name": "in-list"}}]}
+    await kubectl("apply", "-f", "-", stdin=json.dumps(listed))

@@ -6,8 +6,9 @@ is what client-go's OpenAPISchema() asks for (`kubectl explain
 The v3 documents' schemas become `definitions` (`#/components/schemas/` references become
 `#/definitions/`); what Swagger 2.0 cannot say is left out as upstream's v2 publishing
 leaves it out (`anyOf`, `oneOf`, `not`, `nullable`; an int-or-string is `type: string,
-format: int-or-string`). Operations keep their parameters, body and responses. The
-protobuf document holds the definitions (what its readers look at), not the paths.
+format: int-or-string`; an object that keeps unknown fields, any value). Operations
+keep their parameters, body and responses. The protobuf document holds the definitions
+(what its readers look at), not the paths.
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ def _schema(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
+    if schema.get("x-kubernetes-preserve-unknown-fields") is True:
+        # Swagger 2.0 has no "and any other field": kubectl's v2 validation reads an object's
+        # properties as all it may hold, so such a schema is published as any value
+        # (upstream's v2 publishing of CRDs drops them alike)
+        schema = {k: v for k, v in schema.items() if k not in ("type", "properties", "required",
+                                                               "additionalProperties")}
     if schema.get("x-kubernetes-int-or-string"):
         out.update(type="string", format="int-or-string")
     for key, value in schema.items():
