@@ -56,6 +56,7 @@ apt:
 	command -v etcdctl >/dev/null 2>&1 || missing="$$missing etcd-client"; \
 	test -x /usr/lib/cni/bridge || missing="$$missing containernetworking-plugins"; \
 	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
+	command -v ipset >/dev/null 2>&1 || missing="$$missing ipset"; \
 	test -x /bin/busybox || missing="$$missing busybox-static"; \
 	test -x /usr/bin/catatonit || missing="$$missing catatonit"; \
 	command -v runc >/dev/null 2>&1 || missing="$$missing runc"; \

@@ -13,6 +13,8 @@ from cri.server import CRIServer
 from kubelet.agent import bridge_name, runtime_config
 from kubelet.runtime import CRICallError, Runtime
 from kubeling import mounts
+from kubeling.netfilter import Netfilter
+from netpol.controller import cleanup as policy_cleanup
 from proxy.proxier import Iptables
 
 __all__ = ["clean_node", "stop_orphans", "remove_network"]
@@ -62,16 +64,18 @@ async def stop_orphans(plan: ClusterPlan, running: dict[str, int], keep_state: b
         for node in plan.nodes:
             await clean_node(plan, node)
     terminate_pids(group(*(f"csi-hostpath-{n}" for n in plan.nodes)))
-    terminate_pids(group("scheduler", "controller-manager", "cluster-dns", "metrics-server", *plan.proxies))
+    terminate_pids(group("scheduler", "controller-manager", "cluster-dns", "metrics-server", *plan.proxies,
+                         *plan.policy_controllers))
     terminate_pids(group("haproxy", *(name for name, _, _ in plan.apiserver_backends)))
     terminate_pids(group(*(name for name, _, _ in plan.etcd_members)))
     remove_network(plan)
 
 
 def remove_network(plan: ClusterPlan) -> None:
-    """kube-proxy's rules (a killed proxy leaves them; the hosts' go with their namespaces)
-    and the underlay with its hosts."""
+    """kube-proxy's and the network policy controller's rules and sets (a killed one leaves
+    them; the hosts' go with their namespaces) and the underlay with its hosts."""
     if not plan.hosts:
         Iptables().cleanup()
+        policy_cleanup(Netfilter())
     if plan.hosts_subnet:
         hosts.destroy(plan.state_dir, plan.nodes)

@@ -81,6 +81,7 @@ kubeling is up: {len(plan.nodes)} node(s) Ready
   traces       {plan.otlp_endpoint + ' (OTLP)' if plan.otlp_endpoint else 'off (up --otlp-endpoint URL)'}
   services     ClusterIPs {SERVICE_CIDR}, cluster DNS {DNS_IP} (on {plan.api_host}:{plan.dns_port})
   kube-proxy   {', '.join(plan.proxies) + ' (iptables)' if plan.proxies else 'none (no nodes)'}
+  policies     {', '.join(plan.policy_controllers) + ' (iptables, ipset)' if plan.policy_controllers else 'off'}
 
 create a first pod:
   export KUBECONFIG={root / 'kubeconfig'}
@@ -112,6 +113,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     plan = new_plan(state_dir, args.nodes, args.node_prefix, args.cluster_cidr, args.otlp_endpoint,
                     registry_config_dir, args.etcd_members, existing, args.apiservers, args.hosts)
     plan.node_monitor_grace_period = args.node_monitor_grace_period
+    plan.network_policy = not args.no_network_policy
     plan.default_unreachable_toleration_seconds = args.default_unreachable_toleration_seconds
     if args.apiservers > 1:
         plan.write_haproxy_config()
@@ -126,7 +128,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             "--node-prefix", args.node_prefix, "--cluster-cidr", args.cluster_cidr,
             "--otlp-endpoint", args.otlp_endpoint, "--registry-config-dir", registry_config_dir,
             "--etcd-members", str(args.etcd_members), "--apiservers", str(args.apiservers)] + \
-        (["--hosts"] if args.hosts else []) + \
+        (["--hosts"] if args.hosts else []) + (["--no-network-policy"] if args.no_network_policy else []) + \
         ["--node-monitor-grace-period", str(args.node_monitor_grace_period),
          "--default-unreachable-toleration-seconds", str(args.default_unreachable_toleration_seconds)] + \
         (["--keep-state"] if args.keep_state else [])
@@ -258,6 +260,8 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     up.add_argument("--hosts", action="store_true",
                     help="each kubelet on a host of its own: a network namespace on an underlay bridge with its "
                          "own address (a private /24), pod CIDRs routed between hosts as flannel's host-gw")
+    up.add_argument("--no-network-policy", action="store_true",
+                    help="enforce no NetworkPolicy (no network policy controller beside kube-proxy)")
     up.add_argument("--node-monitor-grace-period", type=float, default=40.0,
                     help="seconds without a kubelet heartbeat before its node is Unknown (default 40)")
     up.add_argument("--default-unreachable-toleration-seconds", type=int, default=300,

@@ -58,6 +58,7 @@ class ClusterPlan:
     cluster_cidr: str = CLUSTER_CIDR
     otlp_endpoint: str = ""  # every component exports its spans here ("" : nowhere)
     registry_config_dir: str = ""  # the kubelets' registry mirrors (hosts.toml directory); "" : none
+    network_policy: bool = True  # a network policy controller beside each kube-proxy (--no-network-policy: none)
     supervisor_pid: int = 0
     ready: bool = False
     error: str = ""
@@ -127,6 +128,13 @@ class ClusterPlan:
         if self.hosts:
             return {f"kube-proxy-{node}": [node] for node in self.nodes}
         return {"kube-proxy": list(self.nodes)}
+
+    @property
+    def policy_controllers(self) -> dict[str, list[str]]:
+        """The network policy controller per network namespace -> the nodes in it, as kube-proxy's."""
+        if not self.network_policy:
+            return {}
+        return {name.replace("kube-proxy", "network-policy", 1): nodes for name, nodes in self.proxies.items()}
 
     def admin_client(self, timeout: float | None = 30.0, wait_for_ready: bool = True, address: str = "") -> Client:
         """The admin's client, of the cluster's API (or of one apiserver at `address`)."""
@@ -321,4 +329,9 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
         out[name] = enter + _python(
             "proxy", "--kubeconfig", str(root / "kube-proxy.conf"), *(f"--node-name={n}" for n in nodes),
             "--cluster-cidr", plan.cluster_cidr, "--service-cluster-ip-range", SERVICE_CIDR)
+    for name, nodes in plan.policy_controllers.items():
+        enter = ["nsenter", f"--net=/run/netns/{netns_name(nodes[0])}"] if plan.hosts else []
+        out[name] = enter + _python(
+            "netpol", "--kubeconfig", str(root / "network-policy.conf"), *(f"--node-name={n}" for n in nodes),
+            "--cluster-cidr", plan.cluster_cidr)
     return out

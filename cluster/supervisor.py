@@ -29,6 +29,7 @@ from kubeling import errors
 from kubeling.dynamic import content_of
 from metricsserver.addon import APISERVICE as METRICS_APISERVICE
 from metricsserver.addon import register as register_metrics
+from netpol.rules import FORWARD_CHAIN
 from proxy.proxier import Iptables
 
 __all__ = ["Supervisor"]
@@ -118,6 +119,9 @@ class Supervisor:
             elif name in plan.proxies:
                 await self._wait(f"{name}'s rules", functools.partial(self._proxy_synced, plan.proxies[name]),
                                  component)
+            elif name in plan.policy_controllers:
+                await self._wait(f"{name}'s rules", functools.partial(
+                    self._proxy_synced, plan.policy_controllers[name], ("filter", FORWARD_CHAIN)), component)
         for node in plan.nodes:
             await self._wait(f"node {node} to be Ready", functools.partial(self._node_ready, node),
                              self.components[f"kubelet-{node}"])
@@ -180,10 +184,10 @@ class Supervisor:
         conditions = (content_of(apiservice).get("status") or {}).get("conditions") or []
         return any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)
 
-    async def _proxy_synced(self, nodes: list[str]) -> bool:
-        """Its chains exist in its network namespace: the first sync is done."""
+    async def _proxy_synced(self, nodes: list[str], chain: tuple[str, str] = ("nat", "KUBE-SERVICES")) -> bool:
+        """Its chains exist in its network namespace (kube-proxy's, or `chain`): the first sync is done."""
         iptables = Iptables(f"/run/netns/{netns_name(nodes[0])}" if self.plan.hosts else "")
-        done = await asyncio.to_thread(iptables.run, ["iptables", "-w", "-t", "nat", "-S", "KUBE-SERVICES"])
+        done = await asyncio.to_thread(iptables.run, ["iptables", "-w", "-t", chain[0], "-S", chain[1]])
         return done.returncode == 0
 
     async def _csi_registered(self, node: str) -> bool:
@@ -250,7 +254,8 @@ class Supervisor:
         self._terminate([f"csi-hostpath-{n}" for n in self.plan.nodes])
         # One after the other: the scheduler and the controller manager give their leases
         # up through the apiserver.
-        self._terminate(["scheduler", "controller-manager", "cluster-dns", "metrics-server", *self.plan.proxies])
+        self._terminate(["scheduler", "controller-manager", "cluster-dns", "metrics-server", *self.plan.proxies,
+                         *self.plan.policy_controllers])
         self._terminate(["haproxy", *(name for name, _, _ in self.plan.apiserver_backends)])
         self._terminate([name for name, _, _ in self.plan.etcd_members])
         remove_network(self.plan)

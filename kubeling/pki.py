@@ -89,6 +89,7 @@ def control_plane_identities(server_names: Iterable[str] = ()) -> list[Identity]
         Identity("controller-manager", "system:kube-controller-manager"),
         Identity("kube-proxy", "system:kube-proxy"),
         Identity("kube-dns", "system:kube-dns"),
+        Identity("network-policy", "system:network-policy"),  # the network policy controllers
         Identity("csi-hostpath", "system:csi-hostpath"),  # the hostpath CSI driver's sidecars
         # the metrics server: its client certificate (apiserver and kubelets) and its serving
         # one, named as the aggregator verifies it (<service>.<namespace>.svc)

@@ -11,13 +11,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import json_format
 
 from kubeling import names
 from protos.kubeling.v1 import meta_pb2
 
 __all__ = [
     "SelectorError", "Requirement", "LabelSelector", "FieldRequirement", "FieldSelector",
-    "from_label_selector_proto",
+    "from_label_selector_proto", "from_label_selector_dict",
 ]
 
 
@@ -187,6 +190,17 @@ def from_label_selector_proto(sel: meta_pb2.LabelSelector | None) -> LabelSelect
             raise SelectorError(f"{expr.operator!r} is not a valid label selector operator")
         reqs.append(_validated(Requirement(expr.key, op, tuple(expr.values))))
     return LabelSelector(tuple(reqs))
+
+
+def from_label_selector_dict(sel: Mapping[str, Any] | None) -> LabelSelector | None:
+    """The same for a selector in Kubernetes JSON (a JSON kind's, a NetworkPolicy's)."""
+    if sel is None:
+        return None
+    try:
+        parsed = json_format.ParseDict(sel, meta_pb2.LabelSelector())
+    except json_format.ParseError as err:
+        raise SelectorError(str(err)) from None
+    return from_label_selector_proto(parsed)
 
 
 # ---------------------------------------------------------------- fields

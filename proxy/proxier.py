@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kubeling.client import Client
 from kubeling.informer import Informer
+from kubeling.netfilter import Netfilter
 from kubeling.netutil import cidr_arg
 from kubeling.options import flag
 from kubeling.periodic import cancel_and_wait
@@ -58,19 +59,8 @@ class ProxyConfig:
 
 
 @dataclass(frozen=True)
-class Iptables:
-    """iptables of this network namespace, or of `netns` (entered with nsenter)."""
-
-    netns: str = ""
-
-    def run(self, args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        enter = ["nsenter", f"--net={self.netns}"] if self.netns else []
-        return subprocess.run([*enter, *args], input=stdin, capture_output=True, text=True, check=False)
-
-    def restore(self, text: str) -> None:
-        done = self.run(["iptables-restore", "-w", "--noflush"], text)
-        if done.returncode != 0:
-            raise RuntimeError(f"iptables-restore: {done.stderr.strip()}")
+class Iptables(Netfilter):
+    """kube-proxy's chains in this network namespace, or in `netns`."""
 
     def own_chains(self) -> set[str]:
         """The per-service chains of kube-proxy's in the nat table now."""

@@ -4,9 +4,9 @@ Each test's apiserver gets its own etcd key prefix, so tests share one etcd
 without seeing each other's objects. Tests that compact etcd start their own etcd.
 
 Tests that change or inspect what the whole machine shares (network namespaces, bridges,
-iptables, runc containers, mounts: the CNI, CRI, kube-proxy and route tests and every e2e
-test) are marked `host`: `make test` runs them one at a time, and the others, which touch
-only their own etcd prefix, processes and ports, side by side (pytest-xdist).
+iptables, runc containers, mounts: the CNI, CRI, kube-proxy, network policy and route tests
+and every e2e test) are marked `host`: `make test` runs them one at a time, and the others,
+which touch only their own etcd prefix, processes and ports, side by side (pytest-xdist).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from kubeling.client import Client
 _prefixes = itertools.count()
 # What touches the machine's shared state, by path under tests/.
 _HOST_STATE = ("contract/cni/", "contract/cri/", "contract/csi/", "contract/test_proxy.py",
-               "contract/test_pod_routes.py", "e2e/")
+               "contract/test_netpol_controller.py", "contract/test_pod_routes.py", "e2e/")
 
 
 def pytest_configure(config: pytest.Config) -> None:

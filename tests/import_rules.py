@@ -5,9 +5,10 @@ checks the checker).
 
 Between the top-level packages:
 - `kubeling` is the library at the bottom: it imports no component.
-- `scheduler`, `kubelet`, `controllers`, `proxy`, `clusterdns`, `csi`, `metricsserver`, `cri` and `cni` never import
-  `apiserver` (they talk to it over gRPC), nor each other; but the kubelet hosts the CRI
-  runtime (`cri`), and the runtime drives libcni (`cni`).
+- `scheduler`, `kubelet`, `controllers`, `proxy`, `netpol`, `clusterdns`, `csi`,
+  `metricsserver`, `cri` and `cni` never import `apiserver` (they talk to it over gRPC),
+  nor each other; but the kubelet hosts the CRI runtime (`cri`), and the runtime drives
+  libcni (`cni`).
 - `cni` imports no other component (the kubeling library only).
 - `protos` imports nothing of ours.
 - `cluster` (the `kubeling` command) is the top: nothing imports it, but the benchmarks
@@ -39,7 +40,7 @@ __all__ = ["FORBIDDEN", "ALLOWED", "Violation", "violations", "cycles"]
 ROOT = Path(__file__).resolve().parents[1]
 
 COMPONENTS = frozenset({"apiserver", "scheduler", "kubelet", "cri", "cni", "cluster", "controllers", "proxy",
-                        "clusterdns", "csi", "metricsserver"})
+                        "netpol", "clusterdns", "csi", "metricsserver"})
 OURS = COMPONENTS | {"kubeling", "protos", "bench", "tests"}
 _APISERVER_FRONT = frozenset({"apiserver.endpoints.grpc", "apiserver.endpoints.rest"})
 _ABOVE_REGISTRY = frozenset({"apiserver.endpoints", "apiserver.options", "apiserver.server", "apiserver.__main__"})
@@ -54,6 +55,7 @@ FORBIDDEN: dict[str, frozenset[str]] = {
     "cri": COMPONENTS - {"cri", "cni"} | {"bench", "tests"},
     "controllers": COMPONENTS - {"controllers"} | {"bench", "tests"},
     "proxy": COMPONENTS - {"proxy"} | {"bench", "tests"},
+    "netpol": COMPONENTS - {"netpol"} | {"bench", "tests"},
     "clusterdns": COMPONENTS - {"clusterdns"} | {"bench", "tests"},
     "metricsserver": COMPONENTS - {"metricsserver"} | {"bench", "tests"},
     "cni": COMPONENTS - {"cni"} | {"bench", "tests"},

@@ -192,6 +192,11 @@ def cluster_roles() -> list[Role]:
             _rule(("list", "watch"), (DISCOVERY,), ("endpointslices",)),
             _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),
         )),
+        # the network policy controllers' (kube-router's ClusterRole, the part its netpol controller uses)
+        Role("system:network-policy", (
+            _rule(("list", "watch"), (CORE,), ("pods", "namespaces")),
+            _rule(("list", "watch"), (NETWORKING,), ("networkpolicies",)),
+        )),
         Role("system:kube-dns", (
             _rule(("list", "watch"), (CORE,), ("services", "endpoints")),
             _rule(("list", "watch"), (DISCOVERY,), ("endpointslices",)),
@@ -259,6 +264,7 @@ def cluster_role_bindings() -> list[Binding]:
         bind("system:kube-scheduler", Subject("User", "system:kube-scheduler")),
         bind("system:kube-controller-manager", Subject("User", "system:kube-controller-manager")),
         bind("system:node-proxier", Subject("User", "system:kube-proxy")),
+        bind("system:network-policy", Subject("User", "system:network-policy")),
         bind("system:kube-dns", Subject("User", "system:kube-dns")),
         bind("system:csi-hostpath", Subject("User", "system:csi-hostpath")),
         bind("system:metrics-server", Subject("User", "system:metrics-server")),

@@ -1,0 +1,1 @@
+"""The network policy controller: NetworkPolicies as iptables rules and ipsets on each node."""
