@@ -10,6 +10,7 @@ the same files under its state dir (cluster.plan).
   DIR/kube-proxy.conf          system:kube-proxy
   DIR/kube-dns.conf            system:kube-dns
   DIR/network-policy.conf      system:network-policy (the network policy controllers)
+  DIR/ingress-controller.conf  system:ingress-controller
   DIR/csi-hostpath.conf        system:csi-hostpath (the hostpath CSI driver's sidecars)
   DIR/metrics-server.conf      system:metrics-server
   DIR/super-admin.conf         kubernetes-admin at the components' address (addons)
@@ -59,6 +60,7 @@ def write_credentials(root: Path, certs: Path, nodes: dict[str, list[str]], *, r
     write_kubeconfig(root / "kube-proxy.conf", rest, grpc, tls=_tls(certs, "kube-proxy"))
     write_kubeconfig(root / "kube-dns.conf", rest, grpc, tls=_tls(certs, "kube-dns"))
     write_kubeconfig(root / "network-policy.conf", rest, grpc, tls=_tls(certs, "network-policy"))
+    write_kubeconfig(root / "ingress-controller.conf", rest, grpc, tls=_tls(certs, "ingress-controller"))
     write_kubeconfig(root / "csi-hostpath.conf", rest, grpc, tls=_tls(certs, "csi-hostpath"))
     write_kubeconfig(root / "metrics-server.conf", rest, grpc, tls=_tls(certs, "metrics-server"))
     for node in nodes:

@@ -69,6 +69,13 @@ async def _supervise(plan: ClusterPlan, keep_state_on_exit: bool) -> int:
     return 0
 
 
+def _ingress_line(plan: ClusterPlan) -> str:
+    if not plan.ingress:
+        return "off"
+    at = plan.ingress_address
+    return f"http://{at}:{plan.ingress_http_port}, https://{at}:{plan.ingress_https_port} (HAProxy, class kubeling)"
+
+
 def _print_summary(plan: ClusterPlan) -> None:
     root = plan.root
     print(f"""
@@ -82,6 +89,7 @@ kubeling is up: {len(plan.nodes)} node(s) Ready
   services     ClusterIPs {SERVICE_CIDR}, cluster DNS {DNS_IP} (on {plan.api_host}:{plan.dns_port})
   kube-proxy   {', '.join(plan.proxies) + ' (iptables)' if plan.proxies else 'none (no nodes)'}
   policies     {', '.join(plan.policy_controllers) + ' (iptables, ipset)' if plan.policy_controllers else 'off'}
+  ingress      {_ingress_line(plan)}
 
 create a first pod:
   export KUBECONFIG={root / 'kubeconfig'}
@@ -111,7 +119,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         print("kubeling: --apiservers needs HAProxy in front of them: apt-get install haproxy", file=sys.stderr)
         return 1
     plan = new_plan(state_dir, args.nodes, args.node_prefix, args.cluster_cidr, args.otlp_endpoint,
-                    registry_config_dir, args.etcd_members, existing, args.apiservers, args.hosts)
+                    registry_config_dir, args.etcd_members, existing, args.apiservers, args.hosts,
+                    ingress=not args.no_ingress)
     plan.node_monitor_grace_period = args.node_monitor_grace_period
     plan.network_policy = not args.no_network_policy
     plan.default_unreachable_toleration_seconds = args.default_unreachable_toleration_seconds
@@ -129,6 +138,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             "--otlp-endpoint", args.otlp_endpoint, "--registry-config-dir", registry_config_dir,
             "--etcd-members", str(args.etcd_members), "--apiservers", str(args.apiservers)] + \
         (["--hosts"] if args.hosts else []) + (["--no-network-policy"] if args.no_network_policy else []) + \
+        (["--no-ingress"] if args.no_ingress else []) + \
         ["--node-monitor-grace-period", str(args.node_monitor_grace_period),
          "--default-unreachable-toleration-seconds", str(args.default_unreachable_toleration_seconds)] + \
         (["--keep-state"] if args.keep_state else [])
@@ -260,6 +270,8 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     up.add_argument("--hosts", action="store_true",
                     help="each kubelet on a host of its own: a network namespace on an underlay bridge with its "
                          "own address (a private /24), pod CIDRs routed between hosts as flannel's host-gw")
+    up.add_argument("--no-ingress", action="store_true",
+                    help="run no ingress controller (HAProxy serving Ingresses on the first node's address)")
     up.add_argument("--no-network-policy", action="store_true",
                     help="enforce no NetworkPolicy (no network policy controller beside kube-proxy)")
     up.add_argument("--node-monitor-grace-period", type=float, default=40.0,

@@ -28,6 +28,7 @@ COMMANDS = (
     ("python -m cri", "cri.__main__"),
     ("python -m proxy", "proxy.__main__"),
     ("python -m netpol", "netpol.__main__"),
+    ("python -m ingress", "ingress.__main__"),
     ("python -m clusterdns", "clusterdns.__main__"),
     ("python -m clusterdns.addon", "clusterdns.addon"),
     ("python -m metricsserver", "metricsserver.__main__"),

@@ -59,6 +59,9 @@ class ClusterPlan:
     otlp_endpoint: str = ""  # every component exports its spans here ("" : nowhere)
     registry_config_dir: str = ""  # the kubelets' registry mirrors (hosts.toml directory); "" : none
     network_policy: bool = True  # a network policy controller beside each kube-proxy (--no-network-policy: none)
+    # The ingress controller's HAProxy, on the first node's address (0: none, --no-ingress or a plan from before)
+    ingress_http_port: int = 0
+    ingress_https_port: int = 0
     supervisor_pid: int = 0
     ready: bool = False
     error: str = ""
@@ -136,6 +139,16 @@ class ClusterPlan:
             return {}
         return {name.replace("kube-proxy", "network-policy", 1): nodes for name, nodes in self.proxies.items()}
 
+    @property
+    def ingress_address(self) -> str:
+        """Where the ingress controller's HAProxy listens: the first node's address (its
+        host's, with --hosts: pods are reached from there without a hop)."""
+        return self.node_ip(self.nodes[0]) if self.nodes else ""
+
+    @property
+    def ingress(self) -> bool:
+        return bool(self.nodes and self.ingress_http_port and self.ingress_https_port)
+
     def admin_client(self, timeout: float | None = 30.0, wait_for_ready: bool = True, address: str = "") -> Client:
         """The admin's client, of the cluster's API (or of one apiserver at `address`)."""
         return Client(address or self.apiserver, tls=self.tls("admin"), timeout=timeout,
@@ -207,11 +220,11 @@ class ClusterPlan:
 
 def new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_endpoint: str = "",
              registry_config_dir: str = "", etcd_members: int = 1, previous: ClusterPlan | None = None,
-             apiservers: int = 1, hosts: bool = False) -> ClusterPlan:
+             apiservers: int = 1, hosts: bool = False, ingress: bool = True) -> ClusterPlan:
     """Fresh ports, but an etcd cluster's from the previous plan of this state dir: its
     members know each other by their peer URLs, kept in their data."""
     backends = apiservers if apiservers > 1 else 0
-    fresh = iter(_distinct_free_ports(2 * etcd_members + 6 + 2 * backends))
+    fresh = iter(_distinct_free_ports(2 * etcd_members + 8 + 2 * backends))
     ports = [[next(fresh), next(fresh)] for _ in range(etcd_members)]
     if previous is not None and len(previous.etcd_members) == etcd_members > 1 and \
             all((state_dir / name).is_dir() for name, _, _ in previous.etcd_members):
@@ -223,7 +236,9 @@ def new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_e
                        otlp_endpoint=otlp_endpoint, registry_config_dir=registry_config_dir,
                        etcd_more_ports=ports[1:],
                        apiserver_ports=[[next(fresh), next(fresh)] for _ in range(backends)],
-                       hosts_subnet=choose_subnet(), hosts=hosts, dns_port=next(fresh), metrics_port=next(fresh))
+                       hosts_subnet=choose_subnet(), hosts=hosts, dns_port=next(fresh), metrics_port=next(fresh),
+                       ingress_http_port=next(fresh) if ingress else 0,
+                       ingress_https_port=next(fresh) if ingress else 0)
 
 
 def _distinct_free_ports(count: int) -> list[int]:
@@ -329,6 +344,13 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
         out[name] = enter + _python(
             "proxy", "--kubeconfig", str(root / "kube-proxy.conf"), *(f"--node-name={n}" for n in nodes),
             "--cluster-cidr", plan.cluster_cidr, "--service-cluster-ip-range", SERVICE_CIDR)
+    if plan.ingress:
+        enter = ["nsenter", f"--net=/run/netns/{netns_name(plan.nodes[0])}"] if plan.hosts else []
+        out["ingress-controller"] = enter + _python(
+            "ingress", "--kubeconfig", str(root / "ingress-controller.conf"),
+            "--http-listen", f"{plan.ingress_address}:{plan.ingress_http_port}",
+            "--https-listen", f"{plan.ingress_address}:{plan.ingress_https_port}",
+            "--state-dir", str(root / "ingress"))
     for name, nodes in plan.policy_controllers.items():
         enter = ["nsenter", f"--net=/run/netns/{netns_name(nodes[0])}"] if plan.hosts else []
         out[name] = enter + _python(

@@ -25,6 +25,7 @@ from cluster.plan import DNS_IP, ClusterPlan, commands
 from clusterdns.addon import publish
 from csi.addon import install_default_class
 from csi.hostpath import DRIVER_NAME
+from ingress.addon import install_class as install_ingress_class
 from kubeling import errors
 from kubeling.dynamic import content_of
 from metricsserver.addon import APISERVICE as METRICS_APISERVICE
@@ -119,6 +120,9 @@ class Supervisor:
             elif name in plan.proxies:
                 await self._wait(f"{name}'s rules", functools.partial(self._proxy_synced, plan.proxies[name]),
                                  component)
+            elif name == "ingress-controller":
+                await self._wait(f"the ingress controller on {plan.ingress_address}:{plan.ingress_http_port}",
+                                 self._ingress_serving, component)
             elif name in plan.policy_controllers:
                 await self._wait(f"{name}'s rules", functools.partial(
                     self._proxy_synced, plan.policy_controllers[name], ("filter", FORWARD_CHAIN)), component)
@@ -131,12 +135,24 @@ class Supervisor:
         if plan.nodes:
             async with plan.admin_client(timeout=10) as client:
                 await install_default_class(client, DRIVER_NAME)  # as kubeadm's addon phase: the admin's
+                if plan.ingress:
+                    await install_ingress_class(client)
 
     async def _http_ok(self, url: str, ssl: SSLContext | None = None) -> bool:
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session, \
                     session.get(url, ssl=ssl or True) as reply:
                 return reply.status == 200
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            return False
+
+    async def _ingress_serving(self) -> bool:
+        """HAProxy answers (404 from the default backend while no Ingress routes anything)."""
+        plan = self.plan
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session, \
+                    session.get(f"http://{plan.ingress_address}:{plan.ingress_http_port}/") as reply:
+                return reply.status in (200, 404, 503)
         except (aiohttp.ClientError, asyncio.TimeoutError):
             return False
 
@@ -254,8 +270,8 @@ class Supervisor:
         self._terminate([f"csi-hostpath-{n}" for n in self.plan.nodes])
         # One after the other: the scheduler and the controller manager give their leases
         # up through the apiserver.
-        self._terminate(["scheduler", "controller-manager", "cluster-dns", "metrics-server", *self.plan.proxies,
-                         *self.plan.policy_controllers])
+        self._terminate(["scheduler", "controller-manager", "cluster-dns", "metrics-server", "ingress-controller",
+                         *self.plan.proxies, *self.plan.policy_controllers])
         self._terminate(["haproxy", *(name for name, _, _ in self.plan.apiserver_backends)])
         self._terminate([name for name, _, _ in self.plan.etcd_members])
         remove_network(self.plan)

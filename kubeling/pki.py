@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["PKI", "Identity", "ensure", "node_identities", "FRONT_PROXY_CA", "FRONT_PROXY_CLIENT"]
+__all__ = ["PKI", "Identity", "ensure", "node_identities", "self_signed", "FRONT_PROXY_CA", "FRONT_PROXY_CLIENT"]
 
 CA_DAYS = 3650
 LEAF_DAYS = 365
@@ -90,6 +90,7 @@ def control_plane_identities(server_names: Iterable[str] = ()) -> list[Identity]
         Identity("kube-proxy", "system:kube-proxy"),
         Identity("kube-dns", "system:kube-dns"),
         Identity("network-policy", "system:network-policy"),  # the network policy controllers
+        Identity("ingress-controller", "system:ingress-controller"),
         Identity("csi-hostpath", "system:csi-hostpath"),  # the hostpath CSI driver's sidecars
         # the metrics server: its client certificate (apiserver and kubelets) and its serving
         # one, named as the aggregator verifies it (<service>.<namespace>.svc)
@@ -190,6 +191,26 @@ def _ensure_ca(pki: PKI, path: str = "ca", common_name: str = "kubernetes"
     _write_cert(pki.cert(path), cert)
     pki.issued.append(path)
     return cert, key
+
+
+def self_signed(common_name: str, names: Iterable[str] = (), days: int = 365) -> tuple[bytes, bytes]:
+    """A self-signed serving certificate and its key, PEM (an ingress controller's default
+    certificate, test servers' own)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = _now()
+    builder = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+               .serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(minutes=5))
+               .not_valid_after(now + datetime.timedelta(days=days))
+               .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False))
+    alt = _alt_names(names)
+    if alt:
+        builder = builder.add_extension(x509.SubjectAlternativeName(alt), critical=False)
+    cert = builder.sign(key, hashes.SHA256())
+    return (cert.public_bytes(serialization.Encoding.PEM),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()))
 
 
 def _alt_names(names: Iterable[str]) -> list[x509.GeneralName]:

@@ -5,7 +5,7 @@ checks the checker).
 
 Between the top-level packages:
 - `kubeling` is the library at the bottom: it imports no component.
-- `scheduler`, `kubelet`, `controllers`, `proxy`, `netpol`, `clusterdns`, `csi`,
+- `scheduler`, `kubelet`, `controllers`, `proxy`, `netpol`, `ingress`, `clusterdns`, `csi`,
   `metricsserver`, `cri` and `cni` never import `apiserver` (they talk to it over gRPC),
   nor each other; but the kubelet hosts the CRI runtime (`cri`), and the runtime drives
   libcni (`cni`).
@@ -40,7 +40,7 @@ __all__ = ["FORBIDDEN", "ALLOWED", "Violation", "violations", "cycles"]
 ROOT = Path(__file__).resolve().parents[1]
 
 COMPONENTS = frozenset({"apiserver", "scheduler", "kubelet", "cri", "cni", "cluster", "controllers", "proxy",
-                        "netpol", "clusterdns", "csi", "metricsserver"})
+                        "netpol", "ingress", "clusterdns", "csi", "metricsserver"})
 OURS = COMPONENTS | {"kubeling", "protos", "bench", "tests"}
 _APISERVER_FRONT = frozenset({"apiserver.endpoints.grpc", "apiserver.endpoints.rest"})
 _ABOVE_REGISTRY = frozenset({"apiserver.endpoints", "apiserver.options", "apiserver.server", "apiserver.__main__"})
@@ -56,6 +56,7 @@ FORBIDDEN: dict[str, frozenset[str]] = {
     "controllers": COMPONENTS - {"controllers"} | {"bench", "tests"},
     "proxy": COMPONENTS - {"proxy"} | {"bench", "tests"},
     "netpol": COMPONENTS - {"netpol"} | {"bench", "tests"},
+    "ingress": COMPONENTS - {"ingress"} | {"bench", "tests"},
     "clusterdns": COMPONENTS - {"clusterdns"} | {"bench", "tests"},
     "metricsserver": COMPONENTS - {"metricsserver"} | {"bench", "tests"},
     "cni": COMPONENTS - {"cni"} | {"bench", "tests"},

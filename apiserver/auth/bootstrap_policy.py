@@ -197,6 +197,14 @@ def cluster_roles() -> list[Role]:
             _rule(("list", "watch"), (CORE,), ("pods", "namespaces")),
             _rule(("list", "watch"), (NETWORKING,), ("networkpolicies",)),
         )),
+        # the ingress controller's (ingress-nginx's ClusterRole, less what it needs for leader election)
+        Role("system:ingress-controller", (
+            _rule(("list", "watch"), (CORE,), ("services", "secrets")),
+            _rule(("list", "watch"), (DISCOVERY,), ("endpointslices",)),
+            _rule(("get", "list", "watch"), (NETWORKING,), ("ingresses", "ingressclasses")),
+            _rule(("update", "patch"), (NETWORKING,), ("ingresses/status",)),
+            _rule(("create", "patch", "update"), (CORE, EVENTS), ("events",)),
+        )),
         Role("system:kube-dns", (
             _rule(("list", "watch"), (CORE,), ("services", "endpoints")),
             _rule(("list", "watch"), (DISCOVERY,), ("endpointslices",)),
@@ -265,6 +273,7 @@ def cluster_role_bindings() -> list[Binding]:
         bind("system:kube-controller-manager", Subject("User", "system:kube-controller-manager")),
         bind("system:node-proxier", Subject("User", "system:kube-proxy")),
         bind("system:network-policy", Subject("User", "system:network-policy")),
+        bind("system:ingress-controller", Subject("User", "system:ingress-controller")),
         bind("system:kube-dns", Subject("User", "system:kube-dns")),
         bind("system:csi-hostpath", Subject("User", "system:csi-hostpath")),
         bind("system:metrics-server", Subject("User", "system:metrics-server")),

@@ -65,8 +65,8 @@ def test_every_component_command_parses_with_its_own_parser(services: dict[str, 
             assert config.node_ip == service["networks"]["cluster"]["ipv4_address"]
         modules.setdefault(module, []).append(name)
     assert sorted(modules) == ["apiserver", "cluster", "cluster.otlpreceiver", "clusterdns", "clusterdns.addon",
-                              "controllers", "kubelet", "metricsserver", "metricsserver.addon", "netpol", "proxy",
-                              "scheduler"]
+                              "controllers", "ingress", "ingress.addon", "kubelet", "metricsserver",
+                              "metricsserver.addon", "netpol", "proxy", "scheduler"]
     assert len(modules["scheduler"]) == 2 and len(modules["kubelet"]) == 2 and len(modules["proxy"]) == 2
     assert len(modules["netpol"]) == 2
 

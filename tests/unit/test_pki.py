@@ -43,6 +43,7 @@ def test_identities_as_upstream_names_them(tmp_path: Path) -> None:
                 "controller-manager": ("system:kube-controller-manager", []),
                 "kube-proxy": ("system:kube-proxy", []), "kube-dns": ("system:kube-dns", []),
                 "csi-hostpath": ("system:csi-hostpath", []), "network-policy": ("system:network-policy", []),
+                "ingress-controller": ("system:ingress-controller", []),
                 "metrics-server": ("system:metrics-server", []), "metrics-server-serving": ("metrics-server", []),
                 "kubelet/node-1-client": ("system:node:node-1", ["system:nodes"]),
                 "kubelet/node-2-client": ("system:node:node-2", ["system:nodes"]),

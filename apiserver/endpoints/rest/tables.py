@@ -634,14 +634,22 @@ _FLOWCONTROL_PRINTERS: dict[str, Printer] = {
 
 
 def _ingress_row(ing: Obj, now: float) -> list[Any]:
-    """upstream's printIngress: CLASS, HOSTS (every rule's, "*" when a rule has none),
-    ADDRESS (the load balancer's), PORTS (80, and 443 with TLS)."""
+    """upstream's printIngress: CLASS, HOSTS (formatHosts: up to three hosts, then "+ N
+    more..." counting every rule past the third; "*" when none names one), ADDRESS
+    (the load balancer's, sorted and unique), PORTS (80, and 443 with TLS)."""
     spec = ing.get("spec") or {}
-    hosts = [r.get("host") or "*" for r in spec.get("rules") or []]
-    addresses = [i.get("ip") or i.get("hostname", "") for i in
-                 ((ing.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []]
-    return [ing["metadata"]["name"], spec.get("ingressClassName") or _NONE, ",".join(hosts) or "*",
-            ",".join(a for a in addresses if a), "80, 443" if spec.get("tls") else "80", _age(ing, now)]
+    rules = spec.get("rules") or []
+    hosts: list[str] = []
+    more = False
+    for rule in rules:  # formatHosts, step by step: hostless rules count, but show nothing
+        more = more or len(hosts) == 3
+        if not more and rule.get("host"):
+            hosts.append(rule["host"])
+    shown = (",".join(hosts) + (f" + {len(rules) - 3} more..." if more else "")) if hosts else "*"
+    addresses = {i.get("ip") or i.get("hostname", "") for i in
+                 ((ing.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []}
+    return [ing["metadata"]["name"], spec.get("ingressClassName") or _NONE, shown,
+            ",".join(sorted(a for a in addresses if a)), "80, 443" if spec.get("tls") else "80", _age(ing, now)]
 
 
 def _ingressclass_row(ic: Obj, now: float) -> list[Any]:

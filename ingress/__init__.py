@@ -1,0 +1,1 @@
+"""The ingress controller: Ingresses served by HAProxy (Debian's), programmed from the API."""
