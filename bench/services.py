@@ -15,7 +15,10 @@ in the same run:
   walk cost);
 - dns: queries per second and p99 from the pod's namespace to the ClusterIP 10.96.0.10
   (DNAT to the server), 32 in flight; anchor: a UDP responder in the same event loop that
-  answers every datagram with one prepared reply (the floor of Python UDP serving here).
+  answers every datagram with one prepared reply (the floor of Python UDP serving here);
+- ingress and network_policy (`bench.traffic`): HTTP through the ingress controller's
+  HAProxy against the pod directly; a NetworkPolicy's write to enforcement, and the
+  per-connection cost of 100 policies against none.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import dns.message
 
 from apiserver.server import APIServer, Config
 from bench.output import report
+from bench.traffic import ingress_measure, network_policy_measure
 from cluster.etcd import EtcdServer
 from clusterdns.addon import publish
 from clusterdns.server import DNSConfig, DNSServer
@@ -279,6 +283,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         result["sync"] = await _sync(proxier, Iptables(f"/run/netns/{ns}"), client)
         result["latency"] = await _latency(ns, web.spec.clusterIP, args.requests)
         result["dns"] = await _dns(ns, dns_server, args.dns_seconds, root_ip)
+        result["ingress"] = await ingress_measure(client, ns, root_ip, ns_ip, BACKEND, work, args.requests,
+                                                  args.http_seconds)
+        result["network_policy"] = await network_policy_measure(client, args.requests)
         await client.close()
     finally:
         if proxier is not None:
@@ -304,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--endpoints", type=int, default=10)
     p.add_argument("--requests", type=int, default=2000, help="sequential connections per latency measure")
     p.add_argument("--dns-seconds", type=float, default=5.0)
+    p.add_argument("--http-seconds", type=float, default=5.0, help="seconds of 32-client HTTP load per target")
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
     report(asyncio.run(main_async(args)), args.json)
