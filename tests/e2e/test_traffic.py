@@ -5,8 +5,8 @@ controller beside kube-proxy, with the real kubectl.
 Ingress: `a.example/` and `b.example/api` routed to two Services from this machine (Host
 header; a TLS host by SNI with its Secret's certificate), the default backend's 404 for
 the rest, a backend scaled from 1 to 3 getting traffic from all three with no request
-lost across the reloads, a missing Service reported as an event while the other rules keep
-working, the Ingress's status naming the address, and a deleted Ingress no longer routing.
+lost across the reloads, a missing Service and a missing Secret reported as events while
+the other rules keep working, the Ingress's status naming the address, and a deleted Ingress no longer routing.
 
 NetworkPolicy:
 
@@ -253,7 +253,8 @@ async def test_ingress_routes_by_host_and_path(cluster: Cluster) -> None:
     for name in ("site-a", "site-b"):
         await kubectl("expose", "deployment", name, "--port=80", "--target-port=http")
     ingress = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "sites"},
-               "spec": {"tls": [{"hosts": ["secure.example"], "secretName": "secure-tls"}], "rules": [
+               "spec": {"tls": [{"hosts": ["secure.example"], "secretName": "secure-tls"},
+                                {"hosts": ["absent.example"], "secretName": "absent"}], "rules": [
                    {"host": "a.example", "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": {
                        "service": {"name": "site-a", "port": {"number": 80}}}}]}},
                    {"host": "b.example", "http": {"paths": [{"path": "/api", "pathType": "Prefix", "backend": {
@@ -283,6 +284,7 @@ async def test_ingress_routes_by_host_and_path(cluster: Cluster) -> None:
     assert (await get("broken.example"))[0] == 503  # no endpoints: the other rules unaffected
     _, out, _ = await kubectl("get", "events", "--field-selector", "involvedObject.name=sites")
     assert "service default/missing not found" in out, out
+    assert "secret default/absent not found: its hosts get the default certificate" in out, out
     _, out, _ = await kubectl("get", "ingress", "sites")
     row = out.split("\n")[1]
     assert "kubeling   a.example,b.example,secure.example + 1 more...   " + at in row, out
