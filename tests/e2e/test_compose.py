@@ -31,6 +31,7 @@ import yaml
 from bench.dockerengine import DockerEngine, docker_engine
 from kubeling.netutil import free_port
 from tests.e2e.kubectl import Kubectl
+from tests.wait import until
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "kubeling:test"
@@ -214,6 +215,35 @@ async def test_a_service_by_name_from_the_other_node(compose: Compose, kubectl: 
     assert out.strip() == "hello-by-name"
     await kubectl("delete", "service", "named-svc")
     await kubectl("delete", "pod", "named", "asker", "--grace-period=1", "--wait=true", timeout=120)
+
+
+async def test_an_ingress_through_the_ingress_controller(compose: Compose, kubectl: Kubectl) -> None:
+    """The ingress controller in kubelet-1's namespace (HAProxy on 172.28.0.11:8080) with
+    the class the ingress-addon one-shot installed: an Ingress naming no class is served
+    and reached from this machine by its host; its status names the address."""
+    await _run_pod(kubectl, "site", "node-2", "sh", "-c",
+                   "echo hello-through-ingress > /tmp/index.html; exec httpd -f -p 8080 -h /tmp")
+    await kubectl("expose", "pod", "site", "--port=80", "--target-port=8080")
+    await kubectl("create", "ingress", "site", "--rule=site.compose/*=site:80")
+
+    def fetch() -> str:
+        conn = http.client.HTTPConnection("172.28.0.11", 8080, timeout=3)
+        try:
+            conn.request("GET", "/", headers={"Host": "site.compose"})
+            reply = conn.getresponse()
+            return reply.read().decode().strip() if reply.status == 200 else ""
+        finally:
+            conn.close()
+
+    body = await until(lambda: asyncio.to_thread(fetch), "the site through the ingress", 90, interval=0.5,
+                       check=lambda text: text == "hello-through-ingress", retry_on=(OSError,))
+    assert body == "hello-through-ingress"
+    _, out, _ = await kubectl("get", "ingress", "site", "-o", "jsonpath={.spec.ingressClassName} "
+                                                          "{.status.loadBalancer.ingress[0].ip}")
+    assert out == "kubeling 172.28.0.11", out
+    await kubectl("delete", "ingress", "site")
+    await kubectl("delete", "service", "site")
+    await kubectl("delete", "pod", "site", "--grace-period=1", "--wait=true", timeout=120)
 
 
 async def test_kubectl_runs_a_pod_gets_its_logs_deletes_it(compose: Compose, kubectl: Kubectl) -> None:
