@@ -62,6 +62,7 @@ def test_every_component_command_parses_with_its_own_parser(services: dict[str, 
         if module == "kubelet":
             config = make_config(args)  # values too, not only flag names
             assert config.pod_routes and config.cgroup_root == "/placeholder"
+            assert config.node_network == "172.28.0.0/24"  # the ingress controller's clients answered
             assert config.node_ip == service["networks"]["cluster"]["ipv4_address"]
         modules.setdefault(module, []).append(name)
     assert sorted(modules) == ["apiserver", "cluster", "cluster.otlpreceiver", "clusterdns", "clusterdns.addon",
