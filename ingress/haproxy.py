@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -142,8 +143,12 @@ class HAProxy:
         os.replace(candidate, self.config_path)
         self._config = config
         if self._proc is None or self._proc.returncode is not None:
+            # HAProxy dies with its controller, even a killed one (the parent-death signal
+            # survives the master's re-executions): a successor never meets an orphan
+            # holding the ports with an old configuration
+            guard = ["setpriv", "--pdeathsig", "TERM"] if shutil.which("setpriv") else []
             self._proc = await asyncio.create_subprocess_exec(
-                self.binary, "-W", "-db", "-f", str(self.config_path), stdin=asyncio.subprocess.DEVNULL)
+                *guard, self.binary, "-W", "-db", "-f", str(self.config_path), stdin=asyncio.subprocess.DEVNULL)
             log.info("HAProxy started (pid %d)", self._proc.pid)
         else:
             self._proc.send_signal(signal.SIGUSR2)
