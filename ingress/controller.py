@@ -32,6 +32,7 @@ __all__ = ["IngressConfig", "IngressController", "FAKE_CERTIFICATE_NAME"]
 log = logging.getLogger(__name__)
 
 FAKE_CERTIFICATE_NAME = "Kubernetes Ingress Controller Fake Certificate"  # ingress-nginx's default's name
+RESYNC_SECONDS = 5.0
 
 
 @dataclass
@@ -92,7 +93,13 @@ class IngressController:
 
     async def _loop(self) -> None:
         while True:
-            await self._changed.wait()
+            try:
+                # now and then without a change too: an HAProxy that died (its ports still held
+                # by a predecessor as it started) is started again
+                async with asyncio.timeout(RESYNC_SECONDS):
+                    await self._changed.wait()
+            except TimeoutError:
+                pass
             wait = self._last_sync_at + self.config.min_sync_period - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)

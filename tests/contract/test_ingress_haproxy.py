@@ -1,6 +1,7 @@
 """The ingress controller's HAProxy as a process: it serves the rendered configuration (the
-default backend's 404), and it dies with its controller even when the controller is killed
-outright, so that the controller's successor never meets an orphan holding the ports."""
+default backend's 404), it dies with its controller even when the controller is killed
+outright (the successor never meets an orphan holding the ports), and one that died is
+started again by its controller."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ingress.controller import IngressConfig, IngressController
+from kubeling.client import Client
 from kubeling.netutil import free_port
 from tests.wait import until
 
@@ -76,3 +79,19 @@ async def test_haproxy_serves_and_dies_with_a_killed_controller(tmp_path: Path) 
     finally:
         controller.kill()
         controller.wait()
+
+
+async def test_a_dead_haproxy_is_started_again(client: Client, tmp_path: Path) -> None:
+    http_port, https_port = free_port(), free_port()
+    controller = IngressController(Client(client.address), IngressConfig(
+        http_listen=f"127.0.0.1:{http_port}", https_listen=f"127.0.0.1:{https_port}", state_dir=tmp_path / "ingress"))
+    await controller.start()
+    try:
+        first = controller.haproxy.pid
+        assert await until(lambda: _get(http_port), "HAProxy answering", 10, interval=0.1, retry_on=(OSError,))
+        os.kill(first, signal.SIGKILL)
+        await until(lambda: controller.haproxy.pid != first and _get(http_port)[0] == 404,
+                    "a new HAProxy answering", 30, interval=0.2, retry_on=(OSError,))
+    finally:
+        await controller.stop()
+        await controller.client.close()
