@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cluster import certs, commands, why
+from cluster import certs, commands, images, why
 from cri.images import cli as image_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubeling", description="a small but real Kubernetes control plane")
     subcommands = parser.add_subparsers(dest="command", required=True)
-    image_cli.add_parser(subcommands)
+    images.extend(image_cli.add_parser(subcommands))
     commands.add_parsers(subcommands)
     certs.add_parser(subcommands)
     why.add_parser(subcommands)

@@ -11,10 +11,15 @@ from cri.images.builtin import DEFAULT_BUSYBOX, DEFAULT_PAUSE, BuiltinError, bui
 from cri.images.store import ImageRecord, ImageStore, ImageStoreError
 from cri.images.unpack import LayerError
 
+__all__ = ["add_parser", "run", "print_table", "DEFAULT_ROOT"]
+
 DEFAULT_ROOT = Path("/var/lib/kubeling/images")
 
 
-def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
+               ) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """`kubeling image` and its store commands; the subcommands' group, for the cluster's
+    own (`load`, `ls --node`) to join."""
     parser = subparsers.add_parser("image", help="manage the local image store")
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help=f"image store (default {DEFAULT_ROOT})")
     commands = parser.add_subparsers(dest="image_command", required=True)
@@ -26,11 +31,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     load = commands.add_parser("import", help="load an OCI image archive")
     load.add_argument("file", type=Path)
     load.add_argument("--name", help="name for the image when the archive has none")
-    commands.add_parser("ls", help="list the images in the store")
+    commands.add_parser("ls", help="list the images in the store (--node: a node's of a running cluster)")
     parser.set_defaults(run=run)
+    return commands
 
 
-def _print_table(images: list[ImageRecord]) -> None:
+def print_table(images: list[ImageRecord]) -> None:
     rows = [("IMAGE", "TAG", "IMAGE ID", "SIZE")]
     for image in images:
         for name in image.repo_tags or ["<none>:<none>"]:
@@ -54,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             for image in import_archive(store, args.file, args.name):
                 print(f"imported {image.names[0]} {image.id}")
         else:
-            _print_table(store.images())
+            print_table(store.images())
     except (ImageStoreError, LayerError, BuiltinError, OSError) as exc:
         print(f"kubeling image {args.image_command}: {exc}", file=sys.stderr)
         return 1

@@ -14,12 +14,15 @@ layout can be read by other OCI tools. The image id is the config digest.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -96,6 +99,8 @@ class ImageStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._lock = threading.RLock()
+        self._held = 0  # depth of locked() in this process: the file lock is taken once
+        self._lock_file: int = -1
         self._layer_locks: dict[str, threading.Lock] = {}
         self._parsed: dict[str, ImageRecord] = {}
         # index.json as last read, by the file's identity: every lookup (each container
@@ -108,6 +113,23 @@ class ImageStore:
             replace_file(layout, b'{"imageLayoutVersion": "1.0.0"}', durable=True)
         if not (self.root / "index.json").exists():
             self._write_index([])
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """The store's index for this thread and process alone: the CRI runtime pulling or
+        collecting, and `kubeling image load` importing, are separate processes."""
+        with self._lock:
+            if self._held == 0:
+                self._lock_file = os.open(self.root / "index.lock", os.O_RDWR | os.O_CREAT, 0o600)
+                fcntl.flock(self._lock_file, fcntl.LOCK_EX)
+            self._held += 1
+            try:
+                yield
+            finally:
+                self._held -= 1
+                if self._held == 0:
+                    os.close(self._lock_file)  # closing releases the flock
+                    self._lock_file = -1
 
     # ---- blobs ----
 
@@ -215,7 +237,7 @@ class ImageStore:
         for layer in record.layers:
             if not self.has_blob(layer.digest):
                 raise ImageStoreError(f"layer {layer.digest} of {ref} is not in the store")
-        with self._lock:
+        with self.locked():
             manifests = [m for m in self._read_index()
                          if (m.get("annotations") or {}).get(NAME_ANNOTATION) != str(ref)]
             manifests.append({
@@ -258,7 +280,7 @@ class ImageStore:
 
     def remove(self, ref_or_id: str) -> bool:
         """Remove the image and every name it has (CRI RemoveImage); drop unreferenced blobs."""
-        with self._lock:
+        with self.locked():
             record = self.get(ref_or_id)
             if record is None:
                 return False
