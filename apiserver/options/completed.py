@@ -202,11 +202,20 @@ def _service_ranges(cfg: Config) -> tuple[IPRange, PortRange]:
 
 
 def _admission_plugins(cfg: Config) -> list[str]:
-    names = [n.strip() for n in cfg.admission_plugins.split(",") if n.strip()]
-    for name in names:
-        if name not in ADMISSION_PLUGINS:
-            raise ConfigError(f"--enable-admission-plugins: {name!r} is not one of {', '.join(ADMISSION_PLUGINS)}")
-    return names
+    """The plugins that run, in their fixed order: every one but the disabled (upstream's
+    --enable-admission-plugins adds to the defaults, and all are default here)."""
+    lists = {}
+    for flag_name, text in (("--enable-admission-plugins", cfg.admission_plugins),
+                            ("--disable-admission-plugins", cfg.disable_admission_plugins)):
+        names = [n.strip() for n in text.split(",") if n.strip()]
+        for name in names:
+            if name not in ADMISSION_PLUGINS:
+                raise ConfigError(f"{flag_name}: {name!r} is not one of {', '.join(ADMISSION_PLUGINS)}")
+        lists[flag_name] = set(names)
+    both = sorted(lists["--enable-admission-plugins"] & lists["--disable-admission-plugins"])
+    if both:
+        raise ConfigError(f"--enable-admission-plugins and --disable-admission-plugins both name {', '.join(both)}")
+    return [p for p in ADMISSION_PLUGINS if p not in lists["--disable-admission-plugins"]]
 
 
 def _pod_cidrs(cfg: Config) -> CIDRAllocator | None:

@@ -113,9 +113,14 @@ class Config:
     authorization_mode: str = flag("AlwaysAllow", "comma-separated, asked in order: AlwaysAllow, Node (kubelets), "
                                    "RBAC (the stored roles and bindings); e.g. Node,RBAC (default %(default)s)",
                                    type=_modes)
-    admission_plugins: str = flag(",".join(ADMISSION_PLUGINS), "comma-separated admission plugins: "
-                                  + ", ".join(ADMISSION_PLUGINS) + " (default %(default)s)",
+    # upstream's pair: every plugin is on by default (and runs in this order), --enable adds
+    # to the defaults (kubeadm's `--enable-admission-plugins=NodeRestriction` changes
+    # nothing), --disable takes away
+    admission_plugins: str = flag("", "comma-separated admission plugins to enable in addition to the default ones "
+                                  "(all of: " + ", ".join(ADMISSION_PLUGINS) + ")",
                                   name="enable-admission-plugins")
+    disable_admission_plugins: str = flag("", "comma-separated admission plugins to turn off although they are on "
+                                          "by default")
     default_not_ready_toleration_seconds: int = flag(300, "DefaultTolerationSeconds: how long pods tolerate a "
                                                      "not-ready node (default %(default)s)", type=int)
     default_unreachable_toleration_seconds: int = flag(300, "DefaultTolerationSeconds: how long pods tolerate an "

@@ -219,8 +219,8 @@ async def test_a_service_by_name_from_the_other_node(compose: Compose, kubectl: 
 
 async def test_an_ingress_through_the_ingress_controller(compose: Compose, kubectl: Kubectl) -> None:
     """The ingress controller in kubelet-1's namespace (HAProxy on 172.28.0.11:8080) with
-    the class the ingress-addon one-shot installed: an Ingress naming no class is served
-    and reached from this machine by its host; its status names the address."""
+    the class the ingress-addon one-shot installed: an Ingress naming no class gets it, is
+    served and reached from this machine by its host; its status names the address."""
     await _run_pod(kubectl, "site", "node-2", "sh", "-c",
                    "echo hello-through-ingress > /tmp/index.html; exec httpd -f -p 8080 -h /tmp")
     await kubectl("expose", "pod", "site", "--port=80", "--target-port=8080")
@@ -241,11 +241,11 @@ async def test_an_ingress_through_the_ingress_controller(compose: Compose, kubec
     except AssertionError as err:
         logs = compose("logs", "--tail", "40", "ingress-controller", "ingress-addon", check=False)
         raise AssertionError(f"{err}\n{logs.stdout}{logs.stderr}") from None
-    # compose's apiserver enables NodeRestriction alone (no DefaultIngressClass): the Ingress
-    # names no class and is served because the controller's class is the default
+    # the DefaultIngressClass admission plugin gave it the default class (compose's
+    # `--enable-admission-plugins NodeRestriction` adds to the defaults, as upstream's)
     _, out, _ = await kubectl("get", "ingress", "site", "-o", "jsonpath={.spec.ingressClassName}|"
                                                           "{.status.loadBalancer.ingress[0].ip}")
-    assert out == "|172.28.0.11", out
+    assert out == "kubeling|172.28.0.11", out
     await kubectl("delete", "ingress", "site")
     await kubectl("delete", "service", "site")
     await kubectl("delete", "pod", "site", "--grace-period=1", "--wait=true", timeout=120)
