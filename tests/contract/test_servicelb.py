@@ -47,8 +47,12 @@ async def test_load_balancers_get_the_addresses_of_the_nodes_that_serve_them(cli
 
     await client.services.create(_lb("web"))
     await _ingress(client, "web", ["192.0.2.11", "192.0.2.12"], "the Ready, included nodes' addresses")
-    events = await client.events.list("default", field_selector="involvedObject.name=web")
-    assert {"EnsuringLoadBalancer", "EnsuredLoadBalancer"} <= {e.reason for e in events.items}
+
+    async def reasons() -> set[str]:  # events are written after the status, in the background
+        events = await client.events.list("default", field_selector="involvedObject.name=web")
+        return {e.reason for e in events.items}
+    await until(reasons, "the load balancer's events", 20.0,
+                check=lambda seen: {"EnsuringLoadBalancer", "EnsuredLoadBalancer"} <= seen)
 
     await client.services.create(_lb("theirs", loadBalancerClass="example.com/metal"))
     # a Local Service: the node with its ready pod, once the pod has a slice

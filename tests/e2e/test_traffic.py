@@ -282,9 +282,13 @@ async def test_ingress_routes_by_host_and_path(cluster: Cluster) -> None:
     status, body = await get("secure.example", tls=True)  # SNI picks the Secret's certificate, verified
     assert status == 200 and body.startswith("site-b "), body
     assert (await get("broken.example"))[0] == 503  # no endpoints: the other rules unaffected
-    _, out, _ = await kubectl("get", "events", "--field-selector", "involvedObject.name=sites")
-    assert "service default/missing not found" in out, out
-    assert "secret default/absent not found: its hosts get the default certificate" in out, out
+
+    async def events() -> str:  # recorded in the background after the sync that found the problems
+        _, out, _ = await kubectl("get", "events", "--field-selector", "involvedObject.name=sites")
+        return out
+    await until(events, "the Ingress's warning events", 30, interval=0.3,
+                check=lambda out: "service default/missing not found" in out and
+                "secret default/absent not found: its hosts get the default certificate" in out)
     _, out, _ = await kubectl("get", "ingress", "sites")
     row = out.split("\n")[1]
     assert "kubeling   a.example,b.example,secure.example + 1 more...   " + at in row, out
