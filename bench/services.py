@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import subprocess
@@ -39,7 +38,7 @@ import dns.message
 
 from apiserver.server import APIServer, Config
 from bench.output import report
-from bench.traffic import ingress_measure, network_policy_measure
+from bench.traffic import in_netns, ingress_measure, network_policy_measure, percentile, run_ip
 from cluster.etcd import EtcdServer
 from clusterdns.addon import publish
 from clusterdns.server import DNSConfig, DNSServer
@@ -113,23 +112,6 @@ asyncio.run(main())
 """
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True)
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
-
-
-async def _in_ns(ns: str, script: str, *args: str, timeout: float = 300) -> Any:
-    proc = await asyncio.create_subprocess_exec("ip", "netns", "exec", ns, sys.executable, "-c", script, *args,
-                                                stdout=asyncio.subprocess.PIPE)
-    async with asyncio.timeout(timeout):
-        out, _ = await proc.communicate()
-    return json.loads(out)
-
-
 async def _populate(client: Client, services: int, endpoints: int) -> core_pb2.Service:
     sem = asyncio.Semaphore(CONCURRENCY)
 
@@ -196,12 +178,13 @@ async def _sync(proxier: Proxier, iptables: Iptables, client: Client) -> dict[st
 
 
 async def _latency(ns: str, cluster_ip: str, requests: int) -> dict[str, Any]:
-    via, direct = await _in_ns(ns, _LATENCY, cluster_ip, "80", BACKEND, "7000", str(requests))
+    via, direct = await in_netns(ns, _LATENCY, cluster_ip, "80", BACKEND, "7000", str(requests))
     via_p50, direct_p50 = statistics.median(via), statistics.median(direct)
     return {"requests": requests,
-            "cluster_ip_us": {"p50": round(via_p50, 1), "p99": round(_pct(via, 0.99), 1)},
-            "pod_ip_us": {"p50": round(direct_p50, 1), "p99": round(_pct(direct, 0.99), 1)},
-            "ratio_p50": round(via_p50 / direct_p50, 3), "ratio_p99": round(_pct(via, 0.99) / _pct(direct, 0.99), 3)}
+            "cluster_ip_us": {"p50": round(via_p50, 1), "p99": round(percentile(via, 0.99), 1)},
+            "pod_ip_us": {"p50": round(direct_p50, 1), "p99": round(percentile(direct, 0.99), 1)},
+            "ratio_p50": round(via_p50 / direct_p50, 3),
+            "ratio_p99": round(percentile(via, 0.99) / percentile(direct, 0.99), 3)}
 
 
 class _Floor(asyncio.DatagramProtocol):
@@ -221,7 +204,7 @@ class _Floor(asyncio.DatagramProtocol):
 
 async def _dns(ns: str, server: DNSServer, seconds: float, root_ip: str) -> dict[str, Any]:
     served_before = server.queries
-    lat = await _in_ns(ns, _DNS_LOAD, DNS_IP, "53", str(seconds), "32")
+    lat = await in_netns(ns, _DNS_LOAD, DNS_IP, "53", str(seconds), "32")
     served = server.queries - served_before
     sample = await server.answer(dns.message.make_query("web.default.svc.cluster.local", "A").to_wire(), udp=True)
     assert sample is not None
@@ -229,13 +212,13 @@ async def _dns(ns: str, server: DNSServer, seconds: float, root_ip: str) -> dict
     transport, _ = await loop.create_datagram_endpoint(lambda: _Floor(sample), local_addr=(root_ip, 0))
     port = transport.get_extra_info("sockname")[1]
     try:
-        floor = await _in_ns(ns, _DNS_LOAD, root_ip, str(port), str(seconds), "32")
+        floor = await in_netns(ns, _DNS_LOAD, root_ip, str(port), str(seconds), "32")
     finally:
         transport.close()
     qps, floor_qps = len(lat) / seconds, len(floor) / seconds
     return {"seconds": seconds, "in_flight": 32, "answered": len(lat), "served": served, "qps": round(qps, 1),
-            "p50_us": round(statistics.median(lat), 1) if lat else None, "p99_us": round(_pct(lat, 0.99), 1),
-            "floor_qps": round(floor_qps, 1), "floor_p99_us": round(_pct(floor, 0.99), 1),
+            "p50_us": round(statistics.median(lat), 1) if lat else None, "p99_us": round(percentile(lat, 0.99), 1),
+            "floor_qps": round(floor_qps, 1), "floor_p99_us": round(percentile(floor, 0.99), 1),
             "ratio_qps_to_floor": round(qps / floor_qps, 3) if floor_qps else None}
 
 
@@ -252,17 +235,17 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"services": args.services, "endpoints_per_service": args.endpoints}
     try:
         await server.start()
-        _ip("netns", "add", ns)
-        _ip("-n", ns, "link", "set", "lo", "up")
-        _ip("-n", ns, "link", "add", "pods0", "type", "bridge")
-        _ip("-n", ns, "addr", "add", f"{BACKEND}/32", "dev", "pods0")
-        _ip("-n", ns, "link", "set", "pods0", "up")
-        _ip("link", "add", veth, "type", "veth", "peer", "name", "up0", "netns", ns)
-        _ip("addr", "add", f"{root_ip}/30", "dev", veth)
-        _ip("link", "set", veth, "up")
-        _ip("-n", ns, "addr", "add", f"{ns_ip}/30", "dev", "up0")
-        _ip("-n", ns, "link", "set", "up0", "up")
-        _ip("-n", ns, "route", "add", SERVICE_CIDR, "dev", "pods0")
+        run_ip("netns", "add", ns)
+        run_ip("-n", ns, "link", "set", "lo", "up")
+        run_ip("-n", ns, "link", "add", "pods0", "type", "bridge")
+        run_ip("-n", ns, "addr", "add", f"{BACKEND}/32", "dev", "pods0")
+        run_ip("-n", ns, "link", "set", "pods0", "up")
+        run_ip("link", "add", veth, "type", "veth", "peer", "name", "up0", "netns", ns)
+        run_ip("addr", "add", f"{root_ip}/30", "dev", veth)
+        run_ip("link", "set", veth, "up")
+        run_ip("-n", ns, "addr", "add", f"{ns_ip}/30", "dev", "up0")
+        run_ip("-n", ns, "link", "set", "up0", "up")
+        run_ip("-n", ns, "route", "add", SERVICE_CIDR, "dev", "pods0")
         procs.append(subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", _ECHO, BACKEND, "7000"]))
         client = Client(server.address)
         started = time.perf_counter()

@@ -31,7 +31,7 @@ from kubeling.netutil import free_port
 from netpol.controller import PolicyConfig, PolicyController
 from protos.kubeling.v1 import core_pb2, custom_pb2, discovery_pb2, meta_pb2
 
-__all__ = ["ingress_measure", "network_policy_measure"]
+__all__ = ["ingress_measure", "network_policy_measure", "run_ip", "percentile", "in_netns"]
 
 # answers every connection with one HTTP response (a pod's web server)
 _HTTP = """
@@ -119,16 +119,16 @@ else:
 """
 
 
-def _ip(*args: str) -> None:
+def run_ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)
 
 
-def _pct(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
-async def _in_ns(ns: str, script: str, *args: str, timeout: float = 300) -> Any:
+async def in_netns(ns: str, script: str, *args: str, timeout: float = 300) -> Any:
     proc = await asyncio.create_subprocess_exec("ip", "netns", "exec", ns, sys.executable, "-c", script, *args,
                                                 stdout=asyncio.subprocess.PIPE)
     async with asyncio.timeout(timeout):
@@ -147,7 +147,7 @@ async def ingress_measure(client: Client, ns: str, root_ip: str, ns_ip: str, bac
     """`backend` is an address of the pod namespace; the controller's HAProxy listens on `root_ip`."""
     port = 7080
     server = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", _HTTP, backend, str(port)])
-    _ip("route", "add", f"{backend}/32", "via", ns_ip)
+    run_ip("route", "add", f"{backend}/32", "via", ns_ip)
     controller: IngressController | None = None
     try:
         await client.services.create(core_pb2.Service(
@@ -173,7 +173,7 @@ async def ingress_measure(client: Client, ns: str, root_ip: str, ns_ip: str, bac
                 raise RuntimeError("the ingress controller never routed bench.example")
             await asyncio.sleep(0.05)
             await controller.sync()
-        measured = await _in_ns(ns, _HTTP_LOAD, root_ip, str(http_port), backend, str(port), str(requests),
+        measured = await in_netns(ns, _HTTP_LOAD, root_ip, str(http_port), backend, str(port), str(requests),
                                 str(seconds), "32")
     finally:
         if controller is not None:
@@ -183,10 +183,10 @@ async def ingress_measure(client: Client, ns: str, root_ip: str, ns_ip: str, bac
         server.wait()
     via, direct = measured["latency"]
     return {"requests": requests, "through_ingress_us": {"p50": round(statistics.median(via), 1),
-                                                         "p99": round(_pct(via, 0.99), 1)},
-            "pod_direct_us": {"p50": round(statistics.median(direct), 1), "p99": round(_pct(direct, 0.99), 1)},
+                                                         "p99": round(percentile(via, 0.99), 1)},
+            "pod_direct_us": {"p50": round(statistics.median(direct), 1), "p99": round(percentile(direct, 0.99), 1)},
             "ratio_p50": round(statistics.median(via) / statistics.median(direct), 3),
-            "ratio_p99": round(_pct(via, 0.99) / _pct(direct, 0.99), 3),
+            "ratio_p99": round(percentile(via, 0.99) / percentile(direct, 0.99), 3),
             "requests_per_second_32_clients": {"through_ingress": round(measured["rates"][0], 1),
                                                "pod_direct": round(measured["rates"][1], 1),
                                                "ratio": round(measured["rates"][0] / measured["rates"][1], 3)}}
@@ -218,22 +218,22 @@ async def network_policy_measure(client: Client, requests: int, rounds: int = 5)
     controller: PolicyController | None = None
     try:
         for name in names:
-            _ip("netns", "add", name)
-            _ip("-n", name, "link", "set", "lo", "up")
-        _ip("-n", router, "link", "add", "br0", "type", "bridge")
-        _ip("-n", router, "addr", "add", "10.244.1.1/24", "dev", "br0")
-        _ip("-n", router, "link", "set", "br0", "up")
-        _ip("-n", router, "link", "add", "p0", "type", "veth", "peer", "name", "eth0", "netns", pod)
-        _ip("-n", router, "link", "set", "p0", "master", "br0", "up")
-        _ip("-n", pod, "addr", "add", f"{server_ip}/24", "dev", "eth0")
-        _ip("-n", pod, "link", "set", "eth0", "up")
-        _ip("-n", pod, "route", "add", "default", "via", "10.244.1.1")
-        _ip("-n", router, "link", "add", "c0", "type", "veth", "peer", "name", "eth0", "netns", peer)
-        _ip("-n", router, "addr", "add", "10.244.2.1/24", "dev", "c0")
-        _ip("-n", router, "link", "set", "c0", "up")
-        _ip("-n", peer, "addr", "add", f"{client_ip}/24", "dev", "eth0")
-        _ip("-n", peer, "link", "set", "eth0", "up")
-        _ip("-n", peer, "route", "add", "default", "via", "10.244.2.1")
+            run_ip("netns", "add", name)
+            run_ip("-n", name, "link", "set", "lo", "up")
+        run_ip("-n", router, "link", "add", "br0", "type", "bridge")
+        run_ip("-n", router, "addr", "add", "10.244.1.1/24", "dev", "br0")
+        run_ip("-n", router, "link", "set", "br0", "up")
+        run_ip("-n", router, "link", "add", "p0", "type", "veth", "peer", "name", "eth0", "netns", pod)
+        run_ip("-n", router, "link", "set", "p0", "master", "br0", "up")
+        run_ip("-n", pod, "addr", "add", f"{server_ip}/24", "dev", "eth0")
+        run_ip("-n", pod, "link", "set", "eth0", "up")
+        run_ip("-n", pod, "route", "add", "default", "via", "10.244.1.1")
+        run_ip("-n", router, "link", "add", "c0", "type", "veth", "peer", "name", "eth0", "netns", peer)
+        run_ip("-n", router, "addr", "add", "10.244.2.1/24", "dev", "c0")
+        run_ip("-n", router, "link", "set", "c0", "up")
+        run_ip("-n", peer, "addr", "add", f"{client_ip}/24", "dev", "eth0")
+        run_ip("-n", peer, "link", "set", "eth0", "up")
+        run_ip("-n", peer, "route", "add", "default", "via", "10.244.2.1")
         subprocess.run(["ip", "netns", "exec", router, "sysctl", "-qw", "net.ipv4.ip_forward=1"], check=True)
         procs.append(subprocess.Popen(["ip", "netns", "exec", pod, sys.executable, "-c", _HTTP, server_ip,
                                        str(port)]))
@@ -247,7 +247,7 @@ async def network_policy_measure(client: Client, requests: int, rounds: int = 5)
         controller = PolicyController(Client(client.address), PolicyConfig(
             node_names=["node-1"], cluster_cidr="10.244.0.0/16", min_sync_period=0.05, netns=f"/run/netns/{router}"))
         await controller.start()
-        await _in_ns(peer, _CONNECT, server_ip, str(port), "20")  # warm: the server answers
+        await in_netns(peer, _CONNECT, server_ip, str(port), "20")  # warm: the server answers
 
         deny = _resource("NetworkPolicy", "deny", {"podSelector": {"matchLabels": {"app": "server"}},
                                                    "ingress": [{"from": [{"podSelector": {"matchLabels": {
@@ -260,7 +260,7 @@ async def network_policy_measure(client: Client, requests: int, rounds: int = 5)
                                         lambda: client.networkpolicies.delete("deny", "default")))
 
         async def connects() -> list[float]:
-            return list(await _in_ns(peer, _CONNECT, server_ip, str(port), str(requests)))
+            return list(await in_netns(peer, _CONNECT, server_ip, str(port), str(requests)))
 
         none_before = await connects()
         for i in range(100):  # 99 allowing nobody present, the last one the client
@@ -299,8 +299,8 @@ async def network_policy_measure(client: Client, requests: int, rounds: int = 5)
                                     "restored_max": round(max(restored), 3)},
             "connection_us": {"requests": requests, "server_chain_rules": rules,
                               "no_policy_p50": round(statistics.median(none), 1),
-                              "no_policy_p99": round(_pct(none, 0.99), 1),
+                              "no_policy_p99": round(percentile(none, 0.99), 1),
                               "policies_100_p50": round(statistics.median(with_policies), 1),
-                              "policies_100_p99": round(_pct(with_policies, 0.99), 1),
+                              "policies_100_p99": round(percentile(with_policies, 0.99), 1),
                               "ratio_p50": round(statistics.median(with_policies) / statistics.median(none), 3),
                               "drift_p50": round(statistics.median(none_after) / statistics.median(none_before), 3)}}
