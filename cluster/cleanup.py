@@ -42,7 +42,8 @@ async def clean_node(plan: ClusterPlan, node: str) -> None:
         finally:
             await runtime.close()
             await server.stop()
-    subprocess.run(["ip", "link", "del", bridge_name(node)], capture_output=True)
+    if not plan.hosts:  # a host's bridge goes with its namespace; this name may be another cluster's here
+        subprocess.run(["ip", "link", "del", bridge_name(node)], capture_output=True)
     shutil.rmtree(plan.runc_root(node), ignore_errors=True)
     # The pods' volumes: CSI publish and staging bind mounts, tmpfs emptyDirs (the data
     # stays in the driver's directories; a kubelet started again publishes them anew).
@@ -78,4 +79,4 @@ def remove_network(plan: ClusterPlan) -> None:
         Iptables().cleanup()
         policy_cleanup(Netfilter())
     if plan.hosts_subnet:
-        hosts.destroy(plan.state_dir, plan.nodes)
+        hosts.destroy(plan.state_dir, [plan.netns(n) for n in plan.nodes])

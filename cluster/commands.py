@@ -20,15 +20,17 @@ import sys
 import time
 from pathlib import Path
 
+from cluster import names
 from cluster.cleanup import stop_orphans
-from cluster.plan import CLUSTER_CIDR, DEFAULT_STATE_DIR, DNS_IP, SERVICE_CIDR, ClusterPlan, new_plan
+from cluster.plan import CLUSTER_CIDR, DNS_IP, SERVICE_CIDR, ClusterPlan, new_plan
 from cluster.preflight import preflight
 from cluster.processes import alive, orphans
 from cluster.supervisor import Supervisor
-from kubeling import errors
+from kubeling import errors, kubeconfig
 from kubeling.app import EXIT_CONFIG
+from kubeling.kubeconfig import user_kubeconfig
 
-__all__ = ["add_parsers", "cmd_down", "cmd_status", "cmd_up"]
+__all__ = ["add_parsers", "cmd_down", "cmd_get_clusters", "cmd_status", "cmd_up"]
 
 
 async def _supervise(plan: ClusterPlan, keep_state_on_exit: bool) -> int:
@@ -56,6 +58,7 @@ async def _supervise(plan: ClusterPlan, keep_state_on_exit: bool) -> int:
         return 1
     plan.ready = True
     plan.save()
+    merge_context(plan)
     _print_summary(plan)
     watcher = asyncio.create_task(supervisor.supervise())
     await stop.wait()
@@ -65,8 +68,28 @@ async def _supervise(plan: ClusterPlan, keep_state_on_exit: bool) -> int:
     await supervisor.stop(keep_state=keep[0])
     plan.ready, plan.supervisor_pid = False, 0
     plan.save()
+    forget_context(plan)
     print("cluster stopped", flush=True)
     return 0
+
+
+def merge_context(plan: ClusterPlan) -> None:
+    """The context kubeling-<name> in the user's kubeconfig, as kind merges kind-<name>."""
+    if not plan.user_kubeconfig:
+        return
+    try:
+        kubeconfig.merge_context(Path(plan.user_kubeconfig), plan.context, plan.kubeconfig)
+    except (OSError, ValueError) as err:  # the cluster is up; only the convenience is missing
+        print(f"kubeling: context {plan.context} not merged into {plan.user_kubeconfig}: {err}", flush=True)
+
+
+def forget_context(plan: ClusterPlan) -> None:
+    if not plan.user_kubeconfig:
+        return
+    try:
+        kubeconfig.remove_context(Path(plan.user_kubeconfig), plan.context)
+    except (OSError, ValueError) as err:
+        print(f"kubeling: context {plan.context} not removed from {plan.user_kubeconfig}: {err}", flush=True)
 
 
 def _ingress_line(plan: ClusterPlan) -> str:
@@ -82,7 +105,9 @@ def _print_summary(plan: ClusterPlan) -> None:
 kubeling is up: {len(plan.nodes)} node(s) Ready
   API (REST)   https://{plan.rest}   (kubectl)
   API (gRPC)   {plan.apiserver}   (TLS)
+  cluster      {plan.name}{' (nodes on hosts of their own)' if plan.hosts else ''}
   kubeconfig   {root / 'kubeconfig'}   (kubernetes-admin; certificates in {root / 'pki'})
+  context      {plan.context}{' in ' + plan.user_kubeconfig if plan.user_kubeconfig else ''}
   logs         {root / 'logs'}/<component>.log
   metrics      scheduler http://127.0.0.1:{plan.scheduler_metrics_port}/metrics, controller manager http://127.0.0.1:{plan.controller_manager_metrics_port}/metrics
   traces       {plan.otlp_endpoint + ' (OTLP)' if plan.otlp_endpoint else 'off (up --otlp-endpoint URL)'}
@@ -95,32 +120,72 @@ create a first pod:
   export KUBECONFIG={root / 'kubeconfig'}
   kubectl run hello --image=busybox -- sleep 3600
   kubectl get pods -o wide
-  kubeling status --state-dir {root}
+  {f"kubeling status {_selector(plan)}".strip()}
 """, flush=True)
 
 
-def cmd_up(args: argparse.Namespace) -> int:
+def _cidr_in_use(cidr: str, name: str) -> str:
+    """The running cluster (another name) whose pod CIDR overlaps cidr: its pods' addresses
+    would meet these on the machine's bridges and in its netfilter."""
+    network = ipaddress.ip_network(cidr)
+    for other in names.registered():
+        plan = ClusterPlan.load(other.state_dir)
+        if other.name != name and plan is not None and plan.supervisor_pid and alive(plan.supervisor_pid) and \
+                ipaddress.ip_network(plan.cluster_cidr).overlaps(network):
+            return f"cluster {other.name} ({plan.cluster_cidr})"
+    return ""
+
+
+def _free_cluster_cidr(name: str) -> str:
+    """The default pod CIDR for the cluster kubeling, the first of 10.89-127.0.0/16 no other
+    running cluster uses for another name."""
+    if name == names.DEFAULT_NAME:
+        return CLUSTER_CIDR
+    for second in range(89, 128):
+        cidr = f"10.{second}.0.0/16"
+        if not _cidr_in_use(cidr, name):
+            return cidr
+    raise RuntimeError("no free 10.K.0.0/16 for the pods of another cluster")
+
+
+def _prepare(args: argparse.Namespace) -> ClusterPlan | str:
+    """The plan of the cluster `up` is asked for, saved in its state dir; or what is wrong."""
     registry_config_dir = str(Path(args.registry_config_dir).resolve()) if args.registry_config_dir else ""
     if registry_config_dir and not Path(registry_config_dir).is_dir():
-        print(f"kubeling: --registry-config-dir {registry_config_dir} is not a directory", file=sys.stderr)
-        return EXIT_CONFIG
-    problem = preflight()
-    if problem:
-        print(f"kubeling: {problem}", file=sys.stderr)
-        return 1
-    state_dir = Path(args.state_dir).resolve()
+        return f"--registry-config-dir {registry_config_dir} is not a directory"
+    try:
+        state_dir = names.state_dir_of(args)
+    except names.ClusterNameError as err:
+        return str(err)
     existing = ClusterPlan.load(state_dir)
+    name = args.name or (existing.name if existing is not None else names.DEFAULT_NAME)
     if existing is not None and existing.supervisor_pid and alive(existing.supervisor_pid):
-        print(f"kubeling: a cluster is already running from {state_dir} (pid {existing.supervisor_pid}); "
-              "`kubeling down` first", file=sys.stderr)
-        return 1
-    state_dir.mkdir(parents=True, exist_ok=True)
+        return (f"a cluster is already running from {state_dir} (pid {existing.supervisor_pid}); "
+                f"`kubeling down --state-dir {state_dir}` first")
+    if existing is not None and existing.name != name:
+        return f"{state_dir} holds the cluster {existing.name!r}, not {name!r}: another --state-dir, or no --name"
+    elsewhere = names.resolve(name)
+    if elsewhere is not None and elsewhere != state_dir:
+        other = ClusterPlan.load(elsewhere)
+        if other is not None and other.supervisor_pid and alive(other.supervisor_pid):
+            return f"a cluster named {name} is already running from {elsewhere}; another --name, or `kubeling down " \
+                   f"--name {name}` first"
+    cluster_cidr = args.cluster_cidr or _free_cluster_cidr(name)
+    overlap = _cidr_in_use(cluster_cidr, name)
+    if overlap:
+        return f"--cluster-cidr {cluster_cidr} overlaps the pods of the running {overlap}"
     if args.apiservers > 1 and shutil.which("haproxy") is None:
-        print("kubeling: --apiservers needs HAProxy in front of them: apt-get install haproxy", file=sys.stderr)
-        return 1
-    plan = new_plan(state_dir, args.nodes, args.node_prefix, args.cluster_cidr, args.otlp_endpoint,
-                    registry_config_dir, args.etcd_members, existing, args.apiservers, args.hosts,
+        return "--apiservers needs HAProxy in front of them: apt-get install haproxy"
+    # Only the cluster called kubeling may run its nodes in the machine's own network
+    # namespace (as it did before names): another's kube-proxy there would rewrite the same
+    # chains. Every other cluster's nodes are hosts of their own (kind's node containers).
+    hosts = args.hosts or name != names.DEFAULT_NAME
+    state_dir.mkdir(parents=True, exist_ok=True)
+    plan = new_plan(state_dir, args.nodes, args.node_prefix, cluster_cidr, args.otlp_endpoint,
+                    registry_config_dir, args.etcd_members, existing, args.apiservers, hosts,
                     ingress=not args.no_ingress)
+    plan.name = name
+    plan.user_kubeconfig = str(Path(args.kubeconfig).resolve()) if args.kubeconfig else str(user_kubeconfig())
     plan.node_monitor_grace_period = args.node_monitor_grace_period
     plan.network_policy = not args.no_network_policy
     plan.default_unreachable_toleration_seconds = args.default_unreachable_toleration_seconds
@@ -130,17 +195,30 @@ def cmd_up(args: argparse.Namespace) -> int:
     if issued and not args.detach:
         print(f"certificates issued under {plan.pki}: {', '.join(issued)}", flush=True)
     plan.save()
+    names.register(name, state_dir)
+    return plan
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    try:
+        names.check_name(args.name or names.DEFAULT_NAME)
+    except names.ClusterNameError as err:
+        print(f"kubeling: {err}", file=sys.stderr)
+        return EXIT_CONFIG
+    problem = preflight()
+    if problem:
+        print(f"kubeling: {problem}", file=sys.stderr)
+        return 1
+    plan = _prepare(args)
+    if isinstance(plan, str):
+        print(f"kubeling: {plan}", file=sys.stderr)
+        return EXIT_CONFIG
     if not args.detach:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
         return asyncio.run(_supervise(plan, args.keep_state))
-    argv = [sys.executable, "-m", "cluster", "up", "--state-dir", str(state_dir), "--nodes", str(args.nodes),
-            "--node-prefix", args.node_prefix, "--cluster-cidr", args.cluster_cidr,
-            "--otlp-endpoint", args.otlp_endpoint, "--registry-config-dir", registry_config_dir,
-            "--etcd-members", str(args.etcd_members), "--apiservers", str(args.apiservers)] + \
-        (["--hosts"] if args.hosts else []) + (["--no-network-policy"] if args.no_network_policy else []) + \
-        (["--no-ingress"] if args.no_ingress else []) + \
-        ["--node-monitor-grace-period", str(args.node_monitor_grace_period),
-         "--default-unreachable-toleration-seconds", str(args.default_unreachable_toleration_seconds)] + \
+    state_dir = plan.root
+    # The supervisor runs the plan just saved (everything `up` was told is in it).
+    argv = [sys.executable, "-m", "cluster", "supervise", "--state-dir", str(state_dir)] + \
         (["--keep-state"] if args.keep_state else [])
     (state_dir / "logs").mkdir(exist_ok=True)
     with open(state_dir / "logs" / "supervisor.log", "ab") as out:
@@ -151,7 +229,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         current = ClusterPlan.load(state_dir)
         if current is not None and current.ready and current.supervisor_pid == child.pid:
             _print_summary(current)
-            print(f"running in the background (pid {child.pid}); `kubeling down --state-dir {state_dir}` stops it")
+            down = f"kubeling down {_selector(current)}".strip()
+            print(f"running in the background (pid {child.pid}); `{down}` stops it")
             return 0
         if child.poll() is not None:
             print((state_dir / "logs" / "supervisor.log").read_text()[-3000:], file=sys.stderr)
@@ -161,8 +240,29 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 1
 
 
+def cmd_supervise(args: argparse.Namespace) -> int:
+    """`up --detach`'s background half: supervise the plan `up` saved."""
+    plan = ClusterPlan.load(Path(args.state_dir))
+    if plan is None:
+        print(f"kubeling: no cluster plan in {args.state_dir}", file=sys.stderr)
+        return 1
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    return asyncio.run(_supervise(plan, args.keep_state))
+
+
+def _selector(plan: ClusterPlan) -> str:
+    """How commands name this cluster: by name when it lives where that name's would."""
+    if plan.root == names.default_state_dir(plan.name):
+        return "" if plan.name == names.DEFAULT_NAME else f"--name {plan.name}"
+    return f"--state-dir {plan.root}"
+
+
 def cmd_down(args: argparse.Namespace) -> int:
-    state_dir = Path(args.state_dir).resolve()
+    try:
+        state_dir = names.state_dir_of(args)
+    except names.ClusterNameError as err:
+        print(f"kubeling: {err}", file=sys.stderr)
+        return EXIT_CONFIG
     plan = ClusterPlan.load(state_dir)
     if plan is None:
         print(f"kubeling: no cluster is running from {state_dir}", file=sys.stderr)
@@ -178,6 +278,7 @@ def cmd_down(args: argparse.Namespace) -> int:
         asyncio.run(stop_orphans(plan, running, args.keep_state))
         plan.ready, plan.supervisor_pid = False, 0
         plan.save()
+        forget_context(plan)
         print("cluster stopped")
         return 0
     os.kill(plan.supervisor_pid, signal.SIGUSR1 if args.keep_state else signal.SIGTERM)
@@ -206,13 +307,17 @@ async def _status(plan: ClusterPlan) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    state_dir = Path(args.state_dir).resolve()
+    try:
+        state_dir = names.state_dir_of(args)
+    except names.ClusterNameError as err:
+        print(f"kubeling: {err}", file=sys.stderr)
+        return EXIT_CONFIG
     plan = ClusterPlan.load(state_dir)
     if plan is None or not plan.supervisor_pid or not alive(plan.supervisor_pid):
         print(f"no cluster is running from {state_dir}")
         return 1
-    print(f"cluster from {state_dir}: supervisor pid {plan.supervisor_pid}, API {plan.apiserver} (gRPC, TLS), "
-          f"https://{plan.rest} (REST)")
+    print(f"cluster {plan.name} from {state_dir}: supervisor pid {plan.supervisor_pid}, "
+          f"API {plan.apiserver} (gRPC, TLS), https://{plan.rest} (REST)")
     print("COMPONENT            PID      STATE")
     for name, pid in plan.components.items():
         print(f"{name:<20} {pid:<8} {'running' if alive(pid) else 'restarting'}")
@@ -222,6 +327,27 @@ def cmd_status(args: argparse.Namespace) -> int:
     except errors.ApiError as exc:
         print(f"the apiserver does not answer: {exc}")
         return 1
+    return 0
+
+
+def cmd_get_clusters(args: argparse.Namespace) -> int:
+    """`kubeling get clusters`: every named cluster on this machine (kind's `get clusters`)."""
+    found = names.registered()
+    if not found:
+        print("No kubeling clusters found.", file=sys.stderr)
+        return 0
+    rows = [("NAME", "STATUS", "NODES", "API", "CONTEXT", "STATE DIR")]
+    for entry in found:
+        plan = ClusterPlan.load(entry.state_dir)
+        if plan is None:
+            continue
+        running = bool(plan.supervisor_pid and alive(plan.supervisor_pid))
+        status = ("Running" if plan.ready else "Starting") if running else "Stopped"
+        rows.append((entry.name, status, str(len(plan.nodes)), f"https://{plan.rest}" if running else "-",
+                     plan.context if running else "-", str(entry.state_dir)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "   " + row[-1])
     return 0
 
 
@@ -251,11 +377,15 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     up = commands.add_parser("up", help="run a cluster on this machine")
     up.add_argument("--nodes", type=int, default=1, help="kubelets to run (0: control plane only)")
     up.add_argument("--detach", action="store_true", help="run in the background; `kubeling down` stops it")
-    up.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR))
+    names.add_cluster_args(up, "; another name's nodes are always on hosts of their own, as with --hosts")
+    up.add_argument("--kubeconfig", default="",
+                    help="merge the context kubeling-NAME into this kubeconfig (default: $KUBECONFIG's first file, "
+                         "else ~/.kube/config); removed again at down")
     up.add_argument("--keep-state", action="store_true",
                     help="on stop, leave the pods' containers and networks in place")
-    up.add_argument("--cluster-cidr", type=_pod_cidr, default=CLUSTER_CIDR,
-                    help="pods' addresses; each node gets a /24 of it")
+    up.add_argument("--cluster-cidr", type=_pod_cidr, default=None,
+                    help=f"pods' addresses; each node gets a /24 of it (default {CLUSTER_CIDR} for the cluster "
+                         "kubeling, a free 10.K.0.0/16 for another)")
     up.add_argument("--otlp-endpoint", default="", help="send every component's traces here (OTLP gRPC, "
                                                          "e.g. http://127.0.0.1:4317); default: nowhere")
     up.add_argument("--registry-config-dir", default="",
@@ -281,9 +411,16 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     up.add_argument("--node-prefix", default="node-", help=argparse.SUPPRESS)  # tests: names of their own
     up.set_defaults(run=cmd_up)
     down = commands.add_parser("down", help="stop the cluster started with --detach")
-    down.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR))
+    names.add_cluster_args(down)
     down.add_argument("--keep-state", action="store_true")
     down.set_defaults(run=cmd_down)
     status = commands.add_parser("status", help="components, nodes and pods")
-    status.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR))
+    names.add_cluster_args(status)
     status.set_defaults(run=cmd_status)
+    supervise = commands.add_parser("supervise", help="the background half of `up --detach` (run by it)")
+    supervise.add_argument("--state-dir", required=True)
+    supervise.add_argument("--keep-state", action="store_true")
+    supervise.set_defaults(run=cmd_supervise)
+    get = commands.add_parser("get", help="list kubeling's own objects: `kubeling get clusters`")
+    get.add_argument("what", choices=["clusters"])
+    get.set_defaults(run=cmd_get_clusters)

@@ -35,8 +35,11 @@ def bridge_of(state_dir: str) -> str:
     return "kbu-" + hashlib.sha256(state_dir.encode()).hexdigest()[:8]
 
 
-def netns_name(node: str) -> str:
-    return f"kbh-{node}"
+def netns_name(node: str, cluster: str = "kubeling") -> str:
+    """The host's network namespace: `kbh-<node>` for the cluster called kubeling (as before
+    clusters had names), `kbh-<cluster>-<node>` for another, so that two clusters with the
+    same node names never share one."""
+    return f"kbh-{node}" if cluster == "kubeling" else f"kbh-{cluster}-{node}"
 
 
 def host_ip(subnet: str, index: int) -> str:
@@ -44,14 +47,15 @@ def host_ip(subnet: str, index: int) -> str:
     return str(ipaddress.ip_network(subnet)[1 if index == 0 else 10 + index])
 
 
-def create(state_dir: str, subnet: str, nodes: list[str]) -> None:
+def create(state_dir: str, subnet: str, namespaces: list[str]) -> None:
+    """The underlay bridge and a host (network namespace) on it per name in namespaces."""
     bridge, prefix = bridge_of(state_dir), ipaddress.ip_network(subnet).prefixlen
-    destroy(state_dir, nodes)  # what a killed supervisor may have left
+    destroy(state_dir, namespaces)  # what a killed supervisor may have left
     _ip("link", "add", bridge, "type", "bridge")
     _ip("addr", "add", f"{host_ip(subnet, 0)}/{prefix}", "dev", bridge)
     _ip("link", "set", bridge, "up")
-    for i, node in enumerate(nodes, 1):
-        ns, outer = netns_name(node), f"{bridge}-{i}"[:15]
+    for i, ns in enumerate(namespaces, 1):
+        outer = f"{bridge}-{i}"[:15]
         _ip("netns", "add", ns)
         _ip("link", "add", outer, "type", "veth", "peer", "name", "eth0", "netns", ns)
         _ip("link", "set", outer, "master", bridge, "up")
@@ -62,8 +66,8 @@ def create(state_dir: str, subnet: str, nodes: list[str]) -> None:
         subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"], check=True)
 
 
-def destroy(state_dir: str, nodes: list[str]) -> None:
-    for node in nodes:
-        if Path(f"/run/netns/{netns_name(node)}").exists():
-            _ip("netns", "del", netns_name(node), check=False)
+def destroy(state_dir: str, namespaces: list[str]) -> None:
+    for ns in namespaces:
+        if Path(f"/run/netns/{ns}").exists():
+            _ip("netns", "del", ns, check=False)
     _ip("link", "del", bridge_of(state_dir), check=False)

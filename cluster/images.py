@@ -19,7 +19,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from cluster.plan import DEFAULT_STATE_DIR, ClusterPlan
+from cluster.names import ClusterNameError, add_cluster_args, state_dir_of
+from cluster.plan import ClusterPlan
 from cri.images.archive import import_archive
 from cri.images.cli import print_table
 from cri.images.cli import run as store_run
@@ -92,11 +93,18 @@ def _to_oci_archive(source: str, name: str, work: Path) -> Path:
     return target
 
 
+def _plan(args: argparse.Namespace) -> tuple[ClusterPlan | None, str]:
+    try:
+        state_dir = state_dir_of(args)
+    except ClusterNameError as err:
+        return None, str(err)
+    return ClusterPlan.load(state_dir), str(state_dir)
+
+
 def _load(args: argparse.Namespace) -> int:
-    plan = ClusterPlan.load(Path(args.state_dir))
+    plan, where = _plan(args)
     if plan is None or not plan.nodes:
-        print(f"kubeling image load: no cluster with nodes in {args.state_dir} (`kubeling up` first)",
-              file=sys.stderr)
+        print(f"kubeling image load: no cluster with nodes in {where} (`kubeling up` first)", file=sys.stderr)
         return 1
     nodes = args.node or plan.nodes
     unknown = sorted(set(nodes) - set(plan.nodes))
@@ -126,10 +134,10 @@ def _load(args: argparse.Namespace) -> int:
 def _ls(args: argparse.Namespace) -> int:
     if not args.node:
         return store_run(args)  # the store at --root
-    plan = ClusterPlan.load(Path(args.state_dir))
+    plan, where = _plan(args)
     if plan is None or args.node not in plan.nodes:
         known = ", ".join(plan.nodes) if plan else "no cluster there"
-        print(f"kubeling image ls: no node {args.node} in {args.state_dir} ({known})", file=sys.stderr)
+        print(f"kubeling image ls: no node {args.node} in {where} ({known})", file=sys.stderr)
         return 1
     print_table(node_store(plan, args.node).images())
     return 0
@@ -141,10 +149,10 @@ def extend(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                                             "or OCI archives, OCI layouts, or the local Docker engine)")
     load.add_argument("sources", nargs="+", metavar="IMAGE|ARCHIVE",
                       help="an archive file, an OCI layout directory, or an image name in the local Docker engine")
-    load.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR), help="the cluster's (default %(default)s)")
+    add_cluster_args(load)
     load.add_argument("--node", action="append", default=[], help="only this node (repeat; default: every node)")
     load.set_defaults(run=_load)
     ls = commands.choices["ls"]
-    ls.add_argument("--node", default="", help="a node's store, of the cluster in --state-dir")
-    ls.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR), help="with --node: the cluster's")
+    ls.add_argument("--node", default="", help="a node's store, of the cluster --name or --state-dir names")
+    add_cluster_args(ls, "; with --node")
     ls.set_defaults(run=_ls)

@@ -20,9 +20,8 @@ from kubeling.atomicfile import replace_file
 from kubeling.client import Client, TLSConfig
 from kubeling.netutil import free_port
 
-__all__ = ["CLUSTER_CIDR", "SERVICE_CIDR", "DNS_IP", "DEFAULT_STATE_DIR", "ClusterPlan", "commands", "new_plan"]
+__all__ = ["CLUSTER_CIDR", "SERVICE_CIDR", "DNS_IP", "ClusterPlan", "commands", "new_plan"]
 
-DEFAULT_STATE_DIR = Path.home() / ".kubeling"
 CLUSTER_CIDR = "10.88.0.0/16"
 SERVICE_CIDR = "10.96.0.0/16"  # the apiserver's default --service-cluster-ip-range
 DNS_IP = "10.96.0.10"  # kube-dns's ClusterIP, as kubeadm's
@@ -62,6 +61,8 @@ class ClusterPlan:
     # The ingress controller's HAProxy, on the first node's address (0: none, --no-ingress or a plan from before)
     ingress_http_port: int = 0
     ingress_https_port: int = 0
+    name: str = "kubeling"  # `up --name`
+    user_kubeconfig: str = ""  # where the context kubeling-<name> was merged ("": nowhere)
     supervisor_pid: int = 0
     ready: bool = False
     error: str = ""
@@ -148,6 +149,20 @@ class ClusterPlan:
     @property
     def ingress(self) -> bool:
         return bool(self.nodes and self.ingress_http_port and self.ingress_https_port)
+
+    def netns(self, node: str) -> str:
+        """The network namespace of the node's host (with --hosts)."""
+        return netns_name(node, self.name)
+
+    def enter(self, node: str) -> list[str]:
+        """The prefix that runs a command on the node's host: in its network namespace with
+        --hosts, nothing without (the machine is every node's host)."""
+        return ["nsenter", f"--net=/run/netns/{self.netns(node)}"] if self.hosts else []
+
+    @property
+    def context(self) -> str:
+        """The cluster's context in the user's kubeconfig, as kind's `kind-<name>`."""
+        return f"kubeling-{self.name}"
 
     def admin_client(self, timeout: float | None = 30.0, wait_for_ready: bool = True, address: str = "") -> Client:
         """The admin's client, of the cluster's API (or of one apiserver at `address`)."""
@@ -316,7 +331,7 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
     for node in plan.nodes:
         config = plan.kubelet_config(node)
         # on its host: in the host's network namespace only (files and mounts are shared)
-        enter = ["nsenter", f"--net=/run/netns/{netns_name(node)}"] if plan.hosts else []
+        enter = plan.enter(node)
         out[f"kubelet-{node}"] = enter + _python(
             "kubelet", "--node-name", node, "--kubeconfig", str(config.kubeconfig),
             "--node-ip", config.node_ip, "--address", config.address,
@@ -333,26 +348,26 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
         # The node's hostpath CSI driver with its registrar and provisioner (upstream deploys
         # them as a DaemonSet); the kubelet finds it in its plugin registry.
         config = plan.kubelet_config(node)
-        enter = ["nsenter", f"--net=/run/netns/{netns_name(node)}"] if plan.hosts else []
+        enter = plan.enter(node)
         out[f"csi-hostpath-{node}"] = enter + _python(
             "csi.hostpath", "--node-id", node, "--state-dir", str(plan.csi_state_dir(node)),
             "--registration-dir", str(config.state_dir / "plugins_registry"),
             "--endpoint", str(config.state_dir / "plugins" / DRIVER_NAME / "csi.sock"),
             "--kubeconfig", str(root / "csi-hostpath.conf"))
     for name, nodes in plan.proxies.items():
-        enter = ["nsenter", f"--net=/run/netns/{netns_name(nodes[0])}"] if plan.hosts else []
+        enter = plan.enter(nodes[0])
         out[name] = enter + _python(
             "proxy", "--kubeconfig", str(root / "kube-proxy.conf"), *(f"--node-name={n}" for n in nodes),
             "--cluster-cidr", plan.cluster_cidr, "--service-cluster-ip-range", SERVICE_CIDR)
     if plan.ingress:
-        enter = ["nsenter", f"--net=/run/netns/{netns_name(plan.nodes[0])}"] if plan.hosts else []
+        enter = plan.enter(plan.nodes[0])
         out["ingress-controller"] = enter + _python(
             "ingress", "--kubeconfig", str(root / "ingress-controller.conf"),
             "--http-listen", f"{plan.ingress_address}:{plan.ingress_http_port}",
             "--https-listen", f"{plan.ingress_address}:{plan.ingress_https_port}",
             "--state-dir", str(root / "ingress"))
     for name, nodes in plan.policy_controllers.items():
-        enter = ["nsenter", f"--net=/run/netns/{netns_name(nodes[0])}"] if plan.hosts else []
+        enter = plan.enter(nodes[0])
         out[name] = enter + _python(
             "netpol", "--kubeconfig", str(root / "network-policy.conf"), *(f"--node-name={n}" for n in nodes),
             "--cluster-cidr", plan.cluster_cidr)

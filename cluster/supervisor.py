@@ -20,7 +20,7 @@ import dns.message
 
 from cluster import hosts
 from cluster.cleanup import clean_node, remove_network
-from cluster.hosts import bridge_of, netns_name
+from cluster.hosts import bridge_of
 from cluster.plan import DNS_IP, ClusterPlan, commands
 from clusterdns.addon import publish
 from csi.addon import install_default_class
@@ -88,7 +88,7 @@ class Supervisor:
         if plan.hosts_subnet:
             print(f"making the underlay {plan.hosts_subnet} (bridge {bridge_of(plan.state_dir)})"
                   + (f" with {len(plan.nodes)} hosts" if plan.hosts else ""), flush=True)
-            hosts.create(plan.state_dir, plan.hosts_subnet, plan.nodes if plan.hosts else [])
+            hosts.create(plan.state_dir, plan.hosts_subnet, [plan.netns(n) for n in plan.nodes] if plan.hosts else [])
         members = {name: client for name, client, _ in plan.etcd_members}
         apiservers = {name: grpc_port for name, grpc_port, _ in plan.apiserver_backends}
         for name, argv in commands(plan).items():
@@ -202,7 +202,7 @@ class Supervisor:
 
     async def _proxy_synced(self, nodes: list[str], chain: tuple[str, str] = ("nat", "KUBE-SERVICES")) -> bool:
         """Its chains exist in its network namespace (kube-proxy's, or `chain`): the first sync is done."""
-        iptables = Iptables(f"/run/netns/{netns_name(nodes[0])}" if self.plan.hosts else "")
+        iptables = Iptables(f"/run/netns/{self.plan.netns(nodes[0])}" if self.plan.hosts else "")
         done = await asyncio.to_thread(iptables.run, ["iptables", "-w", "-t", chain[0], "-S", chain[1]])
         return done.returncode == 0
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cluster.plan import DEFAULT_STATE_DIR
+from cluster.names import kubeling_home
 from kubeling import errors
 from kubeling.app import EXIT_CONFIG
 from kubeling.client import Client
@@ -30,7 +30,7 @@ def kubeconfig_path(flag: str) -> Path:
         return Path(flag)
     env = os.environ.get("KUBECONFIG", "")
     first = next((p for p in env.split(os.pathsep) if p), "")
-    return Path(first) if first else DEFAULT_STATE_DIR / "kubeconfig"
+    return Path(first) if first else kubeling_home() / "kubeconfig"
 
 
 def results_of(annotations: dict[str, str]) -> dict[str, Any] | None:

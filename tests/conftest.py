@@ -48,6 +48,25 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
                                   "outcome": report.outcome}) + "\n")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """`kubeling up` records its cluster's name under $KUBELING_HOME and merges a context into
+    $KUBECONFIG's file (~/.kubeling, ~/.kube/config): tests use a directory of their own
+    for both, never the machine user's."""
+    home = tmp_path_factory.mktemp("home")
+    saved = {key: os.environ.get(key) for key in ("KUBELING_HOME", "KUBECONFIG")}
+    os.environ["KUBELING_HOME"] = str(home / ".kubeling")
+    os.environ["KUBECONFIG"] = str(home / ".kube" / "config")
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 @pytest.fixture(scope="session")
 def etcd() -> Iterator[EtcdServer]:
     server = EtcdServer().start()

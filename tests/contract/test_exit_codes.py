@@ -34,6 +34,8 @@ def _run(*argv: str, timeout: float = 60) -> tuple[int, str]:
     (["cluster", "up", "--cluster-cidr", "10.0.0.0/25"], "10.0.0.0/25: an IPv4 network of /24 or wider is needed"),
     (["cluster", "up", "--etcd-members", "2"], "argument --etcd-members: 2: must be odd (1, 3, 5)"),
     (["cluster", "why"], "the following arguments are required: pod"),
+    (["cluster", "up", "--name", "Big_Cluster"], "cluster name 'Big_Cluster': must be a DNS label"),
+    (["cluster", "down", "--name", "x.y"], "cluster name 'x.y': must be a DNS label"),
 ])
 def test_bad_flags_exit_2(argv: list[str], line: str) -> None:
     code, last = _run(*argv)

@@ -1,0 +1,119 @@
+"""Two clusters side by side, as `kind create cluster --name`: the cluster called kubeling
+on the machine's own network namespace and another, named, whose nodes are hosts of their
+own; each with a Deployment behind a Service reached by its DNS name; `down` of one leaves
+the other's rules, pods and Services working; contexts merged into the user's kubeconfig
+and taken out again; a name or pod CIDR already in use refused in one line."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from cluster.hosts import netns_name
+from cluster.plan import ClusterPlan
+from cni import netns
+from tests.e2e.kubectl import Kubectl
+from tests.wait import until
+
+NAME = f"e2e-{os.getpid() % 1000}"
+CIDR = f"10.{160 + os.getpid() % 5}.0.0/16"
+
+
+def _kubeling(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cluster", *args], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+async def _serve(kubectl: Kubectl, context: str, text: str) -> None:
+    """A Deployment of two answering `text`, a Service before it, and a client pod."""
+    await kubectl("--context", context, "create", "deployment", "web", "--image=busybox", "--replicas=2", "--",
+                  "sh", "-c", f"trap 'exit 0' TERM; echo {text} > /tmp/index.html; httpd -f -p 8080 -h /tmp & wait")
+    await kubectl("--context", context, "expose", "deployment", "web", "--port=80", "--target-port=8080")
+    await kubectl("--context", context, "run", "client", "--image=busybox", "--", "sleep", "3600")
+    await kubectl("--context", context, "rollout", "status", "deployment/web", "--timeout=90s")
+    await kubectl("--context", context, "wait", "--for=condition=Ready", "pod/client", "--timeout=60s")
+
+
+async def _fetch(kubectl: Kubectl, context: str) -> set[str]:
+    """What the Service answers by its name (asked until it answers: DNS and kube-proxy's
+    rules follow the endpoints within a second or two)."""
+    seen: set[str] = set()
+
+    async def answers() -> set[str]:
+        code, out, _ = await kubectl("--context", context, "exec", "client", "--", "timeout", "3", "wget", "-qO-",
+                                     "http://web.default.svc.cluster.local", ok=False)
+        if code == 0:
+            seen.add(out.strip())
+        return seen
+    await until(answers, f"the Service web of {context}", timeout=60, interval=0.2, check=bool)
+    return seen
+
+
+def _contexts() -> list[str]:
+    kubectl = Kubectl(Path(os.environ["KUBECONFIG"]))
+    done = subprocess.run([kubectl.binary, "config", "get-contexts", "-o", "name"], env=kubectl.env,
+                          capture_output=True, text=True)
+    return sorted(done.stdout.split())
+
+
+async def test_two_named_clusters_side_by_side(tmp_path: Path) -> None:
+    kubectl = Kubectl(Path(os.environ["KUBECONFIG"]))
+    netns_before = set(netns.list_names())
+    first, second = tmp_path / "first", tmp_path / "second"
+    prefix = f"nc{os.getpid() % 1000}-"
+    started = _kubeling("up", "--nodes", "1", "--detach", "--state-dir", str(first), "--node-prefix", prefix,
+                        "--cluster-cidr", CIDR)
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        started = _kubeling("up", "--name", NAME, "--nodes", "2", "--detach", "--state-dir", str(second))
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert f"kubeling down --state-dir {second}" in started.stdout
+        plan = ClusterPlan.load(second)
+        assert plan is not None and plan.hosts and plan.cluster_cidr != CIDR  # a free /16 of its own
+        assert set(netns.list_names()) >= {netns_name(n, NAME) for n in plan.nodes}
+
+        # Bad input: the name already running, a pod CIDR another cluster's pods use.
+        taken = _kubeling("up", "--name", NAME, "--state-dir", str(tmp_path / "third"))
+        assert taken.returncode == 2 and f"a cluster named {NAME} is already running from {second}" in taken.stderr
+        overlapping = _kubeling("up", "--name", "other", "--state-dir", str(tmp_path / "third"),
+                                "--cluster-cidr", CIDR)
+        assert overlapping.returncode == 2, overlapping.stderr
+        assert f"--cluster-cidr {CIDR} overlaps the pods of the running cluster kubeling" in overlapping.stderr
+        assert not (tmp_path / "third").exists()  # nothing half-made
+
+        listed = _kubeling("get", "clusters")
+        rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}
+        assert rows["kubeling"][1] == "Running" and rows[NAME][1:3] == ["Running", "2"], listed.stdout
+        assert _contexts() == sorted(["kubeling-kubeling", f"kubeling-{NAME}"])
+
+        await asyncio.gather(_serve(kubectl, "kubeling-kubeling", "from-first"),
+                             _serve(kubectl, f"kubeling-{NAME}", "from-second"))
+        assert await _fetch(kubectl, "kubeling-kubeling") == {"from-first"}
+        assert await _fetch(kubectl, f"kubeling-{NAME}") == {"from-second"}
+
+        stopped = _kubeling("down", "--state-dir", str(first))
+        assert stopped.returncode == 0, stopped.stderr
+        assert _contexts() == [f"kubeling-{NAME}"]
+        # the second's rules, pods and Services untouched
+        rules = subprocess.run(["ip", "netns", "exec", netns_name(plan.nodes[0], NAME), "iptables", "-t", "nat",
+                                "-S", "KUBE-SERVICES"], capture_output=True, text=True)
+        assert "default/web" in rules.stdout, rules
+        assert await _fetch(kubectl, f"kubeling-{NAME}") == {"from-second"}
+        listed = _kubeling("get", "clusters")
+        rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}
+        assert rows["kubeling"][1] == "Stopped" and rows[NAME][1] == "Running", listed.stdout
+
+        stopped = _kubeling("down", "--name", NAME)
+        assert stopped.returncode == 0, stopped.stderr
+        assert _contexts() == []
+        assert set(netns.list_names()) == netns_before
+        bridges = subprocess.run(["ip", "-o", "link", "show", "type", "bridge"], capture_output=True, text=True)
+        assert f"kbl-{prefix}" not in bridges.stdout
+    finally:
+        for state in (first, second):
+            plan = ClusterPlan.load(state)
+            if plan is not None and plan.supervisor_pid:
+                _kubeling("down", "--state-dir", str(state))
