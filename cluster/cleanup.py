@@ -65,8 +65,7 @@ async def stop_orphans(plan: ClusterPlan, running: dict[str, int], keep_state: b
         for node in plan.nodes:
             await clean_node(plan, node)
     terminate_pids(group(*(f"csi-hostpath-{n}" for n in plan.nodes)))
-    terminate_pids(group("scheduler", "controller-manager", "cluster-dns", "metrics-server", "ingress-controller",
-                         *plan.proxies, *plan.policy_controllers))
+    terminate_pids(group(*plan.addons))
     terminate_pids(group("haproxy", *(name for name, _, _ in plan.apiserver_backends)))
     terminate_pids(group(*(name for name, _, _ in plan.etcd_members)))
     remove_network(plan)

@@ -13,6 +13,7 @@ import asyncio
 import ipaddress
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -20,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from cluster import names
+from cluster import names, registry
 from cluster.cleanup import stop_orphans
 from cluster.plan import CLUSTER_CIDR, DNS_IP, SERVICE_CIDR, ClusterPlan, new_plan
 from cluster.preflight import preflight
@@ -99,6 +100,13 @@ def _ingress_line(plan: ClusterPlan) -> str:
     return f"http://{at}:{plan.ingress_http_port}, https://{at}:{plan.ingress_https_port} (HAProxy, class kubeling)"
 
 
+def _registry_line(plan: ClusterPlan) -> str:
+    if not plan.registry:
+        return "off"
+    return (f"localhost:{plan.registry_port} (push there; pods' images may say localhost:{plan.registry_port}/… or "
+            f"{plan.registry_name}/…)")
+
+
 def _print_summary(plan: ClusterPlan) -> None:
     root = plan.root
     print(f"""
@@ -115,6 +123,7 @@ kubeling is up: {len(plan.nodes)} node(s) Ready
   kube-proxy   {', '.join(plan.proxies) + ' (iptables)' if plan.proxies else 'none (no nodes)'}
   policies     {', '.join(plan.policy_controllers) + ' (iptables, ipset)' if plan.policy_controllers else 'off'}
   ingress      {_ingress_line(plan)}
+  registry     {_registry_line(plan)}
 
 create a first pod:
   export KUBECONFIG={root / 'kubeconfig'}
@@ -176,6 +185,15 @@ def _prepare(args: argparse.Namespace) -> ClusterPlan | str:
         return f"--cluster-cidr {cluster_cidr} overlaps the pods of the running {overlap}"
     if args.apiservers > 1 and shutil.which("haproxy") is None:
         return "--apiservers needs HAProxy in front of them: apt-get install haproxy"
+    if not args.no_registry:
+        missing = [tool for tool in ("docker-registry", "haproxy") if shutil.which(tool) is None]
+        if missing:
+            return f"the local registry needs {' and '.join(missing)}: apt-get install {' '.join(missing)} " \
+                   "(or --no-registry)"
+        if args.registry_name:
+            problem = _registry_name_problem(args.registry_name)
+            if problem:
+                return problem
     # Only the cluster called kubeling may run its nodes in the machine's own network
     # namespace (as it did before names): another's kube-proxy there would rewrite the same
     # chains. Every other cluster's nodes are hosts of their own (kind's node containers).
@@ -183,7 +201,7 @@ def _prepare(args: argparse.Namespace) -> ClusterPlan | str:
     state_dir.mkdir(parents=True, exist_ok=True)
     plan = new_plan(state_dir, args.nodes, args.node_prefix, cluster_cidr, args.otlp_endpoint,
                     registry_config_dir, args.etcd_members, existing, args.apiservers, hosts,
-                    ingress=not args.no_ingress)
+                    ingress=not args.no_ingress, registry_name=None if args.no_registry else args.registry_name)
     plan.name = name
     plan.user_kubeconfig = str(Path(args.kubeconfig).resolve()) if args.kubeconfig else str(user_kubeconfig())
     plan.node_monitor_grace_period = args.node_monitor_grace_period
@@ -191,6 +209,8 @@ def _prepare(args: argparse.Namespace) -> ClusterPlan | str:
     plan.default_unreachable_toleration_seconds = args.default_unreachable_toleration_seconds
     if args.apiservers > 1:
         plan.write_haproxy_config()
+    if plan.registry:
+        plan.local_registry().write_config()
     issued = plan.prepare_credentials()
     if issued and not args.detach:
         print(f"certificates issued under {plan.pki}: {', '.join(issued)}", flush=True)
@@ -351,6 +371,18 @@ def cmd_get_clusters(args: argparse.Namespace) -> int:
     return 0
 
 
+def _registry_name_problem(name: str) -> str:
+    """--registry-name: what an image reference may start with (a host with a dot or a
+    port, as Docker tells a registry from a Docker Hub user), not a machine's real registry."""
+    host, _, port = name.partition(":")
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", host) or (port and not port.isdigit()) or \
+            ("." not in host and not port):
+        return f"--registry-name {name!r}: expected HOST:PORT or a host name with a dot (as in image references)"
+    if host in ("localhost", "docker.io", "registry-1.docker.io"):
+        return f"--registry-name {name!r}: that name already means another registry"
+    return ""
+
+
 def _pod_cidr(text: str) -> str:
     """--cluster-cidr: an IPv4 network (host bits zero) with room for each node's /24."""
     try:
@@ -391,6 +423,11 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     up.add_argument("--registry-config-dir", default="",
                     help="registry mirrors for the kubelets' runtimes, containerd's hosts.toml layout: "
                          "DIR/<registry>/hosts.toml (e.g. /etc/containerd/certs.d)")
+    up.add_argument("--no-registry", action="store_true",
+                    help="run no local registry (docker-registry on a free port, pushed to as localhost:PORT)")
+    up.add_argument("--registry-name", default=registry.DEFAULT_NAME,
+                    help="a name the pods' images may give the local registry besides localhost:PORT "
+                         "(default %(default)s, as kind's kind-registry:5000)")
     up.add_argument("--etcd-members", type=_etcd_members, default=1,
                     help="etcd cluster size (1, 3 or 5; real Raft): the apiserver is given every member and "
                          "moves to another when the one it uses dies (default 1)")

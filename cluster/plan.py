@@ -14,6 +14,8 @@ from pathlib import Path
 from cluster.certs import AUDIT_POLICY, ENCRYPTION_CONFIG, write_credentials
 from cluster.etcd import etcd_args, etcd_binary
 from cluster.hosts import choose_subnet, host_ip, netns_name
+from cluster.registry import DEFAULT_NAME as DEFAULT_REGISTRY_NAME
+from cluster.registry import LocalRegistry
 from csi.hostpath import DRIVER_NAME
 from kubelet.config import KubeletConfig
 from kubeling.atomicfile import replace_file
@@ -61,6 +63,10 @@ class ClusterPlan:
     # The ingress controller's HAProxy, on the first node's address (0: none, --no-ingress or a plan from before)
     ingress_http_port: int = 0
     ingress_https_port: int = 0
+    # The local registry (cluster/registry.py) on the underlay's gateway and loopback (0: none,
+    # --no-registry or a plan from before), and the name pods' images may give it too
+    registry_port: int = 0
+    registry_name: str = ""
     name: str = "kubeling"  # `up --name`
     user_kubeconfig: str = ""  # where the context kubeling-<name> was merged ("": nowhere)
     supervisor_pid: int = 0
@@ -145,6 +151,26 @@ class ClusterPlan:
         """Where the ingress controller's HAProxy listens: the first node's address (its
         host's, with --hosts: pods are reached from there without a hop)."""
         return self.node_ip(self.nodes[0]) if self.nodes else ""
+
+    @property
+    def registry(self) -> bool:
+        return bool(self.registry_port)
+
+    def local_registry(self) -> LocalRegistry:
+        return LocalRegistry(self.root / "registry", self.api_host, self.registry_port, self.registry_name,
+                             self.registry_config_dir)
+
+    @property
+    def runtime_registry_config_dir(self) -> str:
+        """The hosts.toml directory the nodes' runtimes read: the local registry's (the
+        user's entries linked into it), else the user's own."""
+        return str(self.local_registry().hosts_dir) if self.registry else self.registry_config_dir
+
+    @property
+    def addons(self) -> list[str]:
+        """The components stopped after the nodes, before the apiservers."""
+        return ["scheduler", "controller-manager", "cluster-dns", "metrics-server", "ingress-controller",
+                "registry", "registry-loopback", *self.proxies, *self.policy_controllers]
 
     @property
     def ingress(self) -> bool:
@@ -235,11 +261,13 @@ class ClusterPlan:
 
 def new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_endpoint: str = "",
              registry_config_dir: str = "", etcd_members: int = 1, previous: ClusterPlan | None = None,
-             apiservers: int = 1, hosts: bool = False, ingress: bool = True) -> ClusterPlan:
+             apiservers: int = 1, hosts: bool = False, ingress: bool = True,
+             registry_name: str | None = DEFAULT_REGISTRY_NAME) -> ClusterPlan:
     """Fresh ports, but an etcd cluster's from the previous plan of this state dir: its
-    members know each other by their peer URLs, kept in their data."""
+    members know each other by their peer URLs, kept in their data; registry_name None:
+    no local registry."""
     backends = apiservers if apiservers > 1 else 0
-    fresh = iter(_distinct_free_ports(2 * etcd_members + 8 + 2 * backends))
+    fresh = iter(_distinct_free_ports(2 * etcd_members + 9 + 2 * backends))
     ports = [[next(fresh), next(fresh)] for _ in range(etcd_members)]
     if previous is not None and len(previous.etcd_members) == etcd_members > 1 and \
             all((state_dir / name).is_dir() for name, _, _ in previous.etcd_members):
@@ -253,7 +281,9 @@ def new_plan(state_dir: Path, nodes: int, prefix: str, cluster_cidr: str, otlp_e
                        apiserver_ports=[[next(fresh), next(fresh)] for _ in range(backends)],
                        hosts_subnet=choose_subnet(), hosts=hosts, dns_port=next(fresh), metrics_port=next(fresh),
                        ingress_http_port=next(fresh) if ingress else 0,
-                       ingress_https_port=next(fresh) if ingress else 0)
+                       ingress_https_port=next(fresh) if ingress else 0,
+                       registry_port=next(fresh) if registry_name is not None else 0,
+                       registry_name=registry_name or "")
 
 
 def _distinct_free_ports(count: int) -> list[int]:
@@ -318,6 +348,8 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
         "cluster-dns": _python("clusterdns", "--kubeconfig", str(root / "kube-dns.conf"),
                                "--listen", f"{plan.api_host}:{plan.dns_port}"),
     }
+    if plan.registry:
+        out |= plan.local_registry().commands()
     if plan.metrics_port:
         out["metrics-server"] = _python(
             "metricsserver", "--kubeconfig", str(root / "metrics-server.conf"),
@@ -343,7 +375,8 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
             "--pod-logs-dir", str(config.pod_logs_dir), "--runc-root", str(config.runc_root),
             "--cluster-cidr", plan.cluster_cidr, "--cluster-dns", DNS_IP, "--service-cluster-ip-range", SERVICE_CIDR,
             *(["--node-network", config.node_network] if config.node_network else []),
-            *(["--registry-config-dir", plan.registry_config_dir] if plan.registry_config_dir else []))
+            *(["--registry-config-dir", plan.runtime_registry_config_dir] if plan.runtime_registry_config_dir
+              else []))
     for node in plan.nodes:
         # The node's hostpath CSI driver with its registrar and provisioner (upstream deploys
         # them as a DaemonSet); the kubelet finds it in its plugin registry.

@@ -120,6 +120,14 @@ class Supervisor:
             elif name in plan.proxies:
                 await self._wait(f"{name}'s rules", functools.partial(self._proxy_synced, plan.proxies[name]),
                                  component)
+            elif name == "registry":
+                await self._wait(f"the registry on {plan.api_host}:{plan.registry_port}",
+                                 functools.partial(self._http_ok, f"http://{plan.api_host}:{plan.registry_port}/v2/"),
+                                 component)
+            elif name == "registry-loopback":
+                await self._wait(f"the registry on 127.0.0.1:{plan.registry_port}",
+                                 functools.partial(self._http_ok, f"http://127.0.0.1:{plan.registry_port}/v2/"),
+                                 component)
             elif name == "ingress-controller":
                 await self._wait(f"the ingress controller on {plan.ingress_address}:{plan.ingress_http_port}",
                                  self._ingress_serving, component)
@@ -270,8 +278,7 @@ class Supervisor:
         self._terminate([f"csi-hostpath-{n}" for n in self.plan.nodes])
         # One after the other: the scheduler and the controller manager give their leases
         # up through the apiserver.
-        self._terminate(["scheduler", "controller-manager", "cluster-dns", "metrics-server", "ingress-controller",
-                         *self.plan.proxies, *self.plan.policy_controllers])
+        self._terminate(self.plan.addons)
         self._terminate(["haproxy", *(name for name, _, _ in self.plan.apiserver_backends)])
         self._terminate([name for name, _, _ in self.plan.etcd_members])
         remove_network(self.plan)

@@ -78,8 +78,11 @@ class ImageService(api_pb2_grpc.ImageServiceServicer):
         record = self.store.get(name)
         if record is None and reference.is_image_id(name):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"image {name!r} is not in the local store")
-        if record is None:
-            # Not present: pull it (images in the store are used as they are, as IfNotPresent).
+        if record is None or (not reference.is_image_id(name) and self.puller.repull(name)):
+            # Not present: pull it. Present: used as it is (this machine reaches no public
+            # registry; built-in and loaded images exist nowhere else), unless its registry is
+            # one run here on purpose (the local registry, a configured mirror), which is
+            # asked again as containerd asks every registry: a tag pushed anew is pulled.
             auth = request.auth
             credentials = Credentials.from_auth(auth.auth, auth.username, auth.password,
                                                 auth.registry_token or auth.identity_token)

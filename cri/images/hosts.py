@@ -189,6 +189,18 @@ class RegistryHosts:
             else [registry]
         return [*names, DEFAULT_DIR]
 
+    def deliberate(self, registry: str) -> bool:
+        """Whether this registry is one the machine's owner runs on purpose — on a loopback
+        address, or configured by a hosts.toml of its own (not `_default`) — and so is asked
+        again for a tag whose image is already in the store (a pushed `:latest` is seen)."""
+        host = registry[1:registry.index("]")] if registry.startswith("[") else registry.split(":")[0]
+        if host in LOOPBACK_HOSTS:
+            return True
+        if self.config_dir is None:
+            return False
+        return any((self.config_dir / name / "hosts.toml").is_file()
+                   for name in self._namespaces(registry) if name != DEFAULT_DIR)
+
     def hosts_for(self, registry: str) -> list[RegistryHost]:
         default = RegistryHost(url=_default_server(registry, self.insecure_registries))
         if self.config_dir is None:

@@ -74,6 +74,15 @@ class Puller:
     timeout: float = 300.0
     _inflight: dict[str, asyncio.Future[ImageRecord]] = field(default_factory=dict)
 
+    def repull(self, name: str) -> bool:
+        """Whether an image already in the store under this name is pulled again (a tag of a
+        registry run here on purpose; a digest names content that cannot change)."""
+        try:
+            ref = reference.parse(name)
+        except ValueError:
+            return False
+        return not ref.digest and self.hosts.deliberate(ref.domain)
+
     async def pull(self, name: str, credentials: Credentials | None = None) -> ImageRecord:
         ref = reference.parse(name)
         key = str(ref)

@@ -35,6 +35,8 @@ def _run(*argv: str, timeout: float = 60) -> tuple[int, str]:
     (["cluster", "up", "--etcd-members", "2"], "argument --etcd-members: 2: must be odd (1, 3, 5)"),
     (["cluster", "why"], "the following arguments are required: pod"),
     (["cluster", "up", "--name", "Big_Cluster"], "cluster name 'Big_Cluster': must be a DNS label"),
+    (["cluster", "up", "--registry-name", "registry"], "expected HOST:PORT or a host name with a dot"),
+    (["cluster", "up", "--registry-name", "localhost:5000"], "that name already means another registry"),
     (["cluster", "down", "--name", "x.y"], "cluster name 'x.y': must be a DNS label"),
 ])
 def test_bad_flags_exit_2(argv: list[str], line: str) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from cluster.hosts import netns_name
 from cluster.plan import ClusterPlan
 from cni import netns
+from tests.e2e.images import docker_archive
 from tests.e2e.kubectl import Kubectl
 from tests.wait import until
 
@@ -50,6 +51,65 @@ async def _fetch(kubectl: Kubectl, context: str) -> set[str]:
         return seen
     await until(answers, f"the Service web of {context}", timeout=60, interval=0.2, check=bool)
     return seen
+
+
+def _push(archive: Path, reference: str) -> None:
+    """As `docker push` to a loopback registry: plain HTTP, no credentials (skopeo, Docker's
+    image library)."""
+    subprocess.run(["skopeo", "copy", "--quiet", "--dest-tls-verify=false", f"docker-archive:{archive}",
+                    f"docker://{reference}"], check=True, capture_output=True, timeout=60)
+
+
+_SPREAD = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: app}}
+  template:
+    metadata: {labels: {app: app}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+          - {labelSelector: {matchLabels: {app: app}}, topologyKey: kubernetes.io/hostname}
+      containers:
+      - {name: app, image: "IMAGE", command: [/bin/busybox, sh, -c, "cat /msg; exec sleep 3600"]}
+"""
+
+
+async def _local_registry(kubectl: Kubectl, context: str, plan: ClusterPlan, tmp_path: Path) -> None:
+    """An image built here, pushed to the cluster's registry at localhost:PORT, pulled by a
+    Deployment on both hosts (which reach the registry on the underlay); the registry's
+    other name; `:latest` pulled again for each new pod (imagePullPolicy Always, the default
+    for it) where `:1.0` is not."""
+    port = plan.registry_port
+    archive = tmp_path / "app.tar"
+    docker_archive(archive, "app:1.0", {"msg": "from-the-registry\n"})
+    await asyncio.to_thread(_push, archive, f"localhost:{port}/app:1.0")
+    await kubectl("--context", context, "apply", "-f", "-", stdin=_SPREAD.replace("IMAGE", f"localhost:{port}/app:1.0"))
+    await kubectl("--context", context, "rollout", "status", "deployment/app", "--timeout=90s")
+    _, out, _ = await kubectl("--context", context, "get", "pods", "-l", "app=app", "-o",
+                              "jsonpath={.items[*].spec.nodeName}")
+    assert sorted(out.split()) == sorted(plan.nodes)
+    _, out, _ = await kubectl("--context", context, "logs", "deployment/app")
+    assert out.strip() == "from-the-registry"
+
+    async def run(pod: str, image: str) -> str:
+        await kubectl("--context", context, "run", pod, f"--image={image}", "--restart=Never",
+                      f'--overrides={{"spec": {{"nodeName": "{plan.nodes[0]}"}}}}', "--command", "--",
+                      "/bin/busybox", "cat", "/msg")
+        await kubectl("--context", context, "wait", "--for=jsonpath={.status.phase}=Succeeded", f"pod/{pod}",
+                      "--timeout=60s")
+        _, out, _ = await kubectl("--context", context, "logs", pod)
+        return out.strip()
+
+    for version in ("v1", "v2"):
+        docker_archive(archive, "app:latest", {"msg": f"{version}\n"})
+        await asyncio.to_thread(_push, archive, f"localhost:{port}/app:latest")
+        assert await run(f"latest-{version}", f"{plan.registry_name}/app:latest") == version
 
 
 def _contexts() -> list[str]:
@@ -105,6 +165,8 @@ async def test_two_named_clusters_side_by_side(tmp_path: Path) -> None:
         listed = _kubeling("get", "clusters")
         rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}
         assert rows["kubeling"][1] == "Stopped" and rows[NAME][1] == "Running", listed.stdout
+
+        await _local_registry(kubectl, f"kubeling-{NAME}", plan, tmp_path)
 
         stopped = _kubeling("down", "--name", NAME)
         assert stopped.returncode == 0, stopped.stderr

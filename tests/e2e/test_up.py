@@ -4,19 +4,15 @@ a component killed and brought back, data kept across down and up, nothing left.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import http.client
-import io
 import json
 import os
-import platform
 import shutil
 import signal
 import socket
 import ssl
 import subprocess
 import sys
-import tarfile
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -31,6 +27,7 @@ from kubeling import errors
 from kubeling.client import Client
 from kubeling.netutil import free_port
 from protos.kubeling.v1 import core_pb2, meta_pb2
+from tests.e2e.images import docker_archive
 from tests.e2e.kubectl import kubectl_binary
 from tests.wait import until
 
@@ -77,27 +74,6 @@ def _pod(name: str, node: str, *command: str) -> core_pb2.Pod:
 async def _wait(client: Client, name: str, predicate: Any, timeout: float = 90) -> Any:
     return await until(lambda: client.pods.get(name, "default"), f"pod {name}", timeout=timeout, interval=0.2,
                        check=predicate)
-
-
-def _docker_archive(path: Path, name: str) -> None:
-    """What `docker save NAME` writes (manifest.json, the config, one layer), for an image
-    of one static busybox: built here, from the host's busybox-static."""
-    layer = io.BytesIO()
-    with tarfile.open(fileobj=layer, mode="w") as tar:
-        tar.add("/bin/busybox", arcname="bin/busybox")
-    data = layer.getvalue()
-    diff = hashlib.sha256(data).hexdigest()
-    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
-    config = json.dumps({"architecture": arch, "os": "linux", "config": {"Cmd": ["/bin/busybox", "sh"]},
-                         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{diff}"]}}).encode()
-    config_id = hashlib.sha256(config).hexdigest()
-    manifest = json.dumps([{"Config": f"{config_id}.json", "RepoTags": [name],
-                            "Layers": [f"{diff}/layer.tar"]}]).encode()
-    with tarfile.open(path, "w") as tar:
-        for member, body in ((f"{diff}/layer.tar", data), (f"{config_id}.json", config), ("manifest.json", manifest)):
-            info = tarfile.TarInfo(member)
-            info.size = len(body)
-            tar.addfile(info, io.BytesIO(body))
 
 
 def _http_get(url: str) -> str:
@@ -261,7 +237,7 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
             # A developer's own image: a `docker save` archive made here, loaded into both
             # nodes, run by kubectl on the second (never pulled: it exists nowhere else)
             archive = state / "mine.tar"
-            _docker_archive(archive, "example.com/mine:1")
+            docker_archive(archive, "example.com/mine:1")
             loaded = _kubeling("image", "load", str(archive), "--state-dir", str(state))
             assert loaded.returncode == 0, loaded.stderr
             assert [line.split()[:3] for line in loaded.stdout.splitlines()] == \

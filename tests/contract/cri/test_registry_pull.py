@@ -24,6 +24,7 @@ from cri.server import CRIConfig, CRIServer
 from kubeling.netutil import free_port
 from protos.runtime.v1 import api_pb2, api_pb2_grpc
 from tests.contract.cri.tokenservice import SERVICE, TokenService
+from tests.e2e.images import docker_archive
 
 
 @dataclass
@@ -134,6 +135,23 @@ async def test_pull_from_registry(registry: Registry, images: api_pb2_grpc.Image
         await images.PullImage(_pull(f"{registry.address}/team/absent:v1"))
     assert missing.value.code() == grpc.StatusCode.NOT_FOUND
     assert f"{registry.address}/team/absent:v1" in (missing.value.details() or "")
+
+
+async def test_a_tag_pushed_anew_is_pulled_again(registry: Registry, images: api_pb2_grpc.ImageServiceStub,
+                                                 tmp_path: Path) -> None:
+    """A loopback registry is one run here on purpose: a present tag is asked for again (as
+    containerd asks), so what was pushed since is what runs; a digest is not (it cannot change)."""
+    name = f"{registry.address}/team/busybox:v1"
+    first = await images.PullImage(_pull(name))
+    archive = tmp_path / "other.tar"
+    docker_archive(archive, "other:v1", {"msg": "pushed anew"})
+    subprocess.run(["skopeo", "copy", "--quiet", "--dest-tls-verify=false", f"docker-archive:{archive}",
+                    f"docker://{name}"], check=True, capture_output=True, timeout=60)
+    second = await images.PullImage(_pull(name))
+    assert second.image_ref != first.image_ref
+    assert (await _status(images, name)).id == second.image_ref
+    by_digest = await images.PullImage(_pull((await _status(images, name)).repo_digests[0]))
+    assert by_digest.image_ref == second.image_ref
 
 
 async def test_digest_mismatch_is_refused(registry: Registry, images: api_pb2_grpc.ImageServiceStub) -> None:

@@ -99,3 +99,15 @@ def test_bad_files_name_the_file_and_field(tmp_path: Path, text: str, words: str
     with pytest.raises(HostsConfigError, match=words) as err:
         RegistryHosts(tmp_path).hosts_for("bad.io")
     assert str(tmp_path / "bad.io" / "hosts.toml") in str(err.value)
+
+
+def test_deliberate_registries_are_loopback_or_configured_ones(tmp_path: Path) -> None:
+    """Those asked again for a tag already in the store: never a public registry this
+    machine cannot reach, nor one that only `_default` covers."""
+    _write(tmp_path, "kubeling-registry:5000", 'server = "http://172.31.16.1:5000"\n')
+    _write(tmp_path, "_default", 'server = "http://127.0.0.1:5000"\n')
+    hosts = RegistryHosts(tmp_path)
+    assert hosts.deliberate("localhost:5000") and hosts.deliberate("127.0.0.1:41234") and hosts.deliberate("[::1]:5")
+    assert hosts.deliberate("kubeling-registry:5000")
+    assert not hosts.deliberate("docker.io") and not hosts.deliberate("example.com")
+    assert not RegistryHosts(None).deliberate("kubeling-registry:5000")
