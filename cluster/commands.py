@@ -16,14 +16,15 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from cluster import names, registry
+from cluster import clusterconfig, names, registry
 from cluster.cleanup import stop_orphans
-from cluster.plan import CLUSTER_CIDR, DNS_IP, SERVICE_CIDR, ClusterPlan, new_plan
+from cluster.plan import CLUSTER_CIDR, ClusterPlan, new_plan
 from cluster.preflight import preflight
 from cluster.processes import alive, orphans
 from cluster.supervisor import Supervisor
@@ -119,11 +120,13 @@ kubeling is up: {len(plan.nodes)} node(s) Ready
   logs         {root / 'logs'}/<component>.log
   metrics      scheduler http://127.0.0.1:{plan.scheduler_metrics_port}/metrics, controller manager http://127.0.0.1:{plan.controller_manager_metrics_port}/metrics
   traces       {plan.otlp_endpoint + ' (OTLP)' if plan.otlp_endpoint else 'off (up --otlp-endpoint URL)'}
-  services     ClusterIPs {SERVICE_CIDR}, cluster DNS {DNS_IP} (on {plan.api_host}:{plan.dns_port})
+  services     ClusterIPs {plan.service_cidr}, cluster DNS {plan.dns_ip} (on {plan.api_host}:{plan.dns_port}, \
+{plan.dns_domain})
   kube-proxy   {', '.join(plan.proxies) + ' (iptables)' if plan.proxies else 'none (no nodes)'}
   policies     {', '.join(plan.policy_controllers) + ' (iptables, ipset)' if plan.policy_controllers else 'off'}
   ingress      {_ingress_line(plan)}
   registry     {_registry_line(plan)}
+  ports        {', '.join(f'{a}:{p} -> {n}:{q}' for a, p, n, q in plan.port_mappings) or 'none mapped (--config)'}
 
 create a first pod:
   export KUBECONFIG={root / 'kubeconfig'}
@@ -157,17 +160,71 @@ def _free_cluster_cidr(name: str) -> str:
     raise RuntimeError("no free 10.K.0.0/16 for the pods of another cluster")
 
 
+# `up`'s flags that shape the cluster, each a field of the cluster config (clusterconfig.py)
+_SHAPING = ("nodes", "hosts", "etcd_members", "apiservers", "node_monitor_grace_period",
+            "default_unreachable_toleration_seconds", "cluster_cidr", "no_ingress", "no_network_policy",
+            "no_registry", "registry_name", "registry_config_dir", "otlp_endpoint")
+
+
+def _config_of(args: argparse.Namespace) -> clusterconfig.ClusterConfig:
+    """The cluster config `up` was given: its file (with --name and --state-dir, which
+    only say where), or its flags read into the same form."""
+    if args.config:
+        given = [f"--{dest.replace('_', '-')}" for dest in _SHAPING
+                 if getattr(args, dest) != args.parser.get_default(dest)]
+        if given:
+            raise clusterconfig.ConfigFileError(f"{' '.join(given)} with --config: set it in {args.config} instead")
+        config = clusterconfig.load(Path(args.config))
+        config.name = args.name or config.name
+        return config
+    return clusterconfig.ClusterConfig(
+        name=args.name, hosts=args.hosts, etcd_members=args.etcd_members, apiservers=args.apiservers,
+        node_monitor_grace_period=args.node_monitor_grace_period,
+        default_unreachable_toleration_seconds=args.default_unreachable_toleration_seconds,
+        pod_subnet=args.cluster_cidr or "", nodes=[clusterconfig.NodeConfig() for _ in range(args.nodes)],
+        ingress=not args.no_ingress, network_policy=not args.no_network_policy, registry=not args.no_registry,
+        registry_name=args.registry_name, registry_config_dir=args.registry_config_dir,
+        otlp_endpoint=args.otlp_endpoint)
+
+
+def _ports_in_use(config: clusterconfig.ClusterConfig, name: str) -> str:
+    """A host port of the config's mappings that another running cluster maps, or that
+    something on this machine already listens on."""
+    for other in names.registered():
+        plan = ClusterPlan.load(other.state_dir)
+        if other.name == name or plan is None or not plan.supervisor_pid or not alive(plan.supervisor_pid):
+            continue
+        theirs = {(listen, port) for listen, port, _, _ in plan.port_mappings}
+        for node in config.nodes:
+            for m in node.port_mappings:
+                if (m.listen_address, m.host_port) in theirs:
+                    return f"host port {m.listen_address}:{m.host_port} is mapped by the running cluster {other.name}"
+    for node in config.nodes:
+        for m in node.port_mappings:
+            with socket.socket() as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    probe.bind((m.listen_address, m.host_port))
+                except OSError as err:
+                    return f"host port {m.listen_address}:{m.host_port} cannot be had: {err.strerror}"
+    return ""
+
+
 def _prepare(args: argparse.Namespace) -> ClusterPlan | str:
     """The plan of the cluster `up` is asked for, saved in its state dir; or what is wrong."""
-    registry_config_dir = str(Path(args.registry_config_dir).resolve()) if args.registry_config_dir else ""
+    try:
+        config = _config_of(args)
+        names.check_name(config.name or names.DEFAULT_NAME)
+        if not args.state_dir and config.name:
+            args.name = config.name  # the file's name says where its state is, as --name would
+        state_dir = names.state_dir_of(args)
+    except (clusterconfig.ConfigFileError, names.ClusterNameError) as err:
+        return str(err)
+    registry_config_dir = str(Path(config.registry_config_dir).resolve()) if config.registry_config_dir else ""
     if registry_config_dir and not Path(registry_config_dir).is_dir():
         return f"--registry-config-dir {registry_config_dir} is not a directory"
-    try:
-        state_dir = names.state_dir_of(args)
-    except names.ClusterNameError as err:
-        return str(err)
     existing = ClusterPlan.load(state_dir)
-    name = args.name or (existing.name if existing is not None else names.DEFAULT_NAME)
+    name = config.name or (existing.name if existing is not None else names.DEFAULT_NAME)
     if existing is not None and existing.supervisor_pid and alive(existing.supervisor_pid):
         return (f"a cluster is already running from {state_dir} (pid {existing.supervisor_pid}); "
                 f"`kubeling down --state-dir {state_dir}` first")
@@ -179,44 +236,72 @@ def _prepare(args: argparse.Namespace) -> ClusterPlan | str:
         if other is not None and other.supervisor_pid and alive(other.supervisor_pid):
             return f"a cluster named {name} is already running from {elsewhere}; another --name, or `kubeling down " \
                    f"--name {name}` first"
-    cluster_cidr = args.cluster_cidr or _free_cluster_cidr(name)
+    cluster_cidr = config.pod_subnet or _free_cluster_cidr(name)
     overlap = _cidr_in_use(cluster_cidr, name)
     if overlap:
         return f"--cluster-cidr {cluster_cidr} overlaps the pods of the running {overlap}"
-    if args.apiservers > 1 and shutil.which("haproxy") is None:
-        return "--apiservers needs HAProxy in front of them: apt-get install haproxy"
-    if not args.no_registry:
-        missing = [tool for tool in ("docker-registry", "haproxy") if shutil.which(tool) is None]
-        if missing:
-            return f"the local registry needs {' and '.join(missing)}: apt-get install {' '.join(missing)} " \
-                   "(or --no-registry)"
-        if args.registry_name:
-            problem = _registry_name_problem(args.registry_name)
-            if problem:
-                return problem
+    if ipaddress.ip_network(cluster_cidr).overlaps(ipaddress.ip_network(config.service_subnet)):
+        return f"the pod CIDR {cluster_cidr} overlaps the service CIDR {config.service_subnet}"
+    taken = _ports_in_use(config, name)
+    if taken:
+        return taken
+    needs_haproxy = config.apiservers > 1 or config.registry or any(n.port_mappings for n in config.nodes)
+    missing = [tool for tool, needed in (("haproxy", needs_haproxy), ("docker-registry", config.registry))
+               if needed and shutil.which(tool) is None]
+    if missing:
+        return f"{', '.join(missing)} needed (apiservers behind HAProxy, the local registry, port mappings): " \
+               f"apt-get install {' '.join(missing)}"
+    if config.registry and config.registry_name:
+        problem = _registry_name_problem(config.registry_name)
+        if problem:
+            return problem
     # Only the cluster called kubeling may run its nodes in the machine's own network
     # namespace (as it did before names): another's kube-proxy there would rewrite the same
     # chains. Every other cluster's nodes are hosts of their own (kind's node containers).
-    hosts = args.hosts or name != names.DEFAULT_NAME
+    hosts = config.hosts or name != names.DEFAULT_NAME
     state_dir.mkdir(parents=True, exist_ok=True)
-    plan = new_plan(state_dir, args.nodes, args.node_prefix, cluster_cidr, args.otlp_endpoint,
-                    registry_config_dir, args.etcd_members, existing, args.apiservers, hosts,
-                    ingress=not args.no_ingress, registry_name=None if args.no_registry else args.registry_name)
+    plan = new_plan(state_dir, len(config.nodes), args.node_prefix, cluster_cidr, config.otlp_endpoint,
+                    registry_config_dir, config.etcd_members, existing, config.apiservers, hosts,
+                    ingress=config.ingress, registry_name=config.registry_name if config.registry else None)
+    _shape(plan, config, args.node_prefix)
     plan.name = name
     plan.user_kubeconfig = str(Path(args.kubeconfig).resolve()) if args.kubeconfig else str(user_kubeconfig())
-    plan.node_monitor_grace_period = args.node_monitor_grace_period
-    plan.network_policy = not args.no_network_policy
-    plan.default_unreachable_toleration_seconds = args.default_unreachable_toleration_seconds
-    if args.apiservers > 1:
+    if config.apiservers > 1:
         plan.write_haproxy_config()
     if plan.registry:
         plan.local_registry().write_config()
+    plan.write_node_files()
     issued = plan.prepare_credentials()
     if issued and not args.detach:
         print(f"certificates issued under {plan.pki}: {', '.join(issued)}", flush=True)
     plan.save()
     names.register(name, state_dir)
     return plan
+
+
+def _shape(plan: ClusterPlan, config: clusterconfig.ClusterConfig, prefix: str) -> None:
+    """What the config says beyond new_plan's ports and names: the nodes' own settings."""
+    plan.nodes = config.node_names(prefix)
+    plan.node_monitor_grace_period = config.node_monitor_grace_period
+    plan.network_policy = config.network_policy
+    plan.default_unreachable_toleration_seconds = config.default_unreachable_toleration_seconds
+    plan.service_cidr, plan.dns_domain = config.service_subnet, config.dns_domain
+    for name, node in zip(plan.nodes, config.nodes, strict=True):
+        labels = dict(node.labels)
+        taints = list(node.taints)
+        if node.role == "control-plane":  # as kubeadm marks a control-plane node
+            labels.setdefault(clusterconfig.CONTROL_PLANE_LABEL, "")
+            if clusterconfig.CONTROL_PLANE_TAINT not in taints:
+                taints.append(clusterconfig.CONTROL_PLANE_TAINT)
+        if labels:
+            plan.node_labels[name] = labels
+        if taints:
+            plan.node_taints[name] = taints
+        if node.kubelet:
+            plan.node_kubelet[name] = node.kubelet
+        if node.mounts:
+            plan.node_mounts[name] = node.mounts
+        plan.port_mappings += [[m.listen_address, m.host_port, name, m.container_port] for m in node.port_mappings]
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -409,6 +494,8 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     up = commands.add_parser("up", help="run a cluster on this machine")
     up.add_argument("--nodes", type=int, default=1, help="kubelets to run (0: control plane only)")
     up.add_argument("--detach", action="store_true", help="run in the background; `kubeling down` stops it")
+    up.add_argument("--config", default="", help="a cluster config file (kubeling.io/v1alpha1 Cluster, "
+                                                 "docs/cluster-config.md) instead of the flags that shape the cluster")
     names.add_cluster_args(up, "; another name's nodes are always on hosts of their own, as with --hosts")
     up.add_argument("--kubeconfig", default="",
                     help="merge the context kubeling-NAME into this kubeconfig (default: $KUBECONFIG's first file, "
@@ -446,7 +533,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     up.add_argument("--default-unreachable-toleration-seconds", type=int, default=300,
                     help="how long pods stay on an unreachable node before eviction (default 300)")
     up.add_argument("--node-prefix", default="node-", help=argparse.SUPPRESS)  # tests: names of their own
-    up.set_defaults(run=cmd_up)
+    up.set_defaults(run=cmd_up, parser=up)
     down = commands.add_parser("down", help="stop the cluster started with --detach")
     names.add_cluster_args(down)
     down.add_argument("--keep-state", action="store_true")

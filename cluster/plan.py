@@ -5,11 +5,15 @@ users get; `scheduler.conf`, `kubelet-<node>.conf`), as kubeadm lays them out.""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import ssl
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from cluster.certs import AUDIT_POLICY, ENCRYPTION_CONFIG, write_credentials
 from cluster.etcd import etcd_args, etcd_binary
@@ -22,11 +26,10 @@ from kubeling.atomicfile import replace_file
 from kubeling.client import Client, TLSConfig
 from kubeling.netutil import free_port
 
-__all__ = ["CLUSTER_CIDR", "SERVICE_CIDR", "DNS_IP", "ClusterPlan", "commands", "new_plan"]
+__all__ = ["CLUSTER_CIDR", "SERVICE_CIDR", "ClusterPlan", "commands", "new_plan"]
 
 CLUSTER_CIDR = "10.88.0.0/16"
 SERVICE_CIDR = "10.96.0.0/16"  # the apiserver's default --service-cluster-ip-range
-DNS_IP = "10.96.0.10"  # kube-dns's ClusterIP, as kubeadm's
 
 
 @dataclass
@@ -67,6 +70,19 @@ class ClusterPlan:
     # --no-registry or a plan from before), and the name pods' images may give it too
     registry_port: int = 0
     registry_name: str = ""
+    service_cidr: str = SERVICE_CIDR
+    dns_domain: str = "cluster.local"
+    # Per node, from a cluster config (cluster/clusterconfig.py): labels `up` sets with the
+    # admin's credentials once the node registered (as kubeadm's mark-control-plane: a kubelet
+    # may not give itself node-role labels), taints it registers with, its KubeletConfiguration
+    # settings (written to kubelet-<node>.yaml), and its paths that are other machine paths
+    node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    node_taints: dict[str, list[str]] = field(default_factory=dict)
+    node_kubelet: dict[str, dict[str, Any]] = field(default_factory=dict)
+    node_mounts: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Host ports relayed to nodes' ports (kind's extraPortMappings): [listen address, host port,
+    # node, node port], by the `port-mappings` HAProxy
+    port_mappings: list[list[Any]] = field(default_factory=list)
     name: str = "kubeling"  # `up --name`
     user_kubeconfig: str = ""  # where the context kubeling-<name> was merged ("": nowhere)
     supervisor_pid: int = 0
@@ -153,6 +169,32 @@ class ClusterPlan:
         return self.node_ip(self.nodes[0]) if self.nodes else ""
 
     @property
+    def dns_ip(self) -> str:
+        """kube-dns's ClusterIP: the range's tenth address, as kubeadm's (10.96.0.10)."""
+        return str(ipaddress.ip_network(self.service_cidr)[10])
+
+    def kubelet_config_file(self, node: str) -> Path | None:
+        """The node's KubeletConfiguration settings from the cluster config, if it has any."""
+        return self.root / f"kubelet-{node}.yaml" if self.node_kubelet.get(node) else None
+
+    def write_node_files(self) -> None:
+        """Each node's kubelet config file, and the port mappings' HAProxy configuration."""
+        for node in self.nodes:
+            path = self.kubelet_config_file(node)
+            if path is not None:
+                replace_file(path, yaml.safe_dump({"apiVersion": "kubelet.config.k8s.io/v1beta1",
+                                                   "kind": "KubeletConfiguration", **self.node_kubelet[node]},
+                                                  sort_keys=False).encode(), 0o644)
+        if self.port_mappings:
+            text = "global\n    maxconn 4000\n\ndefaults\n    mode tcp\n    timeout connect 5s\n" \
+                   "    timeout client 1h\n    timeout server 1h\n"
+            for listen, port, node, node_port in self.port_mappings:
+                text += (f"\nfrontend map-{listen}-{port}\n    bind {listen}:{port}\n"
+                         f"    default_backend map-{listen}-{port}\n"
+                         f"\nbackend map-{listen}-{port}\n    server {node} {self.node_ip(node)}:{node_port}\n")
+            replace_file(self.root / "port-mappings.cfg", text.encode(), 0o644)
+
+    @property
     def registry(self) -> bool:
         return bool(self.registry_port)
 
@@ -170,7 +212,7 @@ class ClusterPlan:
     def addons(self) -> list[str]:
         """The components stopped after the nodes, before the apiservers."""
         return ["scheduler", "controller-manager", "cluster-dns", "metrics-server", "ingress-controller",
-                "registry", "registry-loopback", *self.proxies, *self.policy_controllers]
+                "registry", "registry-loopback", "port-mappings", *self.proxies, *self.policy_controllers]
 
     @property
     def ingress(self) -> bool:
@@ -238,8 +280,10 @@ class ClusterPlan:
                              tls_cert_file=self.pki / "kubelet" / f"{node}.crt",
                              tls_private_key_file=self.pki / "kubelet" / f"{node}.key",
                              client_ca_file=self.pki / "ca.crt", node_ip=self.node_ip(node),
-                             address=self.node_ip(node), pod_routes=self.hosts, cluster_dns=[DNS_IP],
-                             service_cidr=SERVICE_CIDR, node_network=self.hosts_subnet)
+                             address=self.node_ip(node), pod_routes=self.hosts, cluster_dns=[self.dns_ip],
+                             cluster_domain=self.dns_domain, service_cidr=self.service_cidr,
+                             node_network=self.hosts_subnet, host_path_mounts=dict(self.node_mounts.get(node, {})),
+                             register_with_taints=list(self.node_taints.get(node, [])))
 
     def runc_root(self, node: str) -> Path:
         return self.root / "runc" / node
@@ -330,7 +374,7 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
             # host: reached at their endpoints, not through ClusterIPs
             "--enable-aggregator-routing", "true",
             "--default-unreachable-toleration-seconds", str(plan.default_unreachable_toleration_seconds),
-            "--service-cluster-ip-range", SERVICE_CIDR, "--advertise-address", plan.api_host,
+            "--service-cluster-ip-range", plan.service_cidr, "--advertise-address", plan.api_host,
             "--advertise-port", str(plan.rest_port),
             # every apiserver audits to its own log, rotated at 100 MB, three kept
             "--audit-policy-file", str(root / AUDIT_POLICY), "--audit-log-path", str(root / "audit" / f"{name}.log"),
@@ -346,7 +390,7 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
                                       "--root-ca-file", str(certs / "ca.crt"),
                                       "--metrics-listen", f"127.0.0.1:{plan.controller_manager_metrics_port}"),
         "cluster-dns": _python("clusterdns", "--kubeconfig", str(root / "kube-dns.conf"),
-                               "--listen", f"{plan.api_host}:{plan.dns_port}"),
+                               "--listen", f"{plan.api_host}:{plan.dns_port}", "--zone", plan.dns_domain),
     }
     if plan.registry:
         out |= plan.local_registry().commands()
@@ -373,7 +417,13 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
             "--tls-cert-file", str(config.tls_cert_file), "--tls-private-key-file", str(config.tls_private_key_file),
             "--client-ca-file", str(config.client_ca_file), "--root-dir", str(config.root_dir),
             "--pod-logs-dir", str(config.pod_logs_dir), "--runc-root", str(config.runc_root),
-            "--cluster-cidr", plan.cluster_cidr, "--cluster-dns", DNS_IP, "--service-cluster-ip-range", SERVICE_CIDR,
+            "--cluster-cidr", plan.cluster_cidr, "--cluster-dns", plan.dns_ip, "--cluster-domain", plan.dns_domain,
+            "--service-cluster-ip-range", plan.service_cidr,
+            *(["--config", str(plan.kubelet_config_file(node))] if plan.kubelet_config_file(node) else []),
+            *(["--register-with-taints", ",".join(config.register_with_taints)] if config.register_with_taints
+              else []),
+            *(["--host-path-mounts", ",".join(f"{k}={v}" for k, v in config.host_path_mounts.items())]
+              if config.host_path_mounts else []),
             *(["--node-network", config.node_network] if config.node_network else []),
             *(["--registry-config-dir", plan.runtime_registry_config_dir] if plan.runtime_registry_config_dir
               else []))
@@ -391,7 +441,9 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
         enter = plan.enter(nodes[0])
         out[name] = enter + _python(
             "proxy", "--kubeconfig", str(root / "kube-proxy.conf"), *(f"--node-name={n}" for n in nodes),
-            "--cluster-cidr", plan.cluster_cidr, "--service-cluster-ip-range", SERVICE_CIDR)
+            "--cluster-cidr", plan.cluster_cidr, "--service-cluster-ip-range", plan.service_cidr)
+    if plan.port_mappings:
+        out["port-mappings"] = ["haproxy", "-f", str(root / "port-mappings.cfg"), "-db"]
     if plan.ingress:
         enter = plan.enter(plan.nodes[0])
         out["ingress-controller"] = enter + _python(

@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from ssl import SSLContext
+from typing import Any
 
 import aiohttp
 import dns.asyncquery
@@ -21,8 +22,9 @@ import dns.message
 from cluster import hosts
 from cluster.cleanup import clean_node, remove_network
 from cluster.hosts import bridge_of
-from cluster.plan import DNS_IP, ClusterPlan, commands
+from cluster.plan import ClusterPlan, commands
 from clusterdns.addon import publish
+from controllers.controllerref import update_with_retry
 from csi.addon import install_default_class
 from csi.hostpath import DRIVER_NAME
 from ingress.addon import install_class as install_ingress_class
@@ -38,6 +40,25 @@ __all__ = ["Supervisor"]
 log = logging.getLogger("kubeling.up")
 
 _BACKOFF_MAX = 30.0
+
+
+def _labelled(labels: dict[str, str]) -> Callable[[Any], bool]:
+    """A mutation for update_with_retry: the node with these labels (changed: whether any was missing)."""
+    def mutate(node: Any) -> bool:
+        changed = any(node.metadata.labels.get(k) != v for k, v in labels.items())
+        node.metadata.labels.update(labels)
+        return changed
+    return mutate
+
+
+async def _accepts(host: str, port: int) -> bool:
+    try:
+        async with asyncio.timeout(2):
+            _, writer = await asyncio.open_connection(host, port)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    return True
 
 
 @dataclass
@@ -128,6 +149,10 @@ class Supervisor:
                 await self._wait(f"the registry on 127.0.0.1:{plan.registry_port}",
                                  functools.partial(self._http_ok, f"http://127.0.0.1:{plan.registry_port}/v2/"),
                                  component)
+            elif name == "port-mappings":
+                for listen, port, node, node_port in plan.port_mappings:
+                    await self._wait(f"{listen}:{port} (to {node}:{node_port})",
+                                     functools.partial(_accepts, listen, port), component)
             elif name == "ingress-controller":
                 await self._wait(f"the ingress controller on {plan.ingress_address}:{plan.ingress_http_port}",
                                  self._ingress_serving, component)
@@ -137,6 +162,11 @@ class Supervisor:
         for node in plan.nodes:
             await self._wait(f"node {node} to be Ready", functools.partial(self._node_ready, node),
                              self.components[f"kubelet-{node}"])
+        if plan.node_labels:
+            print("  labelling " + ", ".join(plan.node_labels), flush=True)
+            async with plan.admin_client(timeout=10) as client:
+                for node, labels in plan.node_labels.items():
+                    await update_with_retry(client.nodes, await client.nodes.get(node), _labelled(labels))
         for node in plan.nodes:
             await self._wait(f"the hostpath CSI driver registered on {node}",
                              functools.partial(self._csi_registered, node), self.components[f"csi-hostpath-{node}"])
@@ -187,8 +217,8 @@ class Supervisor:
         plan = self.plan
         try:
             async with plan.admin_client(timeout=5, wait_for_ready=False) as client:
-                await publish(client, DNS_IP, plan.api_host, plan.dns_port)
-            reply = await dns.asyncquery.udp(dns.message.make_query("kubernetes.default.svc.cluster.local", "A"),
+                await publish(client, plan.dns_ip, plan.api_host, plan.dns_port)
+            reply = await dns.asyncquery.udp(dns.message.make_query(f"kubernetes.default.svc.{plan.dns_domain}", "A"),
                                              plan.api_host, port=plan.dns_port, timeout=1)
         except (errors.ApiError, dns.exception.DNSException, OSError):
             return False

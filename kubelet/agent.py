@@ -146,7 +146,7 @@ class Kubelet:
         self.client = client = Client.from_kubeconfig(cfg.kubeconfig) if cfg.kubeconfig is not None \
             else Client(cfg.apiserver)
         self.recorder = EventRecorder(client, "kubelet", host=cfg.node_name)
-        self.paths = PodPaths(cfg.pod_logs_dir, cfg.state_dir / "pods")
+        self.paths = PodPaths(cfg.pod_logs_dir, cfg.state_dir / "pods", dict(cfg.host_path_mounts))
         self.eviction = EvictionManager(
             parse_thresholds(cfg.eviction_hard),
             parse_thresholds(cfg.eviction_soft, parse_grace_periods(cfg.eviction_soft_grace_period)),
@@ -172,7 +172,8 @@ class Kubelet:
         self.node = node = NodeManager(client, runtime, cfg.node_name, cfg.node_ip, self.server.port, cfg.state_dir,
                                        cfg.max_pods, dict(cfg.node_labels), cfg.node_status_report_frequency,
                                        cfg.node_lease_duration_seconds, pressure=self.eviction.pressure,
-                                       reserved=cfg.reserved, eviction_memory=self.eviction.hard_memory)
+                                       reserved=cfg.reserved, eviction_memory=self.eviction.hard_memory,
+                                       taints=list(cfg.register_with_taints))
         await node.register()
         cidr = await node.wait_for_pod_cidr()
         await runtime.update_pod_cidr(cidr)

@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import ipaddress
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,28 @@ def _labels(text: str) -> dict[str, str]:
         if not sep or not key:
             raise argparse.ArgumentTypeError(f"expected k=v, got {pair!r}")
         out[key] = value
+    return out
+
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def parse_taint(text: str) -> tuple[str, str, str]:
+    """`key[=value]:Effect` (upstream's --register-with-taints form) -> (key, value, effect)."""
+    rest, sep, effect = text.rpartition(":")
+    key, _, value = rest.partition("=")
+    if not sep or not key or effect not in TAINT_EFFECTS:
+        raise ValueError(f"taint {text!r}: expected key[=value]:Effect with Effect one of {', '.join(TAINT_EFFECTS)}")
+    return key, value, effect
+
+
+def _taints(text: str) -> list[str]:
+    out = [t.strip() for t in text.split(",") if t.strip()]
+    for taint in out:
+        try:
+            parse_taint(taint)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
     return out
 
 
@@ -79,6 +102,13 @@ class KubeletConfig:
     max_pods: int = flag(110, "pods this node takes (default 110)", type=int)
     node_labels: dict[str, str] = flag(help="extra node labels, k=v,k2=v2 (added to the --config file's)",
                                        type=_labels, default_factory=dict)
+    host_path_mounts: dict[str, str] = flag(
+        help="node paths that are other machine paths, NODE_PATH=MACHINE_PATH,... (kind's extraMounts): a hostPath "
+             "volume under NODE_PATH is the machine's MACHINE_PATH (default: none, a node's paths are the machine's)",
+        type=_labels, default_factory=dict)
+    register_with_taints: list[str] = flag(
+        help="taints the Node is registered with, key[=value]:Effect,... (only when it is created, as upstream's)",
+        type=_taints, default_factory=list)
     node_status_update_frequency: float = flag(10.0, "seconds between the node status computations (default 10)",
                                                type=float)
     node_status_report_frequency: float = 60.0
@@ -213,6 +243,14 @@ class KubeletConfig:
             parse_thresholds(self.eviction_soft, parse_grace_periods(self.eviction_soft_grace_period))
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        for inside, outside in self.host_path_mounts.items():
+            if not inside.startswith("/") or not outside.startswith("/"):
+                raise ConfigError(f"hostPathMounts {inside}={outside}: absolute paths are needed")
+        for taint in self.register_with_taints:
+            try:
+                parse_taint(taint)
+            except ValueError as err:
+                raise ConfigError(f"registerWithTaints: {err}") from None
         for name, cidr in (("serviceCIDR", self.service_cidr), ("nodeNetwork", self.node_network)):
             if not cidr:
                 continue
@@ -276,7 +314,9 @@ def _coerce(key: str, name: str, current: Any, value: Any) -> Any:
 
 
 def _snake(key: str) -> str:
-    return "".join(f"_{c.lower()}" if c.isupper() else c for c in key).lstrip("_").replace("-", "_")
+    """KubeletConfiguration's camelCase (acronyms whole: imageGCHighThresholdPercent,
+    clusterDNS) as the field's name."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", key).lower().replace("-", "_")
 
 
 def load_config_file(path: Path) -> dict[str, Any]:

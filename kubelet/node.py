@@ -15,6 +15,7 @@ from pathlib import Path
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from kubelet.config import parse_taint
 from kubelet.runtime import CRICallError, Runtime
 from kubeling import errors
 from kubeling.client import Client
@@ -113,6 +114,7 @@ class NodeManager:
     # what allocatable leaves out of capacity: --system-reserved and --kube-reserved summed,
     # and memory the hard eviction threshold holds back (upstream's node allocatable)
     reserved: dict[str, str] = field(default_factory=dict)
+    taints: list[str] = field(default_factory=list)  # registered with (key[=value]:Effect), at creation only
     eviction_memory: Callable[[int], int] = lambda capacity: 0
     _images: list[core_pb2.ContainerImage] = field(default_factory=list)
     node: core_pb2.Node | None = None
@@ -125,6 +127,9 @@ class NodeManager:
         labels = {"kubernetes.io/hostname": self.node_name, "kubernetes.io/os": "linux",
                   "kubernetes.io/arch": _arch(), **self.labels}
         node = core_pb2.Node(metadata=meta_pb2.ObjectMeta(name=self.node_name, labels=labels))
+        for text in self.taints:
+            key, value, effect = parse_taint(text)
+            node.spec.taints.add(key=key, value=value, effect=effect)
         self._fill_static_status(node)
         return node
 

@@ -8,7 +8,7 @@ import hashlib
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kubelet import labels
@@ -49,6 +49,16 @@ class PodPaths:
 
     logs_dir: Path  # /var/log/pods
     pods_dir: Path  # <state>/pods: volumes
+    # The node's directories that are the machine's others (a node's path -> the machine's;
+    # `--host-path-mounts`, kind's extraMounts): where a hostPath volume's path really is.
+    host_path_mounts: Mapping[str, str] = field(default_factory=dict)
+
+    def host_path(self, path: str) -> str:
+        """A hostPath volume's path on the machine: under the longest mount that holds it."""
+        for inside in sorted(self.host_path_mounts, key=len, reverse=True):
+            if path == inside or path.startswith(inside.rstrip("/") + "/"):
+                return self.host_path_mounts[inside] + path[len(inside.rstrip("/")):]
+        return path
 
     def log_dir(self, pod: Pod) -> Path:
         return pod_log_dir(self.logs_dir, pod)
@@ -264,7 +274,7 @@ def _mounts(pod: Pod, container: core_pb2.Container, paths: PodPaths, claims: Ma
             raise ConfigError(f"container {container.name}: volume {mount.name!r} is not defined in the pod")
         read_only = mount.readOnly
         if volume.HasField("hostPath"):
-            source = Path(volume.hostPath.path)  # its type checked (or made) by the volume manager
+            source = Path(paths.host_path(volume.hostPath.path))  # its type checked (or made) by the volume manager
         elif volume.HasField("emptyDir"):
             source = paths.volume_dir(pod, EMPTY_DIR, volume.name)
             source.mkdir(parents=True, exist_ok=True)

@@ -113,7 +113,7 @@ class VolumeManager:
         for volume in pod.spec.volumes:
             owned: Path | None = None  # the directory fsGroup applies to
             if volume.HasField("hostPath"):
-                check_host_path(volume.hostPath.path, volume.hostPath.type)
+                check_host_path(self.paths.host_path(volume.hostPath.path), volume.hostPath.type)
             elif volume.HasField("emptyDir"):
                 owned = directory = self.paths.volume_dir(pod, EMPTY_DIR, volume.name)
                 if not directory.exists():

@@ -4,8 +4,10 @@ store, or export images from it (which `ctr images import` reads, names included
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+import platform
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -112,4 +114,33 @@ def export_archive(store: ImageStore, path: Path, names: list[str]) -> Path:
             tar.addfile(info, io.BytesIO(body))
         for digest in blobs:
             tar.add(store.blob_path(digest), f"blobs/sha256/{digest.removeprefix('sha256:')}")
+    return path
+
+
+def write_docker_archive(path: Path, name: str, files: dict[str, bytes], host_files: tuple[str, ...] = ()) -> Path:
+    """What `docker save NAME` writes (manifest.json, the config, one layer) for an image of
+    `host_files` (this machine's, e.g. a static busybox) and `files` (path -> content), made
+    without a Docker engine: the developer's own image in tests and benchmarks, where no
+    registry outside is reachable."""
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as tar:
+        for host_file in host_files:
+            tar.add(host_file, arcname=host_file.lstrip("/"))
+        for member, body in files.items():
+            info = tarfile.TarInfo(member)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    data = layer.getvalue()
+    diff = hashlib.sha256(data).hexdigest()
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    config = json.dumps({"architecture": arch, "os": "linux", "config": {"Cmd": ["/bin/busybox", "sh"]},
+                         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{diff}"]}}).encode()
+    config_id = hashlib.sha256(config).hexdigest()
+    manifest = json.dumps([{"Config": f"{config_id}.json", "RepoTags": [name],
+                            "Layers": [f"{diff}/layer.tar"]}]).encode()
+    with tarfile.open(path, "w") as tar:
+        for member, body in ((f"{diff}/layer.tar", data), (f"{config_id}.json", config), ("manifest.json", manifest)):
+            info = tarfile.TarInfo(member)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
     return path

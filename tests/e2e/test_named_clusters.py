@@ -1,4 +1,5 @@
-"""Two clusters side by side, as `kind create cluster --name`: the cluster called kubeling
+"""Named clusters and cluster config files. Two clusters side by side, as `kind create
+cluster --name`: the cluster called kubeling
 on the machine's own network namespace and another, named, whose nodes are hosts of their
 own; each with a Deployment behind a Service reached by its DNS name; `down` of one leaves
 the other's rules, pods and Services working; contexts merged into the user's kubeconfig
@@ -10,11 +11,13 @@ import asyncio
 import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 from cluster.hosts import netns_name
 from cluster.plan import ClusterPlan
 from cni import netns
+from kubeling.netutil import free_port
 from tests.e2e.images import docker_archive
 from tests.e2e.kubectl import Kubectl
 from tests.wait import until
@@ -112,6 +115,11 @@ async def _local_registry(kubectl: Kubectl, context: str, plan: ClusterPlan, tmp
         assert await run(f"latest-{version}", f"{plan.registry_name}/app:latest") == version
 
 
+def _http_get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=3) as response:
+        return str(response.read().decode().strip())
+
+
 def _contexts() -> list[str]:
     kubectl = Kubectl(Path(os.environ["KUBECONFIG"]))
     done = subprocess.run([kubectl.binary, "config", "get-contexts", "-o", "name"], env=kubectl.env,
@@ -179,3 +187,104 @@ async def test_two_named_clusters_side_by_side(tmp_path: Path) -> None:
             plan = ClusterPlan.load(state)
             if plan is not None and plan.supervisor_pid:
                 _kubeling("down", "--state-dir", str(state))
+
+
+_CONFIG = """\
+apiVersion: kubeling.io/v1alpha1
+kind: Cluster
+name: NAME
+nodes:
+- role: control-plane
+- labels: {disk: ssd}
+  extraPortMappings: [{containerPort: NODEPORT, hostPort: HOSTPORT}]
+- extraMounts: [{hostPath: DATA, containerPath: /data}]
+addons: {registry: false}
+"""
+_WEB = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: web
+        image: busybox
+        command: [sh, -c, "echo from-a-mapped-port > /tmp/index.html; exec httpd -f -p 8080 -h /tmp"]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  type: NodePort
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080, nodePort: NODEPORT}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: reader}
+spec:
+  nodeName: NODE
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: main, image: busybox, command: [sh, -c, "cat /host/in.txt; echo written > /host/out.txt"],
+     volumeMounts: [{name: data, mountPath: /host}]}
+  volumes: [{name: data, hostPath: {path: /data/pod, type: Directory}}]
+"""
+
+
+async def test_a_cluster_from_a_config_file(tmp_path: Path) -> None:
+    """Three nodes from a file: a control-plane one (labelled and tainted: no workload lands
+    there), a port mapping from this machine to a NodePort, a mount a hostPath pod uses."""
+    name, node_port, host_port = f"cfg-{os.getpid() % 1000}", 30000 + os.getpid() % 2000, free_port()
+    data = tmp_path / "data"
+    (data / "pod").mkdir(parents=True)
+    (data / "pod" / "in.txt").write_text("from-the-machine\n")
+    config = tmp_path / "cluster.yaml"
+    config.write_text(_CONFIG.replace("NAME", name).replace("NODEPORT", str(node_port))
+                      .replace("HOSTPORT", str(host_port)).replace("DATA", str(data)))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(_CONFIG.replace("addons:", "addon:"))
+    refused = _kubeling("up", "--config", str(bad), "--state-dir", str(tmp_path / "never"))
+    assert refused.returncode == 2 and refused.stderr.strip().count("\n") == 0, refused.stderr
+    assert f"{bad}: addon: unknown field" in refused.stderr and not (tmp_path / "never").exists()
+
+    state = tmp_path / "state"
+    started = _kubeling("up", "--config", str(config), "--detach", "--state-dir", str(state))
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        plan = ClusterPlan.load(state)
+        assert plan is not None and plan.name == name and len(plan.nodes) == 3
+        control, worker, mounted = plan.nodes
+        # the same host port again, by another cluster: one line, nothing made
+        clash = tmp_path / "clash.yaml"
+        clash.write_text(_CONFIG.replace("NAME", "clash").replace("NODEPORT", str(node_port))
+                         .replace("HOSTPORT", str(host_port)).replace("DATA", str(data)))
+        again = _kubeling("up", "--config", str(clash), "--state-dir", str(tmp_path / "clash"))
+        assert again.returncode == 2, again.stderr
+        assert f"host port 127.0.0.1:{host_port} is mapped by the running cluster {name}" in again.stderr
+        assert not (tmp_path / "clash").exists()
+
+        kubectl = Kubectl(state / "kubeconfig")
+        _, out, _ = await kubectl("get", "node", control, "-o", "jsonpath={.metadata.labels}{.spec.taints}")
+        assert "node-role.kubernetes.io/control-plane" in out and "NoSchedule" in out
+        _, out, _ = await kubectl("get", "nodes", "-l", "disk=ssd", "-o", "name")
+        assert out.split() == [f"node/{worker}"]
+        await kubectl("apply", "-f", "-", stdin=_WEB.replace("NODEPORT", str(node_port)).replace("NODE", mounted))
+        await kubectl("rollout", "status", "deployment/web", "--timeout=90s")
+        _, out, _ = await kubectl("get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].spec.nodeName}")
+        assert control not in out.split() and set(out.split()) <= {worker, mounted}
+        answer = await until(lambda: asyncio.to_thread(_http_get, f"http://127.0.0.1:{host_port}/index.html"),
+                             "the mapped port's answer", 60, interval=0.3, retry_on=(OSError,))
+        assert answer == "from-a-mapped-port"
+        await kubectl("wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/reader", "--timeout=60s")
+        _, out, _ = await kubectl("logs", "reader")
+        assert out.strip() == "from-the-machine" and (data / "pod" / "out.txt").read_text() == "written\n"
+    finally:
+        stopped = _kubeling("down", "--state-dir", str(state))
+        assert stopped.returncode == 0, stopped.stderr
