@@ -6,14 +6,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test check unit contract e2e up deps apt kubectl venv protos check-protos bench critest csi-sanity clean image compose-test test-fresh
+.PHONY: test check unit contract e2e up deps apt browser kubectl venv protos check-protos bench critest csi-sanity clean image compose-test test-fresh
 
 # `make check` first (seconds), then every test: those that touch only their own etcd
 # prefix, processes and ports side by side (pytest-xdist), then those that change or read
 # what the machine shares (marked `host`: netns, iptables, runc, every e2e test) one at a
 # time; at the end the 20 slowest test phases of both runs.
 DURATIONS := $(VENV)/durations.jsonl
-test: deps check
+test: deps browser check
 	@rm -f $(DURATIONS)
 	KUBELING_DURATIONS=$(abspath $(DURATIONS)) $(PY) -m pytest -q -n 2 -m "not host" tests; \
 	first=$$?; KUBELING_DURATIONS=$(abspath $(DURATIONS)) $(PY) -m pytest -q -m host tests; \
@@ -34,8 +34,13 @@ unit: deps
 contract: deps
 	$(PY) -m pytest -q -n 2 -m "not host" tests/contract && $(PY) -m pytest -q -m host tests/contract
 
-e2e: deps
+e2e: deps browser
 	$(PY) -m pytest -q tests/e2e
+
+# Headless Chromium, for the dashboard's browser test only (`make up` does not need it).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { echo "installing: chromium"; apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 # The whole cluster on this machine (Ctrl-C stops it); NODES=2 for two kubelets.
 NODES ?= 1

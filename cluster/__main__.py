@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from cluster import certs, commands, images, why
+from cluster.dashboard import cli as dashboard
 from cri.images import cli as image_cli
 
 
@@ -16,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parsers(subcommands)
     certs.add_parser(subcommands)
     why.add_parser(subcommands)
+    dashboard.add_parser(subcommands)
     return parser
 
 

@@ -20,17 +20,19 @@ from cluster.names import kubeling_home
 from kubeling import errors
 from kubeling.app import EXIT_CONFIG
 from kubeling.client import Client
+from kubeling.kubeconfig import user_kubeconfig
 from scheduler.framework.results import KEYS, PREFIX, RECORD, REJECTED
 
 __all__ = ["add_parser", "render", "results_of"]
 
 
 def kubeconfig_path(flag: str) -> Path:
+    """Whose view, as kubectl chooses: --kubeconfig, $KUBECONFIG's first file, ~/.kube/config
+    (where `up` merges its contexts), else the cluster kubeling's own admin kubeconfig."""
     if flag:
         return Path(flag)
-    env = os.environ.get("KUBECONFIG", "")
-    first = next((p for p in env.split(os.pathsep) if p), "")
-    return Path(first) if first else kubeling_home() / "kubeconfig"
+    user = user_kubeconfig()
+    return user if user.exists() or os.environ.get("KUBECONFIG") else kubeling_home() / "kubeconfig"
 
 
 def results_of(annotations: dict[str, str]) -> dict[str, Any] | None:

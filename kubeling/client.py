@@ -429,23 +429,26 @@ class Client:
     csistoragecapacities = _typed(scheme.CSISTORAGECAPACITIES)
 
     @classmethod
-    def from_kubeconfig(cls, path: str | Path, **options: Any) -> Client:
-        """A client for the current context's cluster of a kubeconfig (as `kubeling up` writes):
-        the gRPC address of its `kubeling.io/grpc` extension, else its server's host:port."""
+    def from_kubeconfig(cls, path: str | Path, *, context: str = "", **options: Any) -> Client:
+        """A client for the cluster of a kubeconfig's context (the current one unless named;
+        as `kubeling up` writes them): the gRPC address of its `kubeling.io/grpc` extension,
+        else its server's host:port."""
         config = yaml.safe_load(Path(path).read_text()) or {}
-        current = config.get("current-context", "")
-        context: dict[str, Any] = next((c.get("context", {}) for c in config.get("contexts", [])
-                                        if c.get("name") == current), {})
+        current = context or config.get("current-context", "")
+        chosen: dict[str, Any] = next((c.get("context", {}) for c in config.get("contexts", [])
+                                       if c.get("name") == current), {})
+        if context and not chosen:
+            raise ValueError(f"{path}: no context {context!r}")
         cluster: dict[str, Any] = next((c.get("cluster", {}) for c in config.get("clusters", [])
-                                        if c.get("name") == context.get("cluster")), {})
+                                        if c.get("name") == chosen.get("cluster")), {})
         grpc_address = next((str((e.get("extension") or {}).get("address", "")) for e in cluster.get("extensions", [])
                              if e.get("name") == GRPC_EXTENSION), "")
         server = grpc_address or str(cluster.get("server", ""))
         address = urlsplit(server).netloc if "://" in server else server
         if not address:
-            raise ValueError(f"{path}: no server for the current context {current!r}")
+            raise ValueError(f"{path}: no server for the context {current!r}")
         user: dict[str, Any] = next((u.get("user", {}) for u in config.get("users", [])
-                                     if u.get("name") == context.get("user")), {})
+                                     if u.get("name") == chosen.get("user")), {})
         ca = _kubeconfig_bytes(Path(path), cluster, "certificate-authority")
         if ca is not None and "tls" not in options:
             options["tls"] = TLSConfig(ca, _kubeconfig_bytes(Path(path), user, "client-certificate"),
