@@ -12,6 +12,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -197,6 +198,15 @@ class ClusterPlan:
     @property
     def registry(self) -> bool:
         return bool(self.registry_port)
+
+    def otlp_endpoint_for(self, in_host: bool) -> str:
+        """Where a component sends its spans: a loopback endpoint is this machine's, which a
+        host's network namespace reaches at the underlay's gateway (a collector listening
+        on loopback only is out of the hosts' reach; Jaeger's published ports are not)."""
+        parts = urlsplit(self.otlp_endpoint)
+        if not in_host or parts.hostname not in ("127.0.0.1", "localhost") or not self.hosts_subnet:
+            return self.otlp_endpoint
+        return parts._replace(netloc=f"{self.api_host}:{parts.port}" if parts.port else self.api_host).geturl()
 
     def local_registry(self) -> LocalRegistry:
         return LocalRegistry(self.root / "registry", self.api_host, self.registry_port, self.registry_name,

@@ -40,6 +40,7 @@ __all__ = ["Supervisor"]
 log = logging.getLogger("kubeling.up")
 
 _BACKOFF_MAX = 30.0
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"  # the node lifecycle controller's, while a node is not Ready
 
 
 def _labelled(labels: dict[str, str]) -> Callable[[Any], bool]:
@@ -83,7 +84,9 @@ class Supervisor:
         logs.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
         if self.plan.otlp_endpoint:
-            env.update(OTEL_EXPORTER_OTLP_ENDPOINT=self.plan.otlp_endpoint, OTEL_EXPORTER_OTLP_INSECURE="true")
+            in_host = component.argv[0] == "nsenter"  # a node's component on its host (--hosts)
+            env.update(OTEL_EXPORTER_OTLP_ENDPOINT=self.plan.otlp_endpoint_for(in_host),
+                       OTEL_EXPORTER_OTLP_INSECURE="true")
         with open(logs / f"{component.name}.log", "ab") as out:
             component.proc = subprocess.Popen(component.argv, stdout=out, stderr=subprocess.STDOUT, env=env,
                                               stdin=subprocess.DEVNULL, start_new_session=True)
@@ -160,7 +163,7 @@ class Supervisor:
                 await self._wait(f"{name}'s rules", functools.partial(
                     self._proxy_synced, plan.policy_controllers[name], ("filter", FORWARD_CHAIN)), component)
         for node in plan.nodes:
-            await self._wait(f"node {node} to be Ready", functools.partial(self._node_ready, node),
+            await self._wait(f"node {node} to be Ready (and schedulable)", functools.partial(self._node_ready, node),
                              self.components[f"kubelet-{node}"])
         if plan.node_labels:
             print("  labelling " + ", ".join(plan.node_labels), flush=True)
@@ -258,7 +261,10 @@ class Supervisor:
                 found = await client.nodes.get(node)
             except errors.ApiError:
                 return False
-        return any(c.type == "Ready" and c.status == "True" for c in found.status.conditions)
+        # Ready, and the node lifecycle controller has taken its not-ready taint off: a pod
+        # created the moment `up` returns may land on any node (it could not, found in a test)
+        return any(c.type == "Ready" and c.status == "True" for c in found.status.conditions) and \
+            not any(t.key == NOT_READY_TAINT for t in found.spec.taints)
 
     async def supervise(self) -> None:
         """Restart what died, with back-off (1 s doubling to 30 s; reset after a minute up)."""

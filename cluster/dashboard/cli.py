@@ -33,7 +33,7 @@ async def _serve(args: argparse.Namespace) -> int:
         print(f"kubeling dashboard: {err}", file=sys.stderr)
         return EXIT_CONFIG
     host, port = split_host_port(args.listen)
-    dashboard = Dashboard(client)
+    dashboard = Dashboard(client, traces_url=args.traces_url)
     runner = web.AppRunner(dashboard.app(), handle_signals=False)
     try:
         await dashboard.start()
@@ -65,4 +65,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--kubeconfig", default="",
                    help="whose view (default as kubectl's: $KUBECONFIG, ~/.kube/config, else ~/.kubeling/kubeconfig)")
     p.add_argument("--context", default="", help="a context of the kubeconfig (default: its current one)")
+    p.add_argument("--traces-url", default="",
+                   help="Jaeger's query API (e.g. http://127.0.0.1:16686, or `python -m cluster.otlpreceiver`'s): "
+                        "each pod's start drawn from its trace (default: no timelines)")
     p.set_defaults(run=lambda args: asyncio.run(_serve(args)))

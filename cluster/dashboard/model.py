@@ -10,7 +10,9 @@ from cluster.why import results_of
 from protos.kubeling.v1 import apps_pb2, core_pb2
 from scheduler.framework.results import REJECTED
 
-__all__ = ["deployment_row", "event_row", "node_row", "pod_detail", "pod_row", "why_chart"]
+__all__ = ["deployment_row", "event_row", "node_row", "pod_detail", "pod_row", "timeline", "trace_id", "why_chart"]
+
+POD_TRACE_ANNOTATION = "kubeling.io/traceparent"  # the Create's trace context (kubeling.telemetry)
 
 
 def _time(ts: Any) -> str:
@@ -104,3 +106,34 @@ def pod_detail(pod: core_pb2.Pod) -> dict[str, Any]:
                   for c in pod.status.conditions]
     return {"pod": pod_row(pod), "containers": containers, "conditions": conditions,
             "why": why_chart(results) if results is not None else None}
+
+
+def trace_id(pod: core_pb2.Pod) -> str:
+    """The trace the pod's start belongs to (W3C traceparent `00-<trace>-<span>-<flags>`)."""
+    parts = pod.metadata.annotations.get(POD_TRACE_ANNOTATION, "").split("-")
+    return parts[1] if len(parts) == 4 and len(parts[1]) == 32 else ""
+
+
+def timeline(trace: dict[str, Any], limit: int = 300) -> list[dict[str, Any]]:
+    """A trace in Jaeger's JSON shape as rows of a timeline: each span's service, name,
+    start (ms from the trace's first span), duration (ms) and depth in the tree, in start
+    order; the `limit` longest kept when there are more (etcd calls and CRI polls add up)."""
+    spans = trace.get("spans") or []
+    if not spans:
+        return []
+    services = {pid: (p or {}).get("serviceName", "") for pid, p in (trace.get("processes") or {}).items()}
+    parents = {s["spanID"]: next((r["spanID"] for r in s.get("references") or [] if r.get("refType") == "CHILD_OF"),
+                                 "") for s in spans}
+
+    def depth(span_id: str) -> int:
+        seen = 0
+        while parents.get(span_id) and parents[span_id] in parents and seen < 64:
+            span_id, seen = parents[span_id], seen + 1
+        return seen
+
+    kept = sorted(spans, key=lambda s: -int(s.get("duration", 0)))[:limit]
+    origin = min(int(s["startTime"]) for s in spans)
+    rows = [{"service": services.get(s.get("processID", ""), ""), "name": s.get("operationName", ""),
+             "startMs": (int(s["startTime"]) - origin) / 1000, "durationMs": int(s.get("duration", 0)) / 1000,
+             "depth": depth(s["spanID"])} for s in kept]
+    return sorted(rows, key=lambda r: (r["startMs"], r["depth"]))

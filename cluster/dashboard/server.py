@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
-from cluster.dashboard.model import deployment_row, event_row, node_row, pod_detail, pod_row
+from cluster.dashboard.model import deployment_row, event_row, node_row, pod_detail, pod_row, timeline, trace_id
 from kubeling import errors
 from kubeling.client import Client, ResourceClient
 from kubeling.informer import Informer
@@ -46,6 +47,7 @@ def _refused(err: errors.ApiError) -> web.Response:
 @dataclass
 class Dashboard:
     client: Client
+    traces_url: str = ""  # Jaeger's query API (Jaeger, or `python -m cluster.otlpreceiver`): pods' start timelines
     informers: dict[str, Informer[Any]] = field(default_factory=dict)
     _subscribers: set[asyncio.Queue[str]] = field(default_factory=set)
     _errors: dict[str, str] = field(default_factory=dict)
@@ -139,6 +141,7 @@ class Dashboard:
         app.router.add_get("/api/watch", self._watch)
         app.router.add_get("/api/pods/{namespace}/{name}", self._pod)
         app.router.add_get("/api/pods/{namespace}/{name}/log", self._log)
+        app.router.add_get("/api/pods/{namespace}/{name}/trace", self._trace)
         app.router.add_static("/static/", STATIC)
         return app
 
@@ -194,3 +197,30 @@ class Dashboard:
         except TimeoutError:
             return web.json_response({"error": "the kubelet did not answer in 10 s"}, status=504)
         return web.Response(text=b"".join(chunks).decode(errors="replace"), content_type="text/plain")
+
+    async def _trace(self, request: web.Request) -> web.Response:
+        """The pod's start as a timeline, from the trace its Create began (tracing on: `up
+        --otlp-endpoint`, and the dashboard given the query API with --traces-url)."""
+        if not self.traces_url:
+            return web.json_response({"error": "no trace store: start the dashboard with --traces-url (Jaeger's "
+                                               "query API)"}, status=404)
+        try:
+            pod = await self.client.pods.get(request.match_info["name"], request.match_info["namespace"])
+        except errors.ApiError as err:
+            return _refused(err)
+        ident = trace_id(pod)
+        if not ident:
+            return web.json_response({"error": "the pod carries no trace context (was tracing on when it was "
+                                               "created?)"}, status=404)
+        url = f"{self.traces_url.rstrip('/')}/api/traces/{ident}"
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session, \
+                    session.get(url) as reply:
+                if reply.status == 404:
+                    return web.json_response({"error": f"trace {ident} is not (yet) in the trace store"}, status=404)
+                reply.raise_for_status()
+                body = await reply.json()
+        except (aiohttp.ClientError, TimeoutError, ValueError) as err:
+            return web.json_response({"error": f"the trace store at {self.traces_url}: {err}"}, status=502)
+        data = body.get("data") or []
+        return web.json_response({"traceID": ident, "spans": timeline(data[0]) if data else []})

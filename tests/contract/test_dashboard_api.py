@@ -89,6 +89,8 @@ async def test_snapshot_stream_and_pod_page(client: Client, dashboard: str) -> N
         async with http.get(f"{dashboard}/api/pods/default/again/log") as reply:  # on no node: no log
             assert 400 <= reply.status < 500, reply.status
             assert (await reply.json())["error"]
+        async with http.get(f"{dashboard}/api/pods/default/again/trace") as reply:  # no trace store given
+            assert reply.status == 404 and "--traces-url" in (await reply.json())["error"]
         async with http.get(f"{dashboard}/") as reply:
             assert reply.status == 200 and "kubeling.overview()" in await reply.text()
         async with http.get(f"{dashboard}/pods/default/again") as reply:

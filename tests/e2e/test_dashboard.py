@@ -2,17 +2,20 @@
 pods of a running cluster (a control-plane node and two workers), shows a pod created
 after it loaded, and draws a pod's scheduling explanation — the winner starred, each
 Score plugin's share on both workers, the control-plane node the taint filter rejected in
-grey with its reason — as a screenshot the test writes; it sees only what its
+grey with its reason — and the pod's start from its trace (tracing on, the project's OTLP
+receiver as the trace store), as a screenshot the test writes; it sees only what its
 kubeconfig's user may see."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
-import os
+import json
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,15 +24,18 @@ import yaml
 
 from bench.browser import Browser
 from cluster.plan import ClusterPlan
+from kubeling.netutil import free_port
 from tests.e2e.kubectl import Kubectl
+from tests.wait import until
 
-NAME = f"dash-{os.getpid() % 1000}"
+# The cluster kubeling (no name): its nodes share this machine's network namespace, where
+# the trace store listens on loopback.
 _CONFIG = """\
 apiVersion: kubeling.io/v1alpha1
 kind: Cluster
-name: NAME
 nodes: [{role: control-plane}, {}, {}]
 addons: {registry: false, ingress: false, networkPolicy: false}
+tracing: {otlpEndpoint: "http://OTLP"}
 """
 _EXPLAINED = """\
 apiVersion: v1
@@ -71,10 +77,31 @@ class _Dashboard:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterPlan]:
+def traces() -> Iterator[str]:
+    """The project's OTLP receiver (Jaeger's query API) on free loopback ports: its query URL."""
+    otlp, query = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    proc = subprocess.Popen([sys.executable, "-m", "cluster.otlpreceiver", "--otlp-listen", otlp, "--http-listen",
+                             query], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"http://{query}/api/services", timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "the OTLP receiver did not start"
+                time.sleep(0.1)
+        yield f"{otlp} http://{query}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, traces: str) -> Iterator[ClusterPlan]:
     base = tmp_path_factory.mktemp("dashboard")
     config = base / "cluster.yaml"
-    config.write_text(_CONFIG.replace("NAME", NAME))
+    config.write_text(_CONFIG.replace("OTLP", traces.split()[0]))
     started = _kubeling("up", "--config", str(config), "--detach", "--state-dir", str(base / "state"))
     assert started.returncode == 0, started.stdout + started.stderr
     plan = ClusterPlan.load(base / "state")
@@ -86,12 +113,24 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterPlan]:
         assert stopped.returncode == 0, stopped.stderr
 
 
-async def test_the_page_lists_updates_and_explains(cluster: ClusterPlan, tmp_path: Path) -> None:
+def _trace_complete(query: str, trace: str) -> bool:
+    """The pod's trace has reached the store with its kubelet's part (spans are exported in batches)."""
+    try:
+        with urllib.request.urlopen(f"{query}/api/traces/{trace}", timeout=2) as reply:
+            body = json.loads(reply.read())
+    except OSError:
+        return False
+    services = {p["serviceName"] for t in body["data"] for p in t["processes"].values()}
+    return "scheduler" in services and any(s.startswith("kubelet-") for s in services)
+
+
+async def test_the_page_lists_updates_and_explains(cluster: ClusterPlan, traces: str, tmp_path: Path) -> None:
     kubectl = Kubectl(cluster.kubeconfig)
     control, *workers = cluster.nodes
     await kubectl("apply", "-f", "-", stdin=_EXPLAINED)
     await kubectl("wait", "--for=condition=Ready", "pod/explained", "--timeout=60s")
-    dashboard = _Dashboard("--kubeconfig", str(cluster.kubeconfig))
+    query = traces.split()[1]
+    dashboard = _Dashboard("--kubeconfig", str(cluster.kubeconfig), "--traces-url", query)
     try:
         async with Browser() as browser:
             await browser.open(dashboard.url)
@@ -128,6 +167,19 @@ async def test_the_page_lists_updates_and_explains(cluster: ClusterPlan, tmp_pat
             assert await browser.evaluate("document.querySelector('.legend').textContent.includes('TaintToleration')")
             log = await browser.wait_for("(document.querySelector('pre.log') || {}).textContent", "the log")
             assert log.strip() == "hello-from-the-log"
+            # the pod's start from its trace, once the components' batches have reached the store
+            _, parent, _ = await kubectl("get", "pod", "explained", "-o",
+                                         "jsonpath={.metadata.annotations.kubeling\\.io/traceparent}")
+            await until(lambda: asyncio.to_thread(_trace_complete, query, parent.split("-")[1]), "the pod's trace",
+                        timeout=60, interval=0.5)
+            await browser.open(f"{dashboard.url}pods/default/explained")
+            services = await browser.wait_for(
+                "[...new Set([...document.querySelectorAll('svg.timeline g.span')].map(g => g.dataset.service))]",
+                "the start timeline")
+            assert {"apiserver", "scheduler", f"kubelet-{winner}"} <= set(services), services
+            names = await browser.evaluate(
+                "[...document.querySelectorAll('svg.timeline g.span')].map(g => g.dataset.name)")
+            assert "syncPod" in names and "scheduling cycle" in names, names
             shot = await browser.screenshot(tmp_path / "why.png")
             data = shot.read_bytes()
             assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000

@@ -151,3 +151,11 @@ def test_a_missing_file(tmp_path: Path) -> None:
 def test_parser_keeps_itself_for_defaults() -> None:
     args = build_parser().parse_args(["up"])
     assert isinstance(args.parser, argparse.ArgumentParser)
+
+
+def test_a_hosts_components_send_spans_to_the_machine(tmp_path: Path) -> None:
+    plan = new_plan(tmp_path, 1, "n", "10.88.0.0/16", otlp_endpoint="http://127.0.0.1:4317", hosts=True)
+    assert plan.otlp_endpoint_for(in_host=False) == "http://127.0.0.1:4317"
+    assert plan.otlp_endpoint_for(in_host=True) == f"http://{plan.api_host}:4317" != "http://127.0.0.1:4317"
+    plan.otlp_endpoint = "http://collector.example:4317"
+    assert plan.otlp_endpoint_for(in_host=True) == "http://collector.example:4317"

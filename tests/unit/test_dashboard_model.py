@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cluster.dashboard.model import node_row, pod_row, why_chart
+from cluster.dashboard.model import node_row, pod_row, timeline, trace_id, why_chart
 from protos.kubeling.v1 import core_pb2, meta_pb2
 
 
@@ -47,3 +47,27 @@ def test_rows() -> None:
     pod.status.containerStatuses.add(name="c", restartCount=3).state.waiting.reason = "CrashLoopBackOff"
     assert pod_row(pod)["status"] == "CrashLoopBackOff" and pod_row(pod)["restarts"] == 3
     assert pod_row(pod)["ready"] == "0/1" and pod_row(pod)["explained"] is False
+
+
+def test_timeline_from_a_jaeger_trace() -> None:
+    trace = {"spans": [
+        {"spanID": "a", "operationName": "POST pods", "startTime": 1_000_000, "duration": 2_000, "processID": "p1",
+         "references": []},
+        {"spanID": "b", "operationName": "syncPod", "startTime": 1_010_000, "duration": 300_000, "processID": "p2",
+         "references": [{"refType": "CHILD_OF", "spanID": "a"}]},
+        {"spanID": "c", "operationName": "runc run", "startTime": 1_020_000, "duration": 50_000, "processID": "p2",
+         "references": [{"refType": "CHILD_OF", "spanID": "b"}]}],
+        "processes": {"p1": {"serviceName": "apiserver"}, "p2": {"serviceName": "kubelet-n1"}}}
+    rows = timeline(trace)
+    assert [(r["service"], r["name"], r["startMs"], r["durationMs"], r["depth"]) for r in rows] == [
+        ("apiserver", "POST pods", 0.0, 2.0, 0), ("kubelet-n1", "syncPod", 10.0, 300.0, 1),
+        ("kubelet-n1", "runc run", 20.0, 50.0, 2)]
+    assert [r["name"] for r in timeline(trace, limit=2)] == ["syncPod", "runc run"]  # the longest kept
+    assert timeline({}) == []
+
+
+def test_trace_id_from_the_pods_annotation() -> None:
+    pod = core_pb2.Pod(metadata=meta_pb2.ObjectMeta(annotations={
+        "kubeling.io/traceparent": "00-3c30b1899ae5c7a4f761d4fb2519921a-a9222e0a8464de9e-01"}))
+    assert trace_id(pod) == "3c30b1899ae5c7a4f761d4fb2519921a"
+    assert trace_id(core_pb2.Pod()) == ""

@@ -143,6 +143,34 @@ const kubeling = (() => {
     box.replaceChildren(summary, chart, legend);
   }
 
+  // The pod's start from its trace: a row per span (indented by depth), a bar from its
+  // start to its end on one time axis for the whole trace.
+  async function startTimeline(namespace, name) {
+    const box = document.getElementById("timeline");
+    const reply = await fetch(`/api/pods/${namespace}/${name}/trace`);
+    const body = await reply.json();
+    if (!reply.ok) { box.replaceChildren(el("p", {class: "note"}, body.error)); return; }
+    const spans = body.spans;
+    const end = Math.max(1, ...spans.map((s) => s.startMs + s.durationMs));
+    const rowH = 18, labelW = 380, barW = 560;
+    const chart = svg("svg", {class: "timeline", width: labelW + barW + 90, height: rowH * spans.length + 24,
+                              role: "img", "aria-label": "pod start timeline"});
+    spans.forEach((s, i) => {
+      const y = i * rowH;
+      const g = svg("g", {class: "span", "data-service": s.service, "data-name": s.name});
+      g.append(svg("text", {x: 4 + 10 * Math.min(s.depth, 12), y: y + 13}, `${s.service}: ${s.name}`.slice(0, 60)));
+      const x = labelW + barW * s.startMs / end;
+      g.append(svg("rect", {x, y: y + 3, width: Math.max(1, barW * s.durationMs / end), height: rowH - 6,
+                            fill: palette[Math.abs([...s.service].reduce((h, c) => h * 31 + c.charCodeAt(0), 7))
+                                          % palette.length]},
+                   svg("title", {}, `${s.durationMs.toFixed(1)} ms from ${s.startMs.toFixed(1)} ms`)));
+      chart.append(g);
+    });
+    chart.append(svg("text", {class: "axis", x: labelW, y: rowH * spans.length + 18},
+                     `0 … ${end.toFixed(0)} ms, trace ${body.traceID}`));
+    box.replaceChildren(chart);
+  }
+
   async function podPage() {
     const [, , namespace, name] = location.pathname.split("/");
     document.getElementById("title").textContent = `${namespace}/${name}`;
@@ -172,6 +200,7 @@ const kubeling = (() => {
       box.replaceChildren(...parts);
     }
     const body = await load();
+    startTimeline(namespace, name);
     if (body) {
       await logs(body.containers);
       document.getElementById("refresh-logs").onclick = () => logs(body.containers);
