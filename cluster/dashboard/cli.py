@@ -34,7 +34,8 @@ async def _serve(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     host, port = split_host_port(args.listen)
     dashboard = Dashboard(client, traces_url=args.traces_url)
-    runner = web.AppRunner(dashboard.app(), handle_signals=False)
+    # handler_cancellation: a page closed ends its stream's handler at once
+    runner = web.AppRunner(dashboard.app(), handle_signals=False, handler_cancellation=True, shutdown_timeout=5)
     try:
         await dashboard.start()
         await runner.setup()
@@ -52,6 +53,7 @@ async def _serve(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
     finally:
+        dashboard.end_streams()
         await runner.cleanup()
         await dashboard.stop()
         await client.close()

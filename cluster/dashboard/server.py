@@ -105,7 +105,14 @@ class Dashboard:
                 self._errors[kind] = f"{err.reason}: {err.message}"
                 del self.informers[kind]
 
+    def end_streams(self) -> None:
+        """Every open page's stream ends (the server is stopping): an empty item says so."""
+        for queue in list(self._subscribers):
+            with contextlib.suppress(asyncio.QueueFull):
+                queue.put_nowait("")
+
     async def stop(self) -> None:
+        self.end_streams()
         for informer in self.informers.values():
             await informer.stop()
 
@@ -168,8 +175,10 @@ class Dashboard:
                 except TimeoutError:
                     await response.write(b": keep-alive\n\n")
                     continue
+                if not text:  # the server is stopping
+                    break
                 await response.write(f"data: {text}\n\n".encode())
-        return response  # not reached: the browser going away cancels this handler
+        return response
 
     async def _pod(self, request: web.Request) -> web.Response:
         namespace, name = request.match_info["namespace"], request.match_info["name"]
