@@ -57,7 +57,9 @@ spec:
 class _Env:
     def __init__(self, work: Path) -> None:
         self.work = work
-        self.env = {**os.environ, "KUBELING_HOME": str(work / "home"), "KUBECONFIG": str(work / "kubeconfig")}
+        # HOME too: kubectl's discovery cache (~/.kube/cache) stays in the run's directory
+        self.env = {**os.environ, "KUBELING_HOME": str(work / "home"), "KUBECONFIG": str(work / "kubeconfig"),
+                    "HOME": str(work)}
         kubectl = find_kubectl()
         if kubectl is None:
             raise SystemExit("kubectl is needed (make deps installs it)")
