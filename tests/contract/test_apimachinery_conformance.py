@@ -514,11 +514,17 @@ async def test_garbage_collector_delete_replication_controller_after_owned_pods(
     deleteOptions says so."""
     await _ok(api, "POST", _PODS, {**_pod("holder", labels={"app": "gc-test"})})
     await _ok(api, "POST", _RC, _rc("simpletest.rc", 10, {"app": "gc-test"}))
-    await _until_count(api, _PODS, "app=gc-test", 10)
+
+    # Settled: ten pods, every one the RC's (the holder adopted, or created past and the
+    # surplus deleted — which may be the holder: a CI run picked it while it went).
+    async def owned_pods() -> list[dict[str, Any]]:
+        items = (await _ok(api, "GET", _PODS, query={"labelSelector": "app=gc-test"}))["items"]
+        return [p for p in items if p["metadata"].get("ownerReferences") and
+                "deletionTimestamp" not in p["metadata"]] if len(items) == 10 else []
+    held = await until(owned_pods, what="ten pods the RC owns", timeout=30, check=lambda ps: len(ps) == 10)
     # a pod the RC owns that a finalizer holds: the RC must wait for it
     rc = await _ok(api, "GET", f"{_RC}/simpletest.rc")
-    held = (await _ok(api, "GET", _PODS, query={"labelSelector": "app=gc-test"}))["items"]
-    owned = next(p for p in held if p["metadata"].get("ownerReferences"))
+    owned = held[0]
     await _ok(api, "PATCH", f"{_PODS}/{owned['metadata']['name']}", {"metadata": {"finalizers": ["example.com/x"]}},
               content_type=MERGE)
     await _delete_with(api, f"{_RC}/simpletest.rc", "Foreground")

@@ -152,7 +152,9 @@ async def test_noop_update_writes_nothing(client: Client) -> None:
 
 
 async def test_delete_preconditions(client: Client) -> None:
-    created = await client.nodes.create(node("d1"))
+    await client.nodes.create(node("d1"))
+    # as it stays: the apiserver's node IPAM gives it a pod CIDR a moment after its creation
+    created = await until(lambda: client.nodes.get("d1"), "node d1's pod CIDR", check=lambda n: n.spec.podCIDR)
     with pytest.raises(errors.Conflict, match="Precondition failed: UID"):
         await client.nodes.delete("d1", uid="not-the-uid")
     with pytest.raises(errors.Conflict, match="Precondition failed: ResourceVersion"):

@@ -56,6 +56,7 @@ from protos.kubeling.v1 import (
     storage_pb2,
 )
 from tests.objects import node, pod
+from tests.wait import until
 
 _SELECTOR = meta_pb2.LabelSelector(matchLabels={"app": "x"})
 _NODE = node("n")
@@ -264,6 +265,9 @@ async def test_every_resource_in_kubernetes_protobuf(rest: APIServer) -> None:
     async with Client(rest.address) as c:
         for rt, obj, _ in _OBJECTS:
             await c.resource(rt).create(obj)
+        # the apiserver's node IPAM writes the node's pod CIDR a moment later: compared after
+        # it, not between the two reads (a CI run saw it there)
+        await until(lambda: c.nodes.get("n"), "node n's pod CIDR", check=lambda n: n.spec.podCIDR)
     protobuf = "application/vnd.kubernetes.protobuf, application/json"
     async with aiohttp.ClientSession(f"http://{rest.rest_address}") as http:
         for rt, obj, _ in _OBJECTS:

@@ -1,0 +1,420 @@
+"""Scale against upstream's SLOs (not a test), as ClusterLoader2's density test on kubemark
+hollow nodes: `python -m bench.scale [--nodes 100,1000] [--rate 30] [--pods-per-node 30]
+[--max-seconds 120] [--workers 2] [--json OUT.json]`.
+
+For each N, a fresh etcd, apiserver, scheduler and controller manager run as separate
+processes (as deployed). Hollow kubelets run in `--workers` processes of their own (so the
+simulator's CPU is reported apart and is not what limits the curve): each node is
+registered, renews its Lease every 10 s, reports its status as upstream's kubelet does
+(on change, else every 5 min), watches the pods bound to it (one watch per node,
+`spec.nodeName=<node>`) and "runs" each one by writing its status Running and Ready. Then
+pods are created at a steady `--rate` per second up to `--pods-per-node` × N or
+`--max-seconds`, while a background of namespaced lists and single gets runs (one list
+and ten gets a second). Reported per N:
+
+- p99 per verb and resource, client-side (the driver's creates, gets and lists; the
+  hollow kubelets' Lease and pod-status updates), against upstream's SLOs: mutating and
+  single reads ≤ 1 s, namespaced lists ≤ 5 s; and the apiserver's own
+  `apiserver_request_duration_seconds` over the window (p99 as its bucket bound);
+- pod startup p50/p99 (create → its kubelet wrote Running; image pull and containers
+  excluded: hollow), SLO ≤ 5 s; the pod rate held;
+- nodes that went NotReady (the controller manager's verdict) without cause: must be 0;
+- CPU (ms/s) and RSS (MiB) per component, the hollow kubelets' apart; etcd's db size;
+- `largest_nodes_within_slos`: the largest N at which every SLO held.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.apiserver import _cpu_seconds, _pct, start_server
+from bench.output import report
+from cluster.etcd import EtcdServer
+from kubeling import errors
+from kubeling.client import Client, WatchEvent
+from kubeling.netutil import free_port
+from protos.kubeling.v1 import coordination_pb2, core_pb2, meta_pb2
+
+LEASE_INTERVAL = 10.0
+STATUS_INTERVAL = 300.0  # node status reported on change, else every 5 min (upstream's kubelet)
+CHANNELS = 8  # per worker process, shared by its hollow kubelets
+SLO_MUTATING_S, SLO_GET_S, SLO_LIST_S, SLO_STARTUP_S = 1.0, 1.0, 5.0, 5.0
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+# ---------------------------------------------------------------- the hollow kubelets (worker)
+
+
+class _Worker:
+    """`--worker`: hollow kubelets for nodes first..first+count-1, timings to --out on SIGTERM."""
+
+    def __init__(self, address: str, first: int, count: int) -> None:
+        self.clients = [Client(address, timeout=60) for _ in range(CHANNELS)]
+        self.names = [f"hollow-{i}" for i in range(first, first + count)]
+        self.lease_s: list[float] = []
+        self.status_s: list[float] = []
+        self.running_at: dict[str, float] = {}  # pod -> wall time its status said Running
+
+    def client(self, i: int) -> Client:
+        return self.clients[i % CHANNELS]
+
+    async def node(self, i: int, name: str, offset: float) -> None:
+        client = self.client(i)
+        capacity = {"cpu": "32", "memory": "128Gi", "pods": "110"}
+        node = core_pb2.Node(metadata=meta_pb2.ObjectMeta(name=name, labels={"kubernetes.io/hostname": name}),
+                             status=core_pb2.NodeStatus(capacity=capacity, allocatable=capacity))
+        node.status.conditions.add(type="Ready", status="True", reason="KubeletReady")
+        try:
+            await client.nodes.create(node)
+        except errors.AlreadyExists:
+            pass
+        lease = coordination_pb2.Lease(metadata=meta_pb2.ObjectMeta(name=name, namespace="kube-node-lease"),
+                                       spec=coordination_pb2.LeaseSpec(holderIdentity=name, leaseDurationSeconds=40))
+        lease.spec.renewTime.GetCurrentTime()
+        try:
+            await client.leases.create(lease)
+        except errors.AlreadyExists:
+            pass
+        await asyncio.gather(self._renew(client, name, offset), self._status(client, name, offset),
+                             self._pods(client, name))
+
+    async def _renew(self, client: Client, name: str, offset: float) -> None:
+        await asyncio.sleep(offset)  # renewals spread over the interval, as independent kubelets'
+        while True:
+            start = time.perf_counter()
+            try:
+                lease = await client.leases.get(name, "kube-node-lease")
+                lease.spec.renewTime.GetCurrentTime()
+                await client.leases.update(lease)
+                self.lease_s.append(time.perf_counter() - start)
+            except errors.ApiError:
+                self.lease_s.append(float("inf"))
+            await asyncio.sleep(LEASE_INTERVAL)
+
+    async def _status(self, client: Client, name: str, offset: float) -> None:
+        while True:
+            await asyncio.sleep(STATUS_INTERVAL + offset)
+            start = time.perf_counter()
+            try:
+                node = await client.nodes.get(name)
+                for condition in node.status.conditions:
+                    condition.lastHeartbeatTime.GetCurrentTime()
+                await client.nodes.update_status(node)
+                self.status_s.append(time.perf_counter() - start)
+            except errors.ApiError:
+                self.status_s.append(float("inf"))
+
+    async def _pods(self, client: Client, name: str) -> None:
+        while True:
+            try:
+                async for ev in client.pods.watch(field_selector=f"spec.nodeName={name}"):
+                    await self._run(client, ev)
+            except errors.ApiError:
+                pass
+            await asyncio.sleep(1.0)
+
+    async def _run(self, client: Client, ev: WatchEvent[core_pb2.Pod]) -> None:
+        pod = ev.object
+        key = pod.metadata.name
+        if ev.type not in ("ADDED", "MODIFIED") or key in self.running_at or pod.status.phase == "Running":
+            return
+        for _ in range(5):
+            pod.status.phase = "Running"
+            pod.status.podIP = "10.0.0.1"
+            del pod.status.conditions[:]
+            pod.status.conditions.add(type="Ready", status="True")
+            start = time.perf_counter()
+            try:
+                await client.pods.update_status(pod)
+                self.status_s.append(time.perf_counter() - start)
+                self.running_at[key] = time.time()
+                return
+            except errors.NotFound:
+                return
+            except errors.ApiError:
+                await asyncio.sleep(0.2)
+                try:
+                    pod = await client.pods.get(key, pod.metadata.namespace)
+                except errors.ApiError:
+                    return
+
+    async def run(self, out: Path) -> None:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        tasks = [asyncio.create_task(self.node(i, n, LEASE_INTERVAL * i / len(self.names)))
+                 for i, n in enumerate(self.names)]
+        await stop.wait()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        out.write_text(json.dumps({"lease_s": self.lease_s, "status_s": self.status_s,
+                                   "running_at": self.running_at}))
+        for c in self.clients:
+            await c.close()
+
+
+# ---------------------------------------------------------------- the driver
+
+
+class _Timings:
+    """Seconds per call kind; a failed call (an error or a timeout) is counted apart."""
+
+    def __init__(self) -> None:
+        self.by_call: dict[str, list[float]] = {}
+        self.failed: dict[str, int] = {}
+
+    def add(self, call: str, seconds: float) -> None:
+        if seconds == float("inf"):  # the hollow kubelets' way of saying a call failed
+            self.failed[call] = self.failed.get(call, 0) + 1
+        else:
+            self.by_call.setdefault(call, []).append(seconds)
+
+
+async def _timed(timings: _Timings, call: str, work: Any) -> Any:
+    start = time.perf_counter()
+    try:
+        result = await work
+    except errors.ApiError:
+        timings.add(call, float("inf"))
+        return None
+    timings.add(call, time.perf_counter() - start)
+    return result
+
+
+async def _background(client: Client, timings: _Timings, created: dict[str, float], stop: asyncio.Event) -> None:
+    """One namespaced list and ten single gets a second, as ClusterLoader2's load adds."""
+    while not stop.is_set():
+        await _timed(timings, "LIST pods (namespaced)", client.pods.list("default", limit=500))
+        for name in list(created)[-10:]:
+            await _timed(timings, "GET pods", client.pods.get(name, "default"))
+        try:
+            async with asyncio.timeout(1.0):
+                await stop.wait()
+        except TimeoutError:
+            pass
+
+
+def _request_buckets(rest: str) -> dict[tuple[str, str], dict[float, float]]:
+    """The apiserver's own apiserver_request_duration_seconds: (verb, resource) -> le -> count."""
+    with urllib.request.urlopen(f"http://{rest}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    out: dict[tuple[str, str], dict[float, float]] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "apiserver_request_duration_seconds":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_bucket"):
+                key = (sample.labels["verb"], sample.labels["resource"])
+                out.setdefault(key, {})[float(sample.labels["le"])] = sample.value
+    return out
+
+
+def _server_p99_ms(before: dict[tuple[str, str], dict[float, float]],
+                   after: dict[tuple[str, str], dict[float, float]]) -> dict[str, float | None]:
+    """Per verb and resource, the bucket bound under which 99 % of the window's requests
+    finished (the histogram's resolution); watches left out (they last as long as the stream)."""
+    out: dict[str, float | None] = {}
+    for (verb, resource), buckets in sorted(after.items()):
+        if verb.lower() == "watch":
+            continue
+        counts = {le: n - before.get((verb, resource), {}).get(le, 0.0) for le, n in buckets.items()}
+        total = counts.get(float("inf"), 0.0)
+        if total <= 0:
+            continue
+        bound = next((le for le in sorted(counts) if counts[le] >= 0.99 * total), float("inf"))
+        out[f"{verb} {resource}"] = None if bound == float("inf") else round(bound * 1000, 1)
+    return out
+
+
+def _etcd_db_mib(endpoint: str) -> float | None:
+    try:
+        with urllib.request.urlopen(f"http://{endpoint}/metrics", timeout=5) as reply:
+            for line in reply.read().decode().splitlines():
+                if line.startswith("etcd_mvcc_db_total_size_in_bytes "):
+                    return round(float(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return None
+
+
+async def _one(count: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    etcd = EtcdServer(data_dir=work / f"etcd-{count}").start()
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    workers: list[tuple[subprocess.Popen[bytes], Path]] = []
+    try:
+        rest = f"127.0.0.1:{free_port()}"  # its /metrics: the apiserver's own request durations
+        apiserver, address = start_server(["-m", "apiserver", "--etcd", etcd.endpoint, "--listen", "127.0.0.1:0",
+                                           "--rest-listen", rest, "--cluster-cidr", "", "--log-level", "WARNING"],
+                                          work, f"apiserver-{count}")
+        procs["apiserver"] = apiserver
+        for name, module, extra in (("scheduler", "scheduler", ["--leader-elect", "false"]),
+                                    ("controller-manager", "controllers", [])):
+            log = open(work / f"{name}-{count}.log", "ab")
+            procs[name] = subprocess.Popen([sys.executable, "-m", module, "--apiserver", address, *extra,
+                                            "--log-level", "WARNING"], stdout=log, stderr=subprocess.STDOUT,
+                                           stdin=subprocess.DEVNULL)
+        per = -(-count // args.workers)
+        for w in range(args.workers):
+            first, n = w * per, min(per, count - w * per)
+            if n <= 0:
+                continue
+            out = work / f"worker-{count}-{w}.json"
+            log = open(work / f"worker-{count}-{w}.log", "ab")
+            workers.append((subprocess.Popen([sys.executable, "-m", "bench.scale", "--worker", address, str(first),
+                                              str(n), str(out)], stdout=log, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL), out))
+        client = Client(address, timeout=60)
+        deadline = time.monotonic() + 300
+        while len((await client.nodes.list()).items) < count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{count} hollow nodes did not register in 300 s")
+            await asyncio.sleep(1)
+        await asyncio.sleep(LEASE_INTERVAL + 2)  # every watch open, every lease renewed once
+        timings = _Timings()
+        created_at: dict[str, float] = {}
+        stop = asyncio.Event()
+        background = asyncio.create_task(_background(client, timings, created_at, stop))
+        cpu0 = {name: _cpu_seconds(p.pid) for name, p in procs.items()} | {"etcd": _cpu_seconds(etcd.pid or 0)}
+        hollow0 = sum(_cpu_seconds(p.pid) for p, _ in workers)
+        buckets0 = _request_buckets(rest)
+        total = count * args.pods_per_node
+        start = time.perf_counter()
+        period = 1.0 / args.rate
+        in_flight: set[asyncio.Task[Any]] = set()
+        i = 0
+        while i < total and time.perf_counter() - start < args.max_seconds:
+            name = f"p-{i}"
+            created_at[name] = time.time()
+            pod = core_pb2.Pod(metadata=meta_pb2.ObjectMeta(name=name, namespace="default"),
+                               spec=core_pb2.PodSpec(containers=[core_pb2.Container(
+                                   name="main", image="busybox", resources=core_pb2.ResourceRequirements(
+                                       requests={"cpu": "10m", "memory": "16Mi"}))]))
+            task = asyncio.create_task(_timed(timings, "POST pods", client.pods.create(pod)))
+            in_flight.add(task)
+            task.add_done_callback(in_flight.discard)
+            i += 1
+            await asyncio.sleep(max(0.0, start + i * period - time.perf_counter()))  # a steady rate
+        await asyncio.gather(*in_flight)
+        created_window = time.perf_counter() - start
+        # every pod running (or a minute more), every lease renewed once more
+        settle = time.monotonic() + 60
+        while time.monotonic() < settle:
+            pods = (await client.pods.list("default")).items
+            if sum(1 for p in pods if p.status.phase == "Running") >= len(created_at):
+                break
+            await asyncio.sleep(1)
+        await asyncio.sleep(LEASE_INTERVAL)
+        window = time.perf_counter() - start
+        stop.set()
+        await background
+        server_p99 = _server_p99_ms(buckets0, _request_buckets(rest))
+        cpu = {name: round((_cpu_seconds(p.pid) - cpu0[name]) / window * 1000, 1) for name, p in procs.items()}
+        cpu["etcd"] = round((_cpu_seconds(etcd.pid or 0) - cpu0["etcd"]) / window * 1000, 1)
+        cpu["hollow-kubelets"] = round((sum(_cpu_seconds(p.pid) for p, _ in workers) - hollow0) / window * 1000, 1)
+        rss = {name: _rss_mib(p.pid) for name, p in procs.items()} | {"etcd": _rss_mib(etcd.pid or 0)}
+        nodes = (await client.nodes.list()).items
+        not_ready = sorted(n.metadata.name for n in nodes
+                           if any(c.type == "Ready" and c.status != "True" for c in n.status.conditions))
+        db = _etcd_db_mib(etcd.endpoint)
+        await client.close()
+        lease_s: list[float] = []
+        status_s: list[float] = []
+        running_at: dict[str, float] = {}
+        for proc, out in workers:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)
+            data = json.loads(out.read_text())
+            lease_s += data["lease_s"]
+            status_s += data["status_s"]
+            running_at |= data["running_at"]
+        workers.clear()
+        for seconds in lease_s:
+            timings.add("PUT leases", seconds)
+        for seconds in status_s:
+            timings.add("PUT pods/status", seconds)
+        startup = [running_at[n] - created_at[n] for n in created_at if n in running_at]
+        p99 = {call: round(_pct(v, 99) * 1000, 1) if v else None for call, v in sorted(timings.by_call.items())}
+        def within(prefixes: tuple[str, ...], bound_s: float) -> bool:
+            return all(v is not None and v <= bound_s * 1000 for c, v in p99.items() if c.startswith(prefixes))
+        slos = {
+            "no_failed_calls": not timings.failed,
+            "mutating_p99_le_1s": within(("POST", "PUT"), SLO_MUTATING_S),
+            "get_p99_le_1s": within(("GET",), SLO_GET_S),
+            "list_p99_le_5s": within(("LIST",), SLO_LIST_S),
+            "pod_startup_p99_le_5s": bool(startup) and len(startup) == len(created_at) and
+            _pct(startup, 99) <= SLO_STARTUP_S,
+            "no_node_not_ready": not not_ready}
+        return {"nodes": count, "pods_created": len(created_at), "pods_running": len(startup),
+                "pods_per_s_held": round(len(created_at) / created_window, 1),
+                "p99_ms": p99, "server_p99_ms": server_p99,
+                "calls": {c: len(v) for c, v in timings.by_call.items()}, "failed": timings.failed,
+                "pod_startup_p50_ms": round(_pct(startup, 50) * 1000, 1) if startup else None,
+                "pod_startup_p99_ms": round(_pct(startup, 99) * 1000, 1) if startup else None,
+                "lease_renewal_p99_ms": p99.get("PUT leases"), "nodes_not_ready": not_ready,
+                "cpu_ms_per_s": cpu, "rss_mib": rss, "etcd_db_mib": db, "slos": slos,
+                "within_slos": all(slos.values())}
+    finally:
+        for proc, _ in workers:
+            proc.kill()
+            proc.wait()
+        for p in procs.values():
+            if p.poll() is None:
+                p.terminate()
+            p.wait(10)
+        etcd.stop()
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="kubeling-scale-"))
+    try:
+        curve = [await _one(int(n), args, work) for n in args.nodes.split(",")]
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    within = [c["nodes"] for c in curve if c["within_slos"]]
+    return {"benchmark": "scale", "cpus": os.cpu_count(), "rate": args.rate, "pods_per_node": args.pods_per_node,
+            "max_seconds": args.max_seconds, "workers": args.workers, "curve": curve,
+            "largest_nodes_within_slos": max(within) if within else 0}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--worker"]:
+        address, first, count, out = argv[1], int(argv[2]), int(argv[3]), Path(argv[4])
+        asyncio.run(_Worker(address, first, count).run(out))
+        return 0
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nodes", default="100,1000", help="node counts, comma-separated")
+    p.add_argument("--rate", type=float, default=30.0, help="pods created per second (ClusterLoader2's density: 30)")
+    p.add_argument("--pods-per-node", type=int, default=30)
+    p.add_argument("--max-seconds", type=float, default=120.0, help="the creation phase's time bound")
+    p.add_argument("--workers", type=int, default=2, help="processes playing the hollow kubelets")
+    p.add_argument("--json", default="")
+    p.add_argument("--keep", action="store_true", help="keep the work dir (logs)")
+    args = p.parse_args(argv)
+    report(asyncio.run(run(args)), args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
