@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import shutil
 import signal
@@ -95,8 +96,12 @@ class _Worker:
             await client.leases.create(lease)
         except errors.AlreadyExists:
             pass
-        await asyncio.gather(self._renew(client, name, offset), self._status(client, name, offset),
-                             self._pods(client, name))
+        try:
+            await asyncio.gather(self._renew(client, name, offset), self._status(client, name, offset),
+                                 self._pods(client, name))
+        except Exception:  # a hollow kubelet that dies turns its node NotReady: say why, in the worker's log
+            logging.exception("hollow kubelet %s died", name)
+            raise
 
     async def _renew(self, client: Client, name: str, offset: float) -> None:
         await asyncio.sleep(offset)  # renewals spread over the interval, as independent kubelets'
@@ -173,6 +178,10 @@ class _Worker:
             await c.close()
 
 
+async def _work(address: str, first: int, count: int, out: Path) -> None:
+    await _Worker(address, first, count).run(out)  # its gRPC channels made on this loop
+
+
 # ---------------------------------------------------------------- the driver
 
 
@@ -235,7 +244,7 @@ def _server_p99_ms(before: dict[tuple[str, str], dict[float, float]],
     finished (the histogram's resolution); watches left out (they last as long as the stream)."""
     out: dict[str, float | None] = {}
     for (verb, resource), buckets in sorted(after.items()):
-        if verb.lower() == "watch":
+        if verb.lower() == "watch" or resource == "-":  # watches; /metrics itself
             continue
         counts = {le: n - before.get((verb, resource), {}).get(le, 0.0) for le, n in buckets.items()}
         total = counts.get(float("inf"), 0.0)
@@ -263,9 +272,11 @@ async def _one(count: int, args: argparse.Namespace, work: Path) -> dict[str, An
     workers: list[tuple[subprocess.Popen[bytes], Path]] = []
     try:
         rest = f"127.0.0.1:{free_port()}"  # its /metrics: the apiserver's own request durations
-        apiserver, address = start_server(["-m", "apiserver", "--etcd", etcd.endpoint, "--listen", "127.0.0.1:0",
-                                           "--rest-listen", rest, "--cluster-cidr", "", "--log-level", "WARNING"],
-                                          work, f"apiserver-{count}")
+        apiserver, _ = start_server(["-m", "apiserver", "--etcd", etcd.endpoint, "--listen", "127.0.0.1:0",
+                                     "--rest-listen", rest, "--cluster-cidr", "", "--log-level", "WARNING"],
+                                    work, f"apiserver-{count}")
+        # its port file: the gRPC port, then the REST port
+        address = f"127.0.0.1:{(work / f'apiserver-{count}.port').read_text().split()[0]}"
         procs["apiserver"] = apiserver
         for name, module, extra in (("scheduler", "scheduler", ["--leader-elect", "false"]),
                                     ("controller-manager", "controllers", [])):
@@ -401,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--worker"]:
         address, first, count, out = argv[1], int(argv[2]), int(argv[3]), Path(argv[4])
-        asyncio.run(_Worker(address, first, count).run(out))
+        asyncio.run(_work(address, first, count, out))
         return 0
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes", default="100,1000", help="node counts, comma-separated")
