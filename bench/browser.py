@@ -72,7 +72,13 @@ class Browser:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        shutil.rmtree(self.profile, ignore_errors=True)
+        # chromium's helpers (crash handler, utility processes) outlive it by a moment and
+        # write into the profile: removed until it stays gone (a CI run found one left)
+        for _attempt in range(50):
+            shutil.rmtree(self.profile, ignore_errors=True)
+            if not self.profile.exists():
+                break
+            await asyncio.sleep(0.1)
 
     async def _read(self) -> None:
         assert self._ws is not None
