@@ -18,27 +18,10 @@ import pytest
 
 from bench.dockerengine import DockerEngine, docker_engine
 from cluster.plan import ClusterPlan
+from tests.e2e.images import one_per_node
 from tests.e2e.kubectl import Kubectl
 
 TAG = f"kbl-app-{os.getpid()}"
-_SPREAD = """\
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: pushed}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: pushed}}
-  template:
-    metadata: {labels: {app: pushed}}
-    spec:
-      terminationGracePeriodSeconds: 1
-      affinity:
-        podAntiAffinity:
-          requiredDuringSchedulingIgnoredDuringExecution:
-          - {labelSelector: {matchLabels: {app: pushed}}, topologyKey: kubernetes.io/hostname}
-      containers:
-      - {name: app, image: "IMAGE", command: [/bin/busybox, sh, -c, "cat /msg; exec /bin/busybox sleep 3600"]}
-"""
 
 
 def _kubeling(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -102,7 +85,7 @@ async def test_an_image_built_with_docker_runs_loaded_and_pushed(engine: DockerE
             engine.run("push", pushed, timeout=120)
         finally:
             engine.run("image", "rm", pushed, check=False)
-        await kubectl("apply", "-f", "-", stdin=_SPREAD.replace("IMAGE", pushed))
+        await kubectl("apply", "-f", "-", stdin=one_per_node("pushed", pushed))
         await kubectl("rollout", "status", "deployment/pushed", "--timeout=90s")
         _, out, _ = await kubectl("get", "pods", "-l", "app=pushed", "-o", "json")
         pods = json.loads(out)["items"]

@@ -18,7 +18,7 @@ from cluster.hosts import netns_name
 from cluster.plan import ClusterPlan
 from cni import netns
 from kubeling.netutil import free_port
-from tests.e2e.images import docker_archive
+from tests.e2e.images import docker_archive, one_per_node
 from tests.e2e.kubectl import Kubectl
 from tests.wait import until
 
@@ -63,24 +63,6 @@ def _push(archive: Path, reference: str) -> None:
                     f"docker://{reference}"], check=True, capture_output=True, timeout=60)
 
 
-_SPREAD = """\
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: app}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: app}}
-  template:
-    metadata: {labels: {app: app}}
-    spec:
-      terminationGracePeriodSeconds: 1
-      affinity:
-        podAntiAffinity:
-          requiredDuringSchedulingIgnoredDuringExecution:
-          - {labelSelector: {matchLabels: {app: app}}, topologyKey: kubernetes.io/hostname}
-      containers:
-      - {name: app, image: "IMAGE", command: [/bin/busybox, sh, -c, "cat /msg; exec sleep 3600"]}
-"""
 
 
 async def _local_registry(kubectl: Kubectl, context: str, plan: ClusterPlan, tmp_path: Path) -> None:
@@ -92,7 +74,8 @@ async def _local_registry(kubectl: Kubectl, context: str, plan: ClusterPlan, tmp
     archive = tmp_path / "app.tar"
     docker_archive(archive, "app:1.0", {"msg": "from-the-registry\n"})
     await asyncio.to_thread(_push, archive, f"localhost:{port}/app:1.0")
-    await kubectl("--context", context, "apply", "-f", "-", stdin=_SPREAD.replace("IMAGE", f"localhost:{port}/app:1.0"))
+    await kubectl("--context", context, "apply", "-f", "-",
+                  stdin=one_per_node("app", f"localhost:{port}/app:1.0"))
     await kubectl("--context", context, "rollout", "status", "deployment/app", "--timeout=90s")
     _, out, _ = await kubectl("--context", context, "get", "pods", "-l", "app=app", "-o",
                               "jsonpath={.items[*].spec.nodeName}")
