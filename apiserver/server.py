@@ -396,6 +396,12 @@ class APIServer:
             ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
             ("grpc.max_send_message_length", 256 * 1024 * 1024),
             ("grpc.so_reuseport", 0),
+            # Calls arrived but not yet taken by this loop wait in gRPC core; past 1,000 of them
+            # (its default) core drops some at random, and the client sees a bare CANCELLED it
+            # cannot tell from a call that ran. A burst (a thousand kubelets registering) waits
+            # instead, for flow control to serve it or refuse it with a 429 and Retry-After.
+            ("grpc.server.max_pending_requests", 100_000),
+            ("grpc.server.max_pending_requests_hard_limit", 200_000),
             # Long-lived watches: let clients keep idle connections alive with pings.
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),

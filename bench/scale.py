@@ -52,6 +52,7 @@ from protos.kubeling.v1 import coordination_pb2, core_pb2, meta_pb2
 
 LEASE_INTERVAL = 10.0
 STATUS_INTERVAL = 300.0  # node status reported on change, else every 5 min (upstream's kubelet)
+STATUS_CHECK_INTERVAL = 10.0  # how often it looks (--node-status-update-frequency)
 CHANNELS = 8  # per worker process, shared by its hollow kubelets
 SLO_MUTATING_S, SLO_GET_S, SLO_LIST_S, SLO_STARTUP_S = 1.0, 1.0, 5.0, 5.0
 
@@ -72,9 +73,9 @@ class _Worker:
     def __init__(self, address: str, first: int, count: int) -> None:
         self.clients = [Client(address, timeout=60) for _ in range(CHANNELS)]
         self.names = [f"hollow-{i}" for i in range(first, first + count)]
-        self.lease_s: list[float] = []
-        self.status_s: list[float] = []
+        self.seconds: dict[str, list[float]] = {}  # call -> durations, inf for a failed one
         self.running_at: dict[str, float] = {}  # pod -> wall time its status said Running
+        self.renewed_at: dict[str, list[float]] = {}  # node -> wall times its Lease renewals returned
 
     def client(self, i: int) -> Client:
         return self.clients[i % CHANNELS]
@@ -85,23 +86,35 @@ class _Worker:
         node = core_pb2.Node(metadata=meta_pb2.ObjectMeta(name=name, labels={"kubernetes.io/hostname": name}),
                              status=core_pb2.NodeStatus(capacity=capacity, allocatable=capacity))
         node.status.conditions.add(type="Ready", status="True", reason="KubeletReady")
-        try:
-            await client.nodes.create(node)
-        except errors.AlreadyExists:
-            pass
         lease = coordination_pb2.Lease(metadata=meta_pb2.ObjectMeta(name=name, namespace="kube-node-lease"),
                                        spec=coordination_pb2.LeaseSpec(holderIdentity=name, leaseDurationSeconds=40))
         lease.spec.renewTime.GetCurrentTime()
         try:
-            await client.leases.create(lease)
-        except errors.AlreadyExists:
-            pass
-        try:
+            # registration and the first Lease retried until they stick, as the kubelet's
+            # registerWithAPIServer and lease controller do (a refusal under load is not the end)
+            await self._ensure(client.nodes.create, node, name)
+            await self._ensure(client.leases.create, lease, name)
             await asyncio.gather(self._renew(client, name, offset), self._status(client, name, offset),
                                  self._pods(client, name))
         except Exception:  # a hollow kubelet that dies turns its node NotReady: say why, in the worker's log
             logging.exception("hollow kubelet %s died", name)
             raise
+
+    @staticmethod
+    async def _ensure(create: Any, obj: Any, name: str) -> None:
+        delay = 0.1
+        while True:
+            start = time.perf_counter()
+            try:
+                await create(obj)
+                return
+            except errors.AlreadyExists:
+                return
+            except errors.ApiError as err:
+                logging.warning("hollow kubelet %s: %s not created after %.1fs: %s %r, retried", name,
+                                type(obj).__name__, time.perf_counter() - start, err.code, err.message)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 7.0)
 
     async def _renew(self, client: Client, name: str, offset: float) -> None:
         await asyncio.sleep(offset)  # renewals spread over the interval, as independent kubelets'
@@ -111,23 +124,42 @@ class _Worker:
                 lease = await client.leases.get(name, "kube-node-lease")
                 lease.spec.renewTime.GetCurrentTime()
                 await client.leases.update(lease)
-                self.lease_s.append(time.perf_counter() - start)
-            except errors.ApiError:
-                self.lease_s.append(float("inf"))
+                self._took("PUT leases", start)
+                self.renewed_at.setdefault(name, []).append(time.time())
+            except errors.ApiError as err:
+                logging.warning("hollow kubelet %s: lease not renewed: %s", name, err)
+                self._failed("PUT leases")
             await asyncio.sleep(LEASE_INTERVAL)
 
     async def _status(self, client: Client, name: str, offset: float) -> None:
+        """As the kubelet's syncNodeStatus: every 10 s a read of its Node, a write when what
+        it would report differs (the node controller set it Unknown) or 5 min passed."""
+        reported = time.monotonic()
+        await asyncio.sleep(offset)
         while True:
-            await asyncio.sleep(STATUS_INTERVAL + offset)
+            await asyncio.sleep(STATUS_CHECK_INTERVAL)
             start = time.perf_counter()
             try:
                 node = await client.nodes.get(name)
-                for condition in node.status.conditions:
-                    condition.lastHeartbeatTime.GetCurrentTime()
+                self._took("GET nodes", start)
+            except errors.ApiError as err:
+                logging.warning("hollow kubelet %s: node not read: %s", name, err)
+                self._failed("GET nodes")
+                continue
+            ready = next((c for c in node.status.conditions if c.type == "Ready"), None)
+            if ready is not None and ready.status == "True" and time.monotonic() - reported < STATUS_INTERVAL:
+                continue
+            start = time.perf_counter()
+            del node.status.conditions[:]
+            node.status.conditions.add(type="Ready", status="True", reason="KubeletReady").lastHeartbeatTime.\
+                GetCurrentTime()
+            try:
                 await client.nodes.update_status(node)
-                self.status_s.append(time.perf_counter() - start)
-            except errors.ApiError:
-                self.status_s.append(float("inf"))
+                self._took("PUT nodes/status", start)
+                reported = time.monotonic()
+            except errors.ApiError as err:
+                logging.warning("hollow kubelet %s: node status not written: %s", name, err)
+                self._failed("PUT nodes/status")
 
     async def _pods(self, client: Client, name: str) -> None:
         while True:
@@ -137,6 +169,12 @@ class _Worker:
             except errors.ApiError:
                 pass
             await asyncio.sleep(1.0)
+
+    def _took(self, call: str, start: float) -> None:
+        self.seconds.setdefault(call, []).append(time.perf_counter() - start)
+
+    def _failed(self, call: str) -> None:
+        self.seconds.setdefault(call, []).append(float("inf"))
 
     async def _run(self, client: Client, ev: WatchEvent[core_pb2.Pod]) -> None:
         pod = ev.object
@@ -151,7 +189,7 @@ class _Worker:
             start = time.perf_counter()
             try:
                 await client.pods.update_status(pod)
-                self.status_s.append(time.perf_counter() - start)
+                self._took("PUT pods/status", start)
                 self.running_at[key] = time.time()
                 return
             except errors.NotFound:
@@ -172,8 +210,8 @@ class _Worker:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        out.write_text(json.dumps({"lease_s": self.lease_s, "status_s": self.status_s,
-                                   "running_at": self.running_at}))
+        out.write_text(json.dumps({"seconds": self.seconds, "running_at": self.running_at,
+                                   "renewed_at": self.renewed_at}))
         for c in self.clients:
             await c.close()
 
@@ -266,6 +304,10 @@ def _etcd_db_mib(endpoint: str) -> float | None:
     return None
 
 
+def _longest_gap(times: list[float]) -> float | None:
+    return round(max((b - a for a, b in zip(times, times[1:], strict=False)), default=0.0), 1) if times else None
+
+
 async def _one(count: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     etcd = EtcdServer(data_dir=work / f"etcd-{count}").start()
     procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -348,21 +390,18 @@ async def _one(count: int, args: argparse.Namespace, work: Path) -> dict[str, An
                            if any(c.type == "Ready" and c.status != "True" for c in n.status.conditions))
         db = _etcd_db_mib(etcd.endpoint)
         await client.close()
-        lease_s: list[float] = []
-        status_s: list[float] = []
         running_at: dict[str, float] = {}
+        renewed_at: dict[str, list[float]] = {}
         for proc, out in workers:
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
             data = json.loads(out.read_text())
-            lease_s += data["lease_s"]
-            status_s += data["status_s"]
+            for call, durations in data["seconds"].items():
+                for seconds in durations:
+                    timings.add(call, seconds)
             running_at |= data["running_at"]
+            renewed_at |= data["renewed_at"]
         workers.clear()
-        for seconds in lease_s:
-            timings.add("PUT leases", seconds)
-        for seconds in status_s:
-            timings.add("PUT pods/status", seconds)
         startup = [running_at[n] - created_at[n] for n in created_at if n in running_at]
         p99 = {call: round(_pct(v, 99) * 1000, 1) if v else None for call, v in sorted(timings.by_call.items())}
         def within(prefixes: tuple[str, ...], bound_s: float) -> bool:
@@ -382,6 +421,8 @@ async def _one(count: int, args: argparse.Namespace, work: Path) -> dict[str, An
                 "pod_startup_p50_ms": round(_pct(startup, 50) * 1000, 1) if startup else None,
                 "pod_startup_p99_ms": round(_pct(startup, 99) * 1000, 1) if startup else None,
                 "lease_renewal_p99_ms": p99.get("PUT leases"), "nodes_not_ready": not_ready,
+                # with cause when its kubelet went quiet: the longest time between two renewals
+                "not_ready_longest_renewal_gap_s": {n: _longest_gap(renewed_at.get(n, [])) for n in not_ready},
                 "cpu_ms_per_s": cpu, "rss_mib": rss, "etcd_db_mib": db, "slos": slos,
                 "within_slos": all(slos.values())}
     finally:
