@@ -117,18 +117,23 @@ class _Worker:
                 delay = min(delay * 2, 7.0)
 
     async def _renew(self, client: Client, name: str, offset: float) -> None:
+        """As upstream's lease controller: an update of the Lease it last wrote, a read only
+        after that failed (a conflict: someone else wrote it)."""
         await asyncio.sleep(offset)  # renewals spread over the interval, as independent kubelets'
+        lease: coordination_pb2.Lease | None = None
         while True:
             start = time.perf_counter()
             try:
-                lease = await client.leases.get(name, "kube-node-lease")
+                if lease is None:
+                    lease = await client.leases.get(name, "kube-node-lease")
                 lease.spec.renewTime.GetCurrentTime()
-                await client.leases.update(lease)
+                lease = await client.leases.update(lease)
                 self._took("PUT leases", start)
                 self.renewed_at.setdefault(name, []).append(time.time())
             except errors.ApiError as err:
                 logging.warning("hollow kubelet %s: lease not renewed: %s", name, err)
                 self._failed("PUT leases")
+                lease = None
             await asyncio.sleep(LEASE_INTERVAL)
 
     async def _status(self, client: Client, name: str, offset: float) -> None:
@@ -136,11 +141,14 @@ class _Worker:
         it would report differs (the node controller set it Unknown) or 5 min passed."""
         reported = time.monotonic()
         await asyncio.sleep(offset)
+        version = "0"  # the kubelet's first read is from the apiserver's cache; after a conflict, etcd's
         while True:
-            await asyncio.sleep(STATUS_CHECK_INTERVAL)
+            if version:
+                await asyncio.sleep(STATUS_CHECK_INTERVAL)
             start = time.perf_counter()
             try:
-                node = await client.nodes.get(name)
+                node = await client.nodes.get(name, resource_version=version)
+                version = "0"
                 self._took("GET nodes", start)
             except errors.ApiError as err:
                 logging.warning("hollow kubelet %s: node not read: %s", name, err)
@@ -157,6 +165,9 @@ class _Worker:
                 await client.nodes.update_status(node)
                 self._took("PUT nodes/status", start)
                 reported = time.monotonic()
+            except errors.Conflict:  # answered: the cached copy was old; read the latest and write again
+                self._took("PUT nodes/status", start)
+                version = ""
             except errors.ApiError as err:
                 logging.warning("hollow kubelet %s: node status not written: %s", name, err)
                 self._failed("PUT nodes/status")

@@ -256,8 +256,10 @@ class NodeManager:
 
     async def update_status(self, force: bool = False) -> None:
         """Write conditions when they changed, or when the report period passed (heartbeat)."""
-        for _ in range(5):
-            node = await self.client.nodes.get(self.node_name)
+        for attempt in range(5):
+            # the first read from the apiserver's cache, as upstream's tryUpdateNodeStatus (every
+            # node asks every 10 s); after a conflict, the latest
+            node = await self.client.nodes.get(self.node_name, resource_version="0" if attempt == 0 else "")
             old = {c.type: c for c in node.status.conditions}
             new = await self._conditions()
             changed = any(old.get(c.type) is None or (old[c.type].status, old[c.type].reason) != (c.status, c.reason)

@@ -154,8 +154,11 @@ class ResourceClient(Generic[ObjectT]):
         """With `dry_run`: judged and answered as the write would be, nothing stored."""
         return await self._call("Create", obj, dry_run=dry_run)
 
-    async def get(self, name: str, namespace: str = "") -> ObjectT:
-        return await self._call("Get", meta_pb2.GetRequest(namespace=namespace, name=name))
+    async def get(self, name: str, namespace: str = "", *, resource_version: str = "") -> ObjectT:
+        """The latest object; with resource_version "0" whatever the apiserver's cache holds
+        (cheaper, possibly a moment old), "N" one not older than N."""
+        return await self._call("Get", meta_pb2.GetRequest(namespace=namespace, name=name,
+                                                           resourceVersion=resource_version))
 
     async def get_scale(self, name: str, namespace: str = "") -> autoscaling_pb2.Scale:
         """The scale subresource (a resource without one: NotFound, as REST answers)."""

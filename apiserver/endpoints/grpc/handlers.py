@@ -171,7 +171,7 @@ class _Resource:
         return await self.registry.create(obj, dry_run=dry_run_requested.get())
 
     async def get(self, req: meta_pb2.GetRequest) -> Any:
-        return await self.registry.get(req.namespace, req.name)
+        return await self.registry.get(req.namespace, req.name, req.resourceVersion)
 
     async def list(self, req: meta_pb2.ListRequest) -> Any:
         items, meta = await self.registry.list(req)

@@ -158,7 +158,8 @@ def patched(kind: str, live: Any, body: Any) -> Any:
 # ------------------------------------------------------------------ verbs
 
 async def get(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
-    return object_response(request, t, await registry.get(t.namespace, t.name), registry=registry)
+    obj = await registry.get(t.namespace, t.name, request.query.get("resourceVersion", ""))
+    return object_response(request, t, obj, registry=registry)
 
 
 async def list_(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:

@@ -106,8 +106,8 @@ class ConvertingRegistry(Registry[CR]):
         self._judged(obj, None)
         return await self._out(await self.stored.create(await self._in(obj), dry_run=dry_run))
 
-    async def get(self, namespace: str, name: str) -> CR:
-        return await self._out(await self.stored.get(namespace, name))
+    async def get(self, namespace: str, name: str, resource_version: str = "") -> CR:
+        return await self._out(await self.stored.get(namespace, name, resource_version))
 
     async def list(self, req: meta_pb2.ListRequest) -> tuple[builtins.list[CR], meta_pb2.ListMeta]:
         items, meta = await self.stored.list(req)

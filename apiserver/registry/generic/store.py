@@ -13,7 +13,7 @@ import logging
 import secrets
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, cast
 
 from apiserver.admission.chain import CREATE, DELETE, UPDATE, Admission
 from apiserver.registry.generic.codec import codec_for
@@ -289,10 +289,26 @@ class Registry(Generic[T]):
             for fld in ("apiVersion", "kind", "name", "uid"):
                 check.required(f"metadata.ownerReferences[{i}].{fld}", getattr(ref, fld))
 
-    async def get(self, namespace: str, name: str) -> T:
+    async def get(self, namespace: str, name: str, resource_version: str = "") -> T:
+        """The object: etcd's latest, or with a resourceVersion ("0": any; N: not older than N)
+        the watch cache's, as upstream's GET serves kubelets' frequent reads of their Node
+        without an etcd round trip. A cached object is shared: read it, never change it."""
         _require_name(name)
         namespace = self._request_namespace(namespace)
-        kv, _ = await self.storage.get(self.key(namespace, name))
+        key = self.key(namespace, name)
+        if resource_version:
+            rv = _parse_rv(resource_version)
+            if self.cache is not None:
+                await self.cache.wait_for(rv)
+                cached = self.cache.get(key)
+                if cached is None:
+                    raise self._not_found(name)
+                return cast(T, cached)
+            kv, revision = await self.storage.get(key)
+            if rv > revision:
+                raise errors.Timeout(f"Too large resource version: {rv}, current: {revision}")
+        else:
+            kv, _ = await self.storage.get(key)
         if kv is None:
             raise self._not_found(name)
         return self.decode(kv)

@@ -85,8 +85,8 @@ class VersionView(Registry[V], Generic[V, S]):
         self._judged(obj, None)
         return self.to_view(await self.stored.create(self.to_storage(obj, None), dry_run=dry_run))
 
-    async def get(self, namespace: str, name: str) -> V:
-        return self.to_view(await self.stored.get(namespace, name))
+    async def get(self, namespace: str, name: str, resource_version: str = "") -> V:
+        return self.to_view(await self.stored.get(namespace, name, resource_version))
 
     def _stored_selector(self, selector: str) -> str:
         """A field selector in the view's labels, in the storage version's."""

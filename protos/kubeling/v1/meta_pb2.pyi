@@ -158,12 +158,14 @@ class ObjectReference(_message.Message):
     def __init__(self, kind: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., apiVersion: _Optional[str] = ..., resourceVersion: _Optional[str] = ..., fieldPath: _Optional[str] = ...) -> None: ...
 
 class GetRequest(_message.Message):
-    __slots__ = ("namespace", "name")
+    __slots__ = ("namespace", "name", "resourceVersion")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    RESOURCEVERSION_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     name: str
-    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+    resourceVersion: str
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., resourceVersion: _Optional[str] = ...) -> None: ...
 
 class ListRequest(_message.Message):
     __slots__ = ("namespace", "labelSelector", "fieldSelector", "limit", "resourceVersion")
