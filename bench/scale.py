@@ -217,14 +217,27 @@ class _Worker:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         tasks = [asyncio.create_task(self.node(i, n, LEASE_INTERVAL * i / len(self.names)))
                  for i, n in enumerate(self.names)]
+        lags: list[tuple[float, float]] = []
+        tasks.append(asyncio.create_task(_loop_lag(lags)))
         await stop.wait()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         out.write_text(json.dumps({"seconds": self.seconds, "running_at": self.running_at,
-                                   "renewed_at": self.renewed_at}))
+                                   "renewed_at": self.renewed_at, "loop_lag": lags}))
         for c in self.clients:
             await c.close()
+
+
+async def _loop_lag(out: list[tuple[float, float]], period: float = 0.1) -> None:
+    """(wall time, seconds late) of a timer every `period`: how long this process's event loop
+    kept its callbacks waiting — when it is the hollow kubelets', their timings include it, and
+    the simulator, not the apiserver, would be what limits the curve."""
+    loop = asyncio.get_running_loop()
+    while True:
+        due = loop.time() + period
+        await asyncio.sleep(period)
+        out.append((time.time(), loop.time() - due))
 
 
 async def _work(address: str, first: int, count: int, out: Path) -> None:
@@ -358,6 +371,9 @@ async def _one(count: int, args: argparse.Namespace, work: Path) -> dict[str, An
         created_at: dict[str, float] = {}
         stop = asyncio.Event()
         background = asyncio.create_task(_background(client, timings, created_at, stop))
+        driver_lags: list[tuple[float, float]] = []
+        lag_task = asyncio.create_task(_loop_lag(driver_lags))
+        window_from = time.time()
         cpu0 = {name: _cpu_seconds(p.pid) for name, p in procs.items()} | {"etcd": _cpu_seconds(etcd.pid or 0)}
         hollow0 = sum(_cpu_seconds(p.pid) for p, _ in workers)
         buckets0 = _request_buckets(rest)
@@ -391,6 +407,8 @@ async def _one(count: int, args: argparse.Namespace, work: Path) -> dict[str, An
         window = time.perf_counter() - start
         stop.set()
         await background
+        lag_task.cancel()
+        window_to = time.time()
         server_p99 = _server_p99_ms(buckets0, _request_buckets(rest))
         cpu = {name: round((_cpu_seconds(p.pid) - cpu0[name]) / window * 1000, 1) for name, p in procs.items()}
         cpu["etcd"] = round((_cpu_seconds(etcd.pid or 0) - cpu0["etcd"]) / window * 1000, 1)
@@ -403,6 +421,7 @@ async def _one(count: int, args: argparse.Namespace, work: Path) -> dict[str, An
         await client.close()
         running_at: dict[str, float] = {}
         renewed_at: dict[str, list[float]] = {}
+        hollow_lags: list[float] = []
         for proc, out in workers:
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
@@ -412,6 +431,7 @@ async def _one(count: int, args: argparse.Namespace, work: Path) -> dict[str, An
                     timings.add(call, seconds)
             running_at |= data["running_at"]
             renewed_at |= data["renewed_at"]
+            hollow_lags += [lag for at, lag in data["loop_lag"] if window_from <= at <= window_to]
         workers.clear()
         startup = [running_at[n] - created_at[n] for n in created_at if n in running_at]
         p99 = {call: round(_pct(v, 99) * 1000, 1) if v else None for call, v in sorted(timings.by_call.items())}
@@ -434,6 +454,10 @@ async def _one(count: int, args: argparse.Namespace, work: Path) -> dict[str, An
                 "lease_renewal_p99_ms": p99.get("PUT leases"), "nodes_not_ready": not_ready,
                 # with cause when its kubelet went quiet: the longest time between two renewals
                 "not_ready_longest_renewal_gap_s": {n: _longest_gap(renewed_at.get(n, [])) for n in not_ready},
+                # how late the simulator's and the driver's own event loops ran (their timings include it)
+                "hollow_loop_lag_p99_ms": round(_pct(hollow_lags, 99) * 1000, 1) if hollow_lags else None,
+                "driver_loop_lag_p99_ms": round(_pct([lag for _, lag in driver_lags], 99) * 1000, 1)
+                if driver_lags else None,
                 "cpu_ms_per_s": cpu, "rss_mib": rss, "etcd_db_mib": db, "slos": slos,
                 "within_slos": all(slos.values())}
     finally:
