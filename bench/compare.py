@@ -24,7 +24,8 @@ from typing import Any
 from bench.output import report
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_METRIC = {"scheduler_perf": "throughput_overall_pods_per_s"}
+DEFAULT_METRIC = {"scheduler_perf": "throughput_overall_pods_per_s",
+                  "hotpath": "lease_update_us,node_get_cached_us,floor_create_us"}
 
 
 def _worktree(rev: str, parent: Path) -> Path:
