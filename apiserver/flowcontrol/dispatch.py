@@ -25,6 +25,7 @@ __all__ = ["COURTESY_SECONDS", "FlowControl", "Admitted"]
 COURTESY_SECONDS = 0.002
 _OBJECTS_PER_SEAT = 100  # upstream's work estimator: a LIST takes a seat per 100 objects ...
 _MAX_SEATS = 10  # ... up to 10
+_MATCHES_KEPT = 4096  # classifications remembered (then forgotten all at once)
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,10 @@ class FlowControl:
         self._seen: tuple[int, int] = (-1, -1)
         self._schemas: list[_Schema] = []
         self._levels: dict[str, PriorityLevel] = {}
+        # the schema each kind of request matched: what decides it (who, which verb on what,
+        # where) repeats — a thousand kubelets renew their Leases — while a match walks
+        # every schema's rules; forgotten when the configuration changes
+        self._matched: dict[tuple[Any, ...], _Schema | None] = {}
         self.metrics = FlowMetrics(registry, lambda: self._levels)
         # one-seat requests executing now, and set when there are none: wide ones (big
         # LISTs) wait on it a moment between slices (courtesy)
@@ -129,7 +134,22 @@ class FlowControl:
             self._schemas = sorted((self._schema(e.obj) for e in self.schemas.store.values()),
                                    key=lambda s: (s.precedence, s.name))
             self._levels = self._priority_levels([e.obj for e in self.levels.store.values()])
+            self._matched.clear()
         return self._schemas, self._levels
+
+    def _classify(self, schemas: list[_Schema], user: UserInfo, info: RequestInfo) -> _Schema | None:
+        """The first schema (by precedence) that matches; a request's name plays no part."""
+        key = (user.name, user.groups, info.resource_request, info.verb, info.group, info.resource,
+               info.subresource, info.namespace, info.path)
+        try:
+            return self._matched[key]
+        except KeyError:
+            pass
+        schema = next((s for s in schemas if _matches(s, user, info)), None)
+        if len(self._matched) >= _MATCHES_KEPT:
+            self._matched.clear()
+        self._matched[key] = schema
+        return schema
 
     @staticmethod
     def _schema(obj: Any) -> _Schema:
@@ -176,7 +196,7 @@ class FlowControl:
         if not self.schemas.ready.is_set() or not self.levels.ready.is_set():
             return  # no configuration read yet: nothing to enforce
         schemas, levels = self._configuration()
-        schema = next((s for s in schemas if _matches(s, user, info)), None)
+        schema = self._classify(schemas, user, info)
         if schema is None:
             return
         level = levels.get(schema.level) or levels.get("catch-all")

@@ -21,6 +21,7 @@ from kubeling import errors
 __all__ = ["PriorityLevel", "Rejected", "Seat", "TOO_MANY"]
 
 TOO_MANY = "Too many requests, please try again later."
+_HANDS_KEPT = 4096  # flows whose hand of queues is remembered (then forgotten all at once)
 
 
 class Rejected(errors.TooManyRequests):
@@ -99,6 +100,7 @@ class PriorityLevel:
     # counters, for tests
     dispatched: int = 0
     rejected: int = 0
+    _hands: dict[str, list[int]] = field(default_factory=dict)  # flow -> its queues (dealt once)
 
     def __post_init__(self) -> None:
         self._queues = [_Queue() for _ in range(max(self.queues, 1))]
@@ -128,8 +130,12 @@ class PriorityLevel:
     def _deal(self, flow: str) -> _Queue:
         """The least loaded (in seats) of the queues this flow's hand holds (the same hand
         every time: shuffle sharding, so that one flow fills few queues)."""
-        hand = random.Random(zlib.crc32(flow.encode())).sample(range(len(self._queues)),
-                                                              min(self.hand_size, len(self._queues)))
+        hand = self._hands.get(flow)
+        if hand is None:  # dealing is a seeded shuffle: dozens of µs, the same every time
+            if len(self._hands) >= _HANDS_KEPT:
+                self._hands.clear()
+            hand = self._hands[flow] = random.Random(zlib.crc32(flow.encode())).sample(
+                range(len(self._queues)), min(self.hand_size, len(self._queues)))
         return min((self._queues[i] for i in hand), key=lambda q: q.seats)
 
     def _start(self, queue: _Queue, width: int) -> Seat:

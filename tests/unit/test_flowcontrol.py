@@ -219,3 +219,57 @@ async def test_a_wide_request_waits_a_moment_for_the_narrow_ones_in_flight() -> 
     held.release()
     flood.release()
     await asyncio.wait_for(control.courtesy(), 1)  # nothing in flight: a turn
+
+
+async def test_a_remembered_classification_follows_every_change_of_the_schemas() -> None:
+    """FlowControl remembers which schema a kind of request matched (a thousand kubelets
+    renew their Leases alike); a change of the FlowSchemas makes it classify anew, and the
+    request's name plays no part."""
+    levels = _Cache("PriorityLevelConfiguration", {**MANDATORY_LEVELS, **SUGGESTED_LEVELS})
+    schemas = _Cache("FlowSchema", {**MANDATORY_SCHEMAS, **SUGGESTED_SCHEMAS})
+    for name, entry in schemas.store.items():
+        entry.obj.metadata.uid = name  # what the X-Kubernetes-PF-FlowSchema-UID header would say
+    control = FlowControl(schemas, levels, 90, lambda group, plural: 5000,  # type: ignore[arg-type]
+                          CollectorRegistry())
+    node = UserInfo("system:node:n1", groups=("system:nodes", "system:authenticated"))
+
+    async def schema_of(name: str) -> str:
+        admitted = Admitted()
+        await control.admit(node, RequestInfo("update", True, "coordination.k8s.io", "leases",
+                                              namespace="kube-node-lease", name=name), admitted)
+        admitted.release()
+        return admitted.schema_uid
+
+    assert await schema_of("n1") == "system-node-high"
+    assert await schema_of("n2") == "system-node-high"  # remembered: another name, the same answer
+    # a schema ahead of every other, for everyone's lease updates
+    first = _object("FlowSchema", "leases-first", {
+        "matchingPrecedence": 1, "priorityLevelConfiguration": {"name": "workload-low"},
+        "rules": [{"subjects": [{"kind": "Group", "group": {"name": "*"}}],
+                   "resourceRules": [{"verbs": ["update"], "apiGroups": ["coordination.k8s.io"],
+                                      "resources": ["leases"], "namespaces": ["*"]}]}]})
+    first.metadata.uid = "leases-first"
+    schemas.store["leases-first"] = SimpleNamespace(obj=first)
+    assert await schema_of("n1") == "system-node-high"  # not seen: the watch cache has not changed
+    schemas.changes += 1
+    assert await schema_of("n1") == "leases-first"
+    assert await schema_of("n3") == "leases-first"
+
+
+def test_a_flow_is_dealt_the_same_hand_of_queues_however_often_it_comes() -> None:
+    """Shuffle sharding: a flow's queues are a function of its name only — remembered, and
+    the same after the memory of them is dropped."""
+    level = _level(4, queues=64, hand_size=8)
+    flows = [f"schema/user-{i}" for i in range(20)]
+
+    def hand(flow: str) -> set[int]:
+        level._deal(flow)
+        return set(level._hands[flow])
+
+    hands = {f: hand(f) for f in flows}
+    for i in range(5000):  # more flows than are remembered: the memory is dropped on the way
+        level._deal(f"other-{i}")
+    again = {f: hand(f) for f in flows}
+    assert again == hands
+    assert all(len(h) == 8 for h in hands.values())
+    assert len({frozenset(h) for h in hands.values()}) > 1  # flows get different hands
