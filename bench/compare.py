@@ -6,7 +6,8 @@ OLD and NEW are git revisions (NEW: the working tree when omitted). Each is chec
 into a temporary worktree and the benchmark (a module of bench/) runs there with this
 venv's interpreter, alternating old and new `--runs` times so that both see the same
 host. The report holds, for each chosen metric (comma-separated), every run's value, the
-median of each side and their ratio, and the host's speed.
+median of each side and their ratio, and the host's speed. A metric may be a dotted path
+into the report (`curve.0.cpu_ms_per_s.controller-manager`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,17 @@ def _run(tree: Path, module: str, args: list[str]) -> dict[str, Any]:
     return result
 
 
+def _value(result: dict[str, Any], metric: str) -> Any:
+    """A field of the report; a dotted path reaches into it (`curve.0.cpu_ms_per_s.apiserver`:
+    bench.scale's figures per N)."""
+    if metric in result:
+        return result[metric]
+    value: Any = result
+    for part in metric.split("."):
+        value = value[int(part)] if isinstance(value, list) else value[part]
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     own, _, bench_argv = (argv[:argv.index("--")], "--", argv[argv.index("--") + 1:]) if "--" in argv \
@@ -67,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.runs):
             for side in ("old", "new"):
                 runs[side].append(_run(trees[side], module, bench_args))
-                print(f"{side}: " + ", ".join(f"{m} {runs[side][-1][m]}" for m in metrics), file=sys.stderr,
+                print(f"{side}: " + ", ".join(f"{m} {_value(runs[side][-1], m)}" for m in metrics), file=sys.stderr,
                       flush=True)
     finally:
         for tree in trees.values():
@@ -76,10 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     compared = {}
     for metric in metrics:
-        old = statistics.median(r[metric] for r in runs["old"])
-        new = statistics.median(r[metric] for r in runs["new"])
-        compared[metric] = {"old": {"median": old, "runs": [r[metric] for r in runs["old"]]},
-                            "new": {"median": new, "runs": [r[metric] for r in runs["new"]]},
+        olds, news = [_value(r, metric) for r in runs["old"]], [_value(r, metric) for r in runs["new"]]
+        old, new = statistics.median(olds), statistics.median(news)
+        compared[metric] = {"old": {"median": old, "runs": olds}, "new": {"median": new, "runs": news},
                             "ratio": round(new / old, 3) if old else None}
     report({"benchmark": f"compare {module}", "args": bench_args, "old": args.old, "new": args.new or "working tree",
             "metrics": compared, "host_speed_of_runs": {side: runs[side][-1].get("host_speed") for side in runs}},
