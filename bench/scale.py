@@ -3,23 +3,29 @@ hollow nodes: `python -m bench.scale [--nodes 100,1000] [--rate 30] [--pods-per-
 [--max-seconds 120] [--workers 2] [--json OUT.json]`.
 
 For each N, a fresh etcd, apiserver, scheduler and controller manager run as separate
-processes (as deployed). Hollow kubelets run in `--workers` processes of their own (so the
-simulator's CPU is reported apart and is not what limits the curve): each node is
-registered, renews its Lease every 10 s, reports its status as upstream's kubelet does
-(on change, else every 5 min), watches the pods bound to it (one watch per node,
+processes (as deployed). Hollow kubelets run in `--workers` processes of their own (on
+uvloop; their CPU is reported apart), as upstream's kubelet behaves: each node registers
+and makes its Lease (retried until they stick), renews the Lease every 10 s with the copy
+it last wrote (a read only after a failure), reads its Node every 10 s from the apiserver's
+cache (resourceVersion "0") and writes its status when it differs (the node controller set
+it Unknown) or every 5 min, watches the pods bound to it (one watch per node,
 `spec.nodeName=<node>`) and "runs" each one by writing its status Running and Ready. Then
 pods are created at a steady `--rate` per second up to `--pods-per-node` × N or
 `--max-seconds`, while a background of namespaced lists and single gets runs (one list
-and ten gets a second). Reported per N:
+and ten gets a second). Only calls inside that window count. Reported per N:
 
 - p99 per verb and resource, client-side (the driver's creates, gets and lists; the
-  hollow kubelets' Lease and pod-status updates), against upstream's SLOs: mutating and
+  hollow kubelets' Lease, Node and pod-status calls), against upstream's SLOs: mutating and
   single reads ≤ 1 s, namespaced lists ≤ 5 s; and the apiserver's own
   `apiserver_request_duration_seconds` over the window (p99 as its bucket bound);
 - pod startup p50/p99 (create → its kubelet wrote Running; image pull and containers
   excluded: hollow), SLO ≤ 5 s; the pod rate held;
-- nodes that went NotReady (the controller manager's verdict) without cause: must be 0;
-- CPU (ms/s) and RSS (MiB) per component, the hollow kubelets' apart; etcd's db size;
+- nodes that went NotReady (the controller manager's verdict) without cause: must be 0,
+  with the longest gap between each one's Lease renewals (its kubelet's side of it);
+- how late the hollow kubelets' and the driver's event loops ran (p99): their timings
+  include it;
+- CPU (ms/s) and RSS (MiB) per component, the hollow kubelets' apart; etcd's db size; the
+  apiserver's RSS when empty and the encoded size of what it keeps;
 - `largest_nodes_within_slos`: the largest N at which every SLO held.
 """
 
