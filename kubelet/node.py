@@ -258,8 +258,10 @@ class NodeManager:
         """Write conditions when they changed, or when the report period passed (heartbeat)."""
         for attempt in range(5):
             # the first read from the apiserver's cache, as upstream's tryUpdateNodeStatus (every
-            # node asks every 10 s); after a conflict, the latest
-            node = await self.client.nodes.get(self.node_name, resource_version="0" if attempt == 0 else "")
+            # node asks every 10 s), but never older than the copy this kubelet last saw or
+            # wrote (upstream's "0" may miss a node just registered); after a conflict, etcd's
+            seen = self.node.metadata.resourceVersion if self.node is not None and attempt == 0 else ""
+            node = await self.client.nodes.get(self.node_name, resource_version=seen)
             old = {c.type: c for c in node.status.conditions}
             new = await self._conditions()
             changed = any(old.get(c.type) is None or (old[c.type].status, old[c.type].reason) != (c.status, c.reason)

@@ -7,21 +7,38 @@ that is no longer a LoadBalancer loses its addresses."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from controllers.manager import ControllerManager
 from controllers.servicelb import EXCLUDE_LABEL
+from kubeling import errors
 from kubeling.client import Client
 from protos.kubeling.v1 import core_pb2, meta_pb2
 from tests.wait import until
 
 
+async def _node_status(client: Client, name: str, change: Callable[[core_pb2.Node], None]) -> core_pb2.Node:
+    """A read-modify-write of a node's status, again after a conflict (the node IPAM writes
+    the node's pod CIDR meanwhile), as client-go's RetryOnConflict."""
+    for _ in range(10):
+        node = await client.nodes.get(name)
+        change(node)
+        try:
+            return await client.nodes.update_status(node)
+        except errors.Conflict:
+            continue
+    raise AssertionError(f"node {name}: ten conflicts in a row")
+
+
 async def _node(client: Client, name: str, *addresses: tuple[str, str], ready: bool = True,
                 labels: dict[str, str] | None = None) -> core_pb2.Node:
-    node = await client.nodes.create(core_pb2.Node(metadata=meta_pb2.ObjectMeta(name=name, labels=labels or {})))
-    node.status.addresses.extend(core_pb2.NodeAddress(type=t, address=a) for t, a in addresses)
-    node.status.conditions.add(type="Ready", status="True" if ready else "False")
-    return await client.nodes.update_status(node)
+    await client.nodes.create(core_pb2.Node(metadata=meta_pb2.ObjectMeta(name=name, labels=labels or {})))
+
+    def status(node: core_pb2.Node) -> None:
+        node.status.addresses.extend(core_pb2.NodeAddress(type=t, address=a) for t, a in addresses)
+        node.status.conditions.add(type="Ready", status="True" if ready else "False")
+    return await _node_status(client, name, status)
 
 
 async def _ingress(client: Client, name: str, want: list[str], what: str) -> None:
@@ -67,9 +84,7 @@ async def test_load_balancers_get_the_addresses_of_the_nodes_that_serve_them(cli
     await _ingress(client, "local", ["192.0.2.12"], "only the node with a local endpoint")
 
     # node-a goes NotReady: it serves nothing any more
-    node = await client.nodes.get("node-a")
-    node.status.conditions[0].status = "False"
-    await client.nodes.update_status(node)
+    await _node_status(client, "node-a", lambda node: setattr(node.status.conditions[0], "status", "False"))
     await _ingress(client, "web", ["192.0.2.12"], "the NotReady node left out")
     assert not (await client.services.get("theirs", "default")).status.loadBalancer.ingress
 
