@@ -14,7 +14,7 @@ import logging
 from kubeling import errors
 from kubeling.client import Client
 from kubeling.events import WARNING, EventRecorder
-from kubeling.informer import Informer
+from kubeling.informer import Informer, object_key
 from kubeling.volumeutil import attachment_name
 from kubeling.workqueue import Workers, WorkQueue
 from protos.kubeling.v1 import core_pb2, meta_pb2, storage_pb2
@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 
 _KEY = "all"  # the desired attachments are recomputed whole (a cluster's worth is small)
 _TERMINAL = ("Succeeded", "Failed")
+
+
+def _claims(pod: core_pb2.Pod) -> bool:
+    return any(v.HasField("persistentVolumeClaim") for v in pod.spec.volumes)
 
 
 def attach_required(driver: storage_pb2.CSIDriver | None) -> bool:
@@ -45,17 +49,36 @@ class AttachDetachController:
         self.queue = WorkQueue("attachdetach")
         self.workers = Workers(self.queue, self.sync, 1)
         self._told: dict[str, str] = {}  # attachment -> the attachError last told
-        for informer in (pods, claims, volumes, drivers, attachments):
+        # The pods with a claim among their volumes: only they can need an attachment, and
+        # only their changes are a reason to look again (a cluster of 150,000 pods changes
+        # a hundred times a second; its pods with claims are few).
+        self._claimants: dict[str, core_pb2.Pod] = {}
+        for pod in pods.store.list():
+            self._pod(pod)
+        pods.add_handler(on_add=self._pod, on_update=lambda old, new: self._pod(new, old), on_delete=self._gone)
+        for informer in (claims, volumes, drivers, attachments):
             informer.add_handler(on_add=self._changed, on_update=lambda old, new: self._changed(new),
                                  on_delete=self._changed)
 
     def _changed(self, _: object) -> None:
         self.queue.add(_KEY)
 
+    def _pod(self, pod: core_pb2.Pod, old: core_pb2.Pod | None = None) -> None:
+        key = object_key(pod)
+        if _claims(pod):
+            self._claimants[key] = pod
+        elif self._claimants.pop(key, None) is None and (old is None or not _claims(old)):
+            return
+        self.queue.add(_KEY)
+
+    def _gone(self, pod: core_pb2.Pod) -> None:
+        if self._claimants.pop(object_key(pod), None) is not None:
+            self.queue.add(_KEY)
+
     def desired(self) -> dict[str, tuple[storage_pb2.VolumeAttachmentSpec, list[core_pb2.Pod]]]:
         """attachment name -> (its spec, the pods that need it)."""
         out: dict[str, tuple[storage_pb2.VolumeAttachmentSpec, list[core_pb2.Pod]]] = {}
-        for pod in self.pods.store.list():
+        for pod in self._claimants.values():
             node = pod.spec.nodeName
             if not node or pod.status.phase in _TERMINAL:
                 continue

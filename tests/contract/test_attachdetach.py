@@ -70,3 +70,30 @@ async def test_attach_detach_and_failed_attach(client: Client, manager: Controll
     await until(lambda: gone(lambda: client.volumeattachments.get(name)),
                 "the VolumeAttachment deleted once no pod needs it")
     assert (await client.volumeattachments.get("someone-elses")).spec.nodeName == "node-a"
+
+
+async def test_only_pods_with_claims_make_it_look_again(client: Client, manager: ControllerManager) -> None:
+    """It recomputes what should be attached over the pods with claims, and only their
+    changes make it do so: in a cluster of thousands of pods a hundred change a second,
+    few of them with claims (it took half the controller manager's CPU at 3,000 nodes)."""
+    await client.csidrivers.create(storage_pb2.CSIDriver(metadata=meta_pb2.ObjectMeta(name="attach.example.com")))
+    await _bound_csi_claim(client, "needs", "attach.example.com")
+    controller = manager.attach_detach
+    looks = 0
+    sync = controller.workers.sync
+
+    async def counted(key: str) -> None:
+        nonlocal looks
+        looks += 1
+        await sync(key)
+    controller.workers.sync = counted
+    for i in range(20):  # pods without claims, made, bound, deleted
+        await client.pods.create(pod(f"plain-{i}", node="node-a"))
+    await client.pods.create(_user("user", "needs"))  # the last pod: its look sees every other first
+    name = attachment_name("pv-needs", "attach.example.com", "node-a")
+    await until(lambda: client.volumeattachments.get(name), "the VolumeAttachment made", retry_on=(errors.NotFound,))
+    assert looks <= 2, looks  # the claim pod's (and perhaps one for the claim's own events)
+    for i in range(20):
+        await client.pods.delete(f"plain-{i}", "default", grace_period_seconds=0)
+    await client.pods.delete("user", "default", grace_period_seconds=0)
+    await until(lambda: gone(lambda: client.volumeattachments.get(name)), "detached once its pod is gone")
