@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import aetcd
@@ -191,6 +192,15 @@ def start_server(args: list[str], workdir: Path, name: str) -> tuple[subprocess.
     return proc, f"127.0.0.1:{port_file.read_text().strip()}"
 
 
+def stop_servers(procs: Iterable[subprocess.Popen[bytes]], etcd: EtcdServer) -> None:
+    """The servers start_server started (each given 10 s to end), then etcd."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+        p.wait(10)
+    etcd.stop()
+
+
 async def run(args: argparse.Namespace) -> dict[str, object]:
     workdir = Path(tempfile.mkdtemp(prefix="kubeling-bench-"))
     etcd = EtcdServer(data_dir=workdir / "etcd").start()
@@ -226,11 +236,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
                             str(args.apf_seconds), "--json", str(out)], check=True, stdout=subprocess.DEVNULL)
             apf = {"priority_and_fairness": json.loads(out.read_text())}
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-            p.wait(10)
-        etcd.stop()
+        stop_servers(procs, etcd)
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
         else:

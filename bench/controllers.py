@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.apiserver import start_server
+from bench.apiserver import start_server, stop_servers
 from bench.cluster import running_cluster
 from bench.hollow import CHANNELS, LEASE_INTERVAL, HollowNode
 from bench.output import report
@@ -261,11 +261,7 @@ async def _daemonset(count: int, work: Path, timeout: float) -> dict[str, Any]:
             await n.stop()
         for c in clients:
             await c.close()
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-            p.wait(10)
-        etcd.stop()
+        stop_servers(procs, etcd)
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.apiserver import _cpu_seconds, _pct, start_server
+from bench.apiserver import _cpu_seconds, _pct, start_server, stop_servers
 from bench.output import report
 from cluster.etcd import EtcdServer
 from kubeling import errors
@@ -210,11 +210,7 @@ async def _run(count: int, pods_per_node: int, workdir: Path) -> dict[str, objec
                 "etcd_cpu_ms_per_s": round((cpu1[1] - cpu0[1]) / window * 1000, 1),
                 "etcd_writes_per_s": round((int(rev1) - int(rev0)) / window, 1)}
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-            p.wait(10)
-        etcd.stop()
+        stop_servers(procs, etcd)
 
 
 async def run(args: argparse.Namespace) -> dict[str, object]:

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench.apiserver import _cpu_seconds, _pod, start_server
+from bench.apiserver import _cpu_seconds, _pod, start_server, stop_servers
 from bench.output import report
 from cluster.etcd import EtcdServer
 from kubeling.client import Client
@@ -98,10 +98,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             result[f"{name}_over_floor"] = round(result[f"{name}_us"] / result["floor_create_us"], 2)
         return {"benchmark": "hotpath", "seconds": args.seconds, "tasks": TASKS, "channels": CHANNELS, **result}
     finally:
-        for p in procs:
-            p.terminate()
-            p.wait(10)
-        etcd.stop()
+        stop_servers(procs, etcd)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -49,7 +49,7 @@ from typing import Any
 import uvloop
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.apiserver import _cpu_seconds, _pct, start_server
+from bench.apiserver import _cpu_seconds, _pct, start_server, stop_servers
 from bench.output import report
 from cluster.etcd import EtcdServer
 from kubeling import errors
@@ -489,11 +489,7 @@ async def _one(count: int, args: argparse.Namespace, work: Path) -> dict[str, An
         for proc, _ in workers:
             proc.kill()
             proc.wait()
-        for p in procs.values():
-            if p.poll() is None:
-                p.terminate()
-            p.wait(10)
-        etcd.stop()
+        stop_servers(procs.values(), etcd)
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
