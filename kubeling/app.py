@@ -26,6 +26,7 @@ import grpc
 
 from kubeling import errors, telemetry
 from kubeling.client import Client
+from kubeling.gcfreeze import FreezeAfterFull
 from kubeling.netutil import optional_host_port_arg
 from kubeling.options import ConfigError
 from kubeling.signals import wait_for_termination
@@ -104,6 +105,7 @@ def run(name: str, args: argparse.Namespace, main: Callable[[], Coroutine[Any, A
     (`failures`: the component's own run-time errors, besides OSError and the like)."""
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     shutdown = telemetry.setup(name)
+    gc_pauses = FreezeAfterFull().install()  # a big cache must not stop the loop for a full collection's walk
     try:
         loop(main())
     except ConfigError as err:
@@ -119,6 +121,7 @@ def run(name: str, args: argparse.Namespace, main: Callable[[], Coroutine[Any, A
         print(f"{name}: unexpected failure: {type(err).__name__}: {err}", file=sys.stderr)
         return EXIT_FAILURE
     finally:
+        gc_pauses.uninstall()
         shutdown()
     return 0
 
