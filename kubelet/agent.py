@@ -175,6 +175,7 @@ class Kubelet:
                                        reserved=cfg.reserved, eviction_memory=self.eviction.hard_memory,
                                        taints=list(cfg.register_with_taints))
         await node.register()
+        await node.watch_own_node()
         cidr = await node.wait_for_pod_cidr()
         await runtime.update_pod_cidr(cidr)
         log.info("node %s: pod CIDR %s, bridge %s", cfg.node_name, cidr, bridge_name(cfg.node_name))
@@ -251,6 +252,8 @@ class Kubelet:
             await self.recorder.flush()
         if self.routes is not None:
             await self.routes.stop()
+        if self.node is not None:
+            await self.node.stop()
         if self.server is not None:
             await self.server.stop()
         if self.client is not None:

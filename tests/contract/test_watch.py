@@ -17,7 +17,7 @@ from kubeling.client import Client, WatchEvent
 from protos.kubeling.v1 import core_pb2, meta_pb2
 from tests.conftest import apiserver_config
 from tests.contract.etcd_history import history
-from tests.objects import pod
+from tests.objects import node, pod
 from tests.wait import until
 
 Seen = list[tuple[str, str, int]]
@@ -222,6 +222,37 @@ async def test_selector_watch_sees_objects_enter_and_leave(client: Client) -> No
     await client.pods.update(cur)
     ev = await asyncio.wait_for(nxt, 5)
     assert (ev.type, ev.object.metadata.name) == ("DELETED", "p")
+
+
+async def test_a_kubelets_node_watch_is_indexed_by_name(apiserver: APIServer, client: Client) -> None:
+    """Each kubelet watches metadata.name=<its node>: the nodes' watch cache files such a
+    watcher under that name (only that node's events are offered to it), and it sees its
+    node's whole life and nothing of the others'."""
+    start = (await client.nodes.list()).metadata.resourceVersion
+    seen: list[tuple[str, str]] = []
+
+    async def run() -> None:
+        async for ev in client.nodes.watch(resource_version=start, field_selector="metadata.name=idx-n1"):
+            seen.append((ev.type, ev.object.metadata.name))
+            if ev.type == "DELETED":
+                return
+
+    cache = apiserver.registries[scheme.NODES].cache
+    before = cache.watcher_count
+    task = asyncio.create_task(run())
+    await until(lambda: cache.watcher_count == before + 1, what="the node watcher registered")
+    assert "idx-n1" in cache._indexed
+    for name in ("idx-n0", "idx-n1", "idx-n2"):
+        await client.nodes.create(node(name))
+    mine = await client.nodes.get("idx-n1")
+    mine.metadata.labels["seen"] = "yes"
+    await client.nodes.update(mine)
+    await client.nodes.delete("idx-n2")
+    await client.nodes.delete("idx-n1")
+    await asyncio.wait_for(task, 5)
+    assert seen == [("ADDED", "idx-n1"), ("MODIFIED", "idx-n1"), ("DELETED", "idx-n1")]
+    await until(lambda: "idx-n1" not in cache._indexed, what="the ended watcher unfiled")
+    await client.nodes.delete("idx-n0")
 
 
 async def test_bookmarks_keep_idle_watchers_fresh(apiserver: APIServer, client: Client) -> None:
