@@ -1,15 +1,17 @@
 """Scale against upstream's SLOs (not a test), as ClusterLoader2's density test on kubemark
 hollow nodes: `python -m bench.scale [--nodes 100,1000] [--rate 30] [--pods-per-node 30]
-[--max-seconds 120] [--workers 2] [--json OUT.json]`.
+[--max-seconds 120] [--workers 2] [--simulator-nice 10] [--json OUT.json]`.
 
 For each N, a fresh etcd, apiserver, scheduler and controller manager run as separate
 processes (as deployed). Hollow kubelets run in `--workers` processes of their own (on
-uvloop; their CPU is reported apart), as upstream's kubelet behaves: each node registers
+uvloop, niced: kubemark's hollow nodes run on machines of their own, here they share the
+control plane's cores and yield them first; their CPU is reported apart and their timings
+include their own waits), as upstream's kubelet behaves: each node registers
 and makes its Lease (retried until they stick), renews the Lease every 10 s with the copy
-it last wrote (a read only after a failure), reads its Node every 10 s from the apiserver's
-cache (resourceVersion "0") and writes its status when it differs (the node controller set
-it Unknown) or every 5 min, watches the pods bound to it (one watch per node,
-`spec.nodeName=<node>`) and "runs" each one by writing its status Running and Ready. Then
+it last wrote (a read only after a failure), watches its own Node (`metadata.name=<node>`,
+upstream's node lister) and every 10 s writes its status when it differs (the node
+controller set it Unknown) or 5 min passed, watches the pods bound to it (one watch per
+node, `spec.nodeName=<node>`) and "runs" each one by writing its status Running and Ready. Then
 pods are created at a steady `--rate` per second up to `--pods-per-node` × N or
 `--max-seconds`, while a background of namespaced lists and single gets runs (one list
 and ten gets a second). Only calls inside that window count. Reported per N:
@@ -54,6 +56,7 @@ from bench.output import report
 from cluster.etcd import EtcdServer
 from kubeling import errors
 from kubeling.client import Client, WatchEvent
+from kubeling.gcfreeze import FreezeAfterFull
 from kubeling.netutil import free_port
 from protos.kubeling.v1 import coordination_pb2, core_pb2, meta_pb2
 
@@ -84,6 +87,7 @@ class _Worker:
         self.seconds: dict[str, list[tuple[float, float]]] = {}
         self.running_at: dict[str, float] = {}  # pod -> wall time its status said Running
         self.renewed_at: dict[str, list[float]] = {}  # node -> wall times its Lease renewals returned
+        self.known: dict[str, core_pb2.Node] = {}  # node -> its latest copy: watched, or as last written
 
     def client(self, i: int) -> Client:
         return self.clients[i % CHANNELS]
@@ -103,7 +107,7 @@ class _Worker:
             await self._ensure(client.nodes.create, node, name)
             await self._ensure(client.leases.create, lease, name)
             await asyncio.gather(self._renew(client, name, offset), self._status(client, name, offset),
-                                 self._pods(client, name))
+                                 self._pods(client, name), self._own_node(client, name))
         except Exception:  # a hollow kubelet that dies turns its node NotReady: say why, in the worker's log
             logging.exception("hollow kubelet %s died", name)
             raise
@@ -145,40 +149,63 @@ class _Worker:
             await asyncio.sleep(LEASE_INTERVAL)
 
     async def _status(self, client: Client, name: str, offset: float) -> None:
-        """As the kubelet's syncNodeStatus: every 10 s a read of its Node, a write when what
-        it would report differs (the node controller set it Unknown) or 5 min passed."""
+        """As the kubelet's syncNodeStatus: every 10 s a look at its Node — the watched copy
+        (upstream's node lister; a read from the apiserver's cache only until the watch has
+        brought it) —, a write when what it would report differs (the node controller set
+        it Unknown) or 5 min passed; after a conflict, a read from etcd and a write again."""
         reported = time.monotonic()
         await asyncio.sleep(offset)
-        version = "0"  # the kubelet's first read is from the apiserver's cache; after a conflict, etcd's
+        latest = False  # after a conflict: etcd's copy
         while True:
-            if version:
+            if not latest:
                 await asyncio.sleep(STATUS_CHECK_INTERVAL)
-            start = time.perf_counter()
-            try:
-                node = await client.nodes.get(name, resource_version=version)
-                version = "0"
-                self._took("GET nodes", start)
-            except errors.ApiError as err:
-                logging.warning("hollow kubelet %s: node not read: %s", name, err)
-                self._failed("GET nodes")
-                continue
+            node = self.known.get(name)
+            if node is None or latest:
+                start = time.perf_counter()
+                try:
+                    node = await client.nodes.get(name, resource_version="" if latest else "0")
+                    self._took("GET nodes", start)
+                except errors.ApiError as err:
+                    logging.warning("hollow kubelet %s: node not read: %s", name, err)
+                    self._failed("GET nodes")
+                    continue
+            latest = False
             ready = next((c for c in node.status.conditions if c.type == "Ready"), None)
             if ready is not None and ready.status == "True" and time.monotonic() - reported < STATUS_INTERVAL:
                 continue
             start = time.perf_counter()
-            del node.status.conditions[:]
-            node.status.conditions.add(type="Ready", status="True", reason="KubeletReady").lastHeartbeatTime.\
+            mine = core_pb2.Node()
+            mine.CopyFrom(node)
+            del mine.status.conditions[:]
+            mine.status.conditions.add(type="Ready", status="True", reason="KubeletReady").lastHeartbeatTime.\
                 GetCurrentTime()
             try:
-                await client.nodes.update_status(node)
+                self._keep(await client.nodes.update_status(mine))
                 self._took("PUT nodes/status", start)
                 reported = time.monotonic()
-            except errors.Conflict:  # answered: the cached copy was old; read the latest and write again
+            except errors.Conflict:  # answered: the copy was old; read the latest and write again
                 self._took("PUT nodes/status", start)
-                version = ""
+                latest = True
             except errors.ApiError as err:
                 logging.warning("hollow kubelet %s: node status not written: %s", name, err)
                 self._failed("PUT nodes/status")
+
+    def _keep(self, node: core_pb2.Node) -> None:
+        """The newer of this copy and the one known (the watch may bring a write after it)."""
+        known = self.known.get(node.metadata.name)
+        if known is None or int(node.metadata.resourceVersion) >= int(known.metadata.resourceVersion):
+            self.known[node.metadata.name] = node
+
+    async def _own_node(self, client: Client, name: str) -> None:
+        """The kubelet's node informer: a watch on its own Node (`metadata.name=<node>`)."""
+        while True:
+            try:
+                async for ev in client.nodes.watch(field_selector=f"metadata.name={name}"):
+                    if ev.type in ("ADDED", "MODIFIED"):
+                        self._keep(ev.object)
+            except errors.ApiError:
+                pass
+            await asyncio.sleep(1.0)
 
     async def _pods(self, client: Client, name: str) -> None:
         while True:
@@ -376,8 +403,8 @@ async def _one(count: int, args: argparse.Namespace, work: Path) -> dict[str, An
             out = work / f"worker-{count}-{w}.json"
             log = open(work / f"worker-{count}-{w}.log", "ab")
             workers.append((subprocess.Popen([sys.executable, "-m", "bench.scale", "--worker", address, str(first),
-                                              str(n), str(out)], stdout=log, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL), out))
+                                              str(n), str(out), str(args.simulator_nice)], stdout=log,
+                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL), out))
         client = Client(address, timeout=60)
         deadline = time.monotonic() + 300
         while len((await client.nodes.list()).items) < count:
@@ -501,14 +528,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             shutil.rmtree(work, ignore_errors=True)
     within = [c["nodes"] for c in curve if c["within_slos"]]
     return {"benchmark": "scale", "cpus": os.cpu_count(), "rate": args.rate, "pods_per_node": args.pods_per_node,
-            "max_seconds": args.max_seconds, "workers": args.workers, "curve": curve,
+            "max_seconds": args.max_seconds, "workers": args.workers, "simulator_nice": args.simulator_nice,
+            "curve": curve,
             "largest_nodes_within_slos": max(within) if within else 0}
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--worker"]:
-        address, first, count, out = argv[1], int(argv[2]), int(argv[3]), Path(argv[4])
+        address, first, count, out, nice = argv[1], int(argv[2]), int(argv[3]), Path(argv[4]), int(argv[5])
+        # Kubemark's hollow nodes run on machines of their own; here they share the control
+        # plane's cores, so they yield them first (their own timings still include their waits).
+        os.nice(nice)
+        FreezeAfterFull().install()  # as every component's app.run: no loop-stopping full collections
         uvloop.run(_work(address, first, count, out))  # the simulator as cheap as it can be: it shares the CPUs
         return 0
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -517,6 +549,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pods-per-node", type=int, default=30)
     p.add_argument("--max-seconds", type=float, default=120.0, help="the creation phase's time bound")
     p.add_argument("--workers", type=int, default=2, help="processes playing the hollow kubelets")
+    p.add_argument("--simulator-nice", type=int, default=10, choices=range(0, 20), metavar="0..19",
+                   help="the hollow kubelets' niceness: they yield the shared cores to the control plane, as "
+                        "kubemark's run on machines of their own (0: compete as equals)")
     p.add_argument("--json", default="")
     p.add_argument("--keep", action="store_true", help="keep the work dir (logs)")
     args = p.parse_args(argv)
