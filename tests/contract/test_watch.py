@@ -255,6 +255,36 @@ async def test_a_kubelets_node_watch_is_indexed_by_name(apiserver: APIServer, cl
     await client.nodes.delete("idx-n0")
 
 
+async def test_a_nodes_pods_are_found_through_the_index_as_a_scan_finds_them(client: Client) -> None:
+    """A list or a watch's current state by `spec.nodeName=<node>` is taken from the cache's
+    keys by node, kept as pods are made, bound and deleted: the same answer as a scan."""
+    await client.pods.create(pod("ix-late"))
+    await client.pods.create(pod("ix-b", node="ix-n1", labels={"k": "v"}))
+    await client.pods.create(pod("ix-c", node="ix-n2"))
+    await client.pods.create(pod("ix-a", node="ix-n1", namespace="kube-system"))
+
+    async def names(**kw: Any) -> list[str]:
+        return [p.metadata.name for p in (await client.pods.list(**kw)).items if p.metadata.name.startswith("ix-")]
+
+    assert await names(field_selector="spec.nodeName=ix-n1") == ["ix-b", "ix-a"]  # in key order: default/ before kube-system/
+    assert await names(field_selector="spec.nodeName=") == ["ix-late"]
+    await client.pods.bind("ix-late", "ix-n1")
+    assert await names(field_selector="spec.nodeName=ix-n1") == ["ix-b", "ix-late", "ix-a"]
+    assert await names(field_selector="spec.nodeName=") == []
+    assert await names(field_selector="spec.nodeName=ix-n1", label_selector="k=v") == ["ix-b"]
+    assert await names(namespace="default", field_selector="spec.nodeName=ix-n1") == ["ix-b", "ix-late"]
+    await client.pods.delete("ix-b", grace_period_seconds=0)  # bound: graceful unless told
+    assert await names(field_selector="spec.nodeName=ix-n1") == ["ix-late", "ix-a"]
+    assert await names(field_selector="spec.nodeName=ix-n3") == []
+    current = []
+    async for ev in client.pods.watch(field_selector="spec.nodeName=ix-n1", allow_bookmarks=True):
+        if ev.type == "ADDED":
+            current.append(ev.object.metadata.name)
+        if len(current) == 2:
+            break
+    assert current == ["ix-late", "ix-a"]
+
+
 async def test_bookmarks_keep_idle_watchers_fresh(apiserver: APIServer, client: Client) -> None:
     created = await client.pods.create(pod("a"))
     await client.nodes.create(core_pb2.Node(metadata={"name": "n"}))  # moves etcd's revision, not pods'

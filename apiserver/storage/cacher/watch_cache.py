@@ -58,6 +58,9 @@ class WatchCache:
         self.store: dict[bytes, Entry] = {}  # changed through _put, _drop and _clear only
         self._by_id: dict[int, Entry] = {}  # id(entry.obj): a listed object's entry, for its encodings
         self._order: list[bytes] | None = None  # the keys sorted, until one comes or goes
+        # The keys by their index field's value (pods by node, nodes by name): a kubelet's
+        # list or watch of its own finds its objects here instead of among all of them.
+        self._keys_by_index: dict[str, set[bytes]] = {}
         # Bumped whenever `store` changes: what is derived from the whole store (the RBAC
         # policy) is rebuilt only when this moved.
         self.changes = 0
@@ -259,6 +262,11 @@ class WatchCache:
             self._order = None
         else:
             self._by_id.pop(id(old.obj), None)
+        if old is None or old.attrs.index != entry.attrs.index:
+            if old is not None:
+                self._unindex_key(key, old)
+            if entry.attrs.index is not None:
+                self._keys_by_index.setdefault(entry.attrs.index, set()).add(key)
         self.store[key] = entry
         self._by_id[id(entry.obj)] = entry
         self.changes += 1
@@ -267,12 +275,22 @@ class WatchCache:
         old = self.store.pop(key, None)
         if old is not None:
             self._by_id.pop(id(old.obj), None)
+            self._unindex_key(key, old)
             self._order = None
         self.changes += 1
+
+    def _unindex_key(self, key: bytes, entry: Entry) -> None:
+        value = entry.attrs.index
+        keys = self._keys_by_index.get(value) if value is not None else None
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._keys_by_index[value]  # type: ignore[arg-type]
 
     def _clear(self) -> None:
         self.store = {}
         self._by_id = {}
+        self._keys_by_index = {}
         self._order = None
         self.changes += 1
 
@@ -357,11 +375,22 @@ class WatchCache:
         store = self.store
         return [store[k] for k in self._order]
 
-    def list(self, flt: Filter) -> tuple[builtins.list[Any], int]:
-        entries = self._sorted()
+    def _selected(self, flt: Filter) -> builtins.list[Entry]:
+        """The entries the filter selects, in key order; through the index when the filter
+        names its field exactly (a kubelet's `spec.nodeName=<node>`), else over them all."""
+        index_field = self.codec.index_field
+        value = flt.fields.exact(index_field) if index_field else None
+        if value is not None:
+            store = self.store
+            entries = [store[k] for k in sorted(self._keys_by_index.get(value, ()))]
+        else:
+            entries = self._sorted()
         if flt.namespace or not flt.labels.empty() or not flt.fields.empty():
             entries = [e for e in entries if flt.matches(e.attrs)]
-        return [e.obj for e in entries], self.rv
+        return entries
+
+    def list(self, flt: Filter) -> tuple[builtins.list[Any], int]:
+        return [e.obj for e in self._selected(flt)], self.rv
 
     def encoded(self, objs: builtins.list[Any], fmt: str, encode: Callable[[Any], bytes]) -> builtins.list[bytes]:
         """Objects in a format (JSON, protobuf), each made once per stored object: a LIST of
@@ -396,14 +425,14 @@ class WatchCache:
         index = flt.fields.exact(index_field) if index_field else None
         initial: list[bytes] = []
         if initial_events:
-            initial = [self._encode_added(e) for e in self._sorted() if flt.matches(e.attrs)]
+            initial = [self._encode_added(e) for e in self._selected(flt)]
             end = self.codec.new()
             end.metadata.resourceVersion = str(self.rv)
             end.metadata.annotations[INITIAL_EVENTS_END] = "true"
             initial.append(self.codec.event(BOOKMARK, end))
             rv = self.rv
         elif rv is None and initial_events is None:
-            initial = [self._encode_added(e) for e in self._sorted() if flt.matches(e.attrs)]
+            initial = [self._encode_added(e) for e in self._selected(flt)]
         elif rv is not None and rv < self.oldest_rv:
             raise errors.Expired(f"too old resource version: {rv} ({self.oldest_rv})")
         w = CacheWatcher(self.resource, flt, encode=self.encode, on_end=self.remove, capacity=self.watcher_buffer,
