@@ -11,8 +11,10 @@ and makes its Lease (retried until they stick), renews the Lease every 10 s with
 it last wrote (a read only after a failure), watches its own Node (`metadata.name=<node>`,
 upstream's node lister) and every 10 s writes its status when it differs (the node
 controller set it Unknown) or 5 min passed, watches the pods bound to it (one watch per
-node, `spec.nodeName=<node>`) and "runs" each one by writing its status Running and Ready. Then
-pods are created at a steady `--rate` per second up to `--pods-per-node` × N or
+node, `spec.nodeName=<node>`) and "runs" each one by writing its status Running and Ready;
+both loops wait 10 s with upstream's 4 % jitter. Once the cluster is steady (every watch
+open, their openings served, every Lease renewed since: `settle_seconds`), pods are
+created at a steady `--rate` per second up to `--pods-per-node` × N or
 `--max-seconds`, while a background of namespaced lists and single gets runs (one list
 and ten gets a second). Only calls inside that window count. Reported per N:
 
@@ -38,6 +40,7 @@ import asyncio
 import json
 import logging
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -63,6 +66,8 @@ from protos.kubeling.v1 import coordination_pb2, core_pb2, meta_pb2
 LEASE_INTERVAL = 10.0
 STATUS_INTERVAL = 300.0  # node status reported on change, else every 5 min (upstream's kubelet)
 STATUS_CHECK_INTERVAL = 10.0  # how often it looks (--node-status-update-frequency)
+JITTER = 0.04  # upstream's jitter factor for both loops
+SETTLED_READ_S = 0.1  # a steady apiserver answers a cached read within this
 CHANNELS = 8  # per worker process, shared by its hollow kubelets
 SLO_MUTATING_S, SLO_GET_S, SLO_LIST_S, SLO_STARTUP_S = 1.0, 1.0, 5.0, 5.0
 
@@ -146,7 +151,7 @@ class _Worker:
                 logging.warning("hollow kubelet %s: lease not renewed: %s", name, err)
                 self._failed("PUT leases")
                 lease = None
-            await asyncio.sleep(LEASE_INTERVAL)
+            await asyncio.sleep(_jittered(LEASE_INTERVAL))
 
     async def _status(self, client: Client, name: str, offset: float) -> None:
         """As the kubelet's syncNodeStatus: every 10 s a look at its Node — the watched copy
@@ -158,7 +163,7 @@ class _Worker:
         latest = False  # after a conflict: etcd's copy
         while True:
             if not latest:
-                await asyncio.sleep(STATUS_CHECK_INTERVAL)
+                await asyncio.sleep(_jittered(STATUS_CHECK_INTERVAL))
             node = self.known.get(name)
             if node is None or latest:
                 start = time.perf_counter()
@@ -262,6 +267,44 @@ class _Worker:
                                    "renewed_at": self.renewed_at, "loop_lag": lags}))
         for c in self.clients:
             await c.close()
+
+
+def _jittered(interval: float) -> float:
+    """Upstream's wait.JitterUntil(f, interval, 0.04, sliding): the kubelet's lease and node
+    status loops wait up to 4 % longer each time, so renewals delayed together drift apart."""
+    return interval * (1 + random.uniform(0, JITTER))
+
+
+async def _settle(client: Client, rest: str, count: int, limit: float = 180.0) -> float | None:
+    """Wait until the cluster is steady, as ClusterLoader2 starts on one (registration is not
+    the density test): every hollow kubelet's two watches open (the apiserver's
+    apiserver_registered_watchers), the backlog of their openings served (a read of one
+    Node from the cache answered within SETTLED_READ_S for 5 s in a row), then one Lease
+    interval so that every node renewed since. Seconds it took; None when not steady
+    within `limit` (the window then starts anyway, and its figures say so)."""
+    begin = time.monotonic()
+    deadline = begin + limit
+    while time.monotonic() < deadline:
+        watchers = await asyncio.to_thread(_registered_watchers, rest)
+        if watchers.get("pods", 0) >= count and watchers.get("nodes", 0) >= count:
+            break
+        await asyncio.sleep(1)
+    calm = 0
+    while calm < 5 and time.monotonic() < deadline:
+        start = time.perf_counter()
+        await client.nodes.get("hollow-0", resource_version="0")
+        calm = calm + 1 if time.perf_counter() - start <= SETTLED_READ_S else 0
+        await asyncio.sleep(1)
+    steady = time.monotonic() < deadline
+    await asyncio.sleep(LEASE_INTERVAL * (1 + JITTER))
+    return round(time.monotonic() - begin, 1) if steady else None
+
+
+def _registered_watchers(rest: str) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://{rest}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    return {sample.labels["resource"]: sample.value for family in text_string_to_metric_families(text)
+            if family.name == "apiserver_registered_watchers" for sample in family.samples}
 
 
 async def _loop_lag(out: list[tuple[float, float]], period: float = 0.1) -> None:
@@ -411,7 +454,7 @@ async def _one(count: int, args: argparse.Namespace, work: Path) -> dict[str, An
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{count} hollow nodes did not register in 300 s")
             await asyncio.sleep(1)
-        await asyncio.sleep(LEASE_INTERVAL + 2)  # every watch open, every lease renewed once
+        settle_seconds = await _settle(client, rest, count)
         timings = _Timings()
         created_at: dict[str, float] = {}
         stop = asyncio.Event()
@@ -492,7 +535,8 @@ async def _one(count: int, args: argparse.Namespace, work: Path) -> dict[str, An
             "pod_startup_p99_le_5s": bool(startup) and len(startup) == len(created_at) and
             _pct(startup, 99) <= SLO_STARTUP_S,
             "no_node_not_ready": not not_ready}
-        return {"nodes": count, "pods_created": len(created_at), "pods_running": len(startup),
+        return {"nodes": count, "settle_seconds": settle_seconds, "pods_created": len(created_at),
+                "pods_running": len(startup),
                 "pods_per_s_held": round(len(created_at) / created_window, 1),
                 "p99_ms": p99, "server_p99_ms": server_p99,
                 "calls": {c: len(v) for c, v in timings.by_call.items()}, "failed": timings.failed,
