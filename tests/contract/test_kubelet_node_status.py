@@ -80,9 +80,14 @@ async def test_the_status_loop_reads_the_watched_node_and_writes_back_what_chang
                 if c.type == "Ready":
                     c.status, c.reason = "Unknown", "NodeStatusUnknown"
             marked = await client.nodes.update_status(seen)
-            assert node._own is not None
-            await until(lambda: node._own.store.get("status-n1").metadata.resourceVersion  # type: ignore[union-attr]
-                        == marked.metadata.resourceVersion, what="the watch brought the verdict")
+            watched = node._own
+            assert watched is not None
+
+            def brought() -> bool:
+                copy = watched.store.get("status-n1")
+                return copy is not None and copy.metadata.resourceVersion == marked.metadata.resourceVersion
+
+            await until(brought, what="the watch brought the verdict")
             await node.update_status()
             after = await client.nodes.get("status-n1")
             assert {c.type: c.status for c in after.status.conditions} == mine

@@ -266,7 +266,8 @@ async def test_a_nodes_pods_are_found_through_the_index_as_a_scan_finds_them(cli
     async def names(**kw: Any) -> list[str]:
         return [p.metadata.name for p in (await client.pods.list(**kw)).items if p.metadata.name.startswith("ix-")]
 
-    assert await names(field_selector="spec.nodeName=ix-n1") == ["ix-b", "ix-a"]  # in key order: default/ before kube-system/
+    # in key order: default/ before kube-system/
+    assert await names(field_selector="spec.nodeName=ix-n1") == ["ix-b", "ix-a"]
     assert await names(field_selector="spec.nodeName=") == ["ix-late"]
     await client.pods.bind("ix-late", "ix-n1")
     assert await names(field_selector="spec.nodeName=ix-n1") == ["ix-b", "ix-late", "ix-a"]
