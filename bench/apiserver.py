@@ -10,6 +10,8 @@ this load-generating process:
   server doing only the etcd transaction: the ceiling for any Python gRPC apiserver here
   (floor_ratio = it / etcd_txn_per_s; apiserver_vs_floor = apiserver / it);
 - apiserver_cpu_us_per_create: the apiserver process's CPU time per create;
+- apiserver_rss_mib_per_10k_pods: what the created pods add to its RSS (its watch cache
+  keeps each), against their protobuf size (`pods_rss_added_over_encoded`);
 - watch fan-out, kubelet-shaped: 500 watchers, each filtered to its own node
   (fieldSelector spec.nodeName=node-i), plus 3 unfiltered watchers (a scheduler and
   controllers), while pods bound round-robin to those nodes are created at 200/s.
@@ -178,6 +180,13 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
 def start_server(args: list[str], workdir: Path, name: str) -> tuple[subprocess.Popen[bytes], str]:
     port_file = workdir / f"{name}.port"
     log = open(workdir / f"{name}.log", "ab")
@@ -201,6 +210,18 @@ def stop_servers(procs: Iterable[subprocess.Popen[bytes]], etcd: EtcdServer) -> 
     etcd.stop()
 
 
+async def _pods_memory(address: str, pid: int, rss_empty: float, count: int) -> dict[str, object]:
+    """What the created pods cost the apiserver's memory (its watch cache keeps each one):
+    RSS added per 10,000 pods, against their protobuf encoding (measured before the list
+    that sizes them: a LIST keeps each object's encoding)."""
+    added = _rss_mib(pid) - rss_empty
+    async with Client(address, timeout=60) as client:
+        encoded = sum(p.ByteSize() for p in (await client.pods.list()).items) / 2**20
+    return {"apiserver_rss_empty_mib": rss_empty, "apiserver_rss_mib_per_10k_pods": round(added * 10_000 / count, 1),
+            "pods_encoded_mib_per_10k": round(encoded * 10_000 / count, 2),
+            "pods_rss_added_over_encoded": round(added / encoded, 1) if encoded else None}
+
+
 async def run(args: argparse.Namespace) -> dict[str, object]:
     workdir = Path(tempfile.mkdtemp(prefix="kubeling-bench-"))
     etcd = EtcdServer(data_dir=workdir / "etcd").start()
@@ -214,9 +235,10 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         proc, address = start_server(["-m", "apiserver", "--etcd", etcd.endpoint, "--listen", "127.0.0.1:0",
                                       "--log-level", "WARNING"], workdir, "apiserver")
         procs.append(proc)
-        cpu_before = _cpu_seconds(proc.pid)
+        cpu_before, rss_empty = _cpu_seconds(proc.pid), _rss_mib(proc.pid)
         create_rate, create_p50 = await bench_creates(address, args.creates)
         cpu_per_create = (_cpu_seconds(proc.pid) - cpu_before) / args.creates
+        memory = await _pods_memory(address, proc.pid, rss_empty, args.creates)
         watch = await bench_watch(address, args.watchers, args.unfiltered, args.rate, args.seconds)
         ha: dict[str, object] = {}
         if args.ha:
@@ -254,6 +276,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         "grpc_floor_create_per_s": round(floor_rate, 1),
         "floor_ratio": round(floor_rate / etcd_rate, 3),
         "apiserver_vs_floor": round(create_rate / floor_rate, 3),
+        **memory,
         **watch,
         **secure,
         **ha,

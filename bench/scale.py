@@ -54,7 +54,7 @@ from typing import Any
 import uvloop
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.apiserver import _cpu_seconds, _pct, start_server, stop_servers
+from bench.apiserver import _cpu_seconds, _pct, _rss_mib, start_server, stop_servers
 from bench.output import report
 from cluster.etcd import EtcdServer
 from kubeling import errors
@@ -70,13 +70,6 @@ JITTER = 0.04  # upstream's jitter factor for both loops
 SETTLED_READ_S = 0.1  # a steady apiserver answers a cached read within this
 CHANNELS = 8  # per worker process, shared by its hollow kubelets
 SLO_MUTATING_S, SLO_GET_S, SLO_LIST_S, SLO_STARTUP_S = 1.0, 1.0, 5.0, 5.0
-
-
-def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
 
 
 # ---------------------------------------------------------------- the hollow kubelets (worker)
