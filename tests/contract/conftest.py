@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -10,6 +13,7 @@ import pytest
 from apiserver.server import APIServer
 from cluster.etcd import EtcdServer
 from controllers.manager import ControllerManager, ManagerConfig
+from cri.server import CRIConfig, CRIServer
 from kubeling.client import Client
 from tests.conftest import apiserver_config
 from tests.contract.test_crds import Rest
@@ -24,6 +28,20 @@ async def rest(etcd: EtcdServer, prefix: str) -> AsyncIterator[APIServer]:
         yield server
     finally:
         await server.stop(grace=0)
+
+
+@pytest.fixture
+async def cri_server() -> AsyncIterator[CRIServer]:
+    """The project's CRI runtime in this process, on a socket in a temporary directory."""
+    base = Path(tempfile.mkdtemp(prefix="kcrc-"))  # short: unix socket paths are limited
+    cri = CRIServer(CRIConfig(socket=base / "cri.sock", state_dir=base / "state", cni_conf_dir=base / "net.d",
+                              cni_cache_dir=base / "cni-cache", runc_root=base / "runc"))
+    await cri.start()
+    try:
+        yield cri
+    finally:
+        await cri.stop()
+        shutil.rmtree(base)
 
 
 @pytest.fixture

@@ -6,8 +6,6 @@ requests — and it still writes back what the node controller changed."""
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,44 +13,26 @@ import aiohttp
 import pytest
 
 from apiserver.server import APIServer
-from cluster.etcd import EtcdServer
-from cri.server import CRIConfig, CRIServer
+from cri.server import CRIServer
 from kubelet.node import NodeManager
 from kubelet.runtime import Runtime
 from kubeling.client import Client
-from tests.conftest import apiserver_config
 from tests.wait import until
 
 
 @pytest.fixture
-async def server(etcd: EtcdServer, prefix: str) -> AsyncIterator[APIServer]:
-    s = APIServer(apiserver_config(etcd, prefix, metrics_listen="127.0.0.1:0"))
-    await s.start()
-    try:
-        yield s
-    finally:
-        await s.stop(grace=0)
-
-
-@pytest.fixture
-async def runtime() -> AsyncIterator[Runtime]:
-    base = Path(tempfile.mkdtemp(prefix="kkns-"))  # short: unix socket paths are limited
-    cri = CRIServer(CRIConfig(socket=base / "cri.sock", state_dir=base / "state", cni_conf_dir=base / "net.d",
-                              cni_cache_dir=base / "cni-cache", runc_root=base / "runc"))
-    await cri.start()
-    rt = Runtime(cri.address)
+async def runtime(cri_server: CRIServer) -> AsyncIterator[Runtime]:
+    rt = Runtime(cri_server.address)
     try:
         yield rt
     finally:
         await rt.close()
-        await cri.stop()
-        shutil.rmtree(base)
 
 
 async def _requests(server: APIServer, verb: str) -> float:
     """apiserver_request_total for nodes and `verb`, every code summed."""
     async with aiohttp.ClientSession() as http:
-        async with http.get(f"http://127.0.0.1:{server.metrics_port}/metrics") as r:
+        async with http.get(f"http://{server.rest_address}/metrics") as r:
             text = await r.text()
     pattern = re.compile(r'^apiserver_request_total\{code="[A-Z_]+",resource="nodes",verb="' + verb +
                          r'"\} ([0-9.e+]+)$', re.M)
@@ -60,17 +40,17 @@ async def _requests(server: APIServer, verb: str) -> float:
 
 
 async def test_the_status_loop_reads_the_watched_node_and_writes_back_what_changed(
-        server: APIServer, runtime: Runtime, tmp_path: Path) -> None:
-    async with Client(server.address) as client:
+        rest: APIServer, runtime: Runtime, tmp_path: Path) -> None:
+    async with Client(rest.address) as client:
         node = NodeManager(client, runtime, "status-n1", "127.0.0.1", 10250, tmp_path, report_frequency=3600)
         try:
             await node.register()
             await node.watch_own_node()
-            gets, writes = await _requests(server, "GET"), await _requests(server, "UPDATE_STATUS")
+            gets, writes = await _requests(rest, "GET"), await _requests(rest, "UPDATE_STATUS")
             for _ in range(5):
                 await node.update_status()
-            assert await _requests(server, "GET") == gets  # nothing asked of the apiserver
-            assert await _requests(server, "UPDATE_STATUS") == writes  # nothing changed, nothing written
+            assert await _requests(rest, "GET") == gets  # nothing asked of the apiserver
+            assert await _requests(rest, "UPDATE_STATUS") == writes  # nothing changed, nothing written
 
             # The node controller's verdict (Ready Unknown), as it writes it: the next pass sees
             # it through the watch and writes the kubelet's own conditions back.
@@ -91,6 +71,6 @@ async def test_the_status_loop_reads_the_watched_node_and_writes_back_what_chang
             await node.update_status()
             after = await client.nodes.get("status-n1")
             assert {c.type: c.status for c in after.status.conditions} == mine
-            assert await _requests(server, "UPDATE_STATUS") == writes + 2  # the verdict and the answer
+            assert await _requests(rest, "UPDATE_STATUS") == writes + 2  # the verdict and the answer
         finally:
             await node.stop()

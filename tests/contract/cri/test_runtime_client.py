@@ -4,28 +4,12 @@ and a request the runtime keeps is the runtime's own copy."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import grpc
 import pytest
 
-from cri.server import CRIConfig, CRIServer
+from cri.server import CRIServer
 from kubelet.runtime import CRICallError, Runtime
 from protos.runtime.v1 import api_pb2
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[CRIServer]:
-    base = Path(tempfile.mkdtemp(prefix="kcrc-"))  # short: unix socket paths are limited
-    cri = CRIServer(CRIConfig(socket=base / "cri.sock", state_dir=base / "state", cni_conf_dir=base / "net.d",
-                              cni_cache_dir=base / "cni-cache", runc_root=base / "runc"))
-    await cri.start()
-    yield cri
-    await cri.stop()
-    shutil.rmtree(base)
 
 
 def _clients(server: CRIServer) -> dict[str, Runtime]:
@@ -39,8 +23,8 @@ async def _error(call: object) -> tuple[grpc.StatusCode, str]:
     return err.value.code, err.value.details
 
 
-async def test_same_answers_and_errors_both_ways(server: CRIServer) -> None:
-    clients = _clients(server)
+async def test_same_answers_and_errors_both_ways(cri_server: CRIServer) -> None:
+    clients = _clients(cri_server)
     try:
         answers = {}
         for how, runtime in clients.items():
@@ -61,8 +45,8 @@ async def test_same_answers_and_errors_both_ways(server: CRIServer) -> None:
             await runtime.close()
 
 
-async def test_the_runtime_keeps_its_own_copy_of_a_request(server: CRIServer) -> None:
-    runtime = _clients(server)["in process"]
+async def test_the_runtime_keeps_its_own_copy_of_a_request(cri_server: CRIServer) -> None:
+    runtime = _clients(cri_server)["in process"]
     config = api_pb2.PodSandboxConfig(
         metadata=api_pb2.PodSandboxMetadata(name="p", namespace="default", uid="u1"), hostname="p",
         linux=api_pb2.LinuxPodSandboxConfig(security_context=api_pb2.LinuxSandboxSecurityContext(
