@@ -79,6 +79,7 @@ from apiserver.registry.scheduling import bootstrap_priority_classes
 from apiserver.storage.compaction import Compactor
 from apiserver.storage.encryption import EncryptionConfig
 from apiserver.storage.etcd import Storage
+from apiserver.storage.maintenance import Defragmenter, Maintenance
 from apiserver.storage.selection import Filter
 from apiserver.storage.ttl import LeasePool
 from kubeling import errors, scheme
@@ -163,7 +164,13 @@ class APIServer:
         grpc_pipeline = Pipeline(self.metrics, auth.authenticator if options.grpc_authenticates else None,
                                  auth.authorizer, flow_control, options.auditor)
         await self._serve_grpc(options, subresources, grpc_pipeline)
-        self._compactor = Compactor(storage, self.config.compaction_interval, self._compacted)
+        defragmenter = None
+        if self.config.etcd_defrag_free_ratio > 0:
+            defragmenter = Defragmenter([e.strip() for e in self.config.etcd.split(",") if e.strip()],
+                                        Maintenance(options.etcd_tls), self.config.etcd_defrag_free_ratio,
+                                        self.config.etcd_defrag_min_free_bytes)
+        self._compactor = Compactor(storage, self.config.compaction_interval, self._compacted, defragmenter,
+                                    self._defragmented)
         self._compactor.start()
         if self.config.metrics_listen:
             await self._start_http(self.config.metrics_listen)
@@ -539,6 +546,12 @@ class APIServer:
                                        f"{self.config.etcd_wait:.0f}s: {err.message}") from None
                 log.info("waiting for etcd at %s: %s", self.config.etcd, err.message)
                 await asyncio.sleep(0.5)
+
+    def _defragmented(self, members: list[str]) -> None:
+        self.metrics.defragmentations.inc(len(members))
+        defragmenter = self._compactor.defragmenter if self._compactor is not None else None
+        for endpoint, size in (defragmenter.sizes if defragmenter is not None else {}).items():
+            self.metrics.db_size.labels(endpoint).set(size)
 
     def _compacted(self, revision: int) -> None:
         self.metrics.compactions.inc()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cluster import certs, commands, images, why
+from cluster import certs, commands, etcdcmd, images, why
 from cluster.dashboard import cli as dashboard
 from cri.images import cli as image_cli
 
@@ -16,6 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     images.extend(image_cli.add_parser(subcommands))
     commands.add_parsers(subcommands)
     certs.add_parser(subcommands)
+    etcdcmd.add_parser(subcommands)
     why.add_parser(subcommands)
     dashboard.add_parser(subcommands)
     return parser

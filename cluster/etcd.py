@@ -62,6 +62,7 @@ class EtcdServer:
     # (etcd's --client-cert-auth), etcd/server.crt serving; None: plain text.
     pki: Path | None = None
     initial_cluster: str = ""  # every member of a cluster started together (EtcdCluster)
+    extra_args: tuple[str, ...] = ()  # more of etcd's flags (e.g. a small --quota-backend-bytes)
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _tmp: Path | None = field(default=None, init=False, repr=False)
     _log_path: Path | None = field(default=None, init=False, repr=False)
@@ -94,7 +95,7 @@ class EtcdServer:
         self.peer_port = self.peer_port or free_port()
         self._log_path = self.log_path or self.data_dir.parent / f"etcd-{self.client_port}.log"
         args = etcd_args(binary, self.name, self.data_dir, self.client_port, self.peer_port, self.pki,
-                         self.initial_cluster)
+                         self.initial_cluster) + list(self.extra_args)
         with open(self._log_path, "ab") as log:
             self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 

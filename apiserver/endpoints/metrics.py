@@ -28,6 +28,13 @@ class Metrics:
         self.compactions = Counter(
             "apiserver_etcd_compactions_total", "Compactions of etcd history done by this apiserver.",
             registry=self.registry)
+        self.defragmentations = Counter(
+            "apiserver_etcd_defragmentations_total", "etcd members defragmented by this apiserver.",
+            registry=self.registry)
+        # upstream's name (etcd's db file per member), as seen at this apiserver's last look
+        self.db_size = Gauge(
+            "apiserver_storage_db_total_size_in_bytes", "Size of the etcd database file per member.",
+            ["endpoint"], registry=self.registry)
 
     def observe(self, verb: str, resource: str, code: str, seconds: float) -> None:
         self.requests.labels(verb, resource, code).inc()

@@ -49,6 +49,11 @@ class Config:
     etcd_prefix: str = flag("/registry", "key prefix in etcd (default %(default)s)")
     compaction_interval: float = flag(300.0, "seconds between etcd compactions, 0 disables (default %(default)s)",
                                       type=float)
+    etcd_defrag_free_ratio: float = flag(0.5, "after a compaction, defragment each etcd member whose file is at least "
+                                         "this fraction free space, one after another; 0 disables (default "
+                                         "%(default)s)", type=float)
+    etcd_defrag_min_free_bytes: int = flag(16 << 20, "and at least this many bytes free (default %(default)s)",
+                                           type=int)
     bookmark_interval: float = flag(60.0, "seconds between watch bookmarks (default %(default)s)", type=float)
     watch_cache_size: int = flag(10_000, "events kept per resource (default %(default)s)", type=int)
     watcher_buffer: int = flag(1_000, "events a watcher may lag before it is ended (default %(default)s)", type=int)

@@ -2,7 +2,8 @@
 
 Every interval, apiservers race on a shared marker key (compare on its version);
 the winner compacts to the revision observed at the previous interval, so at least
-one interval of history is always kept.
+one interval of history is always kept. The winner then defragments the members whose
+file is mostly free space (maintenance.Defragmenter), so etcd's db size stays bounded.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import logging
 from collections.abc import Callable
 
 from apiserver.storage.etcd import Storage
+from apiserver.storage.maintenance import Defragmenter
 from kubeling.periodic import Periodic
 
 __all__ = ["Compactor"]
@@ -21,9 +23,13 @@ MARKER_KEY = b"compact_rev_key"  # upstream's key, shared by every apiserver of 
 
 
 class Compactor:
-    def __init__(self, storage: Storage, interval: float, on_compacted: Callable[[int], None]) -> None:
+    def __init__(self, storage: Storage, interval: float, on_compacted: Callable[[int], None],
+                 defragmenter: Defragmenter | None = None,
+                 on_defragmented: Callable[[list[str]], None] = lambda members: None) -> None:
         self.storage = storage
         self.on_compacted = on_compacted
+        self.defragmenter = defragmenter
+        self.on_defragmented = on_defragmented
         self._version = 0
         self._revision = 0
         self._loop = Periodic("compactor", interval, self.tick)
@@ -46,6 +52,9 @@ class Compactor:
         self._version += 1
         self._revision = current
         if previous:
-            await self.storage.compact(previous)
+            defragmenting = self.defragmenter is not None
+            await self.storage.compact(previous, physical=defragmenting, timeout=60.0 if defragmenting else 0.0)
             log.info("compacted etcd history up to revision %d", previous)
             self.on_compacted(previous)
+        if self.defragmenter is not None:
+            self.on_defragmented(await self.defragmenter.run())

@@ -20,7 +20,8 @@ from opentelemetry import trace
 from kubeling import errors
 from kubeling.telemetry import tracer
 
-__all__ = ["KV", "Storage", "StaleRevision", "KeyExists", "Compacted", "prefix_end"]
+__all__ = ["KV", "Storage", "StaleRevision", "KeyExists", "Compacted", "EtcdTLS", "NO_SPACE", "open_channel",
+           "prefix_end"]
 
 log = logging.getLogger(__name__)
 _TRACER = tracer(__name__)
@@ -75,6 +76,15 @@ def _kv(kv: object) -> KV:
     return KV(kv.key, kv.value, kv.mod_revision, kv.create_revision, kv.version)  # type: ignore[attr-defined]
 
 
+# etcd's own words (rpctypes.ErrGRPCNoSpace): its NOSPACE alarm is raised, writes are refused
+NO_SPACE = "etcdserver: mvcc: database space exceeded"
+NO_SPACE_HINT = ("etcd's backend reached its quota and raised the NOSPACE alarm: reads, watches and deletes go on, "
+                 "writes resume once space is freed and the alarm disarmed (`kubeling etcd recover`, "
+                 "docs/operations.md)")
+# how soon a client may retry a request etcd could not answer (the Retry-After it is sent)
+RETRY_AFTER_SECONDS = "1"
+
+
 def translate(err: grpc.aio.AioRpcError, what: str) -> Exception:
     """etcd's gRPC failure → an ApiError a person understands (or Compacted)."""
     details = err.details() or ""
@@ -83,8 +93,14 @@ def translate(err: grpc.aio.AioRpcError, what: str) -> Exception:
         return Compacted(0)
     if "request is too large" in details:
         return errors.RequestEntityTooLarge(f"{what}: the object is too large for etcd ({details})")
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-        return errors.ServiceUnavailable(f"{what}: etcd is unavailable ({details})")
+    if NO_SPACE in details:
+        # upstream passes etcd's error through as an internal error (500): so does this,
+        # with what an operator does about it
+        return errors.InternalError(f"{what}: {NO_SPACE}; {NO_SPACE_HINT}")
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) or \
+            "too many requests" in details:  # etcd's ErrTooManyRequests: its apply queue is full
+        return errors.ServiceUnavailable(f"{what}: etcd is unavailable ({details})",
+                                         metadata={"retryAfterSeconds": RETRY_AFTER_SECONDS})
     return errors.InternalError(f"{what}: etcd failed: {code.name}: {details}")
 
 
@@ -112,6 +128,19 @@ def channel_target(endpoints: list[str]) -> str:
     return "ipv4:" + ",".join(endpoints)
 
 
+def open_channel(target: str, tls: EtcdTLS | None, options: list[tuple[str, Any]] | None = None) -> grpc.aio.Channel:
+    """A gRPC channel to etcd's members (channel_target's form), over TLS when given it."""
+    options = [*(options or []), ("grpc.lb_policy_name", "pick_first")]
+    if tls is None:
+        return grpc.aio.insecure_channel(target, options=options)
+    creds = grpc.ssl_channel_credentials(tls.ca, tls.key, tls.cert)
+    # several members share one name to check: the certificate's (127.0.0.1 and
+    # localhost are in every member's, kubeling.pki)
+    if target.startswith("ipv4:"):
+        options.append(("grpc.ssl_target_name_override", "localhost"))
+    return grpc.aio.secure_channel(target, creds, options=options)
+
+
 class _Client(aetcd.Client):
     """aetcd's client on a channel of ours. aetcd makes only plain-text channels to one
     address; its `connect` is the one place that does, so this one makes the channel (TLS
@@ -125,16 +154,7 @@ class _Client(aetcd.Client):
     async def connect(self) -> None:
         if self._connected.is_set():
             return
-        options = [*self._options.items(), ("grpc.lb_policy_name", "pick_first")]
-        if self._tls is not None:
-            creds = grpc.ssl_channel_credentials(self._tls.ca, self._tls.key, self._tls.cert)
-            # several members share one name to check: the certificate's (127.0.0.1 and
-            # localhost are in every member's, kubeling.pki)
-            if self._target.startswith("ipv4:"):
-                options.append(("grpc.ssl_target_name_override", "localhost"))
-            self.channel = grpc.aio.secure_channel(self._target, creds, options=options)
-        else:
-            self.channel = grpc.aio.insecure_channel(self._target, options=options)
+        self.channel = open_channel(self._target, self._tls, list(self._options.items()))
         self.kvstub = aetcd.rpc.KVStub(self.channel)
         self.clusterstub = aetcd.rpc.ClusterStub(self.channel)
         self.leasestub = aetcd.rpc.LeaseStub(self.channel)
@@ -279,10 +299,12 @@ class Storage:
             raise errors.InternalError(f"grant a {ttl_seconds}s lease: etcd: {resp.error}")
         return int(resp.ID)
 
-    async def compact(self, revision: int) -> None:
+    async def compact(self, revision: int, *, physical: bool = False, timeout: float = 0.0) -> None:
+        """Compact history up to revision; `physical`: answer once the member has dropped
+        it from its file (what a defragmentation after it can then give back)."""
         try:
-            await self.client.kvstub.Compact(rpc_pb2.CompactionRequest(revision=revision),
-                                             timeout=self.timeout)
+            await self.client.kvstub.Compact(rpc_pb2.CompactionRequest(revision=revision, physical=physical),
+                                             timeout=timeout or self.timeout)
         except grpc.aio.AioRpcError as err:
             if "compacted" in (err.details() or ""):
                 return  # someone compacted further already

@@ -181,6 +181,15 @@ async def test_up_pods_across_nodes_supervision_and_down(tmp_path: Path) -> None
             status = _kubeling("status", "--state-dir", str(state))
             assert status.returncode == 0 and "default/server" in status.stdout and nodes[1] in status.stdout
             assert f"kubelet-{nodes[0]}" in status.stdout and "running" in status.stdout
+            # etcd's maintenance on the cluster's three members, over the cluster's TLS: one
+            # leader, no alarm; a rolling defragmentation of each in turn
+            members = _kubeling("etcd", "status", "--state-dir", str(state))
+            assert members.returncode == 0, members.stdout + members.stderr
+            rows = [line.split() for line in members.stdout.splitlines()[1:]]
+            assert sorted(row[0] for row in rows) == sorted(plan.etcd_endpoints.split(","))
+            assert [row[-2] for row in rows].count("true") == 1 and all(row[-1] == "-" for row in rows)
+            defrag = _kubeling("etcd", "defrag", "--state-dir", str(state))
+            assert defrag.returncode == 0 and defrag.stdout.count("defragmented 127.0.0.1:") == 3, defrag.stdout
 
             first = await client.nodes.get(nodes[0])
             await asyncio.to_thread(_secured, plan, first.status.daemonEndpoints.kubeletEndpoint.Port)

@@ -170,7 +170,8 @@ class RestServer:
                 return _with_warnings(response, warnings)
         except errors.ApiError as err:
             response = json_response(status_json(err, resource if resource != "-" else ""), http_code(err))
-            if err.reason == "TooManyRequests" and err.metadata.get("retryAfterSeconds"):
+            if (response.status == 429 or response.status >= 500) and err.metadata.get("retryAfterSeconds"):
+                # as upstream's responsewriters: a 429 or 5xx that says when tells it in the header too
                 response.headers["Retry-After"] = err.metadata["retryAfterSeconds"]
             return _with_warnings(response, warnings)
 
