@@ -58,6 +58,11 @@ class Config:
     watch_cache_size: int = flag(10_000, "events kept per resource (default %(default)s)", type=int)
     watcher_buffer: int = flag(1_000, "events a watcher may lag before it is ended (default %(default)s)", type=int)
     namespace_finalize_interval: float = flag(1.0, "seconds between passes of the namespace finalizer", shown=False)
+    etcd_request_timeout: float = flag(10.0, "seconds an etcd call may take; then the request fails (a read 503, a "
+                                       "write whose outcome is unknown 504, both with Retry-After) (default "
+                                       "%(default)s)", type=float)
+    etcd_keepalive: float = flag(30.0, "seconds between keepalive pings on a silent etcd connection", shown=False,
+                                 type=float)
     etcd_wait: float = flag(30.0, "seconds to wait for etcd at start (default %(default)s)", type=float)
     event_ttl: float = flag(3600.0, "seconds Events are kept after their last write, 0: forever (default "
                             "%(default)s)", type=float)

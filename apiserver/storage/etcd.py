@@ -85,8 +85,17 @@ NO_SPACE_HINT = ("etcd's backend reached its quota and raised the NOSPACE alarm:
 RETRY_AFTER_SECONDS = "1"
 
 
-def translate(err: grpc.aio.AioRpcError, what: str) -> Exception:
-    """etcd's gRPC failure → an ApiError a person understands (or Compacted)."""
+def _never_sent(details: str) -> bool:
+    """A failure that proves etcd never took the request: no connection was made, or etcd
+    turned it away before proposing it (its apply queue full)."""
+    return "failed to connect" in details or "too many requests" in details
+
+
+def translate(err: grpc.aio.AioRpcError, what: str, *, write: bool = False) -> Exception:
+    """etcd's gRPC failure → an ApiError a person understands (or Compacted). A `write`
+    that was lost on the way (the link reset, or no answer in time) may have been applied
+    all the same: that is a Timeout (504, upstream's "may still be processing"), never a
+    failure the caller could take for "not applied"."""
     details = err.details() or ""
     code = err.code()
     if "compacted" in details:
@@ -99,8 +108,11 @@ def translate(err: grpc.aio.AioRpcError, what: str) -> Exception:
         return errors.InternalError(f"{what}: {NO_SPACE}; {NO_SPACE_HINT}")
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) or \
             "too many requests" in details:  # etcd's ErrTooManyRequests: its apply queue is full
-        return errors.ServiceUnavailable(f"{what}: etcd is unavailable ({details})",
-                                         metadata={"retryAfterSeconds": RETRY_AFTER_SECONDS})
+        retry = {"retryAfterSeconds": RETRY_AFTER_SECONDS}
+        if write and not _never_sent(details):
+            return errors.Timeout(f"{what}: etcd did not confirm the write ({code.name}: {details}); it may or may "
+                                  "not have been applied: read before writing again", metadata=retry)
+        return errors.ServiceUnavailable(f"{what}: etcd is unavailable ({details})", metadata=retry)
     return errors.InternalError(f"{what}: etcd failed: {code.name}: {details}")
 
 
@@ -172,19 +184,26 @@ class Storage:
         self.timeout = timeout
 
     @classmethod
-    async def connect(cls, endpoints: str, tls: EtcdTLS | None = None) -> Storage:
-        """endpoints: HOST:PORT, or several (etcd's members) separated by commas."""
+    async def connect(cls, endpoints: str, tls: EtcdTLS | None = None, *, timeout: float = 10.0,
+                      keepalive_ms: int = 30_000) -> Storage:
+        """endpoints: HOST:PORT, or several (etcd's members) separated by commas; `timeout`:
+        seconds each call may take."""
         target = channel_target([e.strip() for e in endpoints.split(",") if e.strip()])
         client = _Client(target, tls, options={
             "grpc.max_receive_message_length": MAX_MESSAGE,
             "grpc.max_send_message_length": MAX_MESSAGE,
             # Reconnect quickly when etcd comes back (gRPC's default backs off up to 120 s).
             "grpc.initial_reconnect_backoff_ms": 100,
+            # upstream's keepalive to etcd (30 s, 10 s to answer): a connection that went
+            # silent (a link blackholed, a member frozen) is closed and made again, so a watch
+            # on it resumes instead of waiting forever for events that cannot come
+            "grpc.keepalive_time_ms": keepalive_ms,
+            "grpc.keepalive_timeout_ms": 10_000,
             "grpc.min_reconnect_backoff_ms": 100,
             "grpc.max_reconnect_backoff_ms": 2_000,
         })
         await client.connect()
-        return cls(client)
+        return cls(client, timeout)
 
     @property
     def channel(self) -> grpc.aio.Channel:
@@ -198,7 +217,7 @@ class Storage:
             return await self._call_once(what, method, request)
         except errors.ServiceUnavailable:
             if method != "Range":
-                raise  # a write may have been applied: only its caller can tell (as etcd's clientv3)
+                raise  # a write is never repeated: only its caller can tell whether it was applied
         # A read is safe to repeat: once more, on whichever member the channel reaches now
         # (the one it used may just have died).
         return await self._call_once(what, method, request)
@@ -216,7 +235,7 @@ class Storage:
                     "etcd.operation": what}):
                 return await getattr(stub, method)(request, timeout=self.timeout)
         except grpc.aio.AioRpcError as err:
-            raise translate(err, what) from None
+            raise translate(err, what, write=method != "Range") from None
 
     async def get(self, key: bytes) -> tuple[KV | None, int]:
         """(the key's KV or None, the revision read at)."""
@@ -294,7 +313,7 @@ class Storage:
             resp = await self.client.leasestub.LeaseGrant(rpc_pb2.LeaseGrantRequest(TTL=ttl_seconds),
                                                           timeout=self.timeout)
         except grpc.aio.AioRpcError as err:
-            raise translate(err, f"grant a {ttl_seconds}s lease") from None
+            raise translate(err, f"grant a {ttl_seconds}s lease", write=True) from None
         if resp.error:
             raise errors.InternalError(f"grant a {ttl_seconds}s lease: etcd: {resp.error}")
         return int(resp.ID)

@@ -44,7 +44,7 @@ async def _create(client: Client, name: str) -> None:
             return
         except errors.AlreadyExists:
             return
-        except errors.ServiceUnavailable:
+        except (errors.ServiceUnavailable, errors.Timeout):  # 504: a write etcd did not confirm
             assert attempt < 99
             await asyncio.sleep(0.1)
 
