@@ -30,6 +30,7 @@ from kubeling.gcfreeze import FreezeAfterFull
 from kubeling.netutil import optional_host_port_arg
 from kubeling.options import ConfigError
 from kubeling.signals import wait_for_termination
+from kubeling.vitals import with_vitals
 
 __all__ = ["Service", "ConfigError", "parser", "add_client_flags", "client_from", "run", "serve", "EXIT_CONFIG",
            "EXIT_FAILURE"]
@@ -107,7 +108,7 @@ def run(name: str, args: argparse.Namespace, main: Callable[[], Coroutine[Any, A
     shutdown = telemetry.setup(name)
     gc_pauses = FreezeAfterFull().install()  # a big cache must not stop the loop for a full collection's walk
     try:
-        loop(main())
+        loop(with_vitals(name, main()))
     except ConfigError as err:
         print(f"{name}: invalid configuration: {err}", file=sys.stderr)
         return EXIT_CONFIG
