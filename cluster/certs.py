@@ -22,16 +22,21 @@ the same files under its state dir (cluster.plan).
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
+import sys
 from pathlib import Path
 
 import yaml
 
 from apiserver.audit import DEFAULT_POLICY
 from apiserver.storage.encryption import new_aescbc_config
+from cluster import names
 from kubeling import pki
+from kubeling.app import EXIT_CONFIG
 from kubeling.atomicfile import replace_file
 from kubeling.client import TLSConfig
-from kubeling.kubeconfig import write_kubeconfig
+from kubeling.kubeconfig import replace_client_certificates, write_kubeconfig
 
 __all__ = ["add_parser", "write_credentials", "AUDIT_POLICY", "ENCRYPTION_CONFIG"]
 
@@ -84,7 +89,90 @@ def _node(text: str) -> tuple[str, str]:
     return name, address
 
 
+def _pki_of(args: argparse.Namespace) -> tuple[Path, list[Path]] | str:
+    """The PKI root the command is about and the kubeconfigs that embed its certificates:
+    --dir's, else the cluster's (its state dir's, and the user's it was merged into)."""
+    if args.dir:
+        root = Path(args.dir)
+        return root / "pki", sorted(root.glob("*.conf"))
+    try:
+        state_dir = names.state_dir_of(args)
+    except names.ClusterNameError as err:
+        return str(err)
+    try:  # the plan's file (cluster.plan imports this module: read, not imported)
+        plan = json.loads((state_dir / "cluster.json").read_text())
+    except (OSError, ValueError):
+        return f"no cluster was made in {state_dir} (or give --dir)"
+    kubeconfigs = [*sorted(state_dir.glob("*.conf")), state_dir / "kubeconfig"]
+    if plan.get("user_kubeconfig"):
+        kubeconfigs.append(Path(plan["user_kubeconfig"]))
+    return state_dir / "pki", [k for k in kubeconfigs if k.is_file()]
+
+
+def _residual(end: datetime.datetime) -> str:
+    left = end - datetime.datetime.now(datetime.timezone.utc)
+    if left.total_seconds() <= 0:
+        return "expired"
+    return f"{left.days}d" if left.days else f"{int(left.total_seconds() // 3600)}h"
+
+
+def cmd_check_expiration(args: argparse.Namespace) -> int:
+    found = _pki_of(args)
+    if isinstance(found, str):
+        print(f"kubeling certs: {found}", file=sys.stderr)
+        return EXIT_CONFIG
+    root, _ = found
+    listed = pki.expirations(root)
+    if not listed:
+        print(f"kubeling certs: no certificates under {root}", file=sys.stderr)
+        return 1
+    rows = [("CERTIFICATE", "EXPIRES", "RESIDUAL TIME", "CERTIFICATE AUTHORITY")]
+    for e in listed:
+        rows.append((e.path, e.not_after.strftime("%b %d, %Y %H:%M UTC"), _residual(e.not_after),
+                     e.authority or "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def cmd_renew(args: argparse.Namespace) -> int:
+    found = _pki_of(args)
+    if isinstance(found, str):
+        print(f"kubeling certs: {found}", file=sys.stderr)
+        return EXIT_CONFIG
+    root, kubeconfigs = found
+    which = [] if args.which == ["all"] else args.which
+    before = {e.path: (root / f"{e.path}.crt").read_bytes() for e in pki.expirations(root) if e.authority}
+    try:
+        renewed = pki.renew(root, which)
+    except ValueError as err:
+        print(f"kubeling certs renew: {err}", file=sys.stderr)
+        return EXIT_CONFIG
+    new = {before[path]: ((root / f"{path}.crt").read_bytes(), (root / f"{path}.key").read_bytes())
+           for path in renewed}
+    for path in renewed:
+        print(f"certificate {path} renewed")
+    for kubeconfig in kubeconfigs:
+        if replace_client_certificates(kubeconfig, new):
+            print(f"kubeconfig {kubeconfig} updated")
+    print("Done renewing certificates. Restart the components to use them (`kubeling down`, then `kubeling up`; "
+          "compose: `docker compose restart`).")
+    return 0
+
+
 def cmd_certs(args: argparse.Namespace) -> int:
+    if args.action == "check-expiration":
+        return cmd_check_expiration(args)
+    if args.action == "renew":
+        return cmd_renew(args)
+    if args.which:
+        print(f"kubeling certs: unexpected {' '.join(args.which)}", file=sys.stderr)
+        return EXIT_CONFIG
+    if not (args.dir and args.api and args.rest):
+        print("kubeling certs: --dir, --api and --rest are required to write the PKI and kubeconfigs",
+              file=sys.stderr)
+        return EXIT_CONFIG
     root = Path(args.dir)
     root.mkdir(parents=True, exist_ok=True)
     nodes = {name: [address] if address else [] for name, address in args.node}
@@ -96,15 +184,23 @@ def cmd_certs(args: argparse.Namespace) -> int:
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = commands.add_parser("certs", help="write the cluster PKI and the components' kubeconfigs to a directory")
-    p.add_argument("--dir", required=True, help="where (pki/ and the .conf files); existing files are kept "
-                                                "when current")
+    p = commands.add_parser("certs", help="write the cluster PKI and the components' kubeconfigs to a directory; "
+                                          "check-expiration; renew, as kubeadm's")
+    p.add_argument("action", nargs="?", default="write", choices=["write", "check-expiration", "renew"],
+                   help="write (default): the PKI and kubeconfigs under --dir; check-expiration: each certificate's "
+                        "end (--dir's, or a cluster's); renew [all|NAME...]: issue them again for a year, new keys, "
+                        "kubeconfigs that embed them updated")
+    p.add_argument("which", nargs="*", help="renew: `all` (default) or certificate names as check-expiration lists "
+                                            "them")
+    names.add_cluster_args(p)
+    p.add_argument("--dir", default="", help="where (pki/ and the .conf files); existing files are kept "
+                                             "when current")
     p.add_argument("--node", type=_node, action="append", default=[],
                    help="NAME=ADDRESS of a kubelet (its serving certificate names both); repeatable")
     p.add_argument("--server-name", action="append", default=[],
                    help="another name or address the apiserver and etcd are reached by; repeatable")
-    p.add_argument("--api", required=True, help="the apiserver's gRPC address HOST:PORT, as components reach it")
-    p.add_argument("--rest", required=True, help="its REST address HOST:PORT, as components reach it")
+    p.add_argument("--api", default="", help="write: the apiserver's gRPC address HOST:PORT, as components reach it")
+    p.add_argument("--rest", default="", help="write: its REST address HOST:PORT, as components reach it")
     p.add_argument("--admin-api", default="", help="the gRPC address users reach (default --api)")
     p.add_argument("--admin-rest", default="", help="the REST address users reach (default --rest)")
     p.set_defaults(run=cmd_certs)

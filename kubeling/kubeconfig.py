@@ -17,7 +17,8 @@ import yaml
 
 from kubeling.client import GRPC_EXTENSION, TLSConfig
 
-__all__ = ["write_kubeconfig", "find_kubectl", "user_kubeconfig", "merge_context", "remove_context"]
+__all__ = ["write_kubeconfig", "find_kubectl", "user_kubeconfig", "merge_context", "remove_context",
+           "replace_client_certificates"]
 
 
 def write_kubeconfig(path: Path, rest: str, grpc: str = "", *, tls: TLSConfig | None = None) -> Path:
@@ -111,3 +112,22 @@ def remove_context(target: Path, context: str) -> bool:
         if config.get("current-context") == context:
             config["current-context"] = ""
     return found
+
+
+def replace_client_certificates(target: Path, renewed: dict[bytes, tuple[bytes, bytes]]) -> int:
+    """In the kubeconfig at target, every user whose client certificate is a key of
+    `renewed` (PEM) is given the new certificate and key (`kubeling certs renew`); how many."""
+    changed = 0
+    with _locked(target) as config:
+        for entry in config["users"]:
+            user = entry.get("user") or {}
+            data = user.get("client-certificate-data")
+            if not data:
+                continue
+            found = renewed.get(base64.b64decode(data))
+            if found is None:
+                continue
+            user["client-certificate-data"] = base64.b64encode(found[0]).decode()
+            user["client-key-data"] = base64.b64encode(found[1]).decode()
+            changed += 1
+    return changed

@@ -35,7 +35,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["PKI", "Identity", "ensure", "node_identities", "self_signed", "FRONT_PROXY_CA", "FRONT_PROXY_CLIENT"]
+__all__ = ["PKI", "Identity", "Expiration", "ensure", "expirations", "renew", "node_identities", "self_signed",
+           "FRONT_PROXY_CA", "FRONT_PROXY_CLIENT"]
 
 CA_DAYS = 3650
 LEAF_DAYS = 365
@@ -135,6 +136,90 @@ def ensure(root: Path, nodes: dict[str, list[str]], server_names: Iterable[str] 
         pki.issued.append(FRONT_PROXY_CLIENT.path)
     _ensure_service_account_key(pki)
     return pki
+
+
+@dataclass(frozen=True)
+class Expiration:
+    """One certificate of the PKI as kubeadm's `certs check-expiration` lists it."""
+
+    path: str  # under the PKI root, without .crt ("apiserver", "kubelet/node-1-client")
+    not_after: datetime.datetime
+    authority: str  # the CA that signed it ("" for a CA)
+
+
+CAS = ("ca", FRONT_PROXY_CA)
+
+
+def expirations(root: Path) -> list[Expiration]:
+    """Every certificate under root, CAs first, each with its end and its CA."""
+    pki = PKI(root)
+    cas = {path: cert for path in CAS if (cert := _load_cert(pki.cert(path))) is not None}
+    out = [Expiration(path, cert.not_valid_after_utc, "") for path, cert in cas.items()]
+    for file in sorted(root.rglob("*.crt")):
+        path = str(file.relative_to(root).with_suffix(""))
+        cert = _load_cert(file)
+        if path in cas or cert is None:
+            continue
+        out.append(Expiration(path, cert.not_valid_after_utc, _authority(cert, cas)))
+    return out
+
+
+def renew(root: Path, paths: Iterable[str] = ()) -> list[str]:
+    """Issue the named certificates (default: every one a CA of root signed) again, for
+    another LEAF_DAYS, with a new key and the same subject, usages and names — kubeadm's
+    `certs renew`. CAs are not renewed. The renewed paths."""
+    pki = PKI(root)
+    cas = {path: loaded for path in CAS if (loaded := _load(pki, path)) is not None}
+    wanted = set(paths)
+    known = {e.path: e for e in expirations(root) if e.authority}
+    unknown = wanted - set(known)
+    if unknown:
+        raise ValueError(f"no certificate {', '.join(sorted(unknown))} under {root} (known: "
+                         f"{', '.join(sorted(known))})")
+    renewed = []
+    for path, found in known.items():
+        if wanted and path not in wanted:
+            continue
+        cert = _load_cert(pki.cert(path))
+        assert cert is not None
+        ca_cert, ca_key = cas[found.authority]
+        _issue(pki, _identity_of(path, cert), ca_cert, ca_key)
+        renewed.append(path)
+    return renewed
+
+
+def _load_cert(file: Path) -> x509.Certificate | None:
+    try:
+        return x509.load_pem_x509_certificate(file.read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def _authority(cert: x509.Certificate, cas: dict[str, x509.Certificate]) -> str:
+    for path, ca in cas.items():
+        try:
+            cert.verify_directly_issued_by(ca)
+            return path
+        except (ValueError, TypeError, InvalidSignature):
+            continue
+    return "?"
+
+
+def _identity_of(path: str, cert: x509.Certificate) -> Identity:
+    """What a certificate of ours says of itself, to issue it again."""
+    common_name = next((str(a.value) for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)), "")
+    organizations = tuple(str(a.value) for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME))
+    try:
+        usages = tuple(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
+    except x509.ExtensionNotFound:
+        usages = (CLIENT,)
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        names = tuple([*san.get_values_for_type(x509.DNSName),
+                       *(str(ip) for ip in san.get_values_for_type(x509.IPAddress))])
+    except x509.ExtensionNotFound:
+        names = ()
+    return Identity(path, common_name, organizations, usages, names)
 
 
 def _now() -> datetime.datetime:

@@ -194,13 +194,13 @@ class Storage:
             "grpc.max_send_message_length": MAX_MESSAGE,
             # Reconnect quickly when etcd comes back (gRPC's default backs off up to 120 s).
             "grpc.initial_reconnect_backoff_ms": 100,
+            "grpc.min_reconnect_backoff_ms": 100,
+            "grpc.max_reconnect_backoff_ms": 2_000,
             # upstream's keepalive to etcd (30 s, 10 s to answer): a connection that went
             # silent (a link blackholed, a member frozen) is closed and made again, so a watch
             # on it resumes instead of waiting forever for events that cannot come
             "grpc.keepalive_time_ms": keepalive_ms,
             "grpc.keepalive_timeout_ms": 10_000,
-            "grpc.min_reconnect_backoff_ms": 100,
-            "grpc.max_reconnect_backoff_ms": 2_000,
         })
         await client.connect()
         return cls(client, timeout)

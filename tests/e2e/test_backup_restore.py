@@ -117,6 +117,10 @@ async def test_backup_then_restore_to_a_new_state_dir(tmp_path: Path) -> None:
         old_admin = _kubectl(f"--kubeconfig={first / 'kubeconfig'}", f"--server=https://{plan.rest}", "get", "pod",
                              "kept", "-o", "name")
         assert old_admin.returncode == 0 and old_admin.stdout.strip() == "pod/kept", old_admin.stderr
+        # the restored PKI is the first cluster's: the same CA, a year ahead of its certificates
+        listed = _kubeling("certs", "check-expiration", "--state-dir", str(second))
+        assert listed.returncode == 0 and listed.stdout.split("\n")[1].split()[0] == "ca", listed.stderr
+        assert (second / "pki" / "ca.crt").read_bytes() == (first / "pki" / "ca.crt").read_bytes()
         assert _kubeling("down", "--state-dir", str(second)).returncode == 0
     finally:
         _down(first)
