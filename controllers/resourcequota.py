@@ -26,6 +26,7 @@ __all__ = ["ResourceQuotaController", "SYNC_PERIOD"]
 log = logging.getLogger(__name__)
 
 SYNC_PERIOD = 300.0  # upstream's --resource-quota-sync-period
+NOT_FOLLOWED_RETRY = 1.0  # seconds before a quota that counts what is not followed yet is counted again
 
 # The informer of a resource by plural.group (None: not followed, then not counted).
 InformerFor = Callable[[str], Informer[Any] | None]
@@ -115,6 +116,10 @@ class ResourceQuotaController:
         hard = dict(quota.spec.hard)
         if used is None:
             used = {name: quota.status.used.get(name, "0") for name in hard}
+            # a resource not followed yet (a CRD just established, its informer not made):
+            # count again soon, so that once it is followed its replenishment is too
+            # (upstream's quota monitor resyncs the quotas when it starts a new informer)
+            self.queue.add_after(key, NOT_FOLLOWED_RETRY)
         if dict(quota.status.hard) == hard and dict(quota.status.used) == used:
             return
         updated = core_pb2.ResourceQuota()
