@@ -167,8 +167,10 @@ async def test_a_run_made_before_the_controller_died_is_not_made_again(client: C
     successor finds the run's Job by its name and makes no second one."""
     made = await client.cronjobs.create(cronjob("once"))
     clock = Clock(manager, _created(made))
-    clock.at = clock.at.replace(second=0, microsecond=0) + dt.timedelta(minutes=1, seconds=5)
-    scheduled = clock.at.replace(second=0)
+    # the clock moves to the run only once the predecessor's Job is there: moved before,
+    # a sync of the CronJob in between (its ADDED, late on a loaded machine) makes the run
+    at = clock.at.replace(second=0, microsecond=0) + dt.timedelta(minutes=1, seconds=5)
+    scheduled = at.replace(second=0)
     job = batch_pb2.Job(metadata=meta_pb2.ObjectMeta(
         name=job_name(made, scheduled), namespace="default", labels={"cron": "once"},
         ownerReferences=[controller_ref(made, "batch/v1", "CronJob")]), spec=made.spec.jobTemplate.spec)
@@ -179,6 +181,7 @@ async def test_a_run_made_before_the_controller_died_is_not_made_again(client: C
     # and the CronJob itself: a tick for a CronJob its informer has not seen yet does nothing
     await until(lambda: manager.cronjobs.store.get("default/once"), "the CronJob seen",
                 check=lambda found: found is not None)
+    clock.at = at
     clock.move(0, "once")
     cj = await until(lambda: client.cronjobs.get("once", "default"), "the run recorded",
                      check=lambda c: c.status.lastScheduleTime.seconds == int(scheduled.timestamp()))
