@@ -277,9 +277,12 @@ class Storage:
     async def create(self, key: bytes, value: bytes, *, lease: int = 0) -> int:
         """Put key only when absent; return the new mod_revision or raise KeyExists.
         With a lease, etcd deletes the key when the lease expires."""
-        ok, current, revision = await self._txn(
-            f"create {key.decode()}", key, self._mod_is(key, 0),
-            rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value, lease=lease)))
+        try:
+            ok, current, revision = await self._txn(
+                f"create {key.decode()}", key, self._mod_is(key, 0),
+                rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value, lease=lease)))
+        except errors.InternalError as err:
+            return await self._applied_despite_no_space(err, key, value, not_revision=0)
         if not ok:
             assert current is not None
             raise KeyExists(current)
@@ -287,12 +290,33 @@ class Storage:
 
     async def update(self, key: bytes, value: bytes, expected_revision: int, *, lease: int = 0) -> int:
         """Put key only while its mod_revision is expected_revision, else StaleRevision."""
-        ok, current, revision = await self._txn(
-            f"update {key.decode()}", key, self._mod_is(key, expected_revision),
-            rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value, lease=lease)))
+        try:
+            ok, current, revision = await self._txn(
+                f"update {key.decode()}", key, self._mod_is(key, expected_revision),
+                rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=key, value=value, lease=lease)))
+        except errors.InternalError as err:
+            return await self._applied_despite_no_space(err, key, value, not_revision=expected_revision)
         if not ok:
             raise StaleRevision(current, revision)
         return revision
+
+    async def _applied_despite_no_space(self, err: errors.InternalError, key: bytes, value: bytes, *,
+                                        not_revision: int) -> int:
+        """etcd applies the write that crosses its quota and only then answers NOSPACE
+        (its quotaApplierV3: apply, then `if !ok { err = ErrNoSpace }`) and raises the
+        alarm; every write after it is refused before it is applied. So a NOSPACE answer
+        does not say "not applied": read the key, and if it holds exactly this value at a
+        new revision, the write is done (create and update values carry a fresh uid or
+        content, so an equal value at another revision is this write). Else the refusal
+        stands."""
+        if NO_SPACE not in err.message:
+            raise err
+        current, _ = await self.get(key)
+        if current is None or current.value != value or current.mod_revision == not_revision:
+            raise err
+        log.warning("%s was applied although etcd answered NOSPACE (the write that raised the alarm)",
+                    key.decode())
+        return current.mod_revision
 
     async def delete(self, key: bytes, expected_revision: int) -> int:
         """Delete key only while its mod_revision is expected_revision; return the delete's revision."""
