@@ -17,6 +17,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from apiserver.admission.certificates import CertificateApproval, CertificateSigning, CertificateSubjectRestriction
 from apiserver.admission.chain import Admission, AdmissionPlugin, MutatingPlugin
 from apiserver.admission.defaulttolerationseconds import DefaultTolerationSeconds
 from apiserver.admission.ingressclass import DefaultIngressClass
@@ -52,6 +53,8 @@ from apiserver.endpoints.grpc.custom import custom_service_handler
 from apiserver.endpoints.grpc.handlers import service_handler
 from apiserver.endpoints.grpc.podmetrics import SERVICE as METRICS_SERVICE
 from apiserver.endpoints.grpc.podmetrics import metrics_service_handler
+from apiserver.endpoints.grpc.reviews import SERVICE as AUTHORIZATION_SERVICE
+from apiserver.endpoints.grpc.reviews import authorization_service_handler
 from apiserver.endpoints.grpc.scale import ScaleMethods
 from apiserver.endpoints.metrics import Metrics
 from apiserver.endpoints.pipeline import Pipeline
@@ -298,6 +301,12 @@ class APIServer:
                 return (await ingress_classes.list(meta_pb2.ListRequest(resourceVersion="0")))[0]
 
             mutating.append(DefaultIngressClass(every_ingress_class))
+        if auth.authorizer is not None and "CertificateApproval" in names:
+            plugins.append(CertificateApproval(auth.authorizer))
+        if auth.authorizer is not None and "CertificateSigning" in names:
+            plugins.append(CertificateSigning(auth.authorizer))
+        if "CertificateSubjectRestriction" in names:
+            plugins.append(CertificateSubjectRestriction())
         if "PersistentVolumeClaimResize" in names:
             plugins.append(PersistentVolumeClaimResize(lambda name: self._cached(scheme.STORAGECLASSES)("", name)))
         self._webhook_client = WebhookClient(self._service_address)
@@ -421,10 +430,11 @@ class APIServer:
                               {sub: handler for (r, sub), handler in subresources.items() if r is rt})
               for rt in self.scheme if not rt.custom),
             custom_service_handler(self.scheme, self.registries, pipeline),
-            metrics_service_handler(AggregatedMetrics(self._remote()), pipeline)])
+            metrics_service_handler(AggregatedMetrics(self._remote()), pipeline),
+            authorization_service_handler(pipeline)])
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
-        names = sorted({resource.service_name for resource in self.scheme} | {METRICS_SERVICE})
+        names = sorted({resource.service_name for resource in self.scheme} | {METRICS_SERVICE, AUTHORIZATION_SERVICE})
         reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], self._server)
         tls = options.serving_tls
         self.port = self._server.add_secure_port(self.config.listen, tls.grpc_credentials()) if tls is not None \

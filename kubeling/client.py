@@ -29,6 +29,7 @@ from kubeling.scheme import CUSTOM_SERVICE, ObjectT, ResourceType
 from protos.kubeling.v1 import (
     api_pb2,
     authentication_pb2,
+    authorization_pb2,
     autoscaling_pb2,
     core_pb2,
     custom_pb2,
@@ -102,7 +103,8 @@ def _stub(channel: grpc.aio.Channel, resource: ResourceType[Any]) -> dict[str, A
 
 _CUSTOM_REQUESTS: dict[str, Any] = {
     "Create": custom_pb2.CustomObjectRequest, "Update": custom_pb2.CustomObjectRequest,
-    "UpdateStatus": custom_pb2.CustomObjectRequest, "Get": custom_pb2.CustomGetRequest,
+    "UpdateStatus": custom_pb2.CustomObjectRequest, "UpdateApproval": custom_pb2.CustomObjectRequest,
+    "Get": custom_pb2.CustomGetRequest,
     "List": custom_pb2.CustomListRequest, "Delete": custom_pb2.CustomDeleteRequest,
     "Watch": custom_pb2.CustomWatchRequest}
 _CUSTOM_RESPONSES: dict[str, Any] = {"List": custom_pb2.CustomResourceList,
@@ -199,6 +201,10 @@ class ResourceClient(Generic[ObjectT]):
 
     async def update_status(self, obj: ObjectT, *, dry_run: bool = False) -> ObjectT:
         return await self._call("UpdateStatus", obj, dry_run=dry_run)
+
+    async def update_approval(self, obj: ObjectT, *, dry_run: bool = False) -> ObjectT:
+        """certificatesigningrequests/approval: only the Approved/Denied conditions count."""
+        return await self._call("UpdateApproval", obj, dry_run=dry_run)
 
     async def delete(self, name: str, namespace: str = "", *, grace_period_seconds: int | None = None,
                      uid: str | None = None, resource_version: str | None = None,
@@ -384,6 +390,20 @@ class Client:
             raise from_rpc_error(err) from None
         return list(reply.items)
 
+    async def subject_access_review(self, review: authorization_pb2.SubjectAccessReview,
+                                    ) -> authorization_pb2.SubjectAccessReview:
+        """May review.spec's user do this? (the kubeling.v1.Authorization service): the review
+        with its status filled in by the apiserver's authorizer."""
+        call = self.channel.unary_unary("/kubeling.v1.Authorization/CreateSubjectAccessReview",
+                                        request_serializer=_serialize,
+                                        response_deserializer=authorization_pb2.SubjectAccessReview.FromString)
+        try:
+            reply: authorization_pb2.SubjectAccessReview = await call(review, timeout=self.timeout,
+                                                                      wait_for_ready=self.wait_for_ready)
+        except grpc.aio.AioRpcError as err:
+            raise from_rpc_error(err) from None
+        return reply
+
     # The built-in resources by name, typed (any other: `resource(entry)`).
     pods = _Typed(scheme.PODS, PodClient)
     nodes = _typed(scheme.NODES)
@@ -422,6 +442,7 @@ class Client:
     ingressclasses = _typed(scheme.INGRESSCLASSES)
     ingresses = _typed(scheme.INGRESSES)
     networkpolicies = _typed(scheme.NETWORKPOLICIES)
+    certificatesigningrequests = _typed(scheme.CERTIFICATESIGNINGREQUESTS)
     runtimeclasses = _typed(scheme.RUNTIMECLASSES)
     persistentvolumes = _typed(scheme.PERSISTENTVOLUMES)
     persistentvolumeclaims = _typed(scheme.PERSISTENTVOLUMECLAIMS)

@@ -54,7 +54,7 @@ __all__ = ["ApiObject", "ObjectT", "Method", "Subresource", "ResourceType", "Sch
            "PODTEMPLATES", "CUSTOMRESOURCEDEFINITIONS", "VALIDATINGWEBHOOKCONFIGURATIONS",
            "MUTATINGWEBHOOKCONFIGURATIONS", "VALIDATINGADMISSIONPOLICIES", "VALIDATINGADMISSIONPOLICYBINDINGS",
            "FLOWSCHEMAS", "PRIORITYLEVELCONFIGURATIONS", "EVENTS_V1", "INGRESSCLASSES", "INGRESSES",
-           "NETWORKPOLICIES",
+           "NETWORKPOLICIES", "CERTIFICATESIGNINGREQUESTS",
            "APISERVICES", "RUNTIMECLASSES", "CUSTOM_SERVICE", "deletes_collections", "PERSISTENTVOLUMES",
            "PERSISTENTVOLUMECLAIMS", "STORAGECLASSES", "CSIDRIVERS", "CSINODES", "VOLUMEATTACHMENTS",
            "CSISTORAGECAPACITIES", "CRONJOBS", "DAEMONSETS", "STATEFULSETS", "CONTROLLERREVISIONS",
@@ -496,6 +496,10 @@ INGRESSES = ResourceType(_NETWORKING, "v1", "Ingress", "ingresses", custom_pb2.C
                          subresources=(_STATUS,), custom=True)
 NETWORKPOLICIES = ResourceType(_NETWORKING, "v1", "NetworkPolicy", "networkpolicies", custom_pb2.CustomResource,
                                short_names=("netpol",), custom=True)
+CERTIFICATESIGNINGREQUESTS = ResourceType("certificates.k8s.io", "v1", "CertificateSigningRequest",
+                                          "certificatesigningrequests", custom_pb2.CustomResource, namespaced=False,
+                                          short_names=("csr",), subresources=(_STATUS, Subresource("approval")),
+                                          custom=True)
 APISERVICES = ResourceType("apiregistration.k8s.io", "v1", "APIService", "apiservices", custom_pb2.CustomResource,
                            namespaced=False, categories=("api-extensions",), subresources=(_STATUS,), custom=True)
 
@@ -506,7 +510,7 @@ BUILTIN: tuple[ResourceType[Any], ...] = (
     ENDPOINTSLICES, LEASES, ROLES, CLUSTERROLES,
     ROLEBINDINGS, CLUSTERROLEBINDINGS, DEPLOYMENTS, REPLICASETS, DAEMONSETS, STATEFULSETS, CONTROLLERREVISIONS,
     HORIZONTALPODAUTOSCALERS, HORIZONTALPODAUTOSCALERS_V1, EVENTS_V1, JOBS, CRONJOBS, PRIORITYCLASSES,
-    POD_DISRUPTION_BUDGETS, INGRESSCLASSES, INGRESSES, NETWORKPOLICIES,
+    POD_DISRUPTION_BUDGETS, INGRESSCLASSES, INGRESSES, NETWORKPOLICIES, CERTIFICATESIGNINGREQUESTS,
     STORAGECLASSES, CSIDRIVERS, CSINODES, VOLUMEATTACHMENTS, CSISTORAGECAPACITIES, RUNTIMECLASSES,
     VALIDATINGWEBHOOKCONFIGURATIONS,
     MUTATINGWEBHOOKCONFIGURATIONS, VALIDATINGADMISSIONPOLICIES, VALIDATINGADMISSIONPOLICYBINDINGS,

@@ -17,6 +17,9 @@ WRITE = ("create", "delete", "deletecollection", "patch", "update")
 CORE, COORDINATION, RBAC = "", "coordination.k8s.io", "rbac.authorization.k8s.io"
 APPS, BATCH, POLICY, SCHEDULING = "apps", "batch", "policy", "scheduling.k8s.io"
 NETWORKING = "networking.k8s.io"
+CERTIFICATES = "certificates.k8s.io"
+_SIGNERS = ("kubernetes.io/kube-apiserver-client", "kubernetes.io/kube-apiserver-client-kubelet",
+            "kubernetes.io/kubelet-serving", "kubernetes.io/legacy-unknown")
 AUTOSCALING = "autoscaling"
 DISCOVERY, STORAGE = "discovery.k8s.io", "storage.k8s.io"
 _WORKLOADS = ("controllerrevisions", "daemonsets", "daemonsets/status", "deployments", "deployments/scale",
@@ -179,9 +182,24 @@ def cluster_roles() -> list[Role]:
             _rule(READ + ("delete", "patch", "update"), ("*",), ("*",)),
             # the clusterrole-aggregation controller's (escalate: it writes rules it need not hold)
             _rule(("escalate", "get", "list", "watch", "patch", "update"), (RBAC,), ("clusterroles",)),
+            # the certificate controllers' (upstream's system:controller:certificate-controller):
+            # approve nodes' client requests, sign for kubernetes.io's signers, clean up
+            _rule(("get", "list", "watch", "delete"), (CERTIFICATES,), ("certificatesigningrequests",)),
+            _rule(("update",), (CERTIFICATES,), ("certificatesigningrequests/status",
+                                                 "certificatesigningrequests/approval")),
+            _rule(("approve",), (CERTIFICATES,), ("signers",), ("kubernetes.io/kube-apiserver-client-kubelet",)),
+            _rule(("sign",), (CERTIFICATES,), ("signers",), _SIGNERS),
             _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
             _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews",)),
         )),
+        # who may ask for which certificate, and approve for which signer (upstream's
+        # bootstrap roles; `selfnodeclient`/`nodeclient` are what the approver's reviews ask)
+        Role("system:certificates.k8s.io:certificatesigningrequests:nodeclient", (
+            _rule(("create",), (CERTIFICATES,), ("certificatesigningrequests/nodeclient",)),)),
+        Role("system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", (
+            _rule(("create",), (CERTIFICATES,), ("certificatesigningrequests/selfnodeclient",)),)),
+        *(Role(f"system:certificates.k8s.io:{signer.partition('/')[2]}-approver", (
+            _rule(("approve",), (CERTIFICATES,), ("signers",), (signer,)),)) for signer in _SIGNERS),
         # What a kubelet may do at all (not bound by default, as upstream: the Node
         # authorizer grants these rules and NodeRestriction narrows them to its own node).
         Role("system:node", node_rules()),
@@ -255,6 +273,7 @@ def node_rules() -> tuple[PolicyRule, ...]:
         _rule(READ, (STORAGE,), ("csidrivers",)),
         _rule(("create", "delete", "get", "patch", "update"), (STORAGE,), ("csinodes",)),
         _rule(READ, ("node.k8s.io",), ("runtimeclasses",)),  # the handler of a pod's RuntimeClass
+        _rule(("create", "get", "list", "watch"), (CERTIFICATES,), ("certificatesigningrequests",)),  # its certificates
     )
 
 
@@ -277,6 +296,14 @@ def cluster_role_bindings() -> list[Binding]:
         bind("system:kube-dns", Subject("User", "system:kube-dns")),
         bind("system:csi-hostpath", Subject("User", "system:csi-hostpath")),
         bind("system:metrics-server", Subject("User", "system:metrics-server")),
+        # kubeadm's: nodes renew their own client certificates, and a node joining with a
+        # bootstrap token gets its first one, approved without a person (the approver asks)
+        Binding("kubeling:node-autoapprove-certificate-rotation",
+                RoleRef("ClusterRole", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"),
+                (Subject("Group", "system:nodes"),)),
+        Binding("kubeling:node-autoapprove-bootstrap",
+                RoleRef("ClusterRole", "system:certificates.k8s.io:certificatesigningrequests:nodeclient"),
+                (Subject("Group", "system:bootstrappers"),)),
     ]
 
 

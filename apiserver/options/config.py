@@ -16,7 +16,8 @@ __all__ = ["Config", "ADMISSION_PLUGINS"]
 ADMISSION_PLUGINS = ("LimitRanger", "NodeRestriction", "ServiceAccount", "DefaultTolerationSeconds", "Priority",
                      "PodSecurity", "RuntimeClass",
                      "DefaultStorageClass", "StorageObjectInUseProtection", "PersistentVolumeClaimResize",
-                     "DefaultIngressClass",
+                     "DefaultIngressClass", "CertificateApproval", "CertificateSigning",
+                     "CertificateSubjectRestriction",
                      "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook",
                      "ResourceQuota")
 

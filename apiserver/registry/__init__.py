@@ -13,6 +13,7 @@ from apiserver.registry import (
     apps,
     autoscaling,
     batch,
+    certificates,
     coordination,
     core,
     discovery,
@@ -33,7 +34,7 @@ __all__ = ["Strategy", "DeletePlan", "STRATEGIES", "strategy_for", "CONVERSIONS"
 STRATEGIES: dict[ResourceType[Any], type[Strategy[Any]]] = {
     s.resource: s for group in (core, apps, autoscaling, batch, coordination, discovery, policy, rbac, scheduling,
                                 storage, admissionregistration, apiextensions, apiregistration, node, flowcontrol,
-                                events, networking)
+                                events, networking, certificates)
     for s in group.STRATEGIES}
 # A second version of a resource (scheme entry with view_of): (to its version, to the storage version's).
 CONVERSIONS: dict[ResourceType[Any], tuple[Any, Any]] = {**autoscaling.CONVERSIONS, **events.CONVERSIONS}

@@ -6,6 +6,7 @@ client-go's protobuf, asked for every kind, holds what the JSON holds."""
 from __future__ import annotations
 
 import asyncio
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from lightkube.resources import (
     autoscaling_v1,
     autoscaling_v2,
     batch_v1,
+    certificates_v1,
     coordination_v1,
     core_v1,
     discovery_v1,
@@ -37,7 +39,7 @@ from lightkube.resources import (
 
 from apiserver.endpoints.rest.protobuf import PROTOBUF, decode_envelope
 from apiserver.server import APIServer
-from kubeling import dynamic, scheme
+from kubeling import csr, dynamic, scheme
 from kubeling.client import Client
 from kubeling.kubeconfig import write_kubeconfig
 from protos.kubeling.v1 import (
@@ -158,6 +160,9 @@ _OBJECTS: list[tuple[scheme.ResourceType[Any], Any, Any]] = [
     (scheme.NETWORKPOLICIES, dynamic.new({"metadata": {"name": "np", "namespace": "default"}, "spec": {
         "podSelector": {"matchLabels": {"app": "x"}}, "ingress": [{"ports": [{"port": 80}]}]}}),
      networking_v1.NetworkPolicy),
+    (scheme.CERTIFICATESIGNINGREQUESTS, dynamic.new({"metadata": {"name": "csr"}, "spec": {
+        "request": base64.b64encode(csr.make_request("c.example.com")[0]).decode(), "signerName": "example.com/s",
+        "usages": ["client auth"]}}), certificates_v1.CertificateSigningRequest),
     (scheme.STORAGECLASSES, storage_pb2.StorageClass(metadata=meta_pb2.ObjectMeta(name="sc"),
                                                      provisioner="hostpath.csi.kubeling.io"), storage_v1.StorageClass),
     (scheme.CSIDRIVERS, storage_pb2.CSIDriver(metadata=meta_pb2.ObjectMeta(name="hostpath.csi.kubeling.io")),

@@ -85,6 +85,11 @@ def custom_service_handler(scheme: Scheme, registries: Registries, pipeline: Pip
             raise errors.NotFound(f"{rt.group_resource} has no status subresource")
         return await reg.update(_object(req, rt), status=True, dry_run=dry_run_requested.get())
 
+    async def update_approval(req: custom_pb2.CustomObjectRequest, rt: ResourceType[Any], reg: Registry[Any]) -> Any:
+        if not any(sub.name == "approval" for sub in rt.subresources):
+            raise errors.NotFound(f"{rt.group_resource} has no approval subresource")
+        return await reg.update(_object(req, rt), approval=True, dry_run=dry_run_requested.get())
+
     async def delete(req: custom_pb2.CustomDeleteRequest, rt: ResourceType[Any], reg: Registry[Any]) -> Any:
         r = req.request
         return await reg.delete(r.namespace, r.name,
@@ -114,6 +119,8 @@ def custom_service_handler(scheme: Scheme, registries: Registries, pipeline: Pip
         "List": unary("LIST", "list", custom_pb2.CustomListRequest, list_),
         "Update": unary("UPDATE", "update", custom_pb2.CustomObjectRequest, update),
         "UpdateStatus": unary("UPDATE_STATUS", "update", custom_pb2.CustomObjectRequest, update_status, "status"),
+        "UpdateApproval": unary("UPDATE_APPROVAL", "update", custom_pb2.CustomObjectRequest, update_approval,
+                                "approval"),
         "Delete": unary("DELETE", "delete", custom_pb2.CustomDeleteRequest, delete),
         "Watch": grpc.unary_stream_rpc_method_handler(watch, response_serializer=None),
     }

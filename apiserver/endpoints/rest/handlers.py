@@ -225,14 +225,15 @@ async def create(request: web.Request, t: Target, registry: Registry[Any]) -> we
 
 
 async def update(request: web.Request, t: Target, registry: Registry[Any]) -> web.Response:
-    """PUT of the object, or of its status (t.sub "status")."""
+    """PUT of the object, or of its status (t.sub "status") or approval (certificatesigningrequests)."""
     body = await body_of(request, t)
-    if t.sub != "status" and isinstance(body, dict):
+    if not t.sub and isinstance(body, dict):
         current = await registry.get(t.namespace, t.name)
         record_update(object_json(t.resource, current), body, field_manager(request), now_text())
     obj, warnings = decode(request, t, body, registry)
     check_scope(t, obj)
-    updated = await registry.update(obj, status=t.sub == "status", dry_run=dry_run(request))
+    updated = await registry.update(obj, status=t.sub == "status", approval=t.sub == "approval",
+                                    dry_run=dry_run(request))
     return object_response(request, t, updated, 200, warnings, registry)
 
 
@@ -265,7 +266,7 @@ async def patch(request: web.Request, t: Target, registry: Registry[Any]) -> web
             result = apply(live, body, field_manager(request), force=force, now=now_text())
         else:
             result = patched(kind, live, body)
-            if t.sub != "status":
+            if not t.sub:
                 record_update(live, result, field_manager(request), now_text())
         obj, warnings = decode(request, t, result, registry, applied=kind == "apply")
         check_scope(t, obj)
@@ -273,7 +274,8 @@ async def patch(request: web.Request, t: Target, registry: Registry[Any]) -> web
         if not pinned:
             obj.metadata.resourceVersion = current.metadata.resourceVersion
         try:
-            updated = await registry.update(obj, status=t.sub == "status", dry_run=dry_run(request))
+            updated = await registry.update(obj, status=t.sub == "status", approval=t.sub == "approval",
+                                            dry_run=dry_run(request))
         except errors.Conflict:
             if pinned:
                 raise

@@ -11,9 +11,9 @@ from typing import Any
 
 from aiohttp import web
 
+from apiserver.auth.access_review import review_attributes, review_subject_access
 from apiserver.auth.authentication import ANONYMOUS, Authenticator, UserInfo, current_user
 from apiserver.auth.authorization import EVERYTHING, Authorizer
-from apiserver.auth.rbac import Attributes
 from apiserver.endpoints.rest.handlers import body_of
 from apiserver.endpoints.rest.request import respond
 from apiserver.endpoints.rest.routes import ACCESS_REVIEWS, RULES_REVIEWS
@@ -56,7 +56,7 @@ async def access_review(request: web.Request, path: str, authorizer: Authorizer 
                                  for r in rules if r.non_resource_urls],
             "incomplete": False}
     else:
-        attrs = _review_attributes(user, spec)
+        attrs = review_attributes(user, spec)
         allowed, reason = authorizer.authorize(attrs) if authorizer is not None else (True, "")
         status = {"allowed": allowed, **({"reason": reason} if reason else {})}
     return respond(request, {"kind": kind, "apiVersion": "authorization.k8s.io/v1",
@@ -102,48 +102,7 @@ async def subject_access_review(request: web.Request, namespace: str, authorizer
     body = await body_of(request, None)
     spec = body.get("spec") if isinstance(body, dict) else None
     kind = "LocalSubjectAccessReview" if namespace else "SubjectAccessReview"
-    if not isinstance(spec, dict):
-        raise errors.BadRequest("spec: Required value: the review needs a spec object")
-    name, groups = spec.get("user") or "", spec.get("groups") or []
-    if not isinstance(name, str) or not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
-        raise errors.BadRequest("spec.user must be a string and spec.groups a list of strings")
-    if not name and not groups:
-        raise errors.Invalid(f'{kind}.authorization.k8s.io "" is invalid: spec.user: Invalid value: "": at least '
-                             "one of user or group must be specified",
-                             violations=[errors.FieldViolation("spec.user", 'Invalid value: "": at least one of '
-                                                                            "user or group must be specified")])
-    resource = spec.get("resourceAttributes")
-    if namespace and isinstance(resource, dict):
-        if resource.get("namespace", "") not in ("", namespace):
-            raise errors.Invalid(f'{kind}.authorization.k8s.io "" is invalid: spec.resourceAttributes.namespace: '
-                                 f'Invalid value: "{resource["namespace"]}": must match metadata.namespace')
-        resource["namespace"] = namespace
-    extra: dict[str, Any] = spec["extra"] if isinstance(spec.get("extra"), dict) else {}
-    user = UserInfo(name, str(spec.get("uid") or ""), tuple(groups),
-                    tuple(sorted((str(k), tuple(v)) for k, v in extra.items() if isinstance(v, list))))
-    attrs = _review_attributes(user, spec)
-    allowed, reason = authorizer.authorize(attrs) if authorizer is not None else (True, "")
-    status = {"allowed": allowed, **({"reason": reason} if reason else {})}
+    status = review_subject_access(spec, namespace, authorizer, kind)
     meta: dict[str, Any] = {"creationTimestamp": None, **({"namespace": namespace} if namespace else {})}
     return respond(request, {"kind": kind, "apiVersion": "authorization.k8s.io/v1", "metadata": meta,
                           "spec": spec, "status": status}, 201)
-
-
-def _review_attributes(user: UserInfo, spec: dict[str, Any]) -> Attributes:
-    """A SelfSubjectAccessReview's question as the authorizer's attributes."""
-    resource, other = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
-    if isinstance(resource, dict) == isinstance(other, dict):
-        raise errors.BadRequest("spec: Invalid value: exactly one of nonResourceAttributes or resourceAttributes "
-                                "must be specified")
-
-    def text(source: dict[str, Any], key: str) -> str:
-        value = source.get(key, "")
-        if not isinstance(value, str):
-            raise errors.BadRequest(f"spec: {key}: Invalid value: must be a string")
-        return value
-
-    if isinstance(resource, dict):
-        return Attributes(user, text(resource, "verb"), True, text(resource, "namespace"), text(resource, "group"),
-                          text(resource, "resource"), text(resource, "subresource"), text(resource, "name"))
-    assert isinstance(other, dict)
-    return Attributes(user, text(other, "verb"), False, path=text(other, "path"))

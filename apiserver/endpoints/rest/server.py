@@ -279,7 +279,7 @@ class RestServer:
                 return await handlers.create(request, t, registry)
             if method == "DELETE" and deletes_collections(t.resource):
                 return await handlers.delete_collection(request, t, registry)
-        elif t.sub in ("", "status"):
+        elif t.sub in ("", "status", "approval"):
             verb = {"GET": handlers.get, "PUT": handlers.update, "PATCH": handlers.patch}.get(method)
             if t.sub == "" and method == "DELETE":
                 verb = handlers.delete

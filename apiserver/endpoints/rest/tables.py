@@ -672,6 +672,27 @@ _NETWORKING_PRINTERS: dict[str, Printer] = {
 }
 
 
+def _csr_condition(status: dict[str, Any]) -> str:
+    """upstream's extractCSRStatus: Denied, else Approved, else Pending; then Failed, Issued."""
+    kinds = {c.get("type") for c in status.get("conditions") or []}
+    shown = "Denied" if "Denied" in kinds else "Approved" if "Approved" in kinds else "Pending"
+    return shown + (",Failed" if "Failed" in kinds else "") + (",Issued" if status.get("certificate") else "")
+
+
+def _csr_row(csr: Obj, now: float) -> list[Any]:
+    spec = csr.get("spec") or {}
+    seconds = spec.get("expirationSeconds")
+    return [csr["metadata"]["name"], _age(csr, now), spec.get("signerName") or _NONE, spec.get("username", ""),
+            human_duration(seconds) if seconds else _NONE, _csr_condition(csr.get("status") or {})]
+
+
+_CERTIFICATES_PRINTERS: dict[str, Printer] = {
+    "certificatesigningrequests": ([("Name", "string", 0), ("Age", "string", 0), ("SignerName", "string", 0),
+                                    ("Requestor", "string", 0), ("RequestedDuration", "string", 0),
+                                    ("Condition", "string", 0)], _csr_row),
+}
+
+
 _ADMISSION_PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], list[Any]]]] = {
     "validatingwebhookconfigurations": (_WEBHOOK_COLUMNS, _webhook_row),
     "mutatingwebhookconfigurations": (_WEBHOOK_COLUMNS, _webhook_row),
@@ -708,6 +729,7 @@ _PRINTERS: dict[str, tuple[list[tuple[str, str, int]], Callable[[Obj, float], li
     **_ADMISSION_PRINTERS,
     **_FLOWCONTROL_PRINTERS,
     **_NETWORKING_PRINTERS,
+    **_CERTIFICATES_PRINTERS,
 }
 
 

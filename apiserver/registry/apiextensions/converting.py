@@ -117,7 +117,8 @@ class ConvertingRegistry(Registry[CR]):
         return await self.stored.in_namespace(namespace)
 
     async def update(self, obj: CR, *, status: bool = False, dry_run: bool = False, ephemeral: bool = False,
-                     resize: bool = False, finalize: bool = False) -> CR:
+                     resize: bool = False, finalize: bool = False,
+                     approval: bool = False) -> CR:
         obj.apiVersion, obj.kind = self.strategy.resource.api_version, self.strategy.resource.kind
         if not status:
             try:
@@ -127,7 +128,7 @@ class ConvertingRegistry(Registry[CR]):
             if old is not None:
                 self._judged(obj, old)
         updated = await self.stored.update(await self._in(obj), status=status, dry_run=dry_run, ephemeral=ephemeral,
-                                         resize=resize, finalize=finalize)
+                                         resize=resize, finalize=finalize, approval=approval)
         return await self._out(updated)
 
     async def delete(self, namespace: str, name: str, **options: Any) -> CR:

@@ -51,9 +51,10 @@ NamespaceCheck = Callable[[str], Awaitable[None]]
 Finish = Callable[[bool], Awaitable[None]]
 
 
-def _subresource(status: bool, ephemeral: bool, resize: bool = False, finalize: bool = False) -> str:
+def _subresource(status: bool, ephemeral: bool, resize: bool = False, finalize: bool = False,
+                 approval: bool = False) -> str:
     return "status" if status else "ephemeralcontainers" if ephemeral else "resize" if resize else \
-        "finalize" if finalize else ""
+        "finalize" if finalize else "approval" if approval else ""
 
 
 async def _nothing_to_finish(stored: bool) -> None:
@@ -319,10 +320,11 @@ class Registry(Generic[T]):
         return ""
 
     async def update(self, obj: T, *, status: bool = False, dry_run: bool = False, ephemeral: bool = False,
-                     resize: bool = False, finalize: bool = False) -> T:
+                     resize: bool = False, finalize: bool = False, approval: bool = False) -> T:
         """Update (spec and metadata) or UpdateStatus (status only); with `dry_run`, judged
         against etcd's copy and answered as the write would be, nothing written. The
-        special subresources: pods/ephemeralcontainers, pods/resize, namespaces/finalize."""
+        special subresources: pods/ephemeralcontainers, pods/resize, namespaces/finalize,
+        certificatesigningrequests/approval."""
         namespace = self._namespace_of(obj)
         name = obj.metadata.name
         if not name:
@@ -345,10 +347,11 @@ class Registry(Generic[T]):
                     continue
                 raise self._conflict(name)
             try:
-                new = await self._updated(obj, old, status, ephemeral, dry_run, resize, finalize)
+                new = await self._updated(obj, old, status, ephemeral, dry_run, resize, finalize, approval)
                 if self.admission is not None:
                     await self.admission.admit(UPDATE, self.strategy.plural, new, old,
-                                               subresource=_subresource(status, ephemeral, resize, finalize),
+                                               subresource=_subresource(status, ephemeral, resize, finalize,
+                                                                        approval),
                                                dry_run=dry_run)
             except errors.ApiError:
                 if fresh:
@@ -360,7 +363,8 @@ class Registry(Generic[T]):
                 state = None
                 continue
             finish = await self.hooks.begin_update(new, old, dry_run) \
-                if self.hooks is not None and not (status or ephemeral or resize or finalize) else _nothing_to_finish
+                if self.hooks is not None and not (status or ephemeral or resize or finalize or approval) \
+                else _nothing_to_finish
             stored = False
             try:
                 if dry_run:
@@ -392,7 +396,7 @@ class Registry(Generic[T]):
         raise self._conflict(name, "too many concurrent writers; try again")
 
     async def _updated(self, obj: T, old: T, status: bool, ephemeral: bool = False, dry_run: bool = False,
-                       resize: bool = False, finalize: bool = False) -> T:
+                       resize: bool = False, finalize: bool = False, approval: bool = False) -> T:
         """obj as it would be stored over old: prepared, defaulted, mutated by admission,
         validated (Invalid)."""
         new = type(obj)()
@@ -412,10 +416,15 @@ class Registry(Generic[T]):
             self.strategy.validate_resize(new, old, check)
             if self.strategy.spec_changed(new, old):
                 new.metadata.generation = old.metadata.generation + 1
+        elif approval:
+            self.strategy.prepare_for_approval(new, old)
+            await self._mutate_update(new, old, "approval", dry_run)
+            self.strategy.validate_approval(new, old, check)
         elif status:
             self.strategy.prepare_for_status_update(new, old)
             await self._mutate_update(new, old, "status", dry_run)
             self.strategy.validate_status(new, check)
+            self.strategy.validate_status_update(new, old, check)
         else:
             self._prepare_meta_update(new, old, check)
             self.strategy.prepare_for_update(new, old)

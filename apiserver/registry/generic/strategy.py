@@ -167,6 +167,16 @@ class Strategy(Generic[T]):
     def validate_status(self, new: T, check: Checker) -> None:
         """Rules for a status update."""
 
+    def validate_status_update(self, new: T, old: T, check: Checker) -> None:
+        """Rules for a status update that compare it with the stored object."""
+
+    def prepare_for_approval(self, new: T, old: T) -> None:
+        """certificatesigningrequests/approval: only the conditions of the new object count."""
+        raise errors.BadRequest(f"{self.plural} have no approval subresource")
+
+    def validate_approval(self, new: T, old: T, check: Checker) -> None:
+        """Rules for an approval write."""
+
     def spec_changed(self, new: T, old: T) -> bool:
         """Whether metadata.generation must be bumped."""
         if not hasattr(new, "spec"):

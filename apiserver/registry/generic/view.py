@@ -115,7 +115,8 @@ class VersionView(Registry[V], Generic[V, S]):
         return [self.to_view(i) for i in await self.stored.in_namespace(namespace)]
 
     async def update(self, obj: V, *, status: bool = False, dry_run: bool = False, ephemeral: bool = False,
-                     resize: bool = False, finalize: bool = False) -> V:
+                     resize: bool = False, finalize: bool = False,
+                     approval: bool = False) -> V:
         meta = obj.metadata
         stored = await self.stored.get(meta.namespace or ("default" if self.strategy.namespaced else ""), meta.name)
         if not status:
@@ -123,7 +124,7 @@ class VersionView(Registry[V], Generic[V, S]):
         written = self.to_storage(obj, stored)
         written.metadata.resourceVersion = meta.resourceVersion  # the caller's precondition, if any
         updated = await self.stored.update(written, status=status, dry_run=dry_run, ephemeral=ephemeral,
-                                         resize=resize, finalize=finalize)
+                                         resize=resize, finalize=finalize, approval=approval)
         return self.to_view(updated)
 
     async def delete(self, namespace: str, name: str, **options: Any) -> V:

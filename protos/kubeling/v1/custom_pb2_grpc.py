@@ -61,6 +61,11 @@ class CustomResourcesStub:
                 request_serializer=protos_dot_kubeling_dot_v1_dot_custom__pb2.CustomObjectRequest.SerializeToString,
                 response_deserializer=protos_dot_kubeling_dot_v1_dot_custom__pb2.CustomResource.FromString,
                 _registered_method=True)
+        self.UpdateApproval = channel.unary_unary(
+                '/kubeling.v1.CustomResources/UpdateApproval',
+                request_serializer=protos_dot_kubeling_dot_v1_dot_custom__pb2.CustomObjectRequest.SerializeToString,
+                response_deserializer=protos_dot_kubeling_dot_v1_dot_custom__pb2.CustomResource.FromString,
+                _registered_method=True)
         self.Delete = channel.unary_unary(
                 '/kubeling.v1.CustomResources/Delete',
                 request_serializer=protos_dot_kubeling_dot_v1_dot_custom__pb2.CustomDeleteRequest.SerializeToString,
@@ -108,6 +113,13 @@ class CustomResourcesServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateApproval(self, request, context):
+        """certificatesigningrequests/approval: the Approved and Denied conditions only
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Delete(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -145,6 +157,11 @@ def add_CustomResourcesServicer_to_server(servicer, server):
             ),
             'UpdateStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateStatus,
+                    request_deserializer=protos_dot_kubeling_dot_v1_dot_custom__pb2.CustomObjectRequest.FromString,
+                    response_serializer=protos_dot_kubeling_dot_v1_dot_custom__pb2.CustomResource.SerializeToString,
+            ),
+            'UpdateApproval': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateApproval,
                     request_deserializer=protos_dot_kubeling_dot_v1_dot_custom__pb2.CustomObjectRequest.FromString,
                     response_serializer=protos_dot_kubeling_dot_v1_dot_custom__pb2.CustomResource.SerializeToString,
             ),
@@ -294,6 +311,33 @@ class CustomResources:
             request,
             target,
             '/kubeling.v1.CustomResources/UpdateStatus',
+            protos_dot_kubeling_dot_v1_dot_custom__pb2.CustomObjectRequest.SerializeToString,
+            protos_dot_kubeling_dot_v1_dot_custom__pb2.CustomResource.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateApproval(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubeling.v1.CustomResources/UpdateApproval',
             protos_dot_kubeling_dot_v1_dot_custom__pb2.CustomObjectRequest.SerializeToString,
             protos_dot_kubeling_dot_v1_dot_custom__pb2.CustomResource.FromString,
             options,
