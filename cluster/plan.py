@@ -398,6 +398,9 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
         "controller-manager": _python("controllers", "--kubeconfig", str(root / "controller-manager.conf"),
                                       "--node-monitor-grace-period", str(plan.node_monitor_grace_period),
                                       "--root-ca-file", str(certs / "ca.crt"),
+                                      # the cluster CA signs approved CertificateSigningRequests
+                                      "--cluster-signing-cert-file", str(certs / "ca.crt"),
+                                      "--cluster-signing-key-file", str(certs / "ca.key"),
                                       "--metrics-listen", f"127.0.0.1:{plan.controller_manager_metrics_port}"),
         "cluster-dns": _python("clusterdns", "--kubeconfig", str(root / "kube-dns.conf"),
                                "--listen", f"{plan.api_host}:{plan.dns_port}", "--zone", plan.dns_domain),

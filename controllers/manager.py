@@ -24,6 +24,10 @@ from prometheus_client import CollectorRegistry, Gauge
 from controllers.attachdetach import AttachDetachController
 from controllers.clusterroleaggregation import ClusterRoleAggregationController
 from controllers.cronjob import CronJobController
+from controllers.csrapproving import CSRApprovingController
+from controllers.csrcleaner import POLLING_INTERVAL as CSR_POLLING_INTERVAL
+from controllers.csrcleaner import CSRCleaner
+from controllers.csrsigning import Authority, CSRSigningController
 from controllers.customresources import CustomResourceFollower
 from controllers.daemonset import DaemonSetController
 from controllers.deployment import DeploymentController
@@ -49,7 +53,7 @@ from kubeling.events import EventRecorder
 from kubeling.http import StatusServer
 from kubeling.informer import Informer, SharedInformers
 from kubeling.leaderelection import ElectionConfig, LeaderElector
-from kubeling.options import flag
+from kubeling.options import ConfigError, flag
 from kubeling.periodic import Periodic
 from kubeling.workqueue import Workers
 
@@ -83,6 +87,26 @@ class ManagerConfig:
                                  "loadBalancerClass (default: only those of none)")
     root_ca_file: Path | None = flag(None, "the cluster CA published as the kube-root-ca.crt ConfigMap in every "
                                      "namespace (default: none published)", type=Path)
+    cluster_signing_cert_file: Path | None = flag(None, "the CA certificate (PEM) that signs approved "
+                                                  "CertificateSigningRequests of kubernetes.io's signers (default: "
+                                                  "none signed)", type=Path)
+    cluster_signing_key_file: Path | None = flag(None, "its private key (PEM)", type=Path)
+    cluster_signing_duration: float = flag(365 * 24 * 3600.0, "seconds the certificates it signs are valid at most "
+                                           "(default %(default)s: a year, upstream's 8760h)", type=float)
+
+
+def _signing_authority(config: ManagerConfig) -> Authority | None:
+    cert, key = config.cluster_signing_cert_file, config.cluster_signing_key_file
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise ConfigError("--cluster-signing-cert-file and --cluster-signing-key-file go together")
+    if config.cluster_signing_duration < 600:
+        raise ConfigError("--cluster-signing-duration: must be at least 600 seconds")
+    try:
+        return Authority.from_files(cert, key)
+    except (OSError, ValueError, TypeError) as err:
+        raise ConfigError(f"--cluster-signing-cert-file/--cluster-signing-key-file: {err}") from None
 
 
 class ControllerManager:
@@ -147,6 +171,12 @@ class ControllerManager:
             client, informers.get(scheme.NAMESPACES),
             informers.get(scheme.CONFIGMAPS, field_selector=f"metadata.name={ROOT_CA_CONFIGMAP}"),
             config.root_ca_file.read_text()) if config.root_ca_file is not None else None
+        requests = informers.get(scheme.CERTIFICATESIGNINGREQUESTS)
+        self.csr_approving = CSRApprovingController(client, requests)
+        authority = _signing_authority(config)
+        self.csr_signing = CSRSigningController(client, requests, authority, config.cluster_signing_duration) \
+            if authority is not None else None
+        self.csr_cleaner = CSRCleaner(client, requests)
         volume_events = EventRecorder(client, "persistentvolume-controller", instance=self.identity)
         self.persistentvolume = PersistentVolumeController(client, self.volumes, self.claims, self.storage_classes,
                                                            volume_events, config.workers)
@@ -170,7 +200,9 @@ class ControllerManager:
             self.replicaset, self.replication, self.deployment, self.daemonset, self.statefulset, self.job,
             self.cronjob, self.horizontal, self.disruption, self.endpointslice, self.endpoints_controller,
             self.garbage_collector, self.clusterrole_aggregation, self.pvc_protection, self.pv_protection,
-            self.attach_detach, self.resource_quota)]
+            self.attach_detach, self.resource_quota, self.csr_approving)]
+        if self.csr_signing is not None:
+            self._workers.append(self.csr_signing.workers)
         if self.root_ca_publisher is not None:
             self._workers.append(self.root_ca_publisher.workers)
         if self.service_lb is not None:
@@ -186,7 +218,8 @@ class ControllerManager:
                        # upstream's binder resyncs every 15 s: a claim may wait on any change
                        Periodic("persistentvolume-resync", 15.0, self.persistentvolume.resync_step),
                        Periodic("resourcequota-resync", config.resource_quota_sync_period,
-                                self.resource_quota.resync_step)]
+                                self.resource_quota.resync_step),
+                       Periodic("csrcleaner", CSR_POLLING_INTERVAL, self.csr_cleaner.clean)]
         self.elector = LeaderElector(client, self.identity, config.election, on_started=self._lead,
                                      on_stopped=self._follow) if config.leader_elect else None
         self.registry = CollectorRegistry()
