@@ -290,6 +290,7 @@ class ClusterPlan:
                              tls_cert_file=self.pki / "kubelet" / f"{node}.crt",
                              tls_private_key_file=self.pki / "kubelet" / f"{node}.key",
                              client_ca_file=self.pki / "ca.crt", node_ip=self.node_ip(node),
+                             rotate_certificates=True,  # kubeadm's default: the client certificate renews itself
                              address=self.node_ip(node), pod_routes=self.hosts, cluster_dns=[self.dns_ip],
                              cluster_domain=self.dns_domain, service_cidr=self.service_cidr,
                              node_network=self.hosts_subnet, host_path_mounts=dict(self.node_mounts.get(node, {})),
@@ -427,6 +428,7 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
             "--node-lease-duration-seconds", str(config.node_lease_duration_seconds),
             "--node-status-update-frequency", str(config.node_status_update_frequency),
             *(["--pod-routes"] if config.pod_routes else []),
+            *(["--rotate-certificates"] if config.rotate_certificates else []),
             "--tls-cert-file", str(config.tls_cert_file), "--tls-private-key-file", str(config.tls_private_key_file),
             "--client-ca-file", str(config.client_ca_file), "--root-dir", str(config.root_dir),
             "--pod-logs-dir", str(config.pod_logs_dir), "--runc-root", str(config.runc_root),

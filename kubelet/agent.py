@@ -16,8 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cryptography import x509
+
 from cri.server import CRIConfig, CRIServer
 from kubelet.backoff import Backoff
+from kubelet.certificate import CLIENT, SERVER, CertificateManager, ClientCredentials, load_current
 from kubelet.config import KubeletConfig
 from kubelet.csi import CSIDrivers
 from kubelet.dns import DNSSettings
@@ -50,9 +53,10 @@ from kubelet.sysctls import FORBIDDEN_REASON, forbidden_sysctl
 from kubelet.volumemanager import VolumeManager, disk_usage
 from kubelet.volumes import MountError, PodVolumes
 from kubeling import errors, timestamps
-from kubeling.client import Client
+from kubeling.client import Client, TLSConfig
 from kubeling.events import EventRecorder
 from kubeling.informer import INDEX_NAMESPACE, Informer
+from kubeling.options import ConfigError
 from kubeling.periodic import Periodic
 from kubeling.quantity import QuantityError, parse_quantity
 from kubeling.servingtls import ServingTLS
@@ -94,6 +98,10 @@ def runtime_config(cfg: KubeletConfig) -> CRIConfig:
                      node_network=cfg.node_network,
                      ipam_data_dir=state / "cni-ipam", registry_config_dir=cfg.registry_config_dir,
                      streaming_listen=cfg.streaming_listen)
+
+
+def _not_after(cert_pem: bytes) -> float:
+    return x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc.timestamp()
 
 
 @dataclass
@@ -145,6 +153,7 @@ class Kubelet:
             self.runtime = runtime = Runtime.in_process(endpoint, cri.runtime_service, cri.image_service)
         self.client = client = Client.from_kubeconfig(cfg.kubeconfig) if cfg.kubeconfig is not None \
             else Client(cfg.apiserver)
+        await self._renewed_client_certificate(client)
         self.recorder = EventRecorder(client, "kubelet", host=cfg.node_name)
         self.paths = PodPaths(cfg.pod_logs_dir, cfg.state_dir / "pods", dict(cfg.host_path_mounts))
         self.eviction = EvictionManager(
@@ -162,10 +171,22 @@ class Kubelet:
         self.services = Informer(client.services)  # for the containers' Service environment variables
         tls = ServingTLS(cfg.tls_cert_file, cfg.tls_private_key_file, cfg.client_ca_file) \
             if cfg.tls_cert_file is not None and cfg.tls_private_key_file is not None else None
+        kept_server = load_current(self.cert_dir, SERVER) if cfg.rotate_server_certificates else None
+        if tls is not None and kept_server is not None:  # renewed before this start: it wins over the file's
+            current = self.cert_dir / "kubelet-server-current.pem"
+            tls = ServingTLS(current, current, cfg.client_ca_file)
         self.server = DaemonServer(runtime, self._find_pod, cfg.address, cfg.port, tls,
                                    summary=SummaryProvider(runtime, cfg.node_name),
                                    node=NodeEndpoints(runtime, cfg, lambda: self.informer.store.list()))
         await self.server.start()
+        if cfg.rotate_server_certificates and tls is not None:
+            server = self.server
+            manager = CertificateManager(
+                client, cfg.node_name, self.cert_dir, SERVER, tls.cert_file.read_bytes(),
+                lambda cert, key: server.use_certificate(self.cert_dir / "kubelet-server-current.pem"),
+                addresses=tuple(dict.fromkeys((cfg.node_name, cfg.node_ip))))
+            manager.start()
+            self._parts.append(manager)
 
         self._image_gc = ImageGC(runtime, cfg.image_gc_high_threshold_percent, cfg.image_gc_low_threshold_percent,
                                  cfg.image_minimum_gc_age, on_failure=self._disk_space_failed)
@@ -219,7 +240,7 @@ class Kubelet:
                      cfg.container_log_max_files).rotate_all)]
         for loop in loops:
             loop.start()
-        self._parts = loops
+        self._parts += loops
         self._started = True
         await self._housekeeping()
         log.info("kubelet %s running (CRI %s, daemon port %d)", cfg.node_name, endpoint, self.server.port)
@@ -235,6 +256,27 @@ class Kubelet:
     async def _runtime_handler(self, name: str) -> str:
         assert self.client is not None  # started: the client exists
         return (await self.client.runtimeclasses.get(name)).handler
+
+    @property
+    def cert_dir(self) -> Path:
+        return self.config.cert_dir or self.config.state_dir / "pki"
+
+    async def _renewed_client_certificate(self, client: Client) -> None:
+        """With --rotate-certificates: the client certificate renewed before this start (if
+        it outlives the kubeconfig's) in use from the first call, and renewed from now on."""
+        if not self.config.rotate_certificates:
+            return
+        if client.tls is None or client.tls.cert is None or client.tls.key is None:
+            raise ConfigError("rotateCertificates needs a kubeconfig with this node's client certificate")
+        credentials = ClientCredentials(client)
+        kept = load_current(self.cert_dir, CLIENT)
+        current = client.tls.cert
+        if kept is not None and _not_after(kept[0]) > _not_after(current):
+            await client.close_retired(client.rotate(TLSConfig(client.tls.ca, kept[0], kept[1], client.tls.token)))
+            current = kept[0]
+        manager = CertificateManager(client, self.config.node_name, self.cert_dir, CLIENT, current, credentials.use)
+        manager.start()
+        self._parts += [manager, credentials]
 
     async def stop(self) -> None:
         """Stop the agent; pods keep running (a restarted kubelet adopts them)."""

@@ -195,11 +195,25 @@ class KubeletConfig:
     tls_private_key_file: Path | None = flag(None, "its private key", type=Path)
     client_ca_file: Path | None = flag(None, "verify callers' client certificates against this CA; only the "
                                        "apiserver's may use more than /healthz", type=Path)
+    # Certificates that renew themselves (kubelet/certificate.py): the client one through
+    # the auto-approved kubernetes.io/kube-apiserver-client-kubelet signer, the serving one
+    # through kubernetes.io/kubelet-serving (approved by a person or an approver of one's own).
+    rotate_certificates: bool = flag(False, "renew the client certificate through CertificateSigningRequests as it "
+                                     "nears expiry (needs a --kubeconfig with one)", action="store_true")
+    rotate_server_certificates: bool = flag(False, "renew the serving certificate the same way (signer "
+                                            "kubernetes.io/kubelet-serving; needs --tls-cert-file for the first)",
+                                            action="store_true")
+    cert_dir: Path | None = flag(None, "where renewed certificates are kept (default <state>/pki)", type=Path)
 
     def check(self) -> None:
         """Refuse values no kubelet can run with (ConfigError naming the setting)."""
         if (self.tls_cert_file is None) != (self.tls_private_key_file is None):
             raise ConfigError("tlsCertFile and tlsPrivateKeyFile go together")
+        if self.rotate_server_certificates and self.tls_cert_file is None:
+            raise ConfigError("rotateServerCertificates needs tlsCertFile and tlsPrivateKeyFile: the first serving "
+                              "certificate, renewed from then on")
+        if self.rotate_certificates and self.kubeconfig is None:
+            raise ConfigError("rotateCertificates needs a kubeconfig with this node's client certificate")
         if self.client_ca_file is not None and self.tls_cert_file is None:
             raise ConfigError("clientCAFile needs tlsCertFile: client certificates come with TLS")
         if self.node_lease_duration_seconds <= 0:
@@ -284,7 +298,7 @@ class KubeletConfig:
 
 
 _OPTIONAL_PATHS = ("cni_conf_dir", "runc_root", "registry_config_dir", "kubeconfig", "tls_cert_file",
-                   "tls_private_key_file", "client_ca_file")
+                   "tls_private_key_file", "client_ca_file", "cert_dir")
 
 
 def _coerce(key: str, name: str, current: Any, value: Any) -> Any:

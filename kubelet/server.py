@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -111,6 +112,7 @@ class DaemonServer:
         self.address = address
         self.port = port
         self._runner: web.AppRunner | None = None
+        self._context: ssl.SSLContext | None = None
 
     async def start(self) -> None:
         app = web.Application(middlewares=[self._authorize] if self.tls and self.tls.client_ca_file else [])
@@ -128,8 +130,8 @@ class DaemonServer:
             app.router.add_route(method, "/portForward/{namespace}/{pod}", self._port_forward)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.address, self.port,
-                           ssl_context=self.tls.ssl_context() if self.tls is not None else None)
+        self._context = self.tls.ssl_context() if self.tls is not None else None
+        site = web.TCPSite(self._runner, self.address, self.port, ssl_context=self._context)
         await site.start()
         server = site._server  # aiohttp exposes the bound port only here
         if self.port == 0 and server is not None:
@@ -152,6 +154,14 @@ class DaemonServer:
             return web.Response(status=403, text=f"Forbidden (user={user}, verb={verb}, resource=nodes, "
                                                  "subresource=proxy)")
         return await handler(request)
+
+    async def use_certificate(self, pem_file: Path) -> None:
+        """A renewed serving certificate (certificate and key in one PEM file): new handshakes
+        present it; connections open now (exec, port-forward streams) go on as they are."""
+        if self._context is None:
+            raise RuntimeError("the daemon endpoint serves plain HTTP: no certificate to renew")
+        self._context.load_cert_chain(pem_file)
+        log.info("kubelet daemon endpoint: serving certificate renewed from %s", pem_file)
 
     async def stop(self) -> None:
         if self._runner is not None:

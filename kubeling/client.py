@@ -12,6 +12,7 @@ the typed errors of `kubeling.errors` (NotFound, Conflict, Expired, ...).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import builtins
 from collections.abc import AsyncIterator
@@ -138,11 +139,15 @@ class ResourceClient(Generic[ObjectT]):
     def __init__(self, channel: grpc.aio.Channel, resource: ResourceType[ObjectT], timeout: float | None,
                  wait_for_ready: bool = True) -> None:
         self.resource = resource
-        self._stub = _stub(channel, resource)
+        self.rebind(channel)
         self.kind = resource.kind
         self.namespaced = resource.namespaced
         self.timeout = timeout
         self.wait_for_ready = wait_for_ready
+
+    def rebind(self, channel: grpc.aio.Channel) -> None:
+        """Calls from now on go over `channel`; those under way finish on the one they began on."""
+        self._stub = _stub(channel, self.resource)
 
     async def _call(self, method: str, request: Any, *, dry_run: bool = False) -> Any:
         try:
@@ -241,6 +246,13 @@ class ResourceClient(Generic[ObjectT]):
                     yield WatchEvent(ev.type, ev.object)
         except grpc.aio.AioRpcError as err:
             raise from_rpc_error(err) from None
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            # not this task's cancellation: the channel under the stream was closed (`rotate`
+            # retired it): an end the caller resumes from, as any other
+            raise errors.ServiceUnavailable("the watch's connection was closed") from None
         finally:
             call.cancel()
 
@@ -350,6 +362,7 @@ class Client:
         self.wait_for_ready = wait_for_ready
         self._resources: dict[ResourceType[Any], ResourceClient[Any]] = {}
         self._dynamic: dict[tuple[str, str, str], ResourceClient[custom_pb2.CustomResource]] = {}
+        self._retired: list[grpc.aio.Channel] = []  # channels `rotate` replaced, streams may still run on them
 
     @overload
     def resource(self, resource: ResourceType[ObjectT]) -> ResourceClient[ObjectT]: ...
@@ -452,6 +465,25 @@ class Client:
     volumeattachments = _typed(scheme.VOLUMEATTACHMENTS)
     csistoragecapacities = _typed(scheme.CSISTORAGECAPACITIES)
 
+    def rotate(self, tls: TLSConfig) -> grpc.aio.Channel:
+        """New credentials (a renewed client certificate) without a restart: calls from now
+        on, in every resource client made so far too, go over a new channel with `tls`;
+        streams under way (watches) go on over the old channel, which is returned for the
+        caller to close when it is due (once the old certificate expires)."""
+        old = self.channel
+        self.tls = tls
+        self.channel = grpc.aio.secure_channel(self.address, tls.channel_credentials(), options=_CHANNEL_OPTIONS)
+        for client in (*self._resources.values(), *self._dynamic.values()):
+            client.rebind(self.channel)
+        self._retired.append(old)
+        return old
+
+    async def close_retired(self, channel: grpc.aio.Channel) -> None:
+        """Close a channel `rotate` retired: streams still on it end (informers resume on the new one)."""
+        if channel in self._retired:
+            self._retired.remove(channel)
+            await channel.close()
+
     @classmethod
     def from_kubeconfig(cls, path: str | Path, *, context: str = "", **options: Any) -> Client:
         """A client for the cluster of a kubeconfig's context (the current one unless named;
@@ -480,6 +512,9 @@ class Client:
         return cls(address, **options)
 
     async def close(self) -> None:
+        for old in self._retired:
+            await old.close()
+        self._retired.clear()
         await self.channel.close()
 
     async def __aenter__(self) -> Client:
