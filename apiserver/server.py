@@ -38,6 +38,7 @@ from apiserver.aggregator.metrics import AggregatedMetrics
 from apiserver.audit import Auditor
 from apiserver.auth.authentication import Authenticator
 from apiserver.auth.authorization import Authorizer, authorizer_for
+from apiserver.auth.bootstraptoken import BootstrapTokens
 from apiserver.auth.rbac_policy import StoredPolicy, reconcile_bootstrap
 from apiserver.auth.tokens import ServiceAccountTokens
 from apiserver.controllers.cluster_authentication import AuthenticationTrust, publish_authentication_trust
@@ -254,6 +255,8 @@ class APIServer:
         options.authenticator.others.append(ServiceAccountTokens(
             issuer.key.public_key(), self._cached(scheme.SERVICEACCOUNTS), self._cached(scheme.PODS), issuer.issuer,
             issuer.audiences))
+        if self.config.enable_bootstrap_token_auth:
+            options.authenticator.others.append(BootstrapTokens(self._cached(scheme.SECRETS)))
         return _Auth(options.authenticator, authorizer, policy)
 
     def _build_admission(self, options: Completed, auth: _Auth) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cluster import backup, certs, commands, etcdcmd, images, why
+from cluster import backup, bootstrap, certs, commands, etcdcmd, images, join, why
 from cluster.dashboard import cli as dashboard
 from cri.images import cli as image_cli
 
@@ -18,6 +18,8 @@ def build_parser() -> argparse.ArgumentParser:
     certs.add_parser(subcommands)
     etcdcmd.add_parser(subcommands)
     backup.add_parsers(subcommands)
+    bootstrap.add_parser(subcommands)
+    join.add_parsers(subcommands)
     why.add_parser(subcommands)
     dashboard.add_parser(subcommands)
     return parser

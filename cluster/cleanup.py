@@ -11,21 +11,28 @@ from cluster.plan import ClusterPlan
 from cluster.processes import terminate_pids
 from cri.server import CRIServer
 from kubelet.agent import bridge_name, runtime_config
+from kubelet.config import KubeletConfig
 from kubelet.runtime import CRICallError, Runtime
 from kubeling import mounts
 from kubeling.netfilter import Netfilter
 from netpol.controller import cleanup as policy_cleanup
 from proxy.proxier import Iptables
 
-__all__ = ["clean_node", "stop_orphans", "remove_network"]
+__all__ = ["clean_node", "clean_kubelet", "stop_orphans", "remove_network"]
 
 log = logging.getLogger("kubeling.up")
 
 
 async def clean_node(plan: ClusterPlan, node: str) -> None:
+    """What a stopped kubelet of the plan left (a host's bridge goes with its namespace; this
+    name may be another cluster's here)."""
+    await clean_kubelet(plan.kubelet_config(node), remove_bridge=not plan.hosts)
+
+
+async def clean_kubelet(config: KubeletConfig, *, remove_bridge: bool) -> None:
     """Remove every sandbox (containers, netns, mounts) a stopped kubelet left, through
     its own CRI runtime started once more, then its bridge."""
-    config = plan.kubelet_config(node)
+    node = config.node_name
     cri_config = runtime_config(config)
     if cri_config.state_dir.exists():
         cri_config.build_builtin_images = False
@@ -42,9 +49,10 @@ async def clean_node(plan: ClusterPlan, node: str) -> None:
         finally:
             await runtime.close()
             await server.stop()
-    if not plan.hosts:  # a host's bridge goes with its namespace; this name may be another cluster's here
+    if remove_bridge:
         subprocess.run(["ip", "link", "del", bridge_name(node)], capture_output=True)
-    shutil.rmtree(plan.runc_root(node), ignore_errors=True)
+    if config.runc_root is not None:
+        shutil.rmtree(config.runc_root, ignore_errors=True)
     # The pods' volumes: CSI publish and staging bind mounts, tmpfs emptyDirs (the data
     # stays in the driver's directories; a kubelet started again publishes them anew).
     for where in (config.state_dir / "pods", config.state_dir / "plugins"):

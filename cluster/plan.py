@@ -374,6 +374,7 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
             "--etcd-keyfile", str(certs / "apiserver-etcd-client.key"),
             "--tls-cert-file", str(certs / "apiserver.crt"), "--tls-private-key-file", str(certs / "apiserver.key"),
             "--client-ca-file", str(certs / "ca.crt"), "--authorization-mode", "Node,RBAC",
+            "--enable-bootstrap-token-auth",  # machines join with a token (kubeling join)
             "--service-account-signing-key-file", str(certs / "sa.key"),
             "--kubelet-client-certificate", str(certs / "apiserver-kubelet-client.crt"),
             "--kubelet-client-key", str(certs / "apiserver-kubelet-client.key"),
@@ -402,6 +403,9 @@ def commands(plan: ClusterPlan) -> dict[str, list[str]]:
                                       # the cluster CA signs approved CertificateSigningRequests
                                       "--cluster-signing-cert-file", str(certs / "ca.crt"),
                                       "--cluster-signing-key-file", str(certs / "ca.key"),
+                                      # nodes' own serving certificates, for addresses of the node network
+                                      "--approve-kubelet-serving-certificates",
+                                      plan.hosts_subnet or "127.0.0.0/8",
                                       "--metrics-listen", f"127.0.0.1:{plan.controller_manager_metrics_port}"),
         "cluster-dns": _python("clusterdns", "--kubeconfig", str(root / "kube-dns.conf"),
                                "--listen", f"{plan.api_host}:{plan.dns_port}", "--zone", plan.dns_domain),

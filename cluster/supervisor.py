@@ -19,7 +19,7 @@ import dns.asyncquery
 import dns.exception
 import dns.message
 
-from cluster import hosts
+from cluster import bootstrap, hosts
 from cluster.cleanup import clean_node, remove_network
 from cluster.hosts import bridge_of
 from cluster.plan import ClusterPlan, commands
@@ -173,8 +173,11 @@ class Supervisor:
         for node in plan.nodes:
             await self._wait(f"the hostpath CSI driver registered on {node}",
                              functools.partial(self._csi_registered, node), self.components[f"csi-hostpath-{node}"])
-        if plan.nodes:
-            async with plan.admin_client(timeout=10) as client:
+        async with plan.admin_client(timeout=10) as client:
+            # what `kubeling join` reads (kubeadm's bootstrap-token and upload-config phases)
+            await bootstrap.install(client, bootstrap.cluster_info_kubeconfig(
+                (plan.pki / "ca.crt").read_bytes(), plan.rest, plan.apiserver), bootstrap.kubelet_settings(plan))
+            if plan.nodes:
                 await install_default_class(client, DRIVER_NAME)  # as kubeadm's addon phase: the admin's
                 if plan.ingress:
                     await install_ingress_class(client)

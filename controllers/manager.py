@@ -12,6 +12,7 @@ controller."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import socket
 import uuid
@@ -22,6 +23,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Gauge
 
 from controllers.attachdetach import AttachDetachController
+from controllers.bootstrapsigner import BootstrapSigner
 from controllers.clusterroleaggregation import ClusterRoleAggregationController
 from controllers.cronjob import CronJobController
 from controllers.csrapproving import CSRApprovingController
@@ -46,8 +48,9 @@ from controllers.rootcacertpublisher import ROOT_CA_CONFIGMAP, RootCACertPublish
 from controllers.servicelb import ServiceLBController
 from controllers.statefulset import StatefulSetController
 from controllers.tainteviction import TaintEviction
+from controllers.tokencleaner import TokenCleaner
 from controllers.volumeprotection import PVCProtectionController, PVProtectionController
-from kubeling import scheme
+from kubeling import bootstraptoken, scheme
 from kubeling.client import Client
 from kubeling.events import EventRecorder
 from kubeling.http import StatusServer
@@ -91,8 +94,18 @@ class ManagerConfig:
                                                   "CertificateSigningRequests of kubernetes.io's signers (default: "
                                                   "none signed)", type=Path)
     cluster_signing_key_file: Path | None = flag(None, "its private key (PEM)", type=Path)
+    approve_kubelet_serving_certificates: str = flag(
+        "", "approve a node's own kubelet-serving CertificateSigningRequests whose addresses lie in these CIDRs, "
+            "comma-separated (kubeling's policy; default: none, a person approves them)")
     cluster_signing_duration: float = flag(365 * 24 * 3600.0, "seconds the certificates it signs are valid at most "
                                            "(default %(default)s: a year, upstream's 8760h)", type=float)
+
+
+def _networks(text: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    try:
+        return tuple(ipaddress.ip_network(c.strip()) for c in text.split(",") if c.strip())
+    except ValueError as err:
+        raise ConfigError(f"--approve-kubelet-serving-certificates: {err}") from None
 
 
 def _signing_authority(config: ManagerConfig) -> Authority | None:
@@ -172,11 +185,18 @@ class ControllerManager:
             informers.get(scheme.CONFIGMAPS, field_selector=f"metadata.name={ROOT_CA_CONFIGMAP}"),
             config.root_ca_file.read_text()) if config.root_ca_file is not None else None
         requests = informers.get(scheme.CERTIFICATESIGNINGREQUESTS)
-        self.csr_approving = CSRApprovingController(client, requests)
+        self.csr_approving = CSRApprovingController(client, requests,
+                                                    serving_networks=_networks(config.approve_kubelet_serving_certificates))
         authority = _signing_authority(config)
         self.csr_signing = CSRSigningController(client, requests, authority, config.cluster_signing_duration) \
             if authority is not None else None
         self.csr_cleaner = CSRCleaner(client, requests)
+        tokens = informers.get(scheme.SECRETS, bootstraptoken.NAMESPACE,
+                               field_selector=f"type={bootstraptoken.SECRET_TYPE}")
+        self.bootstrap_signer = BootstrapSigner(client, informers.get(
+            scheme.CONFIGMAPS, bootstraptoken.CLUSTER_INFO_NAMESPACE,
+            field_selector=f"metadata.name={bootstraptoken.CLUSTER_INFO}"), tokens)
+        self.token_cleaner = TokenCleaner(client, tokens)
         volume_events = EventRecorder(client, "persistentvolume-controller", instance=self.identity)
         self.persistentvolume = PersistentVolumeController(client, self.volumes, self.claims, self.storage_classes,
                                                            volume_events, config.workers)
@@ -200,7 +220,7 @@ class ControllerManager:
             self.replicaset, self.replication, self.deployment, self.daemonset, self.statefulset, self.job,
             self.cronjob, self.horizontal, self.disruption, self.endpointslice, self.endpoints_controller,
             self.garbage_collector, self.clusterrole_aggregation, self.pvc_protection, self.pv_protection,
-            self.attach_detach, self.resource_quota, self.csr_approving)]
+            self.attach_detach, self.resource_quota, self.csr_approving, self.bootstrap_signer, self.token_cleaner)]
         if self.csr_signing is not None:
             self._workers.append(self.csr_signing.workers)
         if self.root_ca_publisher is not None:

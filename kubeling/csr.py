@@ -18,7 +18,7 @@ from cryptography.x509.oid import NameOID
 
 __all__ = ["KUBE_APISERVER_CLIENT", "KUBE_APISERVER_CLIENT_KUBELET", "KUBELET_SERVING", "LEGACY_UNKNOWN",
            "KNOWN_USAGES", "parse_request", "request_bytes", "kubelet_client_problem", "kubelet_serving_problem",
-           "apiserver_client_problem", "organizations", "common_name", "make_request", "NODES_GROUP"]
+           "apiserver_client_problem", "organizations", "common_name", "make_request", "NODES_GROUP", "NODE_PREFIX"]
 
 KUBE_APISERVER_CLIENT = "kubernetes.io/kube-apiserver-client"
 KUBE_APISERVER_CLIENT_KUBELET = "kubernetes.io/kube-apiserver-client-kubelet"

@@ -187,13 +187,18 @@ def cluster_roles() -> list[Role]:
             _rule(("get", "list", "watch", "delete"), (CERTIFICATES,), ("certificatesigningrequests",)),
             _rule(("update",), (CERTIFICATES,), ("certificatesigningrequests/status",
                                                  "certificatesigningrequests/approval")),
-            _rule(("approve",), (CERTIFICATES,), ("signers",), ("kubernetes.io/kube-apiserver-client-kubelet",)),
+            _rule(("approve",), (CERTIFICATES,), ("signers",), ("kubernetes.io/kube-apiserver-client-kubelet",
+                                                                # kubeling's serving policy, when on
+                                                                "kubernetes.io/kubelet-serving")),
             _rule(("sign",), (CERTIFICATES,), ("signers",), _SIGNERS),
             _rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
             _rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews",)),
         )),
         # who may ask for which certificate, and approve for which signer (upstream's
         # bootstrap roles; `selfnodeclient`/`nodeclient` are what the approver's reviews ask)
+        # what a machine joining with a bootstrap token may do: ask for its certificate
+        Role("system:node-bootstrapper", (
+            _rule(("create", "get", "list", "watch"), (CERTIFICATES,), ("certificatesigningrequests",)),)),
         Role("system:certificates.k8s.io:certificatesigningrequests:nodeclient", (
             _rule(("create",), (CERTIFICATES,), ("certificatesigningrequests/nodeclient",)),)),
         Role("system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", (
@@ -301,6 +306,8 @@ def cluster_role_bindings() -> list[Binding]:
         Binding("kubeling:node-autoapprove-certificate-rotation",
                 RoleRef("ClusterRole", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"),
                 (Subject("Group", "system:nodes"),)),
+        Binding("kubeling:kubelet-bootstrap", RoleRef("ClusterRole", "system:node-bootstrapper"),
+                (Subject("Group", "system:bootstrappers"),)),
         Binding("kubeling:node-autoapprove-bootstrap",
                 RoleRef("ClusterRole", "system:certificates.k8s.io:certificatesigningrequests:nodeclient"),
                 (Subject("Group", "system:bootstrappers"),)),

@@ -88,6 +88,9 @@ class Config:
     client_ca_file: str = flag("", "authenticate client certificates signed by this CA (user = CN, groups = O); "
                                "gRPC clients must then present one")
     token_auth_file: str = flag("", "static bearer tokens, upstream's CSV: token,user,uid[,\"group1,group2\"]")
+    enable_bootstrap_token_auth: bool = flag(False, "accept bootstrap tokens (Secrets of type "
+                                             "bootstrap.kubernetes.io/token in kube-system) as bearer tokens: what "
+                                             "`kubeling join` presents", action="store_true")
     audit_policy_file: str = flag("", "an audit.k8s.io/v1 Policy: which requests are audited, at which level "
                                   "(with --audit-log-path or --audit-webhook-config-file; default: nothing "
                                   "audited)")

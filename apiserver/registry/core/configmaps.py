@@ -61,6 +61,10 @@ class ConfigMapStrategy(Strategy[core_pb2.ConfigMap]):
 class SecretStrategy(Strategy[core_pb2.Secret]):
     resource = scheme.SECRETS
 
+    def fields(self, obj: core_pb2.Secret) -> dict[str, str]:
+        """upstream's SelectableFields: `type` too (the token cleaner selects its Secrets by it)."""
+        return {**super().fields(obj), "type": obj.type}
+
     def default(self, obj: core_pb2.Secret) -> None:
         obj.type = obj.type or "Opaque"
         for key, value in obj.stringData.items():  # write-only, as upstream: never stored
