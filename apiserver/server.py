@@ -189,7 +189,9 @@ class APIServer:
     async def _connect(self, options: Completed) -> Storage:
         self._storage = storage = await Storage.connect(self.config.etcd, options.etcd_tls,
                                                         timeout=self.config.etcd_request_timeout,
-                                                        keepalive_ms=int(self.config.etcd_keepalive * 1000))
+                                                        keepalive_ms=int(self.config.etcd_keepalive * 1000),
+                                                        keepalive_timeout_ms=int(
+                                                            self.config.etcd_keepalive_timeout * 1000))
         await self._wait_for_etcd(storage)
         return storage
 

@@ -52,7 +52,12 @@ GRPC_EXTENSION = "kubeling.io/grpc"
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
     ("grpc.max_send_message_length", 16 * 1024 * 1024),
+    # client-go's HTTP/2 health check: a ping after 30 s of silence, the connection given up
+    # when it goes unanswered for 15 s (gRPC core waits for http2.ping_timeout_ms, 60 s by
+    # default, whatever keepalive_timeout_ms says), so a watch on a dead link is made again
     ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 15_000),
+    ("grpc.http2.ping_timeout_ms", 15_000),
     # Reconnect quickly after an apiserver restart (gRPC's default backs off up to 120 s).
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),

@@ -10,7 +10,9 @@ Faults, changed at any time (`proxy.faults = Faults(...)`, `heal()`):
                    is held and delivered when the hole closes, as TCP's retransmissions
                    would (until the endpoints' own keepalives give up on the connection).
 And at once: `reset_all()` aborts every connection with a RST (a middlebox or a peer
-restarting), both ways.
+restarting), both ways; `sever_all()` makes every open connection silent for good — nothing
+passes either way, no RST, no FIN (a path that died, a NAT entry lost, a frozen peer) —
+while new connections pass: only the endpoints' keepalives can tell.
 
 Only for tests: it never makes up bytes, and it counts what it did (`stats`).
 """
@@ -41,6 +43,7 @@ class Faults:
 class Stats:
     connections: int = 0
     resets: int = 0
+    severed: int = 0
     chunks: int = 0
     lost: int = 0
 
@@ -73,6 +76,7 @@ class FaultProxy:
         self._open.set()
         self._random = random.Random(seed)
         self._conns: set[_Conn] = set()
+        self._severed: list[_Conn] = []  # silent, still open: closed at stop
         self._server: asyncio.Server | None = None
         self.address = ""
 
@@ -100,8 +104,24 @@ class FaultProxy:
         if self._server is not None:
             self._server.close()
         self.reset_all()
+        for conn in self._severed:
+            for writer in (conn.client, conn.server):
+                if writer is not None:
+                    _rst(writer)
+        self._severed.clear()
         if self._server is not None:
             await self._server.wait_closed()
+
+    def sever_all(self) -> int:
+        """Every open connection goes silent for good (kept open, nothing relayed); how many."""
+        conns = list(self._conns)
+        for conn in conns:
+            for task in conn.tasks:
+                task.cancel()
+            self._severed.append(conn)
+        self._conns.clear()
+        self.stats.severed += len(conns)
+        return len(conns)
 
     def reset_all(self) -> int:
         """Abort every open connection with a RST; how many."""

@@ -64,6 +64,8 @@ class Config:
                                        "%(default)s)", type=float)
     etcd_keepalive: float = flag(30.0, "seconds between keepalive pings on a silent etcd connection", shown=False,
                                  type=float)
+    etcd_keepalive_timeout: float = flag(10.0, "seconds a keepalive ping may go unanswered before the etcd "
+                                         "connection is given up and made again", shown=False, type=float)
     etcd_wait: float = flag(30.0, "seconds to wait for etcd at start (default %(default)s)", type=float)
     event_ttl: float = flag(3600.0, "seconds Events are kept after their last write, 0: forever (default "
                             "%(default)s)", type=float)

@@ -185,7 +185,7 @@ class Storage:
 
     @classmethod
     async def connect(cls, endpoints: str, tls: EtcdTLS | None = None, *, timeout: float = 10.0,
-                      keepalive_ms: int = 30_000) -> Storage:
+                      keepalive_ms: int = 30_000, keepalive_timeout_ms: int = 10_000) -> Storage:
         """endpoints: HOST:PORT, or several (etcd's members) separated by commas; `timeout`:
         seconds each call may take."""
         target = channel_target([e.strip() for e in endpoints.split(",") if e.strip()])
@@ -199,8 +199,12 @@ class Storage:
             # upstream's keepalive to etcd (30 s, 10 s to answer): a connection that went
             # silent (a link blackholed, a member frozen) is closed and made again, so a watch
             # on it resumes instead of waiting forever for events that cannot come
+            # (gRPC core gives up on an unanswered ping after http2.ping_timeout_ms, 60 s by
+            # default, whatever keepalive_timeout_ms says: both are set, or a dead link is
+            # found a minute late)
             "grpc.keepalive_time_ms": keepalive_ms,
-            "grpc.keepalive_timeout_ms": 10_000,
+            "grpc.keepalive_timeout_ms": keepalive_timeout_ms,
+            "grpc.http2.ping_timeout_ms": keepalive_timeout_ms,
         })
         await client.connect()
         return cls(client, timeout)

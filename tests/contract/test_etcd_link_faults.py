@@ -203,3 +203,60 @@ async def test_a_flaky_etcd_link_loses_nothing_repeats_nothing_and_converges(
             assert o.marker.encode() not in marker_at, f"{o.op} failed with {o.error!r} but was applied"
     kinds = {type(o.error).__name__ for o in failed}
     assert kinds <= {"Timeout", "ServiceUnavailable", "Conflict"}, kinds
+
+
+async def test_a_link_that_dies_silently_is_found_by_keepalive_and_the_watch_resumes(
+        etcd: EtcdServer, prefix: str) -> None:
+    """A connection that goes silent for good (no RST, no FIN: a path that died, a frozen
+    peer) would hold the apiserver's etcd watch forever; the keepalive finds it (a ping
+    unanswered for --etcd-keepalive-timeout) and the watch resumes on a new connection from
+    its revision: what was written meanwhile arrives, once."""
+    proxy = await FaultProxy(etcd.endpoint, seed=45).start()
+    config = apiserver_config(etcd, prefix, etcd_request_timeout=TIMEOUT, etcd_keepalive=5.0,
+                              etcd_keepalive_timeout=2.0)
+    config.etcd = proxy.address
+    severed_server, direct_server = APIServer(config), APIServer(apiserver_config(etcd, prefix))
+    await severed_server.start()
+    await direct_server.start()
+    client, direct = Client(severed_server.address, timeout=30), Client(direct_server.address, timeout=10)
+    seen: list[tuple[str, str, int]] = []
+    resumes: list[int] = []
+    watching: asyncio.Task[None] | None = None
+    try:
+        start = int((await client.configmaps.list("default")).metadata.resourceVersion)
+        watching = asyncio.create_task(_watch(client, start, seen, resumes))
+        made = core_pb2.ConfigMap()
+        made.metadata.name, made.metadata.namespace = "before", "default"
+        await client.configmaps.create(made)
+        await until(lambda: any(name == "before" for _, name, _ in seen), "the watch before the link died")
+
+        connections = proxy.stats.connections
+        assert proxy.sever_all() >= 1
+        severed_at = time.monotonic()
+        made.metadata.name = "during"
+        await direct.configmaps.create(made)  # written by another apiserver, straight to etcd
+        await until(lambda: any(name == "during" for _, name, _ in seen), "the write made while the link was dead",
+                    timeout=30)
+        found_after = time.monotonic() - severed_at
+        assert proxy.stats.connections > connections, "a new connection replaced the dead one"
+        assert found_after < 5.0 + 2.0 + 10, found_after  # a keepalive round, its timeout, the resumption
+
+        made.metadata.name = "after"
+
+        async def write_after() -> core_pb2.ConfigMap:
+            with contextlib.suppress(errors.AlreadyExists):
+                return await client.configmaps.create(made)
+            return await client.configmaps.get("after", "default")  # a timed-out attempt applied after all
+        await until(write_after, "a write through the new connection", timeout=30, retry_on=(errors.ApiError,))
+        await until(lambda: any(name == "after" for _, name, _ in seen), "the write after")
+        assert [(t, n) for t, n, _ in seen] == [("ADDED", "before"), ("ADDED", "during"), ("ADDED", "after")]
+        history = {name: rev for _, name, rev in seen}
+        assert history["before"] < history["during"] < history["after"]
+    finally:
+        if watching is not None:
+            watching.cancel()
+        await client.close()
+        await direct.close()
+        await severed_server.stop(grace=0)
+        await direct_server.stop(grace=0)
+        await proxy.stop()

@@ -70,3 +70,21 @@ async def test_a_blackhole_holds_bytes_until_healed_and_a_reset_is_a_reset(proxy
     with pytest.raises((ConnectionResetError, asyncio.IncompleteReadError)):
         await asyncio.wait_for(reader.readexactly(1), 5)
     writer.close()
+
+
+async def test_a_severed_connection_goes_silent_while_new_ones_pass(proxy: FaultProxy) -> None:
+    reader, writer = await _connect(proxy)
+    writer.write(b"before")
+    assert await reader.readexactly(6) == b"before"
+    assert proxy.sever_all() == 1
+    writer.write(b"lost")
+    await writer.drain()
+    with pytest.raises(TimeoutError):  # nothing comes back, and nothing says the connection ended
+        async with asyncio.timeout(0.5):
+            await reader.read(1)
+    assert not reader.at_eof()
+    fresh_reader, fresh_writer = await _connect(proxy)
+    fresh_writer.write(b"fresh")
+    assert await fresh_reader.readexactly(5) == b"fresh"
+    for w in (writer, fresh_writer):
+        w.close()
