@@ -37,7 +37,7 @@ from tests.conftest import apiserver_config
 from tests.objects import pod
 from tests.wait import until
 
-LEFT = 15.0  # seconds the node's first client certificate has left: past its rotation deadline already
+LEFT = 25.0  # seconds the node's first client certificate has left: past its rotation deadline already
 
 
 @dataclass
