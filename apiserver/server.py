@@ -50,6 +50,7 @@ from apiserver.controllers.kubernetes_service import KubernetesService
 from apiserver.controllers.namespace_finalizer import NamespaceFinalizer
 from apiserver.controllers.nodeipam import NodeIPAM
 from apiserver.controllers.serviceaccounts import ServiceAccountsController
+from apiserver.controllers.storage_migration import StorageVersionMigrator
 from apiserver.endpoints.grpc.custom import custom_service_handler
 from apiserver.endpoints.grpc.handlers import service_handler
 from apiserver.endpoints.grpc.podmetrics import SERVICE as METRICS_SERVICE
@@ -493,6 +494,17 @@ class APIServer:
             LocalAPIServices(self.registries[scheme.APISERVICES], lambda: iter(self.scheme)),
             PolicyTypeChecker(self.registries[scheme.VALIDATINGADMISSIONPOLICIES], lambda: iter(self.scheme),
                               self._schema_of)]
+        assert self._storage is not None
+
+        def registry_for(group: str, plural: str) -> Registry[Any] | None:
+            for rt, registry in self.registries.items():
+                if (rt.group, rt.plural) == (group, plural) and rt.view_of is None:
+                    return registry
+            return next((r for r in crds.storage_registries()
+                         if (r.strategy.resource.group, r.strategy.resource.plural) == (group, plural)), None)
+
+        loops.append(StorageVersionMigrator(self.registries[scheme.STORAGEVERSIONMIGRATIONS], self._storage,
+                                            registry_for))
         if self._remote_apis is not None:
             loops.append(APIServiceStatus(self.registries[scheme.APISERVICES], self._remote_apis))
         if options.pod_cidrs is not None:

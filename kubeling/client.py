@@ -461,6 +461,7 @@ class Client:
     ingresses = _typed(scheme.INGRESSES)
     networkpolicies = _typed(scheme.NETWORKPOLICIES)
     certificatesigningrequests = _typed(scheme.CERTIFICATESIGNINGREQUESTS)
+    storageversionmigrations = _typed(scheme.STORAGEVERSIONMIGRATIONS)
     runtimeclasses = _typed(scheme.RUNTIMECLASSES)
     persistentvolumes = _typed(scheme.PERSISTENTVOLUMES)
     persistentvolumeclaims = _typed(scheme.PERSISTENTVOLUMECLAIMS)

@@ -54,7 +54,7 @@ __all__ = ["ApiObject", "ObjectT", "Method", "Subresource", "ResourceType", "Sch
            "PODTEMPLATES", "CUSTOMRESOURCEDEFINITIONS", "VALIDATINGWEBHOOKCONFIGURATIONS",
            "MUTATINGWEBHOOKCONFIGURATIONS", "VALIDATINGADMISSIONPOLICIES", "VALIDATINGADMISSIONPOLICYBINDINGS",
            "FLOWSCHEMAS", "PRIORITYLEVELCONFIGURATIONS", "EVENTS_V1", "INGRESSCLASSES", "INGRESSES",
-           "NETWORKPOLICIES", "CERTIFICATESIGNINGREQUESTS",
+           "NETWORKPOLICIES", "CERTIFICATESIGNINGREQUESTS", "STORAGEVERSIONMIGRATIONS",
            "APISERVICES", "RUNTIMECLASSES", "CUSTOM_SERVICE", "deletes_collections", "PERSISTENTVOLUMES",
            "PERSISTENTVOLUMECLAIMS", "STORAGECLASSES", "CSIDRIVERS", "CSINODES", "VOLUMEATTACHMENTS",
            "CSISTORAGECAPACITIES", "CRONJOBS", "DAEMONSETS", "STATEFULSETS", "CONTROLLERREVISIONS",
@@ -500,6 +500,9 @@ CERTIFICATESIGNINGREQUESTS = ResourceType("certificates.k8s.io", "v1", "Certific
                                           "certificatesigningrequests", custom_pb2.CustomResource, namespaced=False,
                                           short_names=("csr",), subresources=(_STATUS, Subresource("approval")),
                                           custom=True)
+STORAGEVERSIONMIGRATIONS = ResourceType("storagemigration.k8s.io", "v1", "StorageVersionMigration",
+                                        "storageversionmigrations", custom_pb2.CustomResource, namespaced=False,
+                                        subresources=(_STATUS,), custom=True)
 APISERVICES = ResourceType("apiregistration.k8s.io", "v1", "APIService", "apiservices", custom_pb2.CustomResource,
                            namespaced=False, categories=("api-extensions",), subresources=(_STATUS,), custom=True)
 
@@ -511,6 +514,7 @@ BUILTIN: tuple[ResourceType[Any], ...] = (
     ROLEBINDINGS, CLUSTERROLEBINDINGS, DEPLOYMENTS, REPLICASETS, DAEMONSETS, STATEFULSETS, CONTROLLERREVISIONS,
     HORIZONTALPODAUTOSCALERS, HORIZONTALPODAUTOSCALERS_V1, EVENTS_V1, JOBS, CRONJOBS, PRIORITYCLASSES,
     POD_DISRUPTION_BUDGETS, INGRESSCLASSES, INGRESSES, NETWORKPOLICIES, CERTIFICATESIGNINGREQUESTS,
+    STORAGEVERSIONMIGRATIONS,
     STORAGECLASSES, CSIDRIVERS, CSINODES, VOLUMEATTACHMENTS, CSISTORAGECAPACITIES, RUNTIMECLASSES,
     VALIDATINGWEBHOOKCONFIGURATIONS,
     MUTATINGWEBHOOKCONFIGURATIONS, VALIDATINGADMISSIONPOLICIES, VALIDATINGADMISSIONPOLICYBINDINGS,

@@ -25,6 +25,7 @@ from apiserver.registry import (
     rbac,
     scheduling,
     storage,
+    storagemigration,
 )
 from apiserver.registry.generic.strategy import DeletePlan, Strategy
 from kubeling.scheme import ResourceType
@@ -34,7 +35,7 @@ __all__ = ["Strategy", "DeletePlan", "STRATEGIES", "strategy_for", "CONVERSIONS"
 STRATEGIES: dict[ResourceType[Any], type[Strategy[Any]]] = {
     s.resource: s for group in (core, apps, autoscaling, batch, coordination, discovery, policy, rbac, scheduling,
                                 storage, admissionregistration, apiextensions, apiregistration, node, flowcontrol,
-                                events, networking, certificates)
+                                events, networking, certificates, storagemigration)
     for s in group.STRATEGIES}
 # A second version of a resource (scheme entry with view_of): (to its version, to the storage version's).
 CONVERSIONS: dict[ResourceType[Any], tuple[Any, Any]] = {**autoscaling.CONVERSIONS, **events.CONVERSIONS}

@@ -37,6 +37,7 @@ class KV:
     mod_revision: int
     create_revision: int
     version: int = 0  # writes since creation
+    lease: int = 0  # the lease it goes with (0: none)
 
 
 class StaleRevision(Exception):
@@ -73,7 +74,8 @@ def prefix_end(prefix: bytes) -> bytes:
 
 
 def _kv(kv: object) -> KV:
-    return KV(kv.key, kv.value, kv.mod_revision, kv.create_revision, kv.version)  # type: ignore[attr-defined]
+    return KV(kv.key, kv.value, kv.mod_revision, kv.create_revision, kv.version,  # type: ignore[attr-defined]
+              kv.lease)  # type: ignore[attr-defined]
 
 
 # etcd's own words (rpctypes.ErrGRPCNoSpace): its NOSPACE alarm is raised, writes are refused

@@ -164,7 +164,7 @@ async def test_discovery_and_openapi(http: tuple[aiohttp.ClientSession, str]) ->
         "admissionregistration.k8s.io", "apiextensions.k8s.io", "apiregistration.k8s.io", "apps", "autoscaling",
         "batch", "certificates.k8s.io", "coordination.k8s.io", "discovery.k8s.io", "events.k8s.io",
         "flowcontrol.apiserver.k8s.io", "networking.k8s.io", "node.k8s.io", "policy",
-        "rbac.authorization.k8s.io", "scheduling.k8s.io", "storage.k8s.io"]
+        "rbac.authorization.k8s.io", "scheduling.k8s.io", "storage.k8s.io", "storagemigration.k8s.io"]
     v1 = (await _get(http, "/api/v1"))[1]
     names = {r["name"]: r for r in v1["resources"]}
     assert names["pods"]["shortNames"] == ["po"] and names["pods"]["categories"] == ["all"]

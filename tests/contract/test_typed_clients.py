@@ -35,6 +35,7 @@ from lightkube.resources import (
     rbac_authorization_v1,
     scheduling_v1,
     storage_v1,
+    storagemigration_v1,
 )
 
 from apiserver.endpoints.rest.protobuf import PROTOBUF, decode_envelope
@@ -163,6 +164,9 @@ _OBJECTS: list[tuple[scheme.ResourceType[Any], Any, Any]] = [
     (scheme.CERTIFICATESIGNINGREQUESTS, dynamic.new({"metadata": {"name": "csr"}, "spec": {
         "request": base64.b64encode(csr.make_request("c.example.com")[0]).decode(), "signerName": "example.com/s",
         "usages": ["client auth"]}}), certificates_v1.CertificateSigningRequest),
+    (scheme.STORAGEVERSIONMIGRATIONS, dynamic.new({"metadata": {"name": "svm"}, "spec": {
+        "resource": {"group": "nope.example.com", "resource": "things"}}}),
+     storagemigration_v1.StorageVersionMigration),
     (scheme.STORAGECLASSES, storage_pb2.StorageClass(metadata=meta_pb2.ObjectMeta(name="sc"),
                                                      provisioner="hostpath.csi.kubeling.io"), storage_v1.StorageClass),
     (scheme.CSIDRIVERS, storage_pb2.CSIDriver(metadata=meta_pb2.ObjectMeta(name="hostpath.csi.kubeling.io")),

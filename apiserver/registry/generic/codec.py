@@ -55,10 +55,16 @@ class StrategyCodec(Generic[T]):
         obj.metadata.resourceVersion = str(kv.mod_revision)
         return obj
 
+    def serialize(self, obj: T) -> bytes:
+        """The object in the current storage format, before encryption (the resourceVersion
+        is the caller's to clear)."""
+        data: bytes = obj.SerializeToString(deterministic=True)
+        return data
+
     def encode(self, obj: T, key: bytes = b"") -> bytes:
         """The stored value (the resourceVersion is the caller's to clear); encrypted when a
         provider is configured (key: where it goes, which AES-GCM binds it to)."""
-        data: bytes = obj.SerializeToString(deterministic=True)
+        data = self.serialize(obj)
         return self.transformer.to_storage(data, key) if self.transformer is not None else data
 
     def attrs(self, obj: T) -> Attrs:
@@ -121,12 +127,11 @@ class JsonCodec(StrategyCodec[T]):
         self._strategy.from_storage(obj)
         return obj
 
-    def encode(self, obj: T, key: bytes = b"") -> bytes:
+    def serialize(self, obj: T) -> bytes:
         stored: Any = self._message()
         stored.CopyFrom(obj)
         stored.apiVersion = self.storage_version
-        data = json.dumps(to_json(stored), separators=(",", ":"), ensure_ascii=False).encode()
-        return self.transformer.to_storage(data, key) if self.transformer is not None else data
+        return json.dumps(to_json(stored), separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def codec_for(strategy: Strategy[T]) -> StrategyCodec[T]:
