@@ -228,3 +228,5 @@ async def test_kubectl_limits_and_quotas_in_a_namespace(cluster: Cluster, contro
                                  "sleep", "3600", ok=False)
     assert code == 1 and 'Error from server (Forbidden): pods "second" is forbidden: exceeded quota: pod-demo, ' \
         "requested: pods=1, used: pods=1, limited: pods=1" in err, err
+    # its `sleep` (PID 1, no handler) ignores SIGTERM: a short grace, not the 30 s default, ends it
+    await kubectl("-n", ns, "delete", "pod", "default-mem-demo", "--grace-period=1")

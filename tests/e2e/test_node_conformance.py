@@ -88,6 +88,9 @@ async def test_container_lifecycle_hooks(cluster: Cluster) -> None:
     for name in ("pod-with-prestop-exec-hook", "pod-with-prestop-http-hook"):
         await cluster.wait_gone(name)
     assert await asked("prestop-exec") and await asked("prestop-http")
+    # the postStart pods' `sleep` ignores SIGTERM: a short grace, not their 15 s, ends them
+    for name in ("pod-with-poststart-exec-hook", "pod-with-poststart-http-hook"):
+        await client.pods.delete(name, "default", grace_period_seconds=1)
 
 
 async def test_hooks_that_fail_or_hang(cluster: Cluster) -> None:
