@@ -185,10 +185,11 @@ class ControllerManager:
             informers.get(scheme.CONFIGMAPS, field_selector=f"metadata.name={ROOT_CA_CONFIGMAP}"),
             config.root_ca_file.read_text()) if config.root_ca_file is not None else None
         requests = informers.get(scheme.CERTIFICATESIGNINGREQUESTS)
-        self.csr_approving = CSRApprovingController(client, requests,
+        self.csr_approving = CSRApprovingController(client, requests, config.workers,
                                                     serving_networks=_networks(config.approve_kubelet_serving_certificates))
         authority = _signing_authority(config)
-        self.csr_signing = CSRSigningController(client, requests, authority, config.cluster_signing_duration) \
+        self.csr_signing = CSRSigningController(client, requests, authority, config.cluster_signing_duration,
+                                                config.workers) \
             if authority is not None else None
         self.csr_cleaner = CSRCleaner(client, requests)
         tokens = informers.get(scheme.SECRETS, bootstraptoken.NAMESPACE,

@@ -57,8 +57,11 @@ async def cluster(etcd: EtcdServer, prefix: str, tmp_path: Path) -> AsyncIterato
                                         tls_private_key_file=str(root / "apiserver.key"),
                                         client_ca_file=str(root / "ca.crt"), authorization_mode="Node,RBAC"))
     await server.start()
+    # one worker: requests are judged in the order they came, so a later one being done says an
+    # earlier one was judged (the tests' markers)
     manager = ControllerManager(Client(server.address, tls=_tls(root, "controller-manager")), ManagerConfig(
-        leader_elect=False, cluster_signing_cert_file=root / "ca.crt", cluster_signing_key_file=root / "ca.key"))
+        leader_elect=False, cluster_signing_cert_file=root / "ca.crt", cluster_signing_key_file=root / "ca.key",
+        workers=1))
     await manager.start()
     admin, node = Client(server.address, tls=_tls(root, "admin")), Client(server.address,
                                                                           tls=_tls(root, "kubelet/node-1-client"))
