@@ -222,7 +222,8 @@ async def join(address: str, token: str, pins: list[str], unsafe_skip: bool, nod
                state_dir: Path, timeout: float) -> Joined:
     info = await discover(address, token, pins, unsafe_skip, timeout)
     node_ip = node_ip or _node_ip(info.server)
-    print(f"cluster-info verified: the API at {info.server}, its CA pinned", flush=True)
+    print(f"cluster-info verified: the API at {info.server}, its CA "
+          f"{'unpinned (as asked)' if unsafe_skip else 'pinned'}", flush=True)
     base, context = f"https://{info.server}", _verified(info.ca)
     with_token = {"Authorization": f"Bearer {token}"}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15)) as session:
