@@ -28,10 +28,9 @@ from apiserver.server import APIServer
 from cluster import bootstrap
 from cluster.etcd import EtcdServer
 from cluster.join import JoinError, discover, join
-from controllers.manager import ControllerManager, ManagerConfig
 from kubeling import bootstraptoken, dynamic, errors, pki
-from kubeling.client import Client, TLSConfig
-from tests.conftest import apiserver_config
+from kubeling.client import Client
+from tests.contract.secured import secured_control_plane
 from tests.wait import until
 
 SETTINGS = {"clusterDomain": "cluster.local", "clusterDNS": ["10.96.0.10"], "rotateCertificates": True}
@@ -56,34 +55,15 @@ class _Cluster:
             return reply.status, await reply.json(content_type=None)
 
 
-def _tls(root: Path, identity: str) -> TLSConfig:
-    return TLSConfig.from_files(root / "ca.crt", root / f"{identity}.crt", root / f"{identity}.key")
-
-
 @pytest.fixture
 async def cluster(etcd: EtcdServer, prefix: str, tmp_path: Path) -> AsyncIterator[_Cluster]:
     root = tmp_path / "pki"
-    pki.ensure(root, {})
-    server = APIServer(apiserver_config(etcd, prefix, rest_listen="127.0.0.1:0",
-                                        tls_cert_file=str(root / "apiserver.crt"),
-                                        tls_private_key_file=str(root / "apiserver.key"),
-                                        client_ca_file=str(root / "ca.crt"), authorization_mode="Node,RBAC",
-                                        enable_bootstrap_token_auth=True))
-    await server.start()
-    manager = ControllerManager(Client(server.address, tls=_tls(root, "controller-manager")), ManagerConfig(
-        leader_elect=False, cluster_signing_cert_file=root / "ca.crt", cluster_signing_key_file=root / "ca.key",
-        approve_kubelet_serving_certificates="127.0.0.0/8"))
-    await manager.start()
-    admin = Client(server.address, tls=_tls(root, "admin"))
-    await bootstrap.install(admin, bootstrap.cluster_info_kubeconfig(
-        (root / "ca.crt").read_bytes(), server.rest_address, server.address), SETTINGS)
-    try:
+    async with secured_control_plane(etcd, prefix, root, {}, apiserver={"enable_bootstrap_token_auth": True},
+                                     manager={"approve_kubelet_serving_certificates": "127.0.0.0/8"}) \
+            as (server, admin):
+        await bootstrap.install(admin, bootstrap.cluster_info_kubeconfig(
+            (root / "ca.crt").read_bytes(), server.rest_address, server.address), SETTINGS)
         yield _Cluster(server, root, admin)
-    finally:
-        await admin.close()
-        await manager.stop()
-        await manager.client.close()
-        await server.stop(grace=0)
 
 
 async def _signed_for(cluster: _Cluster, token_id: str) -> bool:

@@ -25,12 +25,11 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from apiserver.server import APIServer
 from cluster.etcd import EtcdServer
-from controllers.manager import ControllerManager, ManagerConfig
-from kubeling import csr, dynamic, errors, pki
+from kubeling import csr, dynamic, errors
 from kubeling.client import Client, TLSConfig
 from kubeling.kubeconfig import write_kubeconfig
 from protos.kubeling.v1 import custom_pb2
-from tests.conftest import apiserver_config
+from tests.contract.secured import secured_control_plane, tls
 from tests.e2e.kubectl import Kubectl
 from tests.wait import until
 
@@ -44,36 +43,19 @@ class _Cluster:
     kubectl: Kubectl
 
 
-def _tls(root: Path, identity: str) -> TLSConfig:
-    return TLSConfig.from_files(root / "ca.crt", root / f"{identity}.crt", root / f"{identity}.key")
-
-
 @pytest.fixture
 async def cluster(etcd: EtcdServer, prefix: str, tmp_path: Path) -> AsyncIterator[_Cluster]:
     root = tmp_path / "pki"
-    pki.ensure(root, {"node-1": ["127.0.0.1"]})
-    server = APIServer(apiserver_config(etcd, prefix, rest_listen="127.0.0.1:0",
-                                        tls_cert_file=str(root / "apiserver.crt"),
-                                        tls_private_key_file=str(root / "apiserver.key"),
-                                        client_ca_file=str(root / "ca.crt"), authorization_mode="Node,RBAC"))
-    await server.start()
     # one worker: requests are judged in the order they came, so a later one being done says an
     # earlier one was judged (the tests' markers)
-    manager = ControllerManager(Client(server.address, tls=_tls(root, "controller-manager")), ManagerConfig(
-        leader_elect=False, cluster_signing_cert_file=root / "ca.crt", cluster_signing_key_file=root / "ca.key",
-        workers=1))
-    await manager.start()
-    admin, node = Client(server.address, tls=_tls(root, "admin")), Client(server.address,
-                                                                          tls=_tls(root, "kubelet/node-1-client"))
-    kubectl = Kubectl(write_kubeconfig(tmp_path / "config", server.rest_address, tls=_tls(root, "admin")))
-    try:
-        yield _Cluster(server, root, admin, node, kubectl)
-    finally:
-        await admin.close()
-        await node.close()
-        await manager.stop()
-        await manager.client.close()
-        await server.stop(grace=0)
+    async with secured_control_plane(etcd, prefix, root, {"node-1": ["127.0.0.1"]}, manager={"workers": 1}) \
+            as (server, admin):
+        node = Client(server.address, tls=tls(root, "kubelet/node-1-client"))
+        kubectl = Kubectl(write_kubeconfig(tmp_path / "config", server.rest_address, tls=tls(root, "admin")))
+        try:
+            yield _Cluster(server, root, admin, node, kubectl)
+        finally:
+            await node.close()
 
 
 def _request(name: str, signer: str, request_pem: bytes, usages: list[str], **spec: Any) -> custom_pb2.CustomResource:

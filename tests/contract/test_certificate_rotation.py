@@ -24,16 +24,15 @@ from cryptography.hazmat.primitives import serialization
 from apiserver.server import APIServer
 from cluster.etcd import EtcdServer
 from controllers.csrsigning import Authority
-from controllers.manager import ControllerManager, ManagerConfig
 from cri.server import CRIServer
 from kubelet.certificate import CLIENT, SERVER, CertificateManager, ClientCredentials, load_current, split_pem
 from kubelet.runtime import Runtime
 from kubelet.server import DaemonServer
-from kubeling import csr, dynamic, pki
+from kubeling import csr, dynamic
 from kubeling.client import Client, TLSConfig
 from kubeling.informer import Informer
 from kubeling.servingtls import ServingTLS
-from tests.conftest import apiserver_config
+from tests.contract.secured import secured_control_plane, tls
 from tests.objects import pod
 from tests.wait import until
 
@@ -47,30 +46,11 @@ class _Cluster:
     admin: Client
 
 
-def _tls(root: Path, identity: str) -> TLSConfig:
-    return TLSConfig.from_files(root / "ca.crt", root / f"{identity}.crt", root / f"{identity}.key")
-
-
 @pytest.fixture
 async def cluster(etcd: EtcdServer, prefix: str, tmp_path: Path) -> AsyncIterator[_Cluster]:
     root = tmp_path / "pki"
-    pki.ensure(root, {"node-1": ["127.0.0.1"]})
-    server = APIServer(apiserver_config(etcd, prefix, rest_listen="127.0.0.1:0",
-                                        tls_cert_file=str(root / "apiserver.crt"),
-                                        tls_private_key_file=str(root / "apiserver.key"),
-                                        client_ca_file=str(root / "ca.crt"), authorization_mode="Node,RBAC"))
-    await server.start()
-    manager = ControllerManager(Client(server.address, tls=_tls(root, "controller-manager")), ManagerConfig(
-        leader_elect=False, cluster_signing_cert_file=root / "ca.crt", cluster_signing_key_file=root / "ca.key"))
-    await manager.start()
-    admin = Client(server.address, tls=_tls(root, "admin"))
-    try:
+    async with secured_control_plane(etcd, prefix, root, {"node-1": ["127.0.0.1"]}) as (server, admin):
         yield _Cluster(server, root, admin)
-    finally:
-        await admin.close()
-        await manager.stop()
-        await manager.client.close()
-        await server.stop(grace=0)
 
 
 def _short_lived_node_certificate(root: Path) -> tuple[bytes, bytes, float]:
@@ -150,7 +130,7 @@ async def test_a_renewed_serving_certificate_reaches_new_connections_only(cluste
     daemon = DaemonServer(runtime, lambda namespace, name: None, "127.0.0.1", 0,
                           ServingTLS(root / "kubelet/node-1.crt", root / "kubelet/node-1.key", root / "ca.crt"))
     await daemon.start()
-    node = Client(cluster.server.address, tls=_tls(root, "kubelet/node-1-client"), timeout=10)
+    node = Client(cluster.server.address, tls=tls(root, "kubelet/node-1-client"), timeout=10)
     cert_dir = tmp_path / "kubelet-pki"
     manager = CertificateManager(node, "node-1", cert_dir, SERVER, (root / "kubelet/node-1.crt").read_bytes(),
                                  lambda c, k: daemon.use_certificate(cert_dir / "kubelet-server-current.pem"),
@@ -219,7 +199,7 @@ class _Connection:
 
 
 async def test_a_denied_request_is_told_and_retried(cluster: _Cluster, tmp_path: Path) -> None:
-    node = Client(cluster.server.address, tls=_tls(cluster.root, "kubelet/node-1-client"), timeout=10)
+    node = Client(cluster.server.address, tls=tls(cluster.root, "kubelet/node-1-client"), timeout=10)
     manager = CertificateManager(node, "node-1", tmp_path / "pki", SERVER,
                                  (cluster.root / "kubelet/node-1.crt").read_bytes(), lambda c, k: asyncio.sleep(0),
                                  addresses=("node-1",))
