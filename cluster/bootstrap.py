@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import calendar
 import sys
 import time
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from cluster.plan import ClusterPlan
 from kubeling import bootstraptoken, errors
 from kubeling.app import EXIT_CONFIG
 from kubeling.client import GRPC_EXTENSION, Client
-from kubeling.timestamps import human_duration
+from kubeling.timestamps import human_duration, parse_rfc3339, rfc3339
 from protos.kubeling.v1 import core_pb2, meta_pb2, rbac_pb2
 
 __all__ = ["install", "KUBELET_CONFIG", "create_token", "list_tokens", "delete_token", "parse_ttl", "add_parser",
@@ -124,10 +123,6 @@ def parse_ttl(text: str) -> float:
     return total
 
 
-def _rfc3339(seconds: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
-
-
 async def create_token(client: Client, token: str = "", ttl: float = 24 * 3600, description: str = "") -> str:
     token = token or bootstraptoken.generate()
     parsed = bootstraptoken.parse(token)
@@ -138,7 +133,7 @@ async def create_token(client: Client, token: str = "", ttl: float = 24 * 3600, 
             "usage-bootstrap-authentication": b"true", "usage-bootstrap-signing": b"true",
             "auth-extra-groups": bootstraptoken.DEFAULT_GROUP.encode()}
     if ttl > 0:
-        data["expiration"] = _rfc3339(time.time() + ttl).encode()
+        data["expiration"] = rfc3339(time.time() + ttl).encode()
     if description:
         data["description"] = description.encode()
     await client.secrets.create(core_pb2.Secret(
@@ -181,7 +176,7 @@ async def delete_token(client: Client, token: str) -> str:
 def _ttl_left(expires: str) -> str:
     if not expires:
         return "<forever>"
-    left = calendar.timegm(time.strptime(expires, "%Y-%m-%dT%H:%M:%SZ")) - time.time()
+    left = parse_rfc3339(expires) - time.time()
     return human_duration(left) if left > 0 else "<invalid>"
 
 

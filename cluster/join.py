@@ -41,6 +41,7 @@ from cluster.cleanup import clean_kubelet
 from kubelet.config import KubeletConfig
 from kubeling import bootstraptoken, csr, names
 from kubeling.app import EXIT_CONFIG
+from kubeling.atomicfile import replace_file
 from kubeling.client import GRPC_EXTENSION, TLSConfig
 from kubeling.kubeconfig import write_kubeconfig
 
@@ -182,13 +183,6 @@ def _node_ip(address: str) -> str:
         return str(probe.getsockname()[0])
 
 
-def _write(path: Path, data: bytes, mode: int = 0o600) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-
-
 @dataclass(frozen=True)
 class Joined:
     node_name: str
@@ -238,9 +232,10 @@ async def join(address: str, token: str, pins: list[str], unsafe_skip: bool, nod
                                           ["digital signature", "client auth"], request, timeout)
         print(f"client certificate issued for system:node:{node_name}", flush=True)
         pki = state_dir / "pki"
-        _write(pki / "ca.crt", info.ca, 0o644)
-        _write(pki / "client.pem", cert + key)
-        _write(pki / "kubelet-client-current.pem", cert + key)
+        pki.mkdir(parents=True, exist_ok=True, mode=0o700)
+        replace_file(pki / "ca.crt", info.ca, 0o644)
+        replace_file(pki / "client.pem", cert + key)
+        replace_file(pki / "kubelet-client-current.pem", cert + key)
         as_node = _verified(info.ca)
         as_node.load_cert_chain(pki / "client.pem")
         serving_request, serving_key = csr.make_request(f"system:node:{node_name}", [csr.NODES_GROUP],
@@ -249,13 +244,13 @@ async def join(address: str, token: str, pins: list[str], unsafe_skip: bool, nod
                                              ["digital signature", "server auth"], serving_request, timeout)
         print(f"serving certificate issued for {node_name} ({node_ip})", flush=True)
     (pki / "client.pem").unlink()
-    _write(pki / "kubelet.crt", serving)
-    _write(pki / "kubelet.key", serving_key)
+    replace_file(pki / "kubelet.crt", serving)
+    replace_file(pki / "kubelet.key", serving_key)
     write_kubeconfig(state_dir / "kubelet.conf", info.server, info.grpc, tls=TLSConfig(info.ca, cert, key))
     data = settings.get("data") or {}
-    _write(state_dir / "kubelet-config.yaml", str(data.get("kubelet", "")).encode(), 0o644)
+    replace_file(state_dir / "kubelet-config.yaml", str(data.get("kubelet", "")).encode(), 0o644)
     joined = Joined(node_name, node_ip, str(state_dir))
-    _write(state_dir / _JOIN_FILE, json.dumps(asdict(joined), indent=2).encode(), 0o644)
+    replace_file(state_dir / _JOIN_FILE, json.dumps(asdict(joined), indent=2).encode(), 0o644)
     joined.kubelet_config().check()
     return joined
 

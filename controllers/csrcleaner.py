@@ -5,7 +5,6 @@ failed an hour after, pending a day after creation, and any whose certificate ex
 from __future__ import annotations
 
 import base64
-import calendar
 import logging
 import time
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from kubeling import errors
 from kubeling.client import Client
 from kubeling.dynamic import content_of
 from kubeling.informer import Informer
+from kubeling.timestamps import parse_rfc3339
 from protos.kubeling.v1 import custom_pb2
 
 __all__ = ["CSRCleaner", "why_done", "POLLING_INTERVAL"]
@@ -26,10 +26,6 @@ log = logging.getLogger(__name__)
 POLLING_INTERVAL = 3600.0
 APPROVED_EXPIRATION = DENIED_EXPIRATION = FAILED_EXPIRATION = 3600.0
 PENDING_EXPIRATION = 24 * 3600.0
-
-
-def _seconds(text: str) -> float:
-    return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ"))) if text else 0.0
 
 
 def _expired(certificate: str, now: float) -> bool:
@@ -49,7 +45,10 @@ def why_done(content: dict[str, Any], created: float, now: float) -> str:
     if not conditions and now - created > PENDING_EXPIRATION:
         return "pending for more than a day"
     for c in conditions:
-        updated = _seconds(c.get("lastUpdateTime", ""))
+        try:
+            updated = parse_rfc3339(c.get("lastUpdateTime", ""))
+        except ValueError:
+            updated = 0.0  # none (or unreadable): as old as can be
         kind = c.get("type")
         if kind == "Approved" and issued and now - updated > APPROVED_EXPIRATION:
             return "issued more than an hour ago"

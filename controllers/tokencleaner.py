@@ -4,7 +4,6 @@ time it expires."""
 
 from __future__ import annotations
 
-import calendar
 import logging
 import time
 from collections.abc import Callable
@@ -18,14 +17,6 @@ from protos.kubeling.v1 import core_pb2
 __all__ = ["TokenCleaner"]
 
 log = logging.getLogger(__name__)
-
-
-def _expires(data: dict[str, bytes]) -> float | None:
-    text = data.get("expiration", b"").decode(errors="replace")
-    try:
-        return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ"))) if text else None
-    except ValueError:
-        return 0.0  # unreadable: expired, as upstream
 
 
 class TokenCleaner:
@@ -46,7 +37,7 @@ class TokenCleaner:
         secret = self.secrets.store.get(f"{bootstraptoken.NAMESPACE}/{name}")
         if secret is None or secret.type != bootstraptoken.SECRET_TYPE:
             return
-        expires = _expires(dict(secret.data))
+        expires = bootstraptoken.expiration(dict(secret.data))
         if expires is None:
             return
         left = expires - self.clock()

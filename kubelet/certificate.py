@@ -17,7 +17,6 @@ import base64
 import datetime as dt
 import ipaddress
 import logging
-import os
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -28,6 +27,7 @@ import grpc
 from cryptography import x509
 
 from kubeling import csr, dynamic, errors
+from kubeling.atomicfile import replace_file
 from kubeling.client import Client, TLSConfig
 from kubeling.periodic import cancel_and_wait
 
@@ -175,9 +175,7 @@ class CertificateManager:
         self.cert_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         stamp = dt.datetime.fromtimestamp(self.clock(), dt.timezone.utc).strftime("%Y-%m-%d-%H-%M-%S")
         target = self.cert_dir / f"kubelet-{self.kind.name}-{stamp}.pem"
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(cert_pem + key_pem)
+        replace_file(target, cert_pem + key_pem, 0o600)
         link = self.cert_dir / f"kubelet-{self.kind.name}-current.pem"
         temporary = link.with_name(link.name + ".updating")
         temporary.unlink(missing_ok=True)

@@ -10,7 +10,6 @@ by the apiserver (authentication), the controller manager (signer, cleaner) and
 from __future__ import annotations
 
 import base64
-import calendar
 import hashlib
 import hmac
 import json
@@ -22,8 +21,11 @@ from collections.abc import Mapping
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from kubeling.timestamps import parse_rfc3339
+
 __all__ = ["SECRET_TYPE", "SECRET_PREFIX", "NAMESPACE", "USER_PREFIX", "GROUP", "DEFAULT_GROUP", "TOKEN",
-           "parse", "generate", "expired", "groups", "detached_signature", "signature_valid", "ca_cert_hash",
+           "parse", "generate", "expiration", "expired", "groups", "detached_signature", "signature_valid",
+           "ca_cert_hash",
            "CLUSTER_INFO", "CLUSTER_INFO_NAMESPACE", "JWS_PREFIX"]
 
 SECRET_TYPE = "bootstrap.kubernetes.io/token"
@@ -54,16 +56,21 @@ def _value(data: Mapping[str, bytes], key: str) -> str:
     return data.get(key, b"").decode(errors="replace")
 
 
-def expired(data: Mapping[str, bytes], now: float | None = None) -> bool:
-    """upstream's HasExpired: an `expiration` (RFC 3339) in the past; an unreadable one is expired."""
+def expiration(data: Mapping[str, bytes]) -> float | None:
+    """When the token expires (seconds since the epoch): None never, 0 when unreadable."""
     text = _value(data, "expiration")
     if not text:
-        return False
+        return None
     try:
-        when = calendar.timegm(time.strptime(text.replace("+00:00", "Z"), "%Y-%m-%dT%H:%M:%SZ"))
+        return parse_rfc3339(text)
     except ValueError:
-        return True
-    return (time.time() if now is None else now) >= when
+        return 0.0  # upstream's HasExpired: an unreadable expiration is expired
+
+
+def expired(data: Mapping[str, bytes], now: float | None = None) -> bool:
+    """upstream's HasExpired: an `expiration` (RFC 3339) in the past."""
+    when = expiration(data)
+    return when is not None and (time.time() if now is None else now) >= when
 
 
 def groups(data: Mapping[str, bytes]) -> list[str] | None:

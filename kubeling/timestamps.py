@@ -3,16 +3,27 @@ apiserver's strategies and the controllers."""
 
 from __future__ import annotations
 
+import calendar
 import time
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-__all__ = ["now", "human_duration"]
+__all__ = ["now", "human_duration", "rfc3339", "parse_rfc3339"]
 
 
 def now() -> Timestamp:
     """The current time at second precision, as metav1.Time serializes it."""
     return Timestamp(seconds=int(time.time()))
+
+
+def rfc3339(seconds: float) -> str:
+    """A time as the API writes it in JSON (metav1.Time: whole seconds, UTC)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def parse_rfc3339(text: str) -> float:
+    """Seconds since the epoch of such a time (`Z` or `+00:00`); ValueError when it is none."""
+    return float(calendar.timegm(time.strptime(text.replace("+00:00", "Z"), "%Y-%m-%dT%H:%M:%SZ")))
 
 
 def human_duration(seconds: float) -> str:

@@ -20,6 +20,7 @@ from apiserver.registry.generic.json_strategy import CR, JsonStrategy, array, in
 from apiserver.validation import Checker
 from kubeling import csr, names, scheme
 from kubeling.dynamic import content_of, set_content
+from kubeling.timestamps import rfc3339
 
 __all__ = ["STRATEGIES", "CertificateSigningRequestStrategy", "APPROVAL_TYPES"]
 
@@ -28,10 +29,6 @@ APPROVAL_TYPES = (APPROVED, DENIED)
 _TRUE_ONLY = (APPROVED, DENIED, FAILED)
 _CONDITION = obj({"type": string(), "status": string(), "reason": string(), "message": string(),
                   "lastUpdateTime": string(), "lastTransitionTime": string()})
-
-
-def _rfc3339(seconds: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 def validate_signer_name(path: str, signer: str, check: Checker) -> None:
@@ -291,7 +288,7 @@ def _preserve(content: dict[str, Any], before: dict[str, Any], kind: str) -> Non
 def _timestamps(content: dict[str, Any], before: dict[str, Any]) -> None:
     """upstream's populateConditionTimestamps: lastUpdateTime now when unset; lastTransitionTime
     the stored one while the status of that type is unchanged, else now."""
-    now = _rfc3339(time.time())
+    now = rfc3339(time.time())
     for c in (content.get("status") or {}).get("conditions") or []:
         c.setdefault("lastUpdateTime", now)
         if "lastTransitionTime" not in c:
