@@ -259,8 +259,10 @@ class Storage:
                 resp.more, resp.count)  # type: ignore[attr-defined]
 
     async def revision(self) -> int:
-        """etcd's current revision (a count-only range on an empty key range)."""
-        _, rev, _, _ = await self.range(b"\0", b"\0", count_only=True, what="read the current revision")
+        """etcd's current revision, from the header of a read of one key that never exists.
+        (Not a range ending in "\\0": to etcd that means every key from the start, and even
+        count-only it walks them all; every consistent LIST asks for the revision.)"""
+        _, rev, _, _ = await self.range(b"\0", b"", count_only=True, what="read the current revision")
         return rev
 
     async def _txn(self, what: str, key: bytes, compare: rpc_pb2.Compare,
