@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import aetcd.rpc
+import grpc
 from aetcd.rpc import rpc_pb2
 
 from apiserver.storage.etcd import EtcdTLS, open_channel, prefix_end
@@ -133,6 +134,7 @@ class Soak:
     vitals: Path = field(init=False)
     samples: list[dict[str, Any]] = field(default_factory=list)
     latencies: list[tuple[float, float]] = field(default_factory=list)  # (when, seconds) of the probe's API calls
+    sampled_latencies: int = 0  # how many of them earlier samples summed up
     rounds: int = 0
     errors: list[str] = field(default_factory=list)
     judge_slopes: bool = False
@@ -213,8 +215,8 @@ class Soak:
 
     async def _watches(self) -> None:
         """Ten watches opened, each read to its first event, and dropped; and the API's
-        latency, as a client sees it: a LIST of the namespace's pods and a GET of a node,
-        timed (kubectl's own start would drown it)."""
+        latency, as a client sees it: a LIST of the namespace's pods and one of the nodes
+        (both consistent, on a new connection), timed (kubectl's own start would drown it)."""
         async with Client.from_kubeconfig(self.state / "kubeconfig") as client:
             for call in (lambda: client.pods.list("default"), lambda: client.nodes.list()):
                 began = time.monotonic()
@@ -257,7 +259,9 @@ class Soak:
                                                   pki / "apiserver-etcd-client.key")))
         maintenance = Maintenance(tls, timeout=10)
         etcd = [await maintenance.status(f"127.0.0.1:{plan['etcd_port']}")]
-        return {"t": round(time.monotonic() - began, 1), "components": components,
+        latencies = [d for _, d in self.latencies[self.sampled_latencies:]]  # the API probe's since the last sample
+        self.sampled_latencies = len(self.latencies)
+        return {"t": round(time.monotonic() - began, 1), "components": components, "api_p99_s": _p99(latencies),
                 "etcd_db_mib": round(etcd[0].db_size / (1 << 20), 3),
                 "etcd_db_in_use_mib": round(etcd[0].db_size_in_use / (1 << 20), 3), "etcd_revision": etcd[0].revision,
                 "etcd_keys": await _keys_by_resource(f"127.0.0.1:{plan['etcd_port']}", tls),
@@ -298,7 +302,10 @@ class Soak:
             except (RuntimeError, TimeoutError, OSError) as err:
                 self.errors.append(f"round {self.rounds}: {err}")
             if time.monotonic() - began >= next_sample:
-                self.samples.append(await self.sample(began))
+                try:
+                    self.samples.append(await self.sample(began))
+                except (grpc.RpcError, OSError, ValueError) as err:  # a failure of the run, kept with its data
+                    self.errors.append(f"sample at {time.monotonic() - began:.0f} s: {err}")
                 next_sample += self.interval
         await self.kubectl("delete", "deployment", "soak-web")
         after = await self._settled_sample(wait_for_pods_gone=True)
@@ -359,7 +366,7 @@ class Soak:
                 if metric in before and metric in now and now[metric] > before[metric] + margin:
                     leaks.append(f"{name} {metric}: {before[metric]} before the churn, {now[metric]} after it")
         if self.errors:
-            leaks.append(f"{len(self.errors)} round(s) failed: {self.errors[0]}")
+            leaks.append(f"{len(self.errors)} round(s) or sample(s) failed: {self.errors[0]}")
         early = [d for t, d in self.latencies if t - self.latencies[0][0] < 600] if self.latencies else []
         late_from = self.latencies[-1][0] - 600 if self.latencies else 0
         late = [d for t, d in self.latencies if t >= late_from]
@@ -372,18 +379,25 @@ class Soak:
                 "leaks": leaks, "samples": self.samples}
 
 
-async def _keys_by_resource(endpoint: str, tls: EtcdTLS) -> dict[str, int]:
-    """How many keys etcd holds under each /registry/<resource>/ (what grows, when etcd does)."""
+async def _keys_by_resource(endpoint: str, tls: EtcdTLS | None, page: int = 1_000) -> dict[str, int]:
+    """How many keys etcd holds under each /registry/<resource>/ (what grows, when etcd does).
+    Read in pages: an hour of Events' keys is past gRPC's 4 MiB message (the first 2-hour
+    run ended there, at 58 minutes)."""
     channel = open_channel(endpoint, tls)
+    counts: dict[str, int] = {}
+    start, end = b"/registry/", prefix_end(b"/registry/")
     try:
-        resp = await aetcd.rpc.KVStub(channel).Range(rpc_pb2.RangeRequest(
-            key=b"/registry/", range_end=prefix_end(b"/registry/"), keys_only=True), timeout=30)
+        while True:
+            resp = await aetcd.rpc.KVStub(channel).Range(rpc_pb2.RangeRequest(
+                key=start, range_end=end, keys_only=True, limit=page), timeout=30)
+            for kv in resp.kvs:
+                resource = kv.key.split(b"/")[2].decode(errors="replace")
+                counts[resource] = counts.get(resource, 0) + 1
+            if not resp.more or not resp.kvs:
+                break
+            start = resp.kvs[-1].key + b"\0"
     finally:
         await channel.close()
-    counts: dict[str, int] = {}
-    for kv in resp.kvs:
-        resource = kv.key.split(b"/")[2].decode(errors="replace")
-        counts[resource] = counts.get(resource, 0) + 1
     return dict(sorted(counts.items(), key=lambda item: -item[1]))
 
 
