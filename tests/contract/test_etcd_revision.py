@@ -14,7 +14,7 @@ async def test_reading_the_revision_counts_no_key(etcd: EtcdServer) -> None:
     try:
         last = 0
         for i in range(5):
-            last = await storage.put(f"/registry/revision-test/k{i}".encode(), b"v")
+            last = await storage.put(f"/revision-test/k{i}".encode(), b"v")
         answers: list[object] = []
         real = storage._call
 
