@@ -24,6 +24,7 @@ from protos.kubeling.v1 import coordination_pb2, core_pb2, meta_pb2, rbac_pb2
 from tests.conftest import apiserver_config
 from tests.e2e.kubectl import Kubectl
 from tests.objects import node, pod
+from tests.wait import until
 
 TOKENS = 'secret-jane,jane,uid-jane\nsecret-bob,bob,uid-bob\n'
 
@@ -218,7 +219,9 @@ async def test_a_kubelet_reaches_only_its_own_objects(secured: tuple[APIServer, 
         own.spec.taints.add(key="k", effect="NoSchedule")
         with pytest.raises(errors.Forbidden, match='node "node-1" is not allowed to modify taints'):
             await kubelet.nodes.update(own)
-        own = await kubelet.nodes.get("node-1")
+        # the apiserver's node IPAM writes the node's pod CIDR a moment after its create: read
+        # after it, or the status update below conflicts with it (a clean-clone run saw that)
+        own = await until(lambda: kubelet.nodes.get("node-1"), "node-1's pod CIDR", check=lambda n: n.spec.podCIDR)
         own.status.capacity["pods"] = "5"
         await kubelet.nodes.update_status(own)
         # Pods: status and delete only of its own; no pod created at all (mirror pods aside).
